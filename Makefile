@@ -1,0 +1,39 @@
+# kctl developer entry points. `make run` and `make test` do all set-up on a fresh machine.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: install system-deps run test lint gen check-gen bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+install: $(STAMP)
+
+system-deps:
+	bash scripts/install-system-deps.sh
+
+run: install
+	$(BIN)/kctl --help
+
+lint: install
+	$(BIN)/ruff check kctl tests bench scripts
+
+gen: install
+	$(BIN)/python scripts/gen_docs.py
+
+check-gen: install
+	$(BIN)/python scripts/gen_docs.py --check
+
+test: install system-deps lint check-gen
+	$(BIN)/pytest
+
+bench: install
+	$(BIN)/python bench/bench_log.py
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info

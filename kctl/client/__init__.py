@@ -1,0 +1,1 @@
+"""Producer, consumer and admin clients used by the CLI, the mirror maker, Spark and the tests."""

@@ -1,0 +1,405 @@
+"""`kctl log`: offline tools for partition directories and segment files (no broker needed).
+
+``dump`` lists batches (and with ``--deep`` their records) and index entries; ``verify`` checks
+CRCs, offsets, indexes and trailing bytes; ``recover`` cuts a damaged tail and rebuilds indexes;
+``purge`` deletes whole segments by the broker's retention rules."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from kctl.commands.errors import ExitCode, KctlError
+from kctl.commands.options import (
+    DEFAULT_FORMAT,
+    ConfigFileOption,
+    ConfigOverrideOption,
+    FormatOption,
+    load_config,
+)
+from kctl.commands.output import Column, OutputFormat, info, progress, render_documents, render_rows, warn
+from kctl.log.config import TOPIC_CONFIGS, InvalidConfigError, LogConfig
+from kctl.log.inspect import (
+    NotASegmentError,
+    Unreadable,
+    decode_records,
+    read_batches,
+    read_offset_index,
+    read_time_index,
+    segment_logs,
+    verify,
+)
+from kctl.log.naming import INDEX_SUFFIX, TIME_INDEX_SUFFIX, base_offset_of, index_file, time_index_file
+from kctl.log.recovery import KEEP
+from kctl.log.tools import DirectoryInUseError, purge, recover
+from kctl.records.header import InvalidRecordBatch
+
+app = typer.Typer(
+    help="Inspect, verify and repair partition directories and segment files offline.",
+    no_args_is_help=True,
+)
+
+PathArgument = Annotated[
+    Path,
+    typer.Argument(
+        metavar="PATH",
+        help="A partition directory (e.g. /data/my_topic_0) or one segment file (.log, .index, .timeindex).",
+    ),
+]
+DryRunOption = Annotated[
+    bool, typer.Option("--dry-run", "-n", help="Show what would be done; change nothing.")
+]
+
+
+def _log_config(config_file: Path | None, overrides: list[str] | None) -> LogConfig:
+    """Topic-level settings (Kafka names, e.g. -X index.interval.bytes=4096) for the tools."""
+    resolved = load_config(config_file, overrides, allowed_keys=TOPIC_CONFIGS.keys())
+    try:
+        return LogConfig().with_overrides(dict(resolved))
+    except InvalidConfigError as error:
+        raise KctlError(str(error), ExitCode.USAGE) from None
+
+
+def _segments(path: Path) -> list[tuple[int, Path]]:
+    try:
+        segments = segment_logs(path)
+    except FileNotFoundError:
+        raise KctlError(f"no such file or directory: {path}", ExitCode.NOT_FOUND) from None
+    except NotASegmentError as error:
+        raise KctlError(str(error), ExitCode.USAGE) from None
+    if not segments and path.is_dir():
+        warn(f"{path} holds no segment files")
+    return segments
+
+
+# -- dump ------------------------------------------------------------------------------------------
+BATCH_COLUMNS = [
+    Column("file"),
+    Column("position"),
+    Column("base_offset", "BASE"),
+    Column("last_offset", "LAST"),
+    Column("count"),
+    Column("size"),
+    Column("compression", "CODEC"),
+    Column("first_timestamp", "FIRST-TS"),
+    Column("max_timestamp", "MAX-TS"),
+    Column("crc"),
+    Column("valid"),
+]
+RECORD_COLUMNS = ["offset", "timestamp", "key", "value", "headers"]
+
+
+def _batch_documents(log_path: Path, deep: bool, problems: list[str]) -> Iterator[dict[str, Any]]:
+    for item in read_batches(log_path):
+        if isinstance(item, Unreadable):
+            problems.append(f"{item.file} position {item.position}: {item.reason}")
+            yield {
+                "type": "unreadable",
+                "file": item.file,
+                "position": item.position,
+                "size": item.size,
+                "reason": item.reason,
+            }
+            return
+        batch, data = item
+        document: dict[str, Any] = {"type": "batch", **batch.as_row()}
+        if not batch.valid:
+            problems.append(f"{batch.file} position {batch.position}: {batch.error}")
+        if deep:
+            try:
+                document["records"] = decode_records(data)
+            except InvalidRecordBatch as error:
+                document["records"] = None
+                document["error"] = f"records cannot be decoded: {error}"
+                problems.append(f"{batch.file} position {batch.position}: records cannot be decoded: {error}")
+        yield document
+
+
+def _index_documents(base_offset: int, log_path: Path) -> Iterator[dict[str, Any]]:
+    offset_path = index_file(log_path.parent, base_offset)
+    if offset_path.exists():
+        entries, leftover = read_offset_index(offset_path, base_offset)
+        for slot, (offset, position) in enumerate(entries):
+            yield {
+                "type": "index",
+                "file": offset_path.name,
+                "entry": slot,
+                "offset": offset,
+                "position": position,
+            }
+        if leftover:
+            warn(f"{offset_path.name}: {leftover} trailing bytes do not form an entry")
+    time_path = time_index_file(log_path.parent, base_offset)
+    if time_path.exists():
+        entries, leftover = read_time_index(time_path, base_offset)
+        for slot, (timestamp, offset) in enumerate(entries):
+            yield {
+                "type": "timeindex",
+                "file": time_path.name,
+                "entry": slot,
+                "timestamp": timestamp,
+                "offset": offset,
+            }
+        if leftover:
+            warn(f"{time_path.name}: {leftover} trailing bytes do not form an entry")
+
+
+@app.command("dump")
+def dump(
+    path: PathArgument,
+    deep: Annotated[
+        bool,
+        typer.Option("--deep", help="Also decode every record (offset, timestamp, key, value, headers)."),
+    ] = False,
+    indexes: Annotated[
+        bool, typer.Option("--indexes/--no-indexes", help="Also list the .index and .timeindex entries.")
+    ] = False,
+    fmt: FormatOption = DEFAULT_FORMAT,
+    config_file: ConfigFileOption = None,
+    overrides: ConfigOverrideOption = None,
+) -> None:
+    """List the batches of a partition directory or segment, with their offsets, sizes, codecs and CRCs.
+
+    Naming a .index or .timeindex file lists that index. In json/jsonl every object has a "type":
+    batch, index, timeindex or unreadable; keys and values that are not UTF-8 appear as
+    {"base64": "..."}. Exit status 0, also when invalid batches are listed (see `kctl log verify`)."""
+    _log_config(config_file, overrides)
+    segments = _segments(path)
+    only_index = path.is_file() and path.name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX))
+    problems: list[str] = []
+
+    def documents() -> Iterator[dict[str, Any]]:
+        for base_offset, log_path in segments:
+            if only_index:
+                for document in _index_documents(base_offset, log_path):
+                    if path.name.endswith(INDEX_SUFFIX) == (document["type"] == "index"):
+                        yield document
+                continue
+            if not log_path.exists():
+                raise KctlError(f"segment file not found: {log_path}", ExitCode.NOT_FOUND)
+            yield from _batch_documents(log_path, deep, problems)
+            if indexes:
+                yield from _index_documents(base_offset, log_path)
+
+    if fmt is OutputFormat.TABLE:
+        _dump_tables(documents(), deep)
+    else:
+        render_documents(documents(), fmt)
+    for problem in problems:
+        warn(problem)
+
+
+def _dump_tables(documents: Iterator[Mapping[str, Any]], deep: bool) -> None:
+    by_type: dict[str, list[Mapping[str, Any]]] = {}
+    records: list[dict[str, Any]] = []
+    for document in documents:
+        by_type.setdefault(document["type"], []).append(document)
+        if deep and document["type"] == "batch":
+            for record in document.get("records") or []:
+                records.append({"file": document["file"], "batch": document["base_offset"], **record})
+    if "batch" in by_type:
+        render_rows(by_type["batch"], BATCH_COLUMNS, OutputFormat.TABLE, title="batches")
+    if deep and records:
+        render_rows(records, ["file", "batch", *RECORD_COLUMNS], OutputFormat.TABLE, title="records")
+    for kind, columns, title in SECONDARY_TABLES:
+        if kind in by_type:
+            render_rows(by_type[kind], columns, OutputFormat.TABLE, title=title)
+
+
+SECONDARY_TABLES = [
+    ("unreadable", ["file", "position", "size", "reason"], "unreadable bytes"),
+    ("index", ["file", "entry", "offset", "position"], "offset index"),
+    ("timeindex", ["file", "entry", "timestamp", "offset"], "time index"),
+]
+
+
+# -- verify ----------------------------------------------------------------------------------------
+FINDING_COLUMNS = ["path", "file", "position", "offset", "problem"]
+
+
+@app.command("verify")
+def verify_command(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(metavar="PATH...", help="Partition directories or segment files to check."),
+    ],
+    fmt: FormatOption = DEFAULT_FORMAT,
+    config_file: ConfigFileOption = None,
+    overrides: ConfigOverrideOption = None,
+) -> None:
+    """Check CRCs, offset order, index and time-index consistency and trailing bytes.
+
+    Prints one row per finding (file, byte position, offset, problem) and a summary on stderr.
+    Exit status 0 when everything is clean, 1 when anything is wrong, 3 when a PATH is missing."""
+    _log_config(config_file, overrides)
+    findings: list[dict[str, Any]] = []
+    totals = {"segments": 0, "batches": 0, "records": 0, "bytes": 0}
+    notes: list[str] = []
+    for path in paths:
+        _segments(path)  # raises NOT_FOUND / USAGE early, before any output
+    with progress() as bar:
+        task = bar.add_task("verifying", total=len(paths))
+        for path in paths:
+            report = verify(path)
+            for key in totals:
+                totals[key] += getattr(report, key)
+            findings += [{"path": str(path), **finding.as_row()} for finding in report.findings]
+            notes += report.notes
+            bar.advance(task)
+    if findings or fmt is not OutputFormat.TABLE:
+        render_rows(findings, FINDING_COLUMNS, fmt, title="findings")
+    for note in notes:
+        info(f"note: {note}")
+    summary = (
+        f"checked {totals['segments']} segment(s), {totals['batches']} batch(es), "
+        f"{totals['records']} record(s), {totals['bytes']} bytes: "
+    )
+    if findings:
+        info(summary + f"{len(findings)} problem(s) found")
+        raise typer.Exit(ExitCode.FAILURE)
+    info(summary + "clean")
+
+
+# -- recover ---------------------------------------------------------------------------------------
+RECOVER_COLUMNS = [
+    Column("file"),
+    Column("action"),
+    Column("size"),
+    Column("kept_bytes", "KEPT"),
+    Column("cut_bytes", "CUT"),
+    Column("batches_kept", "BATCHES"),
+    Column("last_offset_kept", "LAST-OFFSET"),
+    Column("reason"),
+    Column("side_file", "SAVED-TO"),
+]
+
+
+@app.command("recover")
+def recover_command(
+    path: PathArgument,
+    dry_run: DryRunOption = False,
+    fmt: FormatOption = DEFAULT_FORMAT,
+    config_file: ConfigFileOption = None,
+    overrides: ConfigOverrideOption = None,
+) -> None:
+    """Truncate at the first invalid batch, save the cut bytes next to the segment, rebuild the indexes.
+
+    The broker's own recovery rules apply: a batch is valid when its header parses, its length fits
+    the file, its CRC-32C matches and its offsets rise; segments after a damaged one are cut whole.
+    Cut bytes go to <segment>.log.cut. Refuses to run while a broker holds the log directory.
+    Exit status 0 on success; with --dry-run, 1 when something would be cut."""
+    config = _log_config(config_file, overrides)
+    _segments(path)
+    try:
+        report = recover(path, dry_run=dry_run, config=config)
+    except DirectoryInUseError as error:
+        raise KctlError(str(error)) from None
+    rows = [
+        {
+            "file": step.path.name,
+            "action": step.action,
+            "size": step.size,
+            "kept_bytes": step.valid_bytes,
+            "cut_bytes": step.cut_bytes,
+            "batches_kept": step.scan.batches if step.scan and step.action != "delete" else 0,
+            "last_offset_kept": step.scan.last_offset if step.scan and step.action != "delete" else None,
+            "reason": step.reason,
+            "side_file": report.side_files.get(step.path.name),
+        }
+        for step in report.steps
+    ]
+    render_rows(rows, RECOVER_COLUMNS, fmt, title="recovery plan" if dry_run else "recovery")
+    verb = "would cut" if dry_run else "cut"
+    kept_segments = sum(1 for step in report.steps if step.action != "delete")
+    info(
+        f"kept {report.kept_bytes} bytes in {kept_segments} segment(s), "
+        f"{verb} {report.cut_bytes} bytes" + ("" if dry_run else "; indexes rebuilt")
+    )
+    if dry_run and any(step.action != KEEP for step in report.steps):
+        raise typer.Exit(ExitCode.FAILURE)
+
+
+# -- purge -----------------------------------------------------------------------------------------
+PURGE_COLUMNS = [
+    Column("base_offset", "BASE"),
+    Column("last_offset", "LAST"),
+    Column("size"),
+    Column("reason"),
+    Column("detail"),
+]
+
+
+@app.command("purge")
+def purge_command(
+    path: Annotated[
+        Path, typer.Argument(metavar="PATH", help="A partition directory, e.g. /data/my_topic_0.")
+    ],
+    retention_ms: Annotated[
+        int | None,
+        typer.Option("--retention-ms", min=0, help="Delete segments whose newest record is older than N ms."),
+    ] = None,
+    retention_bytes: Annotated[
+        int | None,
+        typer.Option(
+            "--retention-bytes", min=0, help="Delete the oldest segments until at most N bytes remain."
+        ),
+    ] = None,
+    before_offset: Annotated[
+        int | None,
+        typer.Option("--before-offset", min=0, help="Delete segments whose offsets all lie below N."),
+    ] = None,
+    dry_run: DryRunOption = False,
+    fmt: FormatOption = DEFAULT_FORMAT,
+    config_file: ConfigFileOption = None,
+    overrides: ConfigOverrideOption = None,
+) -> None:
+    """Delete whole segments, oldest first, by the rules of the broker's retention.
+
+    Give at least one rule; -X retention.ms=N and -X retention.bytes=N work too. Only whole segments
+    are deleted; the active (last) segment goes only when it is entirely expired. Refuses to run
+    while a broker holds the log directory. Exit status 0 (also when nothing was deleted)."""
+    resolved = load_config(config_file, overrides, allowed_keys=TOPIC_CONFIGS.keys())
+    if retention_ms is None and "retention.ms" in resolved:
+        retention_ms = int(resolved["retention.ms"])
+    if retention_bytes is None and "retention.bytes" in resolved:
+        retention_bytes = int(resolved["retention.bytes"])
+    if retention_ms is None and retention_bytes is None and before_offset is None:
+        raise KctlError(
+            "give at least one of --retention-ms, --retention-bytes, --before-offset", ExitCode.USAGE
+        )
+    if not path.exists():
+        raise KctlError(f"no such directory: {path}", ExitCode.NOT_FOUND)
+    if not path.is_dir():
+        raise KctlError(f"{path} is not a partition directory", ExitCode.USAGE)
+    try:
+        report = purge(
+            path,
+            retention_ms=retention_ms,
+            retention_bytes=retention_bytes,
+            before_offset=before_offset,
+            dry_run=dry_run,
+        )
+    except DirectoryInUseError as error:
+        raise KctlError(str(error)) from None
+    rows = [
+        {
+            "base_offset": d.base_offset,
+            "last_offset": d.next_offset - 1,
+            "size": d.size,
+            "reason": d.reason,
+            "detail": d.detail,
+        }
+        for d in report.deleted
+    ]
+    render_rows(rows, PURGE_COLUMNS, fmt, title="segments to delete" if dry_run else "deleted segments")
+    verb = "would delete" if dry_run else "deleted"
+    info(
+        f"{verb} {len(rows)} segment(s), {sum(r['size'] for r in rows)} bytes; "
+        f"log start offset {report.log_start_offset}, log end offset {report.log_end_offset}"
+    )
+
+
+__all__ = ["app", "base_offset_of"]

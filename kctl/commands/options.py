@@ -1,0 +1,247 @@
+"""The options every command shares, defined once as `typing.Annotated` aliases, and `load_config`.
+
+Use them in a command's signature with the defaults given here::
+
+    def show(
+        fmt: FormatOption = DEFAULT_FORMAT,
+        config_file: ConfigFileOption = None,
+        overrides: ConfigOverrideOption = None,
+        bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+    ) -> None:
+        config = load_config(config_file, overrides, bootstrap_server=bootstrap_server)
+
+Configuration precedence, lowest to highest: `defaults` given by the command < the `--config`
+file (Java .properties) < the KCTL_BOOTSTRAP_SERVER environment variable < `-X key=value`
+overrides (later ones win) < an explicit `--bootstrap-server` on the command line. Only
+`bootstrap.servers` comes from the environment or from `--bootstrap-server`; every resolved key
+remembers its source.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kctl import properties
+from kctl.commands.errors import ExitCode, KctlError
+from kctl.commands.output import OutputFormat
+
+DEFAULT_FORMAT = OutputFormat.TABLE
+DEFAULT_BOOTSTRAP_SERVER = "127.0.0.1:9092"
+BOOTSTRAP_SERVER_ENV = "KCTL_BOOTSTRAP_SERVER"
+BOOTSTRAP_SERVERS_KEY = "bootstrap.servers"
+
+
+class ConfigSource(enum.StrEnum):
+    """Where a configuration value came from (shown by `kctl config show`)."""
+
+    DEFAULT = "default"
+    FILE = "file"
+    ENV = "env"
+    OVERRIDE = "-X"
+    OPTION = "option"
+
+
+class BootstrapServer(str):
+    """The `--bootstrap-server` value; `source` tells whether it was given, from env, or the default."""
+
+    source: ConfigSource
+
+    def __new__(cls, value: str, source: ConfigSource = ConfigSource.OPTION) -> BootstrapServer:
+        obj = super().__new__(cls, value)
+        obj.source = source
+        return obj
+
+
+class OverrideSyntaxError(ValueError):
+    """A `-X` argument that is not `key=value` with a non-empty key without blanks."""
+
+
+def parse_override(text: str) -> tuple[str, str]:
+    """Split one `-X key=value` argument; the key is stripped, the value kept as given."""
+    key, sep, value = text.partition("=")
+    key = key.strip()
+    if not sep:
+        raise OverrideSyntaxError(f"expected KEY=VALUE, got {text!r}")
+    if not key:
+        raise OverrideSyntaxError(f"empty key in {text!r}")
+    if any(ch.isspace() for ch in key):
+        raise OverrideSyntaxError(f"key {key!r} contains whitespace")
+    return key, value
+
+
+def _check_overrides(ctx: typer.Context, values: list[str] | None) -> list[str] | None:
+    if ctx.resilient_parsing:
+        return values
+    for text in values or ():
+        try:
+            parse_override(text)
+        except OverrideSyntaxError as exc:
+            raise typer.BadParameter(str(exc)) from None
+    return values
+
+
+_SOURCES_BY_CLICK_NAME = {"ENVIRONMENT": ConfigSource.ENV, "DEFAULT": ConfigSource.DEFAULT}
+
+
+def _check_bootstrap(ctx: typer.Context, param: typer.CallbackParam, value: str) -> BootstrapServer:
+    source_name = getattr(ctx.get_parameter_source(param.name or ""), "name", "")
+    source = _SOURCES_BY_CLICK_NAME.get(source_name, ConfigSource.OPTION)
+    value = value.strip()
+    if not value and not ctx.resilient_parsing:
+        raise typer.BadParameter("expected HOST:PORT[,HOST:PORT...], got an empty value")
+    return BootstrapServer(value, source)
+
+
+FormatOption = Annotated[
+    OutputFormat,
+    typer.Option(
+        "--format",
+        "-f",
+        case_sensitive=False,
+        help="Output format: table (aligned text), json (one array) or jsonl (one object per line).",
+    ),
+]
+ConfigFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        "-c",
+        metavar="FILE",
+        dir_okay=False,
+        help="Read configuration properties (Java .properties format) from FILE.",
+    ),
+]
+ConfigOverrideOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "-X",
+        metavar="KEY=VALUE",
+        callback=_check_overrides,
+        help="Set a configuration property, overriding the --config file (repeatable).",
+    ),
+]
+BootstrapServerOption = Annotated[
+    str,
+    typer.Option(
+        "--bootstrap-server",
+        "-b",
+        metavar="HOST:PORT",
+        envvar=BOOTSTRAP_SERVER_ENV,
+        callback=_check_bootstrap,
+        help="Broker(s) to connect to first, as HOST:PORT[,HOST:PORT...].",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class ConfigValue:
+    """One resolved configuration entry."""
+
+    key: str
+    value: str
+    source: ConfigSource
+
+
+@dataclass(frozen=True)
+class ResolvedConfig(Mapping[str, str]):
+    """The merged configuration: a read-only `key -> value` mapping that keeps each key's source."""
+
+    values: Mapping[str, ConfigValue] = field(default_factory=dict)
+    config_file: Path | None = None
+
+    def __getitem__(self, key: str) -> str:
+        return self.values[key].value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.values)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def source(self, key: str) -> ConfigSource:
+        return self.values[key].source
+
+    def entries(self) -> list[ConfigValue]:
+        """All entries, sorted by key."""
+        return list(self.values.values())
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.get(BOOTSTRAP_SERVERS_KEY, DEFAULT_BOOTSTRAP_SERVER)
+
+
+def _read_config_file(path: Path) -> Mapping[str, str]:
+    try:
+        return properties.load(path)
+    except FileNotFoundError:
+        raise KctlError(f"config file not found: {path}", ExitCode.NOT_FOUND) from None
+    except IsADirectoryError:
+        raise KctlError(f"config file is a directory: {path}", ExitCode.USAGE) from None
+    except OSError as exc:
+        raise KctlError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    except properties.PropertiesError as exc:
+        raise KctlError(f"config file {path}: {exc}", ExitCode.USAGE) from None
+
+
+def _check_key(key: str, allowed: Collection[str] | None, where: str) -> None:
+    if allowed is None or key in allowed:
+        return
+    hint = difflib.get_close_matches(key, list(allowed), n=1)
+    suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
+    raise KctlError(f"unknown configuration key {key!r} in {where}{suggestion}", ExitCode.USAGE)
+
+
+def load_config(
+    config_file: Path | str | None,
+    overrides: Sequence[str] | None,
+    defaults: Mapping[str, str] | None = None,
+    *,
+    bootstrap_server: str | None = None,
+    allowed_keys: Collection[str] | None = None,
+) -> ResolvedConfig:
+    """Merge `defaults` < `config_file` < `overrides` (`-X key=value`), keeping each key's source.
+
+    `bootstrap_server` (the `--bootstrap-server` value) sets `bootstrap.servers` at the layer its
+    source calls for: its default below the file, KCTL_BOOTSTRAP_SERVER above the file and below
+    `-X`, an explicit option above everything (a plain str counts as explicit). With
+    `allowed_keys`, any other key in the file or in `-X` is a usage error (exit 2), as is a
+    malformed `-X`; a missing file is NOT_FOUND (exit 3).
+    """
+    merged: dict[str, ConfigValue] = {}
+
+    def put(key: str, value: str, source: ConfigSource) -> None:
+        merged[key] = ConfigValue(key, value, source)
+
+    bootstrap_source = getattr(bootstrap_server, "source", ConfigSource.OPTION)
+    if bootstrap_server is not None and allowed_keys is not None:
+        allowed_keys = {*allowed_keys, BOOTSTRAP_SERVERS_KEY}
+
+    def put_bootstrap(layer: ConfigSource) -> None:
+        if bootstrap_server is not None and bootstrap_source is layer:
+            put(BOOTSTRAP_SERVERS_KEY, str(bootstrap_server), layer)
+
+    for key, value in (defaults or {}).items():
+        put(key, str(value), ConfigSource.DEFAULT)
+    put_bootstrap(ConfigSource.DEFAULT)
+    if config_file is not None:
+        config_file = Path(config_file)
+        for key, value in _read_config_file(config_file).items():
+            _check_key(key, allowed_keys, f"config file {config_file}")
+            put(key, value, ConfigSource.FILE)
+    put_bootstrap(ConfigSource.ENV)
+    for text in overrides or ():
+        try:
+            key, value = parse_override(text)
+        except OverrideSyntaxError as exc:
+            raise KctlError(f"invalid -X: {exc}", ExitCode.USAGE) from None
+        _check_key(key, allowed_keys, "-X")
+        put(key, value, ConfigSource.OVERRIDE)
+    put_bootstrap(ConfigSource.OPTION)
+    return ResolvedConfig(dict(sorted(merged.items())), config_file)

@@ -1,0 +1,4 @@
+"""Segmented log storage: segments, indexes, recovery, retention, compaction and the log manager.
+
+Knows files only: never sockets, the wire protocol, ZooKeeper or asyncio.
+"""

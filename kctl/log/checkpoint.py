@@ -1,0 +1,70 @@
+"""Offset checkpoint files (``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
+``cleaner-offset-checkpoint``): versioned text, written atomically (temp file, fsync, rename).
+
+Format (Kafka's): a version line (``0``), a count line, then one ``<topic> <partition> <offset>`` line
+per partition."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from kctl.log.naming import TopicPartition
+
+CHECKPOINT_VERSION = 0
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+
+
+class CorruptCheckpointError(ValueError):
+    """A checkpoint file that does not parse."""
+
+
+def write_checkpoint(path: Path, offsets: Mapping[TopicPartition, int]) -> None:
+    lines = [str(CHECKPOINT_VERSION), str(len(offsets))]
+    lines += [f"{tp.topic} {tp.partition} {offset}" for tp, offset in sorted(offsets.items())]
+    temporary = path.with_name(path.name + ".tmp")
+    with open(temporary, "w", encoding="ascii") as handle:
+        handle.write("\n".join(lines) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+    directory_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(directory_fd)
+    finally:
+        os.close(directory_fd)
+
+
+def read_checkpoint(path: Path) -> dict[TopicPartition, int]:
+    """The offsets in ``path``; an empty mapping when the file does not exist."""
+    try:
+        text = path.read_text(encoding="ascii")
+    except FileNotFoundError:
+        return {}
+    except UnicodeDecodeError as error:
+        raise CorruptCheckpointError(f"{path}: not ASCII text") from error
+    lines = text.splitlines()
+    if len(lines) < 2:
+        raise CorruptCheckpointError(f"{path}: missing version or count line")
+    if lines[0].strip() != str(CHECKPOINT_VERSION):
+        raise CorruptCheckpointError(f"{path}: unsupported version {lines[0].strip()!r}")
+    try:
+        count = int(lines[1])
+    except ValueError as error:
+        raise CorruptCheckpointError(f"{path}: bad count line {lines[1]!r}") from error
+    entries = lines[2:]
+    if len(entries) != count:
+        raise CorruptCheckpointError(f"{path}: expected {count} entries, found {len(entries)}")
+    result: dict[TopicPartition, int] = {}
+    for line in entries:
+        parts = line.split()
+        if len(parts) != 3:
+            raise CorruptCheckpointError(f"{path}: malformed entry {line!r}")
+        try:
+            result[TopicPartition(parts[0], int(parts[1]))] = int(parts[2])
+        except ValueError as error:
+            raise CorruptCheckpointError(f"{path}: malformed entry {line!r}") from error
+    return result

@@ -1,0 +1,421 @@
+"""Read-only inspection of partition directories and segment files for the offline tools:
+batch listings (``kctl log dump``) and consistency findings (``kctl log verify``).
+
+Everything here opens files read-only and works without a broker; it shares the validation rules
+of recovery (:func:`kctl.log.segment.scan_file`) so verify reports what recovery would cut."""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kctl.log.naming import (
+    CLEANED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    base_offset_of,
+    index_file,
+    time_index_file,
+)
+from kctl.records.header import (
+    HEADER_SIZE,
+    MAGIC_OFFSET,
+    BatchHeader,
+    InvalidRecordBatch,
+    compute_crc,
+    parse_header,
+)
+
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+_CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+READ_CHUNK = 4 * 1024 * 1024
+
+
+class NotASegmentError(ValueError):
+    """A path that is neither a partition directory nor a segment family file."""
+
+
+@dataclass
+class BatchInfo:
+    """One batch as found in a segment file (valid or not)."""
+
+    file: str
+    position: int
+    base_offset: int
+    last_offset: int
+    records_count: int
+    size: int
+    magic: int
+    compression: str
+    timestamp_type: str
+    first_timestamp: int
+    max_timestamp: int
+    partition_leader_epoch: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    is_transactional: bool
+    is_control: bool
+    crc_stored: int
+    crc_computed: int
+    valid: bool
+    error: str | None = None
+    records: list[dict[str, Any]] | None = None
+
+    def as_row(self) -> dict[str, Any]:
+        row = {
+            "file": self.file,
+            "position": self.position,
+            "base_offset": self.base_offset,
+            "last_offset": self.last_offset,
+            "count": self.records_count,
+            "size": self.size,
+            "magic": self.magic,
+            "compression": self.compression,
+            "timestamp_type": self.timestamp_type,
+            "first_timestamp": self.first_timestamp,
+            "max_timestamp": self.max_timestamp,
+            "leader_epoch": self.partition_leader_epoch,
+            "producer_id": self.producer_id,
+            "producer_epoch": self.producer_epoch,
+            "base_sequence": self.base_sequence,
+            "transactional": self.is_transactional,
+            "control": self.is_control,
+            "crc": f"{self.crc_stored:08x}",
+            "crc_computed": f"{self.crc_computed:08x}",
+            "valid": self.valid,
+            "error": self.error,
+        }
+        return row
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Something wrong in a partition directory."""
+
+    file: str
+    position: int | None
+    offset: int | None
+    problem: str
+
+    def as_row(self) -> dict[str, Any]:
+        return {"file": self.file, "position": self.position, "offset": self.offset, "problem": self.problem}
+
+
+@dataclass
+class VerifyReport:
+    path: str
+    segments: int = 0
+    batches: int = 0
+    records: int = 0
+    bytes: int = 0
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # not problems: e.g. an index the broker will rebuild
+
+    @property
+    def clean(self) -> bool:
+        return not self.findings
+
+
+# -- locating files ------------------------------------------------------------------------------
+def segment_logs(path: Path) -> list[tuple[int, Path]]:
+    """(base_offset, .log path) of the segments at ``path``: a partition directory or one segment file
+    (``.log``, or its ``.index``/``.timeindex``, which name the same segment)."""
+    if path.is_dir():
+        found = []
+        for child in path.iterdir():
+            if child.name.endswith(LOG_SUFFIX) and (base := base_offset_of(child)) is not None:
+                found.append((base, child))
+        return sorted(found)
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist")
+    base = base_offset_of(path)
+    if base is None:
+        raise NotASegmentError(f"{path} is not named by a 20-digit base offset")
+    return [(base, path.with_name(path.name.split(".", 1)[0] + LOG_SUFFIX))]
+
+
+# -- reading batches -----------------------------------------------------------------------------
+def _batch_info(
+    name: str, position: int, header: BatchHeader, crc_computed: int, error: str | None
+) -> BatchInfo:
+    return BatchInfo(
+        file=name,
+        position=position,
+        base_offset=header.base_offset,
+        last_offset=header.last_offset,
+        records_count=header.records_count,
+        size=header.size,
+        magic=header.magic,
+        compression=_CODEC_NAMES.get(header.compression, f"unknown({header.compression})"),
+        timestamp_type="LogAppendTime" if header.is_log_append_time else "CreateTime",
+        first_timestamp=header.base_timestamp,
+        max_timestamp=header.max_timestamp,
+        partition_leader_epoch=header.partition_leader_epoch,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        is_transactional=header.is_transactional,
+        is_control=header.is_control,
+        crc_stored=header.crc,
+        crc_computed=crc_computed,
+        valid=error is None,
+        error=error,
+    )
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """Bytes at the end of a segment that cannot be framed as batches."""
+
+    file: str
+    position: int
+    size: int
+    reason: str
+
+
+def read_batches(log_path: Path) -> Iterator[tuple[BatchInfo, bytes] | Unreadable]:
+    """Every batch of a segment file in order, with its bytes. A batch whose framing holds (sane length,
+    magic 2) is yielded even when its CRC is wrong; the walk stops with an :class:`Unreadable` at the
+    first bytes that cannot be framed (truncated batch, bad length or magic, garbage)."""
+    with open(log_path, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        position = 0
+        while position < size:
+            remaining = size - position
+            head = os.pread(handle.fileno(), HEADER_SIZE, position)
+            if remaining < HEADER_SIZE:
+                yield Unreadable(
+                    log_path.name,
+                    position,
+                    remaining,
+                    f"{remaining} trailing bytes are too few for a batch header",
+                )
+                return
+            try:
+                header = parse_header(head, 0)
+            except InvalidRecordBatch as error:
+                magic = head[MAGIC_OFFSET] if len(head) > MAGIC_OFFSET else None
+                reason = str(error)
+                if magic in (0, 1):
+                    reason = f"message format magic {magic} (pre-0.11) is not supported by this tool"
+                yield Unreadable(log_path.name, position, remaining, reason)
+                return
+            if header.size > remaining:
+                yield Unreadable(
+                    log_path.name,
+                    position,
+                    remaining,
+                    f"batch of {header.size} bytes is truncated: only {remaining} bytes remain",
+                )
+                return
+            data = os.pread(handle.fileno(), header.size, position)
+            crc = compute_crc(data, 0, header.size)
+            error = (
+                None if crc == header.crc else (f"CRC mismatch: stored {header.crc:08x}, computed {crc:08x}")
+            )
+            yield _batch_info(log_path.name, position, header, crc, error), data
+            position += header.size
+
+
+def decode_records(data: bytes) -> list[dict[str, Any]]:
+    """Each record of a batch as a dict (offset, timestamp, key, value, headers); bytes stay bytes."""
+    from kctl.records.reader import decode_batch
+
+    batch = decode_batch(data, verify_crc=False)
+    return [
+        {
+            "offset": record.offset,
+            "timestamp": record.timestamp,
+            "key": record.key,
+            "value": record.value,
+            "headers": list(record.headers),
+        }
+        for record in batch.records
+    ]
+
+
+def read_offset_index(path: Path, base_offset: int) -> tuple[list[tuple[int, int]], int]:
+    """(offset, position) entries and the count of trailing bytes that do not form an entry."""
+    data = path.read_bytes()
+    usable = len(data) - len(data) % _OFFSET_ENTRY.size
+    entries = [
+        (relative + base_offset, position) for relative, position in _OFFSET_ENTRY.iter_unpack(data[:usable])
+    ]
+    return entries, len(data) - usable
+
+
+def read_time_index(path: Path, base_offset: int) -> tuple[list[tuple[int, int]], int]:
+    """(timestamp, offset) entries and the count of trailing bytes that do not form an entry."""
+    data = path.read_bytes()
+    usable = len(data) - len(data) % _TIME_ENTRY.size
+    entries = [
+        (timestamp, relative + base_offset) for timestamp, relative in _TIME_ENTRY.iter_unpack(data[:usable])
+    ]
+    return entries, len(data) - usable
+
+
+# -- verification --------------------------------------------------------------------------------
+def verify(path: Path) -> VerifyReport:
+    """Check a partition directory or one segment: framing, CRCs, offset order and ranges, trailing
+    garbage, and the consistency of each ``.index`` and ``.timeindex`` with its log."""
+    path = Path(path)
+    report = VerifyReport(str(path))
+    segments = segment_logs(path)
+    previous_last: int | None = None
+    for base_offset, log_path in segments:
+        if not log_path.exists():
+            report.findings.append(Finding(log_path.name, None, None, "segment file is missing"))
+            continue
+        report.segments += 1
+        previous_last = _verify_segment(base_offset, log_path, previous_last, report)
+    if path.is_dir():
+        _verify_orphans(path, {base for base, _ in segments}, report)
+    return report
+
+
+def _verify_segment(
+    base_offset: int, log_path: Path, previous_last: int | None, report: VerifyReport
+) -> int | None:
+    name = log_path.name
+    batch_starts: dict[int, BatchInfo] = {}
+    for item in read_batches(log_path):
+        if isinstance(item, Unreadable):
+            report.findings.append(
+                Finding(name, item.position, None, f"{item.reason} ({item.size} bytes unreadable)")
+            )
+            break
+        info, _ = item
+        report.batches += 1
+        report.records += info.records_count
+        report.bytes += info.size
+        batch_starts[info.position] = info
+        if not info.valid:
+            report.findings.append(
+                Finding(name, info.position, info.base_offset, info.error or "invalid batch")
+            )
+        if info.base_offset < base_offset:
+            report.findings.append(
+                Finding(
+                    name,
+                    info.position,
+                    info.base_offset,
+                    f"base offset {info.base_offset} is below the segment's base offset {base_offset}",
+                )
+            )
+        if previous_last is not None and info.base_offset <= previous_last:
+            report.findings.append(
+                Finding(
+                    name,
+                    info.position,
+                    info.base_offset,
+                    f"offsets out of order: base offset {info.base_offset} is not above the previous "
+                    f"last offset {previous_last}",
+                )
+            )
+        if info.records_count <= 0:
+            report.findings.append(Finding(name, info.position, info.base_offset, "batch has no records"))
+        previous_last = info.last_offset
+    _verify_offset_index(base_offset, log_path, batch_starts, report)
+    _verify_time_index(base_offset, log_path, batch_starts, report)
+    return previous_last
+
+
+def _read_index_for_verify(
+    path: Path,
+    reader: Callable[[Path, int], tuple[list[tuple[int, int]], int]],
+    base_offset: int,
+    segment_has_batches: bool,
+    report: VerifyReport,
+) -> list[tuple[int, int]]:
+    """The entries of an index file; a missing file is a note, trailing partial entries a finding."""
+    if not path.exists():
+        if segment_has_batches:
+            report.notes.append(f"{path.name} is missing; the broker and `kctl log recover` rebuild it")
+        return []
+    entries, leftover = reader(path, base_offset)
+    if leftover:
+        report.findings.append(
+            Finding(path.name, None, None, f"{leftover} trailing bytes do not form an entry")
+        )
+    return entries
+
+
+def _verify_offset_index(
+    base_offset: int, log_path: Path, batches: dict[int, BatchInfo], report: VerifyReport
+) -> None:
+    path = index_file(log_path.parent, base_offset)
+    entries = _read_index_for_verify(path, read_offset_index, base_offset, bool(batches), report)
+    previous_offset = previous_position = -1
+    for slot, (offset, position) in enumerate(entries):
+        where = slot * _OFFSET_ENTRY.size
+        if offset <= previous_offset or position <= previous_position:
+            report.findings.append(
+                Finding(path.name, where, offset, "index entries are not in increasing order")
+            )
+        batch = batches.get(position)
+        if batch is None:
+            report.findings.append(
+                Finding(
+                    path.name,
+                    where,
+                    offset,
+                    f"entry points at position {position}, where no batch starts",
+                )
+            )
+        elif batch.last_offset != offset:
+            report.findings.append(
+                Finding(
+                    path.name,
+                    where,
+                    offset,
+                    f"entry offset {offset} does not match the batch at position {position} "
+                    f"(last offset {batch.last_offset})",
+                )
+            )
+        previous_offset, previous_position = offset, position
+
+
+def _verify_time_index(
+    base_offset: int, log_path: Path, batches: dict[int, BatchInfo], report: VerifyReport
+) -> None:
+    path = time_index_file(log_path.parent, base_offset)
+    entries = _read_index_for_verify(path, read_time_index, base_offset, bool(batches), report)
+    by_last_offset = {info.last_offset: info for info in batches.values()}
+    previous_timestamp: int | None = None
+    for slot, (timestamp, offset) in enumerate(entries):
+        where = slot * _TIME_ENTRY.size
+        if previous_timestamp is not None and timestamp <= previous_timestamp:
+            report.findings.append(Finding(path.name, where, offset, "timestamps are not increasing"))
+        batch = by_last_offset.get(offset)
+        if batch is None:
+            report.findings.append(Finding(path.name, where, offset, f"no batch ends at offset {offset}"))
+        elif batch.max_timestamp != timestamp:
+            report.findings.append(
+                Finding(
+                    path.name,
+                    where,
+                    offset,
+                    f"timestamp {timestamp} does not match the batch ending at offset {offset} "
+                    f"(max timestamp {batch.max_timestamp})",
+                )
+            )
+        previous_timestamp = timestamp
+
+
+def _verify_orphans(directory: Path, bases: set[int], report: VerifyReport) -> None:
+    for child in sorted(directory.iterdir()):
+        base = base_offset_of(child)
+        if base is None:
+            continue
+        if child.name.endswith((CLEANED_SUFFIX, SWAP_SUFFIX)):
+            report.findings.append(Finding(child.name, None, None, "leftover of an interrupted compaction"))
+        elif child.name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)) and base not in bases:
+            report.findings.append(Finding(child.name, None, None, "index file without a segment"))

@@ -1,0 +1,328 @@
+"""The LogManager: every partition log across one or more data directories.
+
+Owns each directory's lock file (two brokers cannot open the same directory), ``meta.properties``, the
+clean-shutdown marker, the recovery-point and log-start-offset checkpoints, placing new partitions, and
+the periodic flush / retention / compaction passes the broker schedules."""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import shutil
+import threading
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from kctl.log.checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    CorruptCheckpointError,
+    read_checkpoint,
+    write_checkpoint,
+)
+from kctl.log.clock import SYSTEM_CLOCK, Clock
+from kctl.log.config import LogConfig
+from kctl.log.files import DEFAULT_FILE_IO, FileIO
+from kctl.log.log import Log
+from kctl.log.naming import (
+    DELETE_DIR_SUFFIX,
+    TopicPartition,
+    parse_partition_dir,
+    partition_dir_name,
+    validate_topic_name,
+)
+from kctl.log.retention import RetentionDecision
+
+LOCK_FILE = ".lock"
+META_PROPERTIES = "meta.properties"
+CLEAN_SHUTDOWN_FILE = ".kctl_cleanshutdown"
+META_VERSION = 0
+
+
+class LogDirLockedError(RuntimeError):
+    """Another process holds the lock of a data directory."""
+
+
+class InconsistentMetadataError(RuntimeError):
+    """A data directory's meta.properties belongs to another broker or cluster."""
+
+
+@dataclass(frozen=True)
+class LogDirMeta:
+    broker_id: int | None
+    cluster_id: str | None
+    version: int = META_VERSION
+
+
+def read_meta_properties(log_dir: Path) -> LogDirMeta | None:
+    path = log_dir / META_PROPERTIES
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    values = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith(("#", "!")) and "=" in line:
+            key, _, value = line.partition("=")
+            values[key.strip()] = value.strip()
+    broker_id = values.get("broker.id")
+    return LogDirMeta(
+        broker_id=int(broker_id) if broker_id not in (None, "") else None,
+        cluster_id=values.get("cluster.id") or None,
+        version=int(values.get("version", META_VERSION)),
+    )
+
+
+def write_meta_properties(log_dir: Path, meta: LogDirMeta) -> None:
+    lines = ["#kctl log directory metadata", f"version={meta.version}"]
+    if meta.broker_id is not None:
+        lines.append(f"broker.id={meta.broker_id}")
+    if meta.cluster_id is not None:
+        lines.append(f"cluster.id={meta.cluster_id}")
+    temporary = log_dir / (META_PROPERTIES + ".tmp")
+    temporary.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    os.replace(temporary, log_dir / META_PROPERTIES)
+
+
+class LogDirLock:
+    """An exclusive ``flock`` on ``<log.dir>/.lock`` held for the manager's lifetime."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.path = log_dir / LOCK_FILE
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:
+            os.close(self._fd)
+            if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise LogDirLockedError(
+                    f"{log_dir} is in use by another process (lock {self.path} is held)"
+                ) from error
+            raise
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = -1
+
+
+def is_locked(log_dir: Path) -> bool:
+    """Whether a running broker (or another tool) holds ``log_dir``'s lock."""
+    path = log_dir / LOCK_FILE
+    if not path.exists():
+        return False
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+class LogManager:
+    """All partition logs of a broker."""
+
+    def __init__(
+        self,
+        log_dirs: Iterable[Path | str],
+        default_config: LogConfig | None = None,
+        *,
+        broker_id: int | None = None,
+        cluster_id: str | None = None,
+        topic_configs: Mapping[str, LogConfig] | None = None,
+        file_io: FileIO = DEFAULT_FILE_IO,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self.log_dirs = [Path(directory).resolve() for directory in log_dirs]
+        if not self.log_dirs:
+            raise ValueError("at least one log directory is required")
+        self.default_config = default_config or LogConfig()
+        self.topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
+        self.broker_id = broker_id
+        self.cluster_id = cluster_id
+        self._file_io = file_io
+        self._clock = clock
+        self._logs: dict[TopicPartition, Log] = {}
+        self._lock = threading.RLock()
+        self._dir_locks: list[LogDirLock] = []
+        self.had_clean_shutdown: dict[Path, bool] = {}
+        self._open()
+
+    # -- start-up ------------------------------------------------------------------------------
+    def _open(self) -> None:
+        try:
+            for log_dir in self.log_dirs:
+                log_dir.mkdir(parents=True, exist_ok=True)
+                self._dir_locks.append(LogDirLock(log_dir))
+                self._check_meta(log_dir)
+            for log_dir in self.log_dirs:
+                self._load_dir(log_dir)
+        except BaseException:
+            self._release_locks()
+            raise
+
+    def _check_meta(self, log_dir: Path) -> None:
+        meta = read_meta_properties(log_dir)
+        if meta is not None:
+            if self.broker_id is not None and meta.broker_id is not None and meta.broker_id != self.broker_id:
+                raise InconsistentMetadataError(
+                    f"{log_dir} belongs to broker.id={meta.broker_id}, not {self.broker_id}"
+                )
+            if self.cluster_id is not None and meta.cluster_id and meta.cluster_id != self.cluster_id:
+                raise InconsistentMetadataError(
+                    f"{log_dir} belongs to cluster {meta.cluster_id}, not {self.cluster_id}"
+                )
+            self.broker_id = meta.broker_id if self.broker_id is None else self.broker_id
+            self.cluster_id = meta.cluster_id if self.cluster_id is None else self.cluster_id
+        write_meta_properties(log_dir, LogDirMeta(self.broker_id, self.cluster_id))
+
+    def _load_dir(self, log_dir: Path) -> None:
+        marker = log_dir / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        self.had_clean_shutdown[log_dir] = clean
+        try:
+            recovery_points = read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
+            start_offsets = read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
+        except CorruptCheckpointError:
+            recovery_points, start_offsets, clean = {}, {}, False
+        for child in sorted(log_dir.iterdir()):
+            if not child.is_dir():
+                continue
+            if child.name.endswith(DELETE_DIR_SUFFIX):
+                shutil.rmtree(child, ignore_errors=True)
+                continue
+            tp = parse_partition_dir(child.name)
+            if tp is None:
+                continue
+            self._logs[tp] = Log(
+                child,
+                tp,
+                self.config_for(tp.topic),
+                recovery_point=recovery_points.get(tp, 0),
+                log_start_offset=start_offsets.get(tp, 0),
+                needs_recovery=not clean,
+                file_io=self._file_io,
+                clock=self._clock,
+            )
+        if clean:
+            marker.unlink()
+
+    # -- partitions ----------------------------------------------------------------------------
+    def config_for(self, topic: str) -> LogConfig:
+        return self.topic_configs.get(topic, self.default_config)
+
+    def get_log(self, tp: TopicPartition) -> Log | None:
+        return self._logs.get(tp)
+
+    def all_logs(self) -> dict[TopicPartition, Log]:
+        with self._lock:
+            return dict(self._logs)
+
+    def get_or_create_log(self, tp: TopicPartition, config: LogConfig | None = None) -> Log:
+        with self._lock:
+            log = self._logs.get(tp)
+            if log is not None:
+                return log
+            validate_topic_name(tp.topic)
+            if tp.partition < 0:
+                raise ValueError(f"partition {tp.partition} is negative")
+            if config is not None:
+                self.topic_configs[tp.topic] = config
+            log_dir = self._least_loaded_dir()
+            log = Log(
+                log_dir / partition_dir_name(tp),
+                tp,
+                self.config_for(tp.topic),
+                needs_recovery=False,
+                file_io=self._file_io,
+                clock=self._clock,
+            )
+            self._logs[tp] = log
+            return log
+
+    def _least_loaded_dir(self) -> Path:
+        counts = {log_dir: 0 for log_dir in self.log_dirs}
+        for log in self._logs.values():
+            parent = log.directory.parent
+            if parent in counts:
+                counts[parent] += 1
+        return min(self.log_dirs, key=lambda log_dir: (counts[log_dir], self.log_dirs.index(log_dir)))
+
+    def delete_log(self, tp: TopicPartition) -> bool:
+        """Remove a partition: its directory is renamed ``…-delete`` at once, then removed."""
+        with self._lock:
+            log = self._logs.pop(tp, None)
+        if log is None:
+            return False
+        for segment in log.segments:
+            segment.close()
+        doomed = log.directory.with_name(f"{log.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        os.replace(log.directory, doomed)
+        shutil.rmtree(doomed, ignore_errors=True)
+        return True
+
+    def update_topic_config(self, topic: str, config: LogConfig) -> None:
+        with self._lock:
+            self.topic_configs[topic] = config
+            for tp, log in self._logs.items():
+                if tp.topic == topic:
+                    log.config = config
+
+    # -- periodic work -------------------------------------------------------------------------
+    def flush_due_logs(self) -> int:
+        return sum(1 for log in self.all_logs().values() if log.flush_if_due())
+
+    def run_retention(self) -> dict[TopicPartition, list[RetentionDecision]]:
+        results = {}
+        for tp, log in self.all_logs().items():
+            decisions = log.delete_old_segments()
+            if decisions:
+                results[tp] = decisions
+        return results
+
+    def checkpoint(self) -> None:
+        """Write the recovery-point and log-start-offset checkpoints of every directory."""
+        with self._lock:
+            by_dir: dict[Path, dict[TopicPartition, Log]] = {log_dir: {} for log_dir in self.log_dirs}
+            for tp, log in self._logs.items():
+                by_dir.setdefault(log.directory.parent, {})[tp] = log
+            for log_dir, logs in by_dir.items():
+                write_checkpoint(
+                    log_dir / RECOVERY_POINT_CHECKPOINT, {tp: log.recovery_point for tp, log in logs.items()}
+                )
+                write_checkpoint(
+                    log_dir / LOG_START_OFFSET_CHECKPOINT,
+                    {tp: log.log_start_offset for tp, log in logs.items()},
+                )
+
+    # -- shutdown ------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Flush and close every log, write checkpoints and the clean-shutdown marker, release the locks."""
+        with self._lock:
+            for log in self._logs.values():
+                log.close()
+            self.checkpoint()
+            for log_dir in self.log_dirs:
+                (log_dir / CLEAN_SHUTDOWN_FILE).touch()
+            self._logs.clear()
+            self._release_locks()
+
+    def _release_locks(self) -> None:
+        for lock in self._dir_locks:
+            lock.release()
+        self._dir_locks.clear()
+
+    def __enter__(self) -> LogManager:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,79 @@
+"""File and directory names of the on-disk layout: ``<topic>_<partition>/`` partition directories and
+segment files named by their 20-digit base offset (``.log``, ``.index``, ``.timeindex``)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import NamedTuple
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+CLEANED_SUFFIX = ".cleaned"  # a compaction output being written; deleted on recovery
+SWAP_SUFFIX = ".swap"  # a finished compaction output waiting to replace segments; completed on recovery
+DELETED_SUFFIX = ".deleted"  # a segment scheduled for deletion
+DELETE_DIR_SUFFIX = "-delete"  # a partition directory scheduled for deletion
+OFFSET_DIGITS = 20
+
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+_PARTITION_DIR = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)_(?P<partition>0|[1-9][0-9]*)$")
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}_{self.partition}"
+
+
+def validate_topic_name(topic: str) -> None:
+    """Raise ValueError unless ``topic`` is a legal Kafka topic name."""
+    if not topic:
+        raise ValueError("topic name is empty")
+    if topic in (".", ".."):
+        raise ValueError(f"topic name cannot be {topic!r}")
+    if len(topic) > MAX_TOPIC_NAME_LENGTH:
+        raise ValueError(f"topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters")
+    if not _LEGAL_TOPIC.match(topic):
+        raise ValueError(
+            f"topic name {topic!r} is illegal: only ASCII letters, digits, '.', '_' and '-' are allowed"
+        )
+
+
+def partition_dir_name(tp: TopicPartition) -> str:
+    return f"{tp.topic}_{tp.partition}"
+
+
+def parse_partition_dir(name: str) -> TopicPartition | None:
+    """``my_topic_0`` -> TopicPartition("my_topic", 0); None for anything else."""
+    match = _PARTITION_DIR.match(name)
+    if match is None:
+        return None
+    return TopicPartition(match["topic"], int(match["partition"]))
+
+
+def offset_file_name(offset: int) -> str:
+    return f"{offset:0{OFFSET_DIGITS}d}"
+
+
+def log_file(directory: Path, base_offset: int) -> Path:
+    return directory / (offset_file_name(base_offset) + LOG_SUFFIX)
+
+
+def index_file(directory: Path, base_offset: int) -> Path:
+    return directory / (offset_file_name(base_offset) + INDEX_SUFFIX)
+
+
+def time_index_file(directory: Path, base_offset: int) -> Path:
+    return directory / (offset_file_name(base_offset) + TIME_INDEX_SUFFIX)
+
+
+def base_offset_of(path: Path) -> int | None:
+    """The base offset a segment-family file is named by, or None if the name is not 20 digits."""
+    stem = path.name.split(".", 1)[0]
+    if len(stem) != OFFSET_DIGITS or not stem.isdigit():
+        return None
+    return int(stem)

@@ -1,0 +1,1 @@
+"""Mirror maker: consume from source clusters and produce to a target cluster."""

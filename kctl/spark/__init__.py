@@ -1,0 +1,1 @@
+"""PySpark data source and batch-load pipeline (optional extra: pip install kctl[spark])."""

@@ -1,0 +1,1 @@
+"""Coordination: the ZooKeeper registry (kazoo) and the embedded single-node registry."""

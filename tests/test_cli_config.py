@@ -1,0 +1,215 @@
+"""`kctl config show` and the configuration resolution behind it (kctl.commands.options)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kctl.__main__ import main
+from kctl.commands.errors import ExitCode, KctlError
+from kctl.commands.options import (
+    BOOTSTRAP_SERVER_ENV,
+    DEFAULT_BOOTSTRAP_SERVER,
+    BootstrapServer,
+    ConfigSource,
+    load_config,
+    parse_override,
+)
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(BOOTSTRAP_SERVER_ENV, raising=False)
+    monkeypatch.delenv("KCTL_DEBUG", raising=False)
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def show_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, tuple[str, str]]:
+    code, out, err = run(capsys, "config", "show", "--format", "json", *args)
+    assert (code, err) == (0, "")
+    return {row["key"]: (row["value"], row["source"]) for row in json.loads(out)}
+
+
+@pytest.fixture
+def config_file(tmp_path: Path) -> Path:
+    path = tmp_path / "client.properties"
+    path.write_text(
+        "# client settings\n"
+        "bootstrap.servers=file-host:9092\n"
+        "acks = all\n"
+        "client.id: from-file\n"
+        "sasl.password=hunter2\n"
+    )
+    return path
+
+
+def test_defaults_only(capsys: pytest.CaptureFixture[str]) -> None:
+    assert show_json(capsys) == {"bootstrap.servers": (DEFAULT_BOOTSTRAP_SERVER, "default")}
+
+
+def test_table_output_when_piped(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "config", "show", "-X", "acks=1")
+    assert (code, err) == (0, "")
+    assert out.splitlines() == [
+        "KEY                VALUE           SOURCE",
+        "acks               1               -X",
+        "bootstrap.servers  127.0.0.1:9092  default",
+    ]
+
+
+def test_file_overrides_defaults_and_x_overrides_file(
+    capsys: pytest.CaptureFixture[str], config_file: Path
+) -> None:
+    rows = show_json(
+        capsys, "--config", str(config_file), "-X", "acks=1", "-X", "linger.ms=5", "-X", "acks=0"
+    )
+    assert rows == {
+        "acks": ("0", "-X"),
+        "bootstrap.servers": ("file-host:9092", "file"),
+        "client.id": ("from-file", "file"),
+        "linger.ms": ("5", "-X"),
+        "sasl.password": ("********", "file"),
+    }
+
+
+def test_env_beats_file_and_x_beats_env(
+    capsys: pytest.CaptureFixture[str], config_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(BOOTSTRAP_SERVER_ENV, "env-host:9092")
+    assert show_json(capsys, "-c", str(config_file))["bootstrap.servers"] == ("env-host:9092", "env")
+    rows = show_json(capsys, "-c", str(config_file), "-X", "bootstrap.servers=x-host:1")
+    assert rows["bootstrap.servers"] == ("x-host:1", "-X")
+
+
+def test_explicit_bootstrap_option_beats_everything(
+    capsys: pytest.CaptureFixture[str], config_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(BOOTSTRAP_SERVER_ENV, "env-host:9092")
+    rows = show_json(capsys, "-c", str(config_file), "-X", "bootstrap.servers=x:1", "-b", "opt-host:9093")
+    assert rows["bootstrap.servers"] == ("opt-host:9093", "option")
+
+
+def test_secrets_are_masked_unless_asked(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ("-X", "sasl.jaas.config=secret stuff", "-X", "ssl.key.password=p", "-X", "sasl.mechanism=PLAIN")
+    rows = show_json(capsys, *args)
+    assert rows["sasl.jaas.config"][0] == rows["ssl.key.password"][0] == "********"
+    assert rows["sasl.mechanism"] == ("PLAIN", "-X")
+    rows = show_json(capsys, *args, "--show-secrets")
+    assert rows["sasl.jaas.config"] == ("secret stuff", "-X")
+
+
+def test_jsonl_output(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "config", "show", "-f", "jsonl", "-X", "a=b=c")
+    assert code == 0
+    assert [json.loads(line) for line in out.splitlines()] == [
+        {"key": "a", "value": "b=c", "source": "-X"},
+        {"key": "bootstrap.servers", "value": DEFAULT_BOOTSTRAP_SERVER, "source": "default"},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ("acks", "expected KEY=VALUE, got 'acks'"),
+        ("=1", "empty key in '=1'"),
+        ("a b=1", "contains whitespace"),
+    ],
+)
+def test_malformed_x_is_a_usage_error(capsys: pytest.CaptureFixture[str], bad: str, message: str) -> None:
+    code, out, err = run(capsys, "config", "show", "-X", "ok=1", "-X", bad)
+    assert code == ExitCode.USAGE
+    assert out == ""
+    assert message in err
+    assert "kctl: error: Invalid value for '-X'" in err
+
+
+def test_empty_bootstrap_server_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "config", "show", "-b", " ")
+    assert code == ExitCode.USAGE
+    assert "--bootstrap-server" in err
+
+
+def test_missing_config_file_is_not_found(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, out, err = run(capsys, "config", "show", "-c", str(tmp_path / "nope.properties"))
+    assert code == ExitCode.NOT_FOUND
+    assert out == ""
+    assert err == f"kctl: error: config file not found: {tmp_path / 'nope.properties'}\n"
+
+
+def test_directory_as_config_file_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, _, err = run(capsys, "config", "show", "-c", str(tmp_path))
+    assert code == ExitCode.USAGE
+    assert "directory" in err
+
+
+def test_malformed_config_file_is_a_usage_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "bad.properties"
+    path.write_text("ok=1\nbad=\\uZZZZ\n")
+    code, _, err = run(capsys, "config", "show", "-c", str(path))
+    assert code == ExitCode.USAGE
+    assert f"kctl: error: config file {path}: line 2: malformed" in err
+
+
+# -- load_config as a library function -------------------------------------------------------------
+def test_load_config_precedence_and_sources(tmp_path: Path) -> None:
+    path = tmp_path / "c.properties"
+    path.write_text("a=file\nb=file\n")
+    config = load_config(path, ["b=x", "c=x"], {"a": "default", "d": "default"})
+    assert dict(config) == {"a": "file", "b": "x", "c": "x", "d": "default"}
+    assert [(e.key, e.source) for e in config.entries()] == [
+        ("a", ConfigSource.FILE),
+        ("b", ConfigSource.OVERRIDE),
+        ("c", ConfigSource.OVERRIDE),
+        ("d", ConfigSource.DEFAULT),
+    ]
+    assert config.source("d") is ConfigSource.DEFAULT
+    assert config.config_file == path
+    assert config.bootstrap_servers == DEFAULT_BOOTSTRAP_SERVER
+    assert "a" in config and len(config) == 4 and config.get("zzz") is None
+
+
+def test_load_config_bootstrap_layers() -> None:
+    def resolved(source: ConfigSource, overrides: list[str]) -> tuple[str, ConfigSource]:
+        config = load_config(None, overrides, bootstrap_server=BootstrapServer("b:1", source))
+        return config.bootstrap_servers, config.source("bootstrap.servers")
+
+    assert resolved(ConfigSource.DEFAULT, []) == ("b:1", ConfigSource.DEFAULT)
+    assert resolved(ConfigSource.DEFAULT, ["bootstrap.servers=x:1"]) == ("x:1", ConfigSource.OVERRIDE)
+    assert resolved(ConfigSource.ENV, ["bootstrap.servers=x:1"]) == ("x:1", ConfigSource.OVERRIDE)
+    assert resolved(ConfigSource.OPTION, ["bootstrap.servers=x:1"]) == ("b:1", ConfigSource.OPTION)
+    plain = load_config(None, None, bootstrap_server="plain:1")
+    assert plain.source("bootstrap.servers") is ConfigSource.OPTION
+
+
+def test_load_config_errors(tmp_path: Path) -> None:
+    with pytest.raises(KctlError) as info:
+        load_config(None, ["novalue"])
+    assert info.value.exit_code is ExitCode.USAGE
+    assert str(info.value) == "invalid -X: expected KEY=VALUE, got 'novalue'"
+    with pytest.raises(KctlError) as info:
+        load_config(None, ["linger.mss=1"], allowed_keys={"linger.ms", "acks"})
+    assert info.value.exit_code is ExitCode.USAGE
+    assert "unknown configuration key 'linger.mss' in -X (did you mean 'linger.ms'?)" in str(info.value)
+    path = tmp_path / "c.properties"
+    path.write_text("zzz=1\n")
+    with pytest.raises(KctlError, match=r"unknown configuration key 'zzz' in config file .*c\.properties$"):
+        load_config(path, None, allowed_keys={"acks"})
+    assert load_config(None, ["acks=1"], allowed_keys={"acks"}, bootstrap_server="h:1")["acks"] == "1"
+    with pytest.raises(KctlError) as info:
+        load_config(tmp_path / "missing", None)
+    assert info.value.exit_code is ExitCode.NOT_FOUND
+
+
+def test_parse_override() -> None:
+    assert parse_override(" acks =all ") == ("acks", "all ")
+    assert parse_override("k=") == ("k", "")
+    assert parse_override("k=a=b") == ("k", "a=b")
