@@ -18,7 +18,7 @@ system-deps:
 	bash scripts/install-system-deps.sh
 
 run: install
-	$(BIN)/kctl --help
+	$(BIN)/kctl broker start $(ARGS)
 
 lint: install
 	$(BIN)/ruff check kctl tests bench scripts

@@ -3,7 +3,8 @@
 
 _kctl_subcommands() {
     case "$1" in
-        'kctl') echo 'config log' ;;
+        'kctl') echo 'broker config log' ;;
+        'kctl broker') echo 'start stop' ;;
         'kctl config') echo 'show' ;;
         'kctl log') echo 'dump verify recover purge' ;;
     esac
@@ -11,7 +12,7 @@ _kctl_subcommands() {
 
 _kctl_is_subcommand() {
     case "$1 $2" in
-        'kctl config'|'kctl log'|'kctl config show'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge') return 0 ;;
+        'kctl broker'|'kctl config'|'kctl log'|'kctl broker start'|'kctl broker stop'|'kctl config show'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge') return 0 ;;
     esac
     return 1
 }
@@ -19,6 +20,9 @@ _kctl_is_subcommand() {
 _kctl_options() {
     case "$1" in
         'kctl') echo '--version -h --help' ;;
+        'kctl broker') echo '-h --help' ;;
+        'kctl broker start') echo '-c --config -X -d --daemon --pid-file --log-file --log-level -h --help' ;;
+        'kctl broker stop') echo '-c --config -X --pid-file --timeout -h --help' ;;
         'kctl config') echo '-h --help' ;;
         'kctl config show') echo '-f --format -c --config -X -b --bootstrap-server --show-secrets -h --help' ;;
         'kctl log') echo '-h --help' ;;
@@ -32,6 +36,15 @@ _kctl_options() {
 # How the value of option $2 of command $1 completes; nothing for options that take no value.
 _kctl_option_value() {
     case "$1 $2" in
+        'kctl broker start -c'|'kctl broker start --config') echo 'file' ;;
+        'kctl broker start -X') echo 'any' ;;
+        'kctl broker start --pid-file') echo 'file' ;;
+        'kctl broker start --log-file') echo 'file' ;;
+        'kctl broker start --log-level') echo 'any' ;;
+        'kctl broker stop -c'|'kctl broker stop --config') echo 'file' ;;
+        'kctl broker stop -X') echo 'any' ;;
+        'kctl broker stop --pid-file') echo 'file' ;;
+        'kctl broker stop --timeout') echo 'any' ;;
         'kctl config show -f'|'kctl config show --format') echo 'choice table json jsonl' ;;
         'kctl config show -c'|'kctl config show --config') echo 'file' ;;
         'kctl config show -X') echo 'any' ;;

@@ -3,7 +3,7 @@
 
 function __kctl_takes_value --description 'Whether option $argv[2] of command $argv[1] takes a value'
     switch "$argv[1] $argv[2]"
-        case 'kctl config show -f' 'kctl config show --format' 'kctl config show -c' 'kctl config show --config' 'kctl config show -X' 'kctl config show -b' 'kctl config show --bootstrap-server' 'kctl log dump -f' 'kctl log dump --format' 'kctl log dump -c' 'kctl log dump --config' 'kctl log dump -X' 'kctl log verify -f' 'kctl log verify --format' 'kctl log verify -c' 'kctl log verify --config' 'kctl log verify -X' 'kctl log recover -f' 'kctl log recover --format' 'kctl log recover -c' 'kctl log recover --config' 'kctl log recover -X' 'kctl log purge --retention-ms' 'kctl log purge --retention-bytes' 'kctl log purge --before-offset' 'kctl log purge -f' 'kctl log purge --format' 'kctl log purge -c' 'kctl log purge --config' 'kctl log purge -X'
+        case 'kctl broker start -c' 'kctl broker start --config' 'kctl broker start -X' 'kctl broker start --pid-file' 'kctl broker start --log-file' 'kctl broker start --log-level' 'kctl broker stop -c' 'kctl broker stop --config' 'kctl broker stop -X' 'kctl broker stop --pid-file' 'kctl broker stop --timeout' 'kctl config show -f' 'kctl config show --format' 'kctl config show -c' 'kctl config show --config' 'kctl config show -X' 'kctl config show -b' 'kctl config show --bootstrap-server' 'kctl log dump -f' 'kctl log dump --format' 'kctl log dump -c' 'kctl log dump --config' 'kctl log dump -X' 'kctl log verify -f' 'kctl log verify --format' 'kctl log verify -c' 'kctl log verify --config' 'kctl log verify -X' 'kctl log recover -f' 'kctl log recover --format' 'kctl log recover -c' 'kctl log recover --config' 'kctl log recover -X' 'kctl log purge --retention-ms' 'kctl log purge --retention-bytes' 'kctl log purge --before-offset' 'kctl log purge -f' 'kctl log purge --format' 'kctl log purge -c' 'kctl log purge --config' 'kctl log purge -X'
             return 0
     end
     return 1
@@ -11,7 +11,7 @@ end
 
 function __kctl_is_subcommand --description 'Whether $argv[2] is a subcommand of command $argv[1]'
     switch "$argv[1] $argv[2]"
-        case 'kctl config' 'kctl log' 'kctl config show' 'kctl log dump' 'kctl log verify' 'kctl log recover' 'kctl log purge'
+        case 'kctl broker' 'kctl config' 'kctl log' 'kctl broker start' 'kctl broker stop' 'kctl config show' 'kctl log dump' 'kctl log verify' 'kctl log recover' 'kctl log purge'
             return 0
     end
     return 1
@@ -40,10 +40,26 @@ function __kctl_at --description 'Whether the command being typed is $argv[1]'
 end
 
 complete -c kctl -f
+complete -c kctl -n '__kctl_at "kctl"' -a 'broker' -d 'Run and stop a kctl broker'
 complete -c kctl -n '__kctl_at "kctl"' -a 'config' -d 'Inspect how kctl resolves its configuration'
 complete -c kctl -n '__kctl_at "kctl"' -a 'log' -d 'Inspect, verify and repair partition directories and segment files offline'
 complete -c kctl -n '__kctl_at "kctl"' -l version -d 'Print the version and exit'
 complete -c kctl -n '__kctl_at "kctl"' -s h -l help -d 'Show this message and exit'
+complete -c kctl -n '__kctl_at "kctl broker"' -a 'start' -d 'Start a broker with Kafka\'s broker properties (server.properties and -X)'
+complete -c kctl -n '__kctl_at "kctl broker"' -a 'stop' -d 'Stop a broker started with --daemon (SIGTERM, then wait for it to exit)'
+complete -c kctl -n '__kctl_at "kctl broker"' -s h -l help -d 'Show this message and exit'
+complete -c kctl -n '__kctl_at "kctl broker start"' -s c -l config -r -F -d 'Read configuration properties (Java .properties format) from FILE'
+complete -c kctl -n '__kctl_at "kctl broker start"' -s X -x -d 'Set a configuration property, overriding the --config file (repeatable)'
+complete -c kctl -n '__kctl_at "kctl broker start"' -s d -l daemon -d 'Run in the background; print the address and exit'
+complete -c kctl -n '__kctl_at "kctl broker start"' -l pid-file -r -F -d 'Pid file (default: <first log dir>/kctl-broker.pid)'
+complete -c kctl -n '__kctl_at "kctl broker start"' -l log-file -r -F -d 'Write the broker log here (default: stderr; with --daemon: <log dir>/kctl-broker.log)'
+complete -c kctl -n '__kctl_at "kctl broker start"' -l log-level -x -d 'DEBUG, INFO, WARNING or ERROR'
+complete -c kctl -n '__kctl_at "kctl broker start"' -s h -l help -d 'Show this message and exit'
+complete -c kctl -n '__kctl_at "kctl broker stop"' -s c -l config -r -F -d 'Read configuration properties (Java .properties format) from FILE'
+complete -c kctl -n '__kctl_at "kctl broker stop"' -s X -x -d 'Set a configuration property, overriding the --config file (repeatable)'
+complete -c kctl -n '__kctl_at "kctl broker stop"' -l pid-file -r -F -d 'Pid file (default: <first log dir>/kctl-broker.pid)'
+complete -c kctl -n '__kctl_at "kctl broker stop"' -l timeout -x -d 'Seconds to wait for a clean stop'
+complete -c kctl -n '__kctl_at "kctl broker stop"' -s h -l help -d 'Show this message and exit'
 complete -c kctl -n '__kctl_at "kctl config"' -a 'show' -d 'Show the effective configuration: each key, its value, and where the value came from'
 complete -c kctl -n '__kctl_at "kctl config"' -s h -l help -d 'Show this message and exit'
 complete -c kctl -n '__kctl_at "kctl config show"' -s f -l format -x -a 'table json jsonl' -d 'Output format: table (aligned text), json (one array) or jsonl (one object per line)'

@@ -18,6 +18,7 @@ import typer
 from kctl import __version__
 
 COMMAND_GROUPS: tuple[tuple[str, str], ...] = (
+    ("kctl.commands.broker", "broker"),
     ("kctl.commands.config", "config"),
     ("kctl.commands.log", "log"),
 )

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kctl.log import recovery
 from kctl.log.clock import SYSTEM_CLOCK, Clock
 from kctl.log.config import LogConfig
 from kctl.log.files import DEFAULT_FILE_IO, FileIO, FileRegion
@@ -27,6 +28,7 @@ from kctl.log.naming import (
     TopicPartition,
     base_offset_of,
 )
+from kctl.log.producer_state import ProducerStateManager
 from kctl.log.recovery import DELETE, TRUNCATE, SegmentRecovery, plan_recovery
 from kctl.log.retention import RetentionDecision, SegmentSummary, plan_retention
 from kctl.log.segment import MAX_RELATIVE_OFFSET, LogSegment
@@ -69,6 +71,7 @@ class AppendInfo:
     batches: int
     size: int
     log_start_offset: int
+    duplicate: bool = False  # an idempotent producer's retry of batches already written
 
 
 class Log:
@@ -103,6 +106,9 @@ class Log:
         self.recovery_point = min(max(recovery_point, self.log_start_offset), self.log_end_offset)
         self._unflushed_messages = 0
         self._last_flush_ms = clock.monotonic_ms()
+        self.producer_state = ProducerStateManager()
+        for _, header in self.active_segment.iter_headers():
+            self.producer_state.record(header)
         if self.recovery_plan:
             self.flush()  # what recovery validated is made durable, so it need not be validated again
 
@@ -192,9 +198,7 @@ class Log:
             base = base_offset_of(swap)
             if base is None:
                 continue
-            from kctl.log.recovery import scan_path
-
-            scan = scan_path(swap, base, self._file_io)
+            scan = recovery.scan_path(swap, base, self._file_io)
             last = scan.last_offset if scan.last_offset is not None else base
             for path in list(self.directory.iterdir()):
                 other = base_offset_of(path)
@@ -245,9 +249,14 @@ class Log:
         base offset; otherwise (replication, compaction) offsets must rise above the log end offset.
         Raises InvalidRecordBatch (corrupt or malformed; CORRUPT_MESSAGE), RecordBatchTooLargeError, or
         LogStorageError (nothing of this append is acknowledged, and none of it is left in the file)."""
-        data = bytearray(records)
+        # patched in place: a writable view (a request frame the broker owns) is used as is
+        data = records if isinstance(records, memoryview) and not records.readonly else bytearray(records)
         batches = self._validate(data, assign_offsets)
         with self._lock:
+            if assign_offsets:
+                duplicate, data, batches = self._drop_duplicates(data, batches)
+                if duplicate is not None:
+                    return duplicate
             now = self._clock.time_ms()
             append_time = now if self.config.log_append_time else -1
             next_offset = self.log_end_offset
@@ -277,6 +286,8 @@ class Log:
             last_offset = next_offset - 1
             segment = self._maybe_roll(len(data), first_offset, last_offset, now)
             segment.append(data, assigned)
+            for _, header in assigned:
+                self.producer_state.record(header)
             self._unflushed_messages += records_count
             self._maybe_flush()
             return AppendInfo(
@@ -291,7 +302,34 @@ class Log:
                 self.log_start_offset,
             )
 
-    def _validate(self, data: bytearray, assign_offsets: bool) -> list[tuple[int, BatchHeader]]:
+    def _drop_duplicates(
+        self, data: bytearray | memoryview, batches: list[tuple[int, BatchHeader]]
+    ) -> tuple[AppendInfo | None, bytearray | memoryview, list[tuple[int, BatchHeader]]]:
+        """Check idempotent producers' sequences (raises ProducerStateError); drop batches already
+        written. Returns (the original AppendInfo if every batch was a duplicate, data, batches)."""
+        duplicates = {}
+        for position, header in batches:
+            original = self.producer_state.check(header)
+            if original is not None:
+                duplicates[position] = original
+        if not duplicates:
+            return None, data, batches
+        if len(duplicates) == len(batches):
+            first, last = duplicates[batches[0][0]], duplicates[batches[-1][0]]
+            info = AppendInfo(
+                first.first_offset, last.last_offset, last.max_timestamp, last.last_offset, -1,
+                0, 0, 0, self.log_start_offset, duplicate=True,
+            )
+            return info, data, batches
+        kept = bytearray()
+        kept_batches = []
+        for position, header in batches:
+            if position not in duplicates:
+                kept_batches.append((len(kept), header))
+                kept += data[position : position + header.size]
+        return None, kept, kept_batches
+
+    def _validate(self, data: bytearray | memoryview, assign_offsets: bool) -> list[tuple[int, BatchHeader]]:
         batches: list[tuple[int, BatchHeader]] = []
         end = 0
         limit = self.config.max_message_bytes
@@ -450,6 +488,7 @@ class Log:
                 self._base_offsets.pop()
             self.active_segment.truncate_to(offset)
             self.recovery_point = min(self.recovery_point, self.log_end_offset)
+            self.producer_state.truncate_to(self.log_end_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and start an empty log at ``offset``."""

@@ -108,11 +108,16 @@ def parse_request_header(frame: bytes | bytearray | memoryview) -> RequestHeader
     return _parse_request_header(_view(frame))[0]
 
 
-def decode_request_body(header: RequestHeader, frame: bytes | bytearray | memoryview) -> Any:
-    """Decode the body of a request whose header was parsed with ``parse_request_header``."""
+def decode_request_body(
+    header: RequestHeader, frame: bytes | bytearray | memoryview, *, allow_trailing: bool = False
+) -> Any:
+    """Decode the body of a request whose header was parsed with ``parse_request_header``.
+
+    ``allow_trailing`` ignores bytes after the body, as Kafka's broker does (librdkafka 2.16 sends
+    three extra bytes after a Metadata v12 request, for one)."""
     mv = _view(frame)
     codec = get_schema(header.api_key).request_codec(header.api_version)
-    return codec.decode(mv, header.body_offset, mv.nbytes)
+    return codec.decode(mv, header.body_offset, mv.nbytes, allow_trailing=allow_trailing)
 
 
 def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, Any]:

@@ -32,8 +32,16 @@ class BodyCodec:
         self._decode = compiled.decode
         self._encode = compiled.encode
 
-    def decode(self, buf: bytes | bytearray | memoryview, pos: int = 0, end: int | None = None) -> Any:
-        """Decode the body occupying ``buf[pos:end]`` exactly; trailing bytes are an error."""
+    def decode(
+        self,
+        buf: bytes | bytearray | memoryview,
+        pos: int = 0,
+        end: int | None = None,
+        *,
+        allow_trailing: bool = False,
+    ) -> Any:
+        """Decode the body occupying ``buf[pos:end]`` exactly; trailing bytes are an error unless
+        ``allow_trailing`` (Kafka's own broker ignores them, and some clients send them)."""
         mv = buf if type(buf) is memoryview else memoryview(buf)
         if end is None:
             end = mv.nbytes
@@ -43,7 +51,7 @@ class BodyCodec:
             raise ProtocolDecodeError(f"{self.label}: {e}") from None
         except (struct.error, IndexError, ValueError) as e:  # defensive: should not happen
             raise ProtocolDecodeError(f"{self.label}: malformed input: {e}") from None
-        if pos != end:
+        if pos != end and not allow_trailing:
             raise ProtocolDecodeError(f"{self.label}: {end - pos} trailing bytes after the body")
         return obj
 

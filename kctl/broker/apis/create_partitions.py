@@ -1,0 +1,34 @@
+"""CreatePartitions (answered by the controller): raise a topic's partition count."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kctl.broker.errors import ApiError
+from kctl.protocol.errors import ErrorCode
+from kctl.protocol.messages.create_partitions import CreatePartitionsResponse, CreatePartitionsTopicResult
+from kctl.protocol.registry import ApiKey
+
+API_KEY = ApiKey.CREATE_PARTITIONS
+VERSIONS = (0, 3)
+
+
+async def handle(broker: Any, context: Any, request: Any) -> CreatePartitionsResponse:
+    results = []
+    for topic in request.topics:
+        try:
+            if not broker.is_controller:
+                raise ApiError(ErrorCode.NOT_CONTROLLER, "this broker is not the controller")
+            assignment = [tuple(a.broker_ids) for a in topic.assignments] if topic.assignments else None
+            broker.topics.create_partitions(
+                topic.name, topic.count, assignment, validate_only=request.validate_only
+            )
+            broker.on_metadata_changed()
+            results.append(CreatePartitionsTopicResult(name=topic.name, error_code=0))
+        except ApiError as error:
+            results.append(
+                CreatePartitionsTopicResult(
+                    name=topic.name, error_code=error.code, error_message=error.message
+                )
+            )
+    return CreatePartitionsResponse(throttle_time_ms=0, results=results)

@@ -1,0 +1,85 @@
+"""CreateTopics (answered by the controller): partitions, replication factor or an explicit
+assignment, topic configs, validate-only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kctl.broker.apis.describe_configs import topic_config_entries
+from kctl.broker.errors import ApiError
+from kctl.protocol.errors import ErrorCode
+from kctl.protocol.messages.create_topics import (
+    CreatableTopicConfigs,
+    CreatableTopicResult,
+    CreateTopicsResponse,
+)
+from kctl.protocol.registry import ApiKey
+from kctl.protocol.types import ZERO_UUID
+
+API_KEY = ApiKey.CREATE_TOPICS
+VERSIONS = (0, 7)
+
+
+async def handle(broker: Any, context: Any, request: Any) -> CreateTopicsResponse:
+    results = []
+    seen: dict[str, int] = {}
+    for topic in request.topics:
+        seen[topic.name] = seen.get(topic.name, 0) + 1
+    for topic in request.topics:
+        try:
+            if seen[topic.name] > 1:
+                raise ApiError(ErrorCode.INVALID_REQUEST, f"topic {topic.name!r} is named more than once")
+            if not broker.is_controller:
+                raise ApiError(ErrorCode.NOT_CONTROLLER, "this broker is not the controller")
+            assignment = {a.partition_index: tuple(a.broker_ids) for a in topic.assignments}
+            configs = {c.name: c.value for c in topic.configs}
+            broker.topics.create_topic(
+                topic.name,
+                topic.num_partitions,
+                topic.replication_factor,
+                assignment or None,
+                configs,
+                validate_only=request.validate_only,
+            )
+            broker.on_metadata_changed()
+        except ApiError as error:
+            results.append(
+                CreatableTopicResult(
+                    name=topic.name, error_code=error.code, error_message=error.message, configs=None
+                )
+            )
+            continue
+        record = broker.metadata.topic(topic.name)
+        if record is None:  # validate_only
+            partitions = topic.num_partitions if topic.num_partitions > 0 else broker.config["num.partitions"]
+            factor = (
+                topic.replication_factor
+                if topic.replication_factor > 0
+                else broker.config["default.replication.factor"]
+            )
+            configs_out = []
+        else:
+            partitions = len(record.assignment)
+            factor = len(record.assignment[0])
+            configs_out = [
+                CreatableTopicConfigs(
+                    name=e.name,
+                    value=e.value,
+                    read_only=e.read_only,
+                    config_source=e.config_source,
+                    is_sensitive=False,
+                )
+                for e in topic_config_entries(broker, topic.name, None, False, False)
+            ]
+        results.append(
+            CreatableTopicResult(
+                name=topic.name,
+                topic_id=record.topic_id if record else ZERO_UUID,
+                error_code=0,
+                error_message=None,
+                num_partitions=partitions,
+                replication_factor=factor,
+                configs=configs_out,
+            )
+        )
+    return CreateTopicsResponse(throttle_time_ms=0, topics=results)

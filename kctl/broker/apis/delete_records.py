@@ -1,0 +1,55 @@
+"""DeleteRecords: raise a partition's log start offset (-1 means the high watermark); whole segments
+below it are deleted at once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kctl.broker.errors import ApiError
+from kctl.log.log import OffsetOutOfRangeError
+from kctl.log.naming import TopicPartition
+from kctl.protocol.errors import ErrorCode
+from kctl.protocol.messages.delete_records import (
+    DeleteRecordsPartitionResult,
+    DeleteRecordsResponse,
+    DeleteRecordsTopicResult,
+)
+from kctl.protocol.registry import ApiKey
+
+API_KEY = ApiKey.DELETE_RECORDS
+VERSIONS = (0, 2)
+
+
+async def handle(broker: Any, context: Any, request: Any) -> DeleteRecordsResponse:
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for part in topic.partitions:
+            try:
+                partition = broker.replicas.leader_partition(TopicPartition(topic.name, part.partition_index))
+                offset = partition.high_watermark if part.offset == -1 else part.offset
+                if offset < 0 or offset > partition.high_watermark:
+                    raise ApiError(
+                        ErrorCode.OFFSET_OUT_OF_RANGE,
+                        f"offset {offset} is above the high watermark {partition.high_watermark}",
+                    )
+                try:
+                    partition.log.maybe_increment_log_start_offset(offset)
+                except OffsetOutOfRangeError as error:
+                    raise ApiError(ErrorCode.OFFSET_OUT_OF_RANGE, str(error)) from None
+                partition.log.delete_old_segments(retention_ms=-1, retention_bytes=-1)
+                partitions.append(
+                    DeleteRecordsPartitionResult(
+                        partition_index=part.partition_index,
+                        low_watermark=partition.log_start_offset,
+                        error_code=0,
+                    )
+                )
+            except ApiError as error:
+                partitions.append(
+                    DeleteRecordsPartitionResult(
+                        partition_index=part.partition_index, low_watermark=-1, error_code=error.code
+                    )
+                )
+        topics.append(DeleteRecordsTopicResult(name=topic.name, partitions=partitions))
+    return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)

@@ -1,0 +1,47 @@
+"""DeleteTopics (answered by the controller), by name (v0-5) or by topic id (v6+)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kctl.broker.errors import ApiError
+from kctl.protocol.errors import ErrorCode
+from kctl.protocol.messages.delete_topics import DeletableTopicResult, DeleteTopicsResponse
+from kctl.protocol.registry import ApiKey
+from kctl.protocol.types import ZERO_UUID
+
+API_KEY = ApiKey.DELETE_TOPICS
+VERSIONS = (0, 6)
+
+
+async def handle(broker: Any, context: Any, request: Any) -> DeleteTopicsResponse:
+    version = context.header.api_version
+    wanted = (
+        [(t.name, t.topic_id) for t in request.topics]
+        if version >= 6
+        else [(n, ZERO_UUID) for n in request.topic_names]
+    )
+    results = []
+    for name, topic_id in wanted:
+        try:
+            if name is None:
+                name = broker.metadata.topic_name(topic_id)
+                if name is None:
+                    raise ApiError(ErrorCode.UNKNOWN_TOPIC_ID, f"no topic has id {topic_id}")
+            record = broker.metadata.topic(name)
+            if not broker.is_controller:
+                raise ApiError(ErrorCode.NOT_CONTROLLER, "this broker is not the controller")
+            broker.topics.delete_topic(name)
+            broker.on_metadata_changed()
+            results.append(
+                DeletableTopicResult(
+                    name=name, topic_id=record.topic_id if record else topic_id, error_code=0
+                )
+            )
+        except ApiError as error:
+            results.append(
+                DeletableTopicResult(
+                    name=name, topic_id=topic_id, error_code=error.code, error_message=error.message
+                )
+            )
+    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)

@@ -1,0 +1,27 @@
+"""DescribeCluster: cluster id, controller and live brokers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kctl.protocol.messages.describe_cluster import DescribeClusterBroker, DescribeClusterResponse
+from kctl.protocol.registry import ApiKey
+
+API_KEY = ApiKey.DESCRIBE_CLUSTER
+VERSIONS = (0, 1)
+
+
+async def handle(broker: Any, context: Any, request: Any) -> DescribeClusterResponse:
+    controller = broker.metadata.controller_id
+    return DescribeClusterResponse(
+        throttle_time_ms=0,
+        error_code=0,
+        error_message=None,
+        endpoint_type=1,
+        cluster_id=broker.metadata.cluster_id,
+        controller_id=controller if controller is not None else -1,
+        brokers=[
+            DescribeClusterBroker(broker_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
+            for b in broker.metadata.brokers()
+        ],
+    )

@@ -1,0 +1,194 @@
+"""DescribeConfigs: a topic's effective configs (override, broker default or built-in default, with
+synonyms) and a broker's static configs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kctl.broker.config import BROKER_PROPERTIES, TOPIC_CONFIG_SYNONYMS
+from kctl.log.config import TOPIC_CONFIGS, LogConfig
+from kctl.protocol.errors import ErrorCode
+from kctl.protocol.messages.configs import (
+    DescribeConfigsResourceResult,
+    DescribeConfigsResponse,
+    DescribeConfigsResult,
+    DescribeConfigsSynonym,
+)
+from kctl.protocol.registry import ApiKey
+
+API_KEY = ApiKey.DESCRIBE_CONFIGS
+VERSIONS = (0, 4)
+
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+# config sources
+DYNAMIC_TOPIC_CONFIG = 1
+STATIC_BROKER_CONFIG = 4
+DEFAULT_CONFIG = 5
+# config types (v3+)
+TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST = 1, 2, 3, 5, 6, 7
+_TOPIC_TYPES = {
+    "cleanup.policy": TYPE_LIST,
+    "message.timestamp.type": TYPE_STRING,
+    "min.cleanable.dirty.ratio": TYPE_DOUBLE,
+    "preallocate": TYPE_BOOLEAN,
+    "max.message.bytes": TYPE_INT,
+    "index.interval.bytes": TYPE_INT,
+    "segment.bytes": TYPE_INT,
+    "segment.index.bytes": TYPE_INT,
+}
+_TOPIC_DOCS = {
+    "segment.bytes": "Segment size at which a new segment is rolled.",
+    "segment.ms": "Segment age at which a new segment is rolled.",
+    "retention.ms": "Age after which whole segments are deleted (-1: forever).",
+    "retention.bytes": "Partition size above which the oldest segments are deleted (-1: no limit).",
+    "cleanup.policy": "delete, compact, or both.",
+    "max.message.bytes": "Largest record batch accepted.",
+    "message.timestamp.type": "CreateTime or LogAppendTime.",
+}
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    config_source: int
+    read_only: bool
+    synonyms: list[tuple[str, str | None, int]]
+    config_type: int
+    documentation: str | None
+
+
+def topic_config_entries(
+    broker: Any, topic: str, keys: list[str] | None, include_synonyms: bool, include_documentation: bool
+) -> list[ConfigEntry]:
+    record = broker.metadata.topic(topic)
+    overrides = record.configs if record else {}
+    defaults = LogConfig().to_properties()
+    broker_defaults = broker.config.log_config.to_properties()
+    entries = []
+    for name in TOPIC_CONFIGS:
+        if keys is not None and name not in keys:
+            continue
+        synonyms: list[tuple[str, str | None, int]] = []
+        if name in overrides:
+            value, source = overrides[name], DYNAMIC_TOPIC_CONFIG
+            synonyms.append((name, value, DYNAMIC_TOPIC_CONFIG))
+        else:
+            value, source = broker_defaults[name], DEFAULT_CONFIG
+        static = broker.config.topic_config_source(name)
+        if static is not None:
+            if source == DEFAULT_CONFIG:
+                value, source = broker_defaults[name], STATIC_BROKER_CONFIG
+            synonyms.append((static[0], static[1], STATIC_BROKER_CONFIG))
+        synonyms.append(
+            (
+                next((b for b, t in TOPIC_CONFIG_SYNONYMS.items() if t == name), name),
+                defaults[name],
+                DEFAULT_CONFIG,
+            )
+        )
+        entries.append(
+            ConfigEntry(
+                name,
+                value,
+                source,
+                False,
+                synonyms if include_synonyms else [],
+                _TOPIC_TYPES.get(name, TYPE_LONG),
+                _TOPIC_DOCS.get(name) if include_documentation else None,
+            )
+        )
+    return entries
+
+
+def broker_config_entries(
+    broker: Any, keys: list[str] | None, include_documentation: bool
+) -> list[ConfigEntry]:
+    entries = []
+    for name, prop in BROKER_PROPERTIES.items():
+        if keys is not None and name not in keys:
+            continue
+        raw = broker.config.raw.get(name)
+        source = STATIC_BROKER_CONFIG if name in broker.config.explicit else DEFAULT_CONFIG
+        entries.append(
+            ConfigEntry(
+                name,
+                raw,
+                source,
+                True,
+                [],
+                TYPE_STRING,
+                prop.doc if include_documentation else None,
+            )
+        )
+    return entries
+
+
+def _result(entry: ConfigEntry, version: int) -> DescribeConfigsResourceResult:
+    return DescribeConfigsResourceResult(
+        name=entry.name,
+        value=entry.value,
+        read_only=entry.read_only,
+        is_default=entry.config_source == DEFAULT_CONFIG,
+        config_source=entry.config_source,
+        is_sensitive=False,
+        synonyms=[DescribeConfigsSynonym(name=n, value=v, source=s) for n, v, s in entry.synonyms],
+        config_type=entry.config_type,
+        documentation=entry.documentation,
+    )
+
+
+async def handle(broker: Any, context: Any, request: Any) -> DescribeConfigsResponse:
+    version = context.header.api_version
+    results = []
+    for resource in request.resources:
+        keys = list(resource.configuration_keys) if resource.configuration_keys is not None else None
+        if resource.resource_type == TOPIC_RESOURCE:
+            if broker.metadata.topic(resource.resource_name) is None:
+                results.append(
+                    DescribeConfigsResult(
+                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        error_message=f"topic {resource.resource_name!r} does not exist",
+                        resource_type=resource.resource_type,
+                        resource_name=resource.resource_name,
+                        configs=[],
+                    )
+                )
+                continue
+            entries = topic_config_entries(
+                broker,
+                resource.resource_name,
+                keys,
+                version >= 1 and request.include_synonyms,
+                version >= 3 and request.include_documentation,
+            )
+        elif resource.resource_type == BROKER_RESOURCE and resource.resource_name in (
+            "",
+            str(broker.broker_id),
+        ):
+            entries = broker_config_entries(broker, keys, version >= 3 and request.include_documentation)
+        else:
+            results.append(
+                DescribeConfigsResult(
+                    error_code=ErrorCode.INVALID_REQUEST,
+                    error_message=(
+                        f"resource type {resource.resource_type} {resource.resource_name!r} is not supported"
+                    ),
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name,
+                    configs=[],
+                )
+            )
+            continue
+        results.append(
+            DescribeConfigsResult(
+                error_code=0,
+                error_message=None,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+                configs=[_result(e, version) for e in entries],
+            )
+        )
+    return DescribeConfigsResponse(throttle_time_ms=0, results=results)

@@ -1,0 +1,104 @@
+"""Fetch: file regions of each requested partition, sent with sendfile; long polling until
+``min_bytes`` are available or ``max_wait_ms`` passes, woken as soon as a partition gets data.
+
+No fetch sessions (a session id of 0 tells clients to send full requests), no transactions (the last
+stable offset is the high watermark)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kctl.broker.errors import ApiError
+from kctl.log.naming import TopicPartition
+from kctl.protocol.errors import ErrorCode
+from kctl.protocol.messages.fetch import FetchableTopicResponse, FetchResponse, PartitionData
+from kctl.protocol.registry import ApiKey
+
+API_KEY = ApiKey.FETCH
+VERSIONS = (0, 16)
+FIRST_TOPIC_ID_VERSION = 13
+
+
+def _error(index: int, code: int) -> PartitionData:
+    return PartitionData(
+        partition_index=index,
+        error_code=code,
+        high_watermark=-1,
+        last_stable_offset=-1,
+        log_start_offset=-1,
+        aborted_transactions=None,
+        records=b"",
+    )
+
+
+def _read_all(
+    broker: Any, request: Any, version: int
+) -> tuple[list[FetchableTopicResponse], int, list[Any], bool]:
+    """One pass over the request: (topic responses, bytes found, partitions read, any error)."""
+    remaining = request.max_bytes if version >= 3 else 0x7FFFFFFF
+    total = 0
+    errors = False
+    hosted = []
+    responses = []
+    for topic in request.topics:
+        name = topic.topic if version < FIRST_TOPIC_ID_VERSION else broker.metadata.topic_name(topic.topic_id)
+        partitions = []
+        for part in topic.partitions:
+            if name is None:
+                partitions.append(_error(part.partition, ErrorCode.UNKNOWN_TOPIC_ID))
+                errors = True
+                continue
+            try:
+                partition = broker.replicas.leader_partition(TopicPartition(name, part.partition))
+                hosted.append(partition)
+                region = None
+                limit = min(part.partition_max_bytes, remaining)
+                if limit > 0 or total == 0:
+                    region = broker.replicas.read(partition, part.fetch_offset, max(limit, 0), total == 0)
+            except ApiError as error:
+                partitions.append(_error(part.partition, error.code))
+                errors = True
+                continue
+            size = region.size if region is not None else 0
+            total += size
+            remaining -= size
+            high_watermark = partition.high_watermark
+            partitions.append(
+                PartitionData(
+                    partition_index=part.partition,
+                    error_code=0,
+                    high_watermark=high_watermark,
+                    last_stable_offset=high_watermark,
+                    log_start_offset=partition.log_start_offset,
+                    aborted_transactions=None,
+                    records=region if region is not None else b"",
+                )
+            )
+        responses.append(
+            FetchableTopicResponse(topic=name or "", topic_id=topic.topic_id, partitions=partitions)
+        )
+    return responses, total, hosted, errors
+
+
+def _release(responses: list[FetchableTopicResponse]) -> None:
+    for topic in responses:
+        for partition in topic.partitions:
+            release = getattr(partition.records, "release", None)
+            if release is not None and not isinstance(partition.records, memoryview):
+                release()
+
+
+async def handle(broker: Any, context: Any, request: Any) -> FetchResponse:
+    version = context.header.api_version
+    deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
+    while True:
+        responses, total, hosted, errors = _read_all(broker, request, version)
+        remaining = deadline - time.monotonic()
+        if total >= max(request.min_bytes, 1) or errors or remaining <= 0 or not hosted:
+            return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
+        _release(responses)
+        await broker.replicas.wait_for_append(hosted, remaining)
+        if time.monotonic() >= deadline:
+            responses, total, hosted, errors = _read_all(broker, request, version)
+            return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)

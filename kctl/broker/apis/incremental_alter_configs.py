@@ -1,0 +1,83 @@
+"""IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT single topic configs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kctl.broker.apis.describe_configs import TOPIC_RESOURCE
+from kctl.broker.errors import ApiError
+from kctl.log.config import TOPIC_CONFIGS
+from kctl.protocol.errors import ErrorCode
+from kctl.protocol.messages.configs import (
+    IncrementalAlterConfigsResourceResponse,
+    IncrementalAlterConfigsResponse,
+)
+from kctl.protocol.registry import ApiKey
+
+API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
+VERSIONS = (0, 1)
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+LIST_CONFIGS = frozenset({"cleanup.policy"})
+
+
+def apply_operations(broker: Any, topic: str, operations: list[Any]) -> dict[str, str]:
+    record = broker.metadata.topic(topic)
+    if record is None:
+        raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist")
+    configs = dict(record.configs)
+    effective = broker.config.log_config.with_overrides(configs).to_properties()
+    for op in operations:
+        if op.name not in TOPIC_CONFIGS:
+            raise ApiError(ErrorCode.INVALID_CONFIG, f"unknown topic config {op.name!r}")
+        if op.config_operation == SET:
+            if op.value is None:
+                raise ApiError(ErrorCode.INVALID_CONFIG, f"SET {op.name} needs a value")
+            configs[op.name] = op.value
+        elif op.config_operation == DELETE:
+            configs.pop(op.name, None)
+        elif op.config_operation in (APPEND, SUBTRACT):
+            if op.name not in LIST_CONFIGS:
+                raise ApiError(ErrorCode.INVALID_CONFIG, f"{op.name} is not a list config")
+            items = [v for v in configs.get(op.name, effective[op.name]).split(",") if v]
+            change = [v.strip() for v in (op.value or "").split(",") if v.strip()]
+            if op.config_operation == APPEND:
+                items += [v for v in change if v not in items]
+            else:
+                items = [v for v in items if v not in change]
+            configs[op.name] = ",".join(items)
+        else:
+            raise ApiError(ErrorCode.INVALID_REQUEST, f"unknown config operation {op.config_operation}")
+    return configs
+
+
+async def handle(broker: Any, context: Any, request: Any) -> IncrementalAlterConfigsResponse:
+    responses = []
+    for resource in request.resources:
+        try:
+            if resource.resource_type != TOPIC_RESOURCE:
+                raise ApiError(
+                    ErrorCode.INVALID_REQUEST, "only topic configs can be altered (broker configs are static)"
+                )
+            configs = apply_operations(broker, resource.resource_name, resource.configs)
+            broker.topics.set_topic_configs(
+                resource.resource_name, configs, validate_only=request.validate_only
+            )
+            broker.on_metadata_changed()
+            responses.append(
+                IncrementalAlterConfigsResourceResponse(
+                    error_code=0,
+                    error_message=None,
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name,
+                )
+            )
+        except ApiError as error:
+            responses.append(
+                IncrementalAlterConfigsResourceResponse(
+                    error_code=error.code,
+                    error_message=error.message,
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name,
+                )
+            )
+    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)

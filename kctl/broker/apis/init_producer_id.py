@@ -1,0 +1,33 @@
+"""InitProducerId: a producer id and epoch for an idempotent producer (a new id, or the same id with
+its epoch bumped when the producer asks, KIP-360). Transactions are not supported: a request with a
+transactional id is refused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kctl.protocol.errors import ErrorCode
+from kctl.protocol.messages.init_producer_id import InitProducerIdResponse
+from kctl.protocol.registry import ApiKey
+
+API_KEY = ApiKey.INIT_PRODUCER_ID
+VERSIONS = (0, 4)
+MAX_EPOCH = 32767
+
+
+async def handle(broker: Any, context: Any, request: Any) -> InitProducerIdResponse:
+    if request.transactional_id is not None:
+        return InitProducerIdResponse(
+            throttle_time_ms=0,
+            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+    producer_id, epoch = request.producer_id, request.producer_epoch
+    if producer_id >= 0 and 0 <= epoch < MAX_EPOCH - 1:
+        return InitProducerIdResponse(
+            throttle_time_ms=0, error_code=0, producer_id=producer_id, producer_epoch=epoch + 1
+        )
+    return InitProducerIdResponse(
+        throttle_time_ms=0, error_code=0, producer_id=broker.producer_ids.next_id(), producer_epoch=0
+    )

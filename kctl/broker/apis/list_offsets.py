@@ -1,0 +1,67 @@
+"""ListOffsets: the earliest (-2), latest (-1), max-timestamp (-3) offset, or the first offset whose
+timestamp is at or after a given time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kctl.broker.errors import ApiError
+from kctl.log.naming import TopicPartition
+from kctl.protocol.errors import ErrorCode
+from kctl.protocol.messages.list_offsets import (
+    ListOffsetsPartitionResponse,
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
+)
+from kctl.protocol.registry import ApiKey
+
+API_KEY = ApiKey.LIST_OFFSETS
+VERSIONS = (0, 8)
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+
+
+def _lookup(partition: Any, timestamp: int) -> tuple[int, int]:
+    """(offset, timestamp) for the request's timestamp; (-1, -1) when no record is that recent."""
+    log = partition.log
+    if timestamp == LATEST:
+        return partition.high_watermark, -1
+    if timestamp == EARLIEST:
+        return partition.log_start_offset, -1
+    if timestamp == MAX_TIMESTAMP:
+        max_timestamp, offset = log.max_timestamp_and_offset()
+        return (offset, max_timestamp) if offset >= 0 else (-1, -1)
+    found = log.offset_for_timestamp(timestamp)
+    return found if found is not None else (-1, -1)
+
+
+async def handle(broker: Any, context: Any, request: Any) -> ListOffsetsResponse:
+    version = context.header.api_version
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for part in topic.partitions:
+            try:
+                if part.timestamp == MAX_TIMESTAMP and version < 7:
+                    raise ApiError(ErrorCode.UNSUPPORTED_VERSION, "max timestamp needs ListOffsets v7+")
+                partition = broker.replicas.leader_partition(TopicPartition(topic.name, part.partition_index))
+                offset, timestamp = _lookup(partition, part.timestamp)
+                partitions.append(
+                    ListOffsetsPartitionResponse(
+                        partition_index=part.partition_index,
+                        error_code=0,
+                        old_style_offsets=[offset] if offset >= 0 else [],
+                        timestamp=timestamp,
+                        offset=offset,
+                        leader_epoch=partition.leader_epoch,
+                    )
+                )
+            except ApiError as error:
+                partitions.append(
+                    ListOffsetsPartitionResponse(
+                        partition_index=part.partition_index,
+                        error_code=error.code,
+                        old_style_offsets=[],
+                    )
+                )
+        topics.append(ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
+    return ListOffsetsResponse(throttle_time_ms=0, topics=topics)

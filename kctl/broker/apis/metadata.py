@@ -1,0 +1,93 @@
+"""Metadata: brokers, cluster id, controller, and topics with their partitions' leaders and replicas.
+Auto-creates requested topics when allowed by the request and ``auto.create.topics.enable``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kctl.broker.errors import ApiError
+from kctl.broker.metadata_cache import INTERNAL_TOPICS
+from kctl.protocol.errors import ErrorCode
+from kctl.protocol.messages.metadata import (
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
+from kctl.protocol.registry import ApiKey
+
+API_KEY = ApiKey.METADATA
+VERSIONS = (0, 12)
+
+
+def topic_metadata(broker: Any, name: str) -> MetadataResponseTopic:
+    record = broker.metadata.topic(name)
+    if record is None:
+        return MetadataResponseTopic(
+            error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, partitions=[]
+        )
+    live = {b.broker_id for b in broker.metadata.brokers()}
+    partitions = []
+    for index, replicas in sorted(record.assignment.items()):
+        state = broker.metadata.partition_state(name, index)
+        leader = state.leader if state else -1
+        error = ErrorCode.NONE if leader in live else ErrorCode.LEADER_NOT_AVAILABLE
+        partitions.append(
+            MetadataResponsePartition(
+                error_code=error,
+                partition_index=index,
+                leader_id=leader if leader in live else -1,
+                leader_epoch=state.leader_epoch if state else -1,
+                replica_nodes=list(replicas),
+                isr_nodes=list(state.isr) if state else [],
+                offline_replicas=[r for r in replicas if r not in live],
+            )
+        )
+    return MetadataResponseTopic(
+        error_code=ErrorCode.NONE,
+        name=name,
+        topic_id=record.topic_id,
+        is_internal=name in INTERNAL_TOPICS,
+        partitions=partitions,
+    )
+
+
+async def handle(broker: Any, context: Any, request: Any) -> MetadataResponse:
+    version = context.header.api_version
+    requested = request.topics
+    if requested is None or (version == 0 and not requested):
+        names = sorted(broker.metadata.topics())
+    else:
+        names = []
+        for topic in requested:
+            name = topic.name
+            if name is None:
+                name = broker.metadata.topic_name(topic.topic_id)
+            if name is not None:
+                names.append(name)
+    topics = []
+    allow_create = version < 4 or request.allow_auto_topic_creation
+    for name in names:
+        if (
+            broker.metadata.topic(name) is None
+            and allow_create
+            and broker.config["auto.create.topics.enable"]
+        ):
+            try:
+                broker.auto_create_topic(name)
+            except ApiError as error:
+                topics.append(MetadataResponseTopic(error_code=error.code, name=name, partitions=[]))
+                continue
+        topics.append(topic_metadata(broker, name))
+    brokers = [
+        MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
+        for b in broker.metadata.brokers()
+    ]
+    controller = broker.metadata.controller_id
+    return MetadataResponse(
+        throttle_time_ms=0,
+        brokers=brokers,
+        cluster_id=broker.metadata.cluster_id,
+        controller_id=controller if controller is not None else -1,
+        topics=topics,
+    )

@@ -1,0 +1,262 @@
+"""The Broker: wires the log manager, the registry, the metadata cache, the hosted partitions and the
+network listeners together; runs the periodic tasks (flush, retention, checkpoints, compaction); and
+dispatches each decoded request to its API handler."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kctl.broker.apis import HANDLER_MODULES, supported_versions
+from kctl.broker.config import BrokerConfig
+from kctl.broker.errors import ApiError
+from kctl.broker.metadata_cache import MetadataCache
+from kctl.broker.producer_ids import ProducerIdManager
+from kctl.broker.replica_manager import ReplicaManager
+from kctl.broker.server import KafkaServer, RequestContext
+from kctl.broker.topics import TopicAdmin
+from kctl.log.cleaner import clean_log
+from kctl.log.clock import SYSTEM_CLOCK, Clock
+from kctl.log.manager import LogManager
+from kctl.protocol.errors import ErrorCode
+from kctl.protocol.registry import ApiKey
+from kctl.zk import open_registry
+from kctl.zk.model import BrokerRegistration
+
+log = logging.getLogger("kctl.broker")
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, *, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.clock = clock
+        self.supported_versions = supported_versions()
+        self._handlers = {int(module.API_KEY): module.handle for module in HANDLER_MODULES}
+        self.log_manager: LogManager | None = None
+        self.registry: Any = None
+        self.metadata: MetadataCache = None  # type: ignore[assignment]
+        self.replicas: ReplicaManager = None  # type: ignore[assignment]
+        self.topics: TopicAdmin = None  # type: ignore[assignment]
+        self.servers: list[KafkaServer] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopped = asyncio.Event()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        config = self.config
+        metadata_dir = Path(config.log_dirs[0])
+        metadata_dir.mkdir(parents=True, exist_ok=True)
+        self.registry = open_registry(
+            config.zookeeper_connect,
+            metadata_dir,
+            session_timeout_ms=config["zookeeper.session.timeout.ms"],
+            connection_timeout_ms=config["zookeeper.connection.timeout.ms"],
+        )
+        self.registry.start()
+        try:
+            cluster_id = self.registry.cluster_id()
+            self.log_manager = LogManager(
+                config.log_dirs,
+                config.log_config,
+                broker_id=self.broker_id,
+                cluster_id=cluster_id,
+                clock=self.clock,
+            )
+            self.metadata = MetadataCache(self.registry)
+            self.replicas = ReplicaManager(self.broker_id, self.log_manager, self.metadata)
+            self.topics = TopicAdmin(config, self.registry, self.metadata, self.broker_id)
+            self.producer_ids = ProducerIdManager(self.broker_id, metadata_dir)
+            for listener in config.listeners:
+                server = KafkaServer(
+                    listener.host,
+                    listener.port,
+                    self.dispatch,
+                    self.supported_versions,
+                    max_request_size=config["socket.request.max.bytes"],
+                )
+                await server.start()
+                self.servers.append(server)
+            self._register()
+            self.registry.add_listener(self._on_registry_change)
+            self.metadata.refresh()
+            self.replicas.sync()
+        except BaseException:
+            await self._shutdown()
+            raise
+        self._start_periodic_tasks()
+        log.info(
+            "broker %d started (cluster %s, %s), listening on %s",
+            self.broker_id,
+            cluster_id,
+            "ZooKeeper " + config.zookeeper_connect if config.zookeeper_connect else "embedded metadata",
+            ", ".join(self.bootstrap_addresses),
+        )
+
+    def _register(self) -> None:
+        advertised = []
+        for listener, server in zip(self.config.advertised_listeners, self.servers, strict=False):
+            port = listener.port or server.port
+            advertised.append((listener.name, listener.host or "127.0.0.1", port))
+        if not advertised:
+            raise RuntimeError("no listener to advertise")
+        _name, host, port = advertised[0]
+        self.registry.register_broker(
+            BrokerRegistration(
+                broker_id=self.broker_id,
+                host=host,
+                port=port,
+                listeners=tuple(f"{n}://{h}:{p}" for n, h, p in advertised),
+            )
+        )
+        self.registry.try_become_controller(self.broker_id)
+
+    @property
+    def bootstrap_addresses(self) -> list[str]:
+        return [f"{server.host}:{server.port}" for server in self.servers]
+
+    @property
+    def is_controller(self) -> bool:
+        return self.metadata.controller_id == self.broker_id
+
+    async def serve_forever(self) -> None:
+        await self._stopped.wait()
+
+    async def stop(self) -> None:
+        """Stop cleanly: close listeners, flush and checkpoint every log, leave the registry."""
+        await self._shutdown()
+        self._stopped.set()
+
+    async def _shutdown(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        for server in self.servers:
+            await server.stop()
+        self.servers.clear()
+        if self.log_manager is not None:
+            self.log_manager.close()
+            self.log_manager = None
+        if self.registry is not None:
+            try:
+                self.registry.unregister_broker(self.broker_id)
+            except Exception:  # the session may already be gone
+                log.debug("unregister failed", exc_info=True)
+            self.registry.close()
+            self.registry = None
+
+    # -- metadata ------------------------------------------------------------------------------
+    def _on_registry_change(self, reason: str) -> None:
+        """Called by the registry, possibly from another thread."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        loop.call_soon_threadsafe(self._refresh_metadata, reason)
+
+    def _refresh_metadata(self, reason: str) -> None:
+        if self.registry is None:
+            return
+        try:
+            if reason == "controller" and self.metadata.controller_id is None:
+                self.registry.try_become_controller(self.broker_id)
+            self.metadata.refresh()
+            self.replicas.sync()
+        except Exception:
+            log.exception("metadata refresh (%s) failed", reason)
+
+    def on_metadata_changed(self) -> None:
+        """After an admin change made here: bring the hosted partitions in line."""
+        self.replicas.sync()
+
+    def auto_create_topic(self, name: str) -> None:
+        self.topics.create_topic(name)
+        self.on_metadata_changed()
+        log.info("auto-created topic %s", name)
+
+    def ensure_topic_for_produce(self, name: str) -> None:
+        if self.metadata.topic(name) is not None:
+            return
+        if not self.config["auto.create.topics.enable"]:
+            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        try:
+            self.auto_create_topic(name)
+        except ApiError as error:
+            if error.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+
+    # -- requests ------------------------------------------------------------------------------
+    async def dispatch(self, context: RequestContext, request: Any) -> Any:
+        handler = self._handlers[context.header.api_key]
+        try:
+            return await handler(self, context, request)
+        except Exception:
+            log.exception(
+                "%s v%d from %s failed",
+                ApiKey(context.header.api_key).name,
+                context.header.api_version,
+                context.client_host,
+            )
+            raise
+
+    # -- periodic tasks ------------------------------------------------------------------------
+    def _start_periodic_tasks(self) -> None:
+        config = self.config
+        self._every(config["log.flush.scheduler.interval.ms"], "flush", lambda: self._logs().flush_due_logs())
+        self._every(config["log.retention.check.interval.ms"], "retention", self._run_retention)
+        self._every(
+            config["log.flush.offset.checkpoint.interval.ms"], "checkpoint", lambda: self._logs().checkpoint()
+        )
+        if config["log.cleaner.enable"]:
+            self._every(config["log.cleaner.backoff.ms"], "compaction", self._run_compaction, in_thread=True)
+
+    def _logs(self) -> LogManager:
+        assert self.log_manager is not None
+        return self.log_manager
+
+    def _every(
+        self, interval_ms: int, name: str, work: Callable[[], Any], *, in_thread: bool = False
+    ) -> None:
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(interval_ms / 1000)
+                try:
+                    if in_thread:
+                        await asyncio.to_thread(work)
+                    else:
+                        work()
+                except Exception:
+                    log.exception("periodic task %s failed", name)
+
+        self._tasks.append(asyncio.get_running_loop().create_task(loop(), name=f"kctl-{name}"))
+
+    def _run_retention(self) -> None:
+        started = time.monotonic()
+        results = self._logs().run_retention()
+        for tp, decisions in results.items():
+            log.info(
+                "retention deleted %d segment(s) of %s (%s) in %.0f ms",
+                len(decisions),
+                tp,
+                ", ".join(sorted({d.reason for d in decisions})),
+                (time.monotonic() - started) * 1000,
+            )
+
+    def _run_compaction(self) -> None:
+        for tp, plog in self._logs().all_logs().items():
+            if plog.config.compact:
+                result = clean_log(plog, self.clock)
+                if result.segments_cleaned:
+                    log.info(
+                        "compacted %s: %d segment(s), %d -> %d bytes",
+                        tp,
+                        result.segments_cleaned,
+                        result.bytes_before,
+                        result.bytes_after,
+                    )

@@ -1,0 +1,75 @@
+"""The broker's in-memory view of cluster metadata (brokers, controller, topics, partition states),
+loaded from the registry and refreshed when the registry reports a change. Request handlers read only
+this cache; they never wait on ZooKeeper."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from dataclasses import dataclass, field
+
+from kctl.zk.model import BrokerRegistration, PartitionState, TopicRecord
+from kctl.zk.registry import Registry
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+@dataclass
+class MetadataSnapshot:
+    cluster_id: str
+    controller_id: int | None
+    brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
+    topics: dict[str, TopicRecord] = field(default_factory=dict)
+    topic_names: dict[uuid.UUID, str] = field(default_factory=dict)
+    states: dict[tuple[str, int], PartitionState] = field(default_factory=dict)
+
+
+class MetadataCache:
+    def __init__(self, registry: Registry) -> None:
+        self._registry = registry
+        self._lock = threading.Lock()
+        self.snapshot = MetadataSnapshot(cluster_id="", controller_id=None)
+
+    def refresh(self) -> MetadataSnapshot:
+        """Reload everything from the registry (blocking; cheap for the embedded registry)."""
+        registry = self._registry
+        topics = registry.topics()
+        states: dict[tuple[str, int], PartitionState] = {}
+        for name in topics:
+            for partition, state in registry.partition_states(name).items():
+                states[(name, partition)] = state
+        snapshot = MetadataSnapshot(
+            cluster_id=registry.cluster_id(),
+            controller_id=registry.controller_id(),
+            brokers={b.broker_id: b for b in registry.live_brokers()},
+            topics=topics,
+            topic_names={record.topic_id: name for name, record in topics.items()},
+            states=states,
+        )
+        with self._lock:
+            self.snapshot = snapshot
+        return snapshot
+
+    # -- reads (from the current snapshot) -----------------------------------------------------
+    @property
+    def cluster_id(self) -> str:
+        return self.snapshot.cluster_id
+
+    @property
+    def controller_id(self) -> int | None:
+        return self.snapshot.controller_id
+
+    def brokers(self) -> list[BrokerRegistration]:
+        return sorted(self.snapshot.brokers.values(), key=lambda b: b.broker_id)
+
+    def topic(self, name: str) -> TopicRecord | None:
+        return self.snapshot.topics.get(name)
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        return self.snapshot.topic_names.get(topic_id)
+
+    def topics(self) -> dict[str, TopicRecord]:
+        return self.snapshot.topics
+
+    def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+        return self.snapshot.states.get((topic, partition))

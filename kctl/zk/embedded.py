@@ -1,0 +1,411 @@
+"""The embedded registry: cluster metadata for a one-broker cluster with no ZooKeeper.
+
+It owns ``<metadata_dir>/cluster-metadata.json`` — the cluster id, the controller epoch and the
+topics (topic id, replica assignment, config overrides, partition states) — as one JSON document
+with a ``"version"`` field, loaded at start and rewritten atomically after every change (temporary
+file, fsync, rename, fsync of the directory). Broker registrations and controllership are kept in
+memory only: they are ephemeral, as in ZooKeeper, and a restarted broker registers again.
+
+``<metadata_dir>/cluster-metadata.lock`` is held (flock) while the registry is open, so that two
+processes cannot write the same metadata. Thread-safe; listeners are called synchronously after
+each change, on the thread that made it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from kctl.zk.model import (
+    BrokerRegistration,
+    PartitionState,
+    PartitionStateConflictError,
+    RegistryError,
+    RegistryUnavailableError,
+    TopicExistsError,
+    TopicRecord,
+    UnknownTopicError,
+    check_topic_collisions,
+    decode_uuid,
+    encode_uuid,
+    random_kafka_uuid,
+    validate_new_partitions,
+    validate_replica_assignment,
+    validate_topic_name,
+)
+from kctl.zk.registry import BROKERS, CONFIGS, CONTROLLER, PARTITIONS, TOPICS, Registry
+
+__all__ = ["FORMAT_VERSION", "LOCK_FILE_NAME", "METADATA_FILE_NAME", "EmbeddedRegistry"]
+
+METADATA_FILE_NAME = "cluster-metadata.json"
+LOCK_FILE_NAME = "cluster-metadata.lock"
+FORMAT_VERSION = 1
+
+
+class _Topic:
+    """A topic as the embedded registry keeps it (mutable, under the registry's lock)."""
+
+    def __init__(
+        self,
+        topic_id: uuid.UUID,
+        assignment: dict[int, tuple[int, ...]],
+        configs: dict[str, str],
+        states: dict[int, PartitionState] | None = None,
+    ) -> None:
+        self.topic_id = topic_id
+        self.assignment = assignment
+        self.configs = configs
+        self.states: dict[int, PartitionState] = states or {}
+
+    def record(self, name: str) -> TopicRecord:
+        return TopicRecord(name, self.topic_id, dict(self.assignment), dict(self.configs))
+
+
+class EmbeddedRegistry(Registry):
+    """Cluster metadata in ``<metadata_dir>/cluster-metadata.json``, for a cluster of one broker."""
+
+    def __init__(self, metadata_dir: Path, *, fsync: bool = True) -> None:
+        super().__init__()
+        self.metadata_dir = Path(metadata_dir)
+        self.path = self.metadata_dir / METADATA_FILE_NAME
+        self._fsync = fsync
+        self._lock = threading.RLock()
+        self._started = False
+        self._lock_fd: int | None = None
+        self._cluster_id: str | None = None
+        self._controller_epoch = 0
+        self._topics: dict[str, _Topic] = {}
+        self._brokers: dict[int, BrokerRegistration] = {}
+        self._controller: int | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def start(self) -> None:
+        with self._lock:
+            if self._started:
+                return
+            self.metadata_dir.mkdir(parents=True, exist_ok=True)
+            self._lock_fd = self._acquire_lock()
+            try:
+                self._load()
+            except BaseException:
+                self._release_lock()
+                raise
+            self._started = True
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._started:
+                return
+            self._started = False
+            had_brokers = bool(self._brokers)
+            had_controller = self._controller is not None
+            self._brokers.clear()
+            self._controller = None
+            self._release_lock()
+        if had_brokers:
+            self._notify(BROKERS)
+        if had_controller:
+            self._notify(CONTROLLER)
+
+    def _acquire_lock(self) -> int:
+        path = self.metadata_dir / LOCK_FILE_NAME
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:
+            os.close(fd)
+            if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise RegistryError(
+                    f"{self.path} is in use by another registry (another broker on this data "
+                    "directory?)"
+                ) from None
+            raise
+        return fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    @contextlib.contextmanager
+    def _open(self) -> Iterator[None]:
+        """Hold the lock of a started registry."""
+        with self._lock:
+            if not self._started:
+                raise RegistryUnavailableError(f"the embedded registry at {self.path} is not started")
+            yield
+
+    # -- persistence -------------------------------------------------------------------------------
+    def _load(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.path.with_name(self.path.name + ".tmp").unlink()  # an interrupted write
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return
+        try:
+            document = json.loads(text)
+            if not isinstance(document, dict):
+                raise ValueError("not a JSON object")
+            version = document.get("version")
+            if version != FORMAT_VERSION:
+                raise RegistryError(
+                    f"{self.path}: unsupported metadata format version {version!r} "
+                    f"(this kctl reads version {FORMAT_VERSION})"
+                )
+            self._cluster_id = document.get("cluster_id")
+            self._controller_epoch = int(document.get("controller_epoch", 0))
+            self._topics = {
+                name: self._topic_from_json(entry) for name, entry in document.get("topics", {}).items()
+            }
+        except RegistryError:
+            raise
+        except (ValueError, TypeError, KeyError, AttributeError) as error:
+            raise RegistryError(f"{self.path}: corrupt cluster metadata: {error}") from error
+
+    @staticmethod
+    def _topic_from_json(entry: dict[str, Any]) -> _Topic:
+        states = {
+            int(p): PartitionState(
+                leader=s["leader"],
+                leader_epoch=s["leader_epoch"],
+                isr=tuple(s["isr"]),
+                controller_epoch=s["controller_epoch"],
+                partition_epoch=s["partition_epoch"],
+            )
+            for p, s in entry.get("partition_states", {}).items()
+        }
+        return _Topic(
+            topic_id=decode_uuid(entry["topic_id"]),
+            assignment={int(p): tuple(r) for p, r in sorted(entry["partitions"].items(), key=_int_key)},
+            configs={str(k): str(v) for k, v in entry.get("configs", {}).items()},
+            states=states,
+        )
+
+    def _document(self) -> dict[str, Any]:
+        return {
+            "version": FORMAT_VERSION,
+            "cluster_id": self._cluster_id,
+            "controller_epoch": self._controller_epoch,
+            "topics": {
+                name: {
+                    "topic_id": encode_uuid(topic.topic_id),
+                    "partitions": {str(p): list(r) for p, r in sorted(topic.assignment.items())},
+                    "configs": dict(sorted(topic.configs.items())),
+                    "partition_states": {
+                        str(p): {
+                            "leader": s.leader,
+                            "leader_epoch": s.leader_epoch,
+                            "isr": list(s.isr),
+                            "controller_epoch": s.controller_epoch,
+                            "partition_epoch": s.partition_epoch,
+                        }
+                        for p, s in sorted(topic.states.items())
+                    },
+                }
+                for name, topic in sorted(self._topics.items())
+            },
+        }
+
+    def _save(self) -> None:
+        """Write the document atomically: a reader (or a crash) sees the old or the new one."""
+        data = json.dumps(self._document(), indent=2).encode("utf-8") + b"\n"
+        temporary = self.path.with_name(self.path.name + ".tmp")
+        with open(temporary, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            if self._fsync:
+                os.fsync(handle.fileno())
+        os.replace(temporary, self.path)
+        if self._fsync:
+            directory_fd = os.open(self.metadata_dir, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(directory_fd)
+            finally:
+                os.close(directory_fd)
+
+    # -- cluster -----------------------------------------------------------------------------------
+    def cluster_id(self) -> str:
+        with self._open():
+            if self._cluster_id is None:
+                self._cluster_id = encode_uuid(random_kafka_uuid())
+                self._save()
+            return self._cluster_id
+
+    # -- brokers -----------------------------------------------------------------------------------
+    def register_broker(self, reg: BrokerRegistration) -> None:
+        with self._open():
+            self._brokers[reg.broker_id] = reg
+        self._notify(BROKERS)
+
+    def unregister_broker(self, broker_id: int) -> None:
+        with self._open():
+            if self._brokers.pop(broker_id, None) is None:
+                return
+        self._notify(BROKERS)
+
+    def live_brokers(self) -> list[BrokerRegistration]:
+        with self._open():
+            return [self._brokers[b] for b in sorted(self._brokers)]
+
+    # -- controller --------------------------------------------------------------------------------
+    def try_become_controller(self, broker_id: int) -> bool:
+        with self._open():
+            if self._controller is not None:
+                return self._controller == broker_id
+            self._controller_epoch += 1
+            self._save()
+            self._controller = broker_id
+        self._notify(CONTROLLER)
+        return True
+
+    def resign_controller(self) -> None:
+        with self._open():
+            if self._controller is None:
+                return
+            self._controller = None
+        self._notify(CONTROLLER)
+
+    def controller_id(self) -> int | None:
+        with self._open():
+            return self._controller
+
+    def controller_epoch(self) -> int:
+        with self._open():
+            return self._controller_epoch
+
+    # -- topics ------------------------------------------------------------------------------------
+    def create_topic(
+        self,
+        name: str,
+        assignment: dict[int, tuple[int, ...]],
+        configs: dict[str, str],
+        topic_id: uuid.UUID | None = None,
+    ) -> TopicRecord:
+        validate_topic_name(name)
+        normalized = validate_replica_assignment(assignment)
+        with self._open():
+            if name in self._topics:
+                raise TopicExistsError(f"Topic '{name}' already exists.")
+            check_topic_collisions(name, self._topics)
+            topic = _Topic(topic_id or random_kafka_uuid(), normalized, dict(configs))
+            self._topics[name] = topic
+            try:
+                self._save()
+            except BaseException:
+                del self._topics[name]
+                raise
+            record = topic.record(name)
+        self._notify(TOPICS)
+        return record
+
+    def delete_topic(self, name: str) -> None:
+        with self._open():
+            topic = self._topics.pop(name, None)
+            if topic is None:
+                raise UnknownTopicError(f"Topic '{name}' does not exist.")
+            try:
+                self._save()
+            except BaseException:
+                self._topics[name] = topic
+                raise
+        self._notify(TOPICS)
+
+    def add_partitions(self, name: str, new_assignment: dict[int, tuple[int, ...]]) -> TopicRecord:
+        with self._open():
+            topic = self._topic(name)
+            added = validate_new_partitions(topic.assignment, new_assignment)
+            previous = topic.assignment
+            topic.assignment = {**previous, **added}
+            try:
+                self._save()
+            except BaseException:
+                topic.assignment = previous
+                raise
+            record = topic.record(name)
+        self._notify(TOPICS)
+        return record
+
+    def topics(self) -> dict[str, TopicRecord]:
+        with self._open():
+            return {name: self._topics[name].record(name) for name in sorted(self._topics)}
+
+    def get_topic(self, name: str) -> TopicRecord | None:
+        with self._open():
+            topic = self._topics.get(name)
+            return None if topic is None else topic.record(name)
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        with self._open():
+            topic = self._topic(name)
+            previous = topic.configs
+            topic.configs = {str(k): str(v) for k, v in configs.items()}
+            try:
+                self._save()
+            except BaseException:
+                topic.configs = previous
+                raise
+        self._notify(CONFIGS)
+
+    def _topic(self, name: str) -> _Topic:
+        topic = self._topics.get(name)
+        if topic is None:
+            raise UnknownTopicError(f"Topic '{name}' does not exist.")
+        return topic
+
+    # -- partition state ---------------------------------------------------------------------------
+    def set_partition_state(
+        self,
+        topic: str,
+        partition: int,
+        state: PartitionState,
+        *,
+        expected_partition_epoch: int | None = None,
+    ) -> PartitionState:
+        with self._open():
+            entry = self._topic(topic)
+            if partition not in entry.assignment:
+                raise UnknownTopicError(f"Partition {topic}-{partition} does not exist.")
+            current = entry.states.get(partition)
+            current_epoch = -1 if current is None else current.partition_epoch
+            if expected_partition_epoch is not None and expected_partition_epoch != current_epoch:
+                raise PartitionStateConflictError(
+                    f"Partition {topic}-{partition} is at partition epoch {current_epoch}, "
+                    f"not {expected_partition_epoch}"
+                )
+            stored = PartitionState(
+                leader=state.leader,
+                leader_epoch=state.leader_epoch,
+                isr=state.isr,
+                controller_epoch=state.controller_epoch,
+                partition_epoch=current_epoch + 1,
+            )
+            entry.states[partition] = stored
+            try:
+                self._save()
+            except BaseException:
+                if current is None:
+                    del entry.states[partition]
+                else:
+                    entry.states[partition] = current
+                raise
+        self._notify(PARTITIONS)
+        return stored
+
+    def partition_states(self, topic: str) -> dict[int, PartitionState]:
+        with self._open():
+            return dict(sorted(self._topic(topic).states.items()))
+
+
+def _int_key(item: tuple[str, Any]) -> int:
+    return int(item[0])

@@ -1,0 +1,206 @@
+"""The cluster metadata registry: the one interface the broker uses for cluster metadata, whichever
+backend stores it.
+
+The registry owns the cluster-wide facts: the cluster id, the live brokers, the controller and its
+epoch, the topics (topic id, replica assignment, config overrides) and each partition's state
+(leader, leader epoch, ISR). Two backends implement it: kctl.zk.embedded (one broker, persisted
+under its data directory) and kctl.zk.zookeeper (ZooKeeper, in Kafka's layout).
+
+The API is synchronous and thread-safe. Callers that run an event loop call it for admin
+operations only and keep their own cache, refreshed when a listener reports a change. Listener
+callbacks receive a short reason (one of REASONS) and may run on any thread, including the
+registry's own watcher thread: they must return quickly (hand the work to the caller's loop,
+e.g. with ``loop.call_soon_threadsafe``). Both backends call listeners synchronously after a
+change made through the registry itself, so that a caller's cache refresh is scheduled before the
+mutating call returns; the ZooKeeper backend also calls them, from its watcher thread, for changes
+made by other processes. A notification means "may have changed": spurious ones are allowed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from types import TracebackType
+from typing import Self
+
+from kctl.zk.model import BrokerRegistration, PartitionState, TopicRecord
+
+__all__ = [
+    "BROKERS",
+    "CONFIGS",
+    "CONTROLLER",
+    "PARTITIONS",
+    "REASONS",
+    "TOPICS",
+    "Listener",
+    "Registry",
+]
+
+log = logging.getLogger("kctl.zk")
+
+BROKERS = "brokers"
+"""A broker registered or went away."""
+TOPICS = "topics"
+"""A topic was created or deleted, or gained partitions."""
+CONTROLLER = "controller"
+"""The controller changed (or was lost: try_become_controller may now win)."""
+CONFIGS = "configs"
+"""Some topic's config overrides changed."""
+PARTITIONS = "partitions"
+"""Some partition's state (leader, leader epoch, ISR) changed."""
+REASONS = (BROKERS, TOPICS, CONTROLLER, CONFIGS, PARTITIONS)
+
+Listener = Callable[[str], None]
+
+
+class Registry(ABC):
+    """Cluster metadata: the operations both backends provide. Use as a context manager, or call
+    start() before anything else and close() at the end."""
+
+    def __init__(self) -> None:
+        self._listeners: list[Listener] = []
+        self._listeners_lock = threading.Lock()
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    @abstractmethod
+    def start(self) -> None:
+        """Connect / load the stored metadata. Raises RegistryUnavailableError when the store
+        cannot be reached."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release everything: the broker registration and controllership go away (they are
+        ephemeral). Idempotent."""
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- cluster -----------------------------------------------------------------------------------
+    @abstractmethod
+    def cluster_id(self) -> str:
+        """The cluster id; created on first use (22-character URL-safe base64 of a random UUID)
+        and stable afterwards."""
+
+    # -- brokers -----------------------------------------------------------------------------------
+    @abstractmethod
+    def register_broker(self, reg: BrokerRegistration) -> None:
+        """Register a live broker (ephemeral: it lasts as long as this registry's session).
+        Registering again from the same registry replaces the registration. Raises
+        BrokerIdInUseError when another session holds the id."""
+
+    @abstractmethod
+    def unregister_broker(self, broker_id: int) -> None:
+        """Withdraw a registration made by this registry; no-op if there is none."""
+
+    @abstractmethod
+    def live_brokers(self) -> list[BrokerRegistration]:
+        """Every registered broker, by broker id."""
+
+    # -- controller --------------------------------------------------------------------------------
+    @abstractmethod
+    def try_become_controller(self, broker_id: int) -> bool:
+        """Run for controller: True if ``broker_id`` (through this registry) now is the
+        controller, having bumped the controller epoch when newly elected; False if another
+        broker is."""
+
+    @abstractmethod
+    def resign_controller(self) -> None:
+        """Give up controllership won through this registry (controlled shutdown); no-op if none."""
+
+    @abstractmethod
+    def controller_id(self) -> int | None:
+        """The controller's broker id, or None when there is no controller."""
+
+    @abstractmethod
+    def controller_epoch(self) -> int:
+        """The current controller epoch (0 before the first election)."""
+
+    # -- topics ------------------------------------------------------------------------------------
+    @abstractmethod
+    def create_topic(
+        self,
+        name: str,
+        assignment: dict[int, tuple[int, ...]],
+        configs: dict[str, str],
+        topic_id: uuid.UUID | None = None,
+    ) -> TopicRecord:
+        """Create a topic with partitions 0..n-1 assigned to replicas, and its config overrides.
+        A topic id is generated unless given. Raises TopicExistsError, InvalidTopicError,
+        InvalidReplicaAssignmentError."""
+
+    @abstractmethod
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic, its partition states and its config overrides. Raises
+        UnknownTopicError."""
+
+    @abstractmethod
+    def add_partitions(self, name: str, new_assignment: dict[int, tuple[int, ...]]) -> TopicRecord:
+        """Add partitions (only the new ones, numbered on from the existing ones); returns the
+        updated topic. Raises UnknownTopicError, InvalidPartitionsError,
+        InvalidReplicaAssignmentError."""
+
+    @abstractmethod
+    def topics(self) -> dict[str, TopicRecord]:
+        """Every topic, by name."""
+
+    @abstractmethod
+    def get_topic(self, name: str) -> TopicRecord | None:
+        """One topic, or None."""
+
+    @abstractmethod
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Replace a topic's config overrides with ``configs``. Raises UnknownTopicError."""
+
+    # -- partition state ---------------------------------------------------------------------------
+    @abstractmethod
+    def set_partition_state(
+        self,
+        topic: str,
+        partition: int,
+        state: PartitionState,
+        *,
+        expected_partition_epoch: int | None = None,
+    ) -> PartitionState:
+        """Write a partition's state; returns it as stored, with the partition epoch the registry
+        assigned (0 on the first write, +1 on each later one; ``state.partition_epoch`` is
+        ignored). With ``expected_partition_epoch``, write only if the stored state still has that
+        epoch (-1: only if there is none yet), else raise PartitionStateConflictError. Raises
+        UnknownTopicError for an unknown topic or partition."""
+
+    @abstractmethod
+    def partition_states(self, topic: str) -> dict[int, PartitionState]:
+        """The partitions of ``topic`` that have a state. Raises UnknownTopicError."""
+
+    # -- change notification -----------------------------------------------------------------------
+    def add_listener(self, callback: Listener) -> None:
+        """Call ``callback(reason)`` whenever metadata may have changed (see the module docstring)."""
+        with self._listeners_lock:
+            self._listeners.append(callback)
+
+    def remove_listener(self, callback: Listener) -> None:
+        """Stop calling ``callback``; no-op if it is not a listener."""
+        with self._listeners_lock:
+            if callback in self._listeners:
+                self._listeners.remove(callback)
+
+    def _notify(self, reason: str) -> None:
+        """Call every listener; a failing listener is logged and does not stop the others."""
+        with self._listeners_lock:
+            listeners = list(self._listeners)
+        for callback in listeners:
+            try:
+                callback(reason)
+            except Exception:
+                log.exception("registry listener %r failed on %r", callback, reason)

@@ -1,0 +1,414 @@
+"""Kafka's ZooKeeper layout: one definition per znode (its path, and how its data is encoded and
+decoded), so that kctl and Apache Kafka's own brokers and tools read each other's znodes.
+
+This module owns the bytes. The formats are those Apache Kafka 3.x writes in ZooKeeper mode
+(``core/src/main/scala/kafka/zk/ZkData.scala``): compact JSON objects carrying a ``"version"``
+field, except ``/controller_epoch`` (a bare decimal integer, as Kafka writes it). Decoders accept
+the older versions Kafka still reads. Nothing here talks to ZooKeeper: kctl.zk.zookeeper does.
+
+::
+
+    /cluster/id                                    {"version":"1","id":"<22-char base64>"}
+    /controller                   (ephemeral)      {"version":2,"brokerid":1,"timestamp":"<ms>",
+                                                    "kraftControllerEpoch":-1}
+    /controller_epoch                              7
+    /brokers/ids/<id>             (ephemeral)      {"version":5,"host":..,"port":..,"endpoints":[..],
+                                                    "listener_security_protocol_map":{..},
+                                                    "jmx_port":-1,"timestamp":"<ms>","features":{},
+                                                    "rack":..  (only when the broker has one)}
+    /brokers/topics/<topic>                        {"version":3,"topic_id":"<base64>",
+                                                    "partitions":{"0":[1,2]},
+                                                    "adding_replicas":{},"removing_replicas":{}}
+    /brokers/topics/<topic>/partitions/<p>/state   {"version":1,"leader":1,"leader_epoch":0,
+                                                    "isr":[1,2],"controller_epoch":1}
+    /config/topics/<topic>                         {"version":1,"config":{"cleanup.policy":"compact"}}
+    /config/changes/config_change_<seq> (seq.)     {"version":2,"entity_path":"topics/<topic>"}
+    /admin/delete_topics/<topic>                   (no data: a topic marked for deletion)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from kctl.zk.model import (
+    BrokerRegistration,
+    PartitionState,
+    RegistryError,
+    decode_uuid,
+    encode_uuid,
+    parse_endpoint,
+)
+
+__all__ = [
+    "PERSISTENT_PATHS",
+    "BrokerIdZNode",
+    "BrokerIdsZNode",
+    "ClusterIdZNode",
+    "ConfigEntityChangeNotificationSequenceZNode",
+    "ConfigEntityChangeNotificationZNode",
+    "ConfigEntityZNode",
+    "ControllerEpochZNode",
+    "ControllerZNode",
+    "DeleteTopicsTopicZNode",
+    "DeleteTopicsZNode",
+    "TopicPartitionStateZNode",
+    "TopicPartitionZNode",
+    "TopicPartitionsZNode",
+    "TopicZNode",
+    "TopicsZNode",
+    "ZNodeDecodeError",
+]
+
+
+class ZNodeDecodeError(RegistryError):
+    """A znode whose data is not in any format Kafka writes."""
+
+
+def _dumps(value: Mapping[str, Any]) -> bytes:
+    """Compact JSON, as Kafka's ``Json.encodeAsBytes`` (Jackson) writes it."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def _loads(path: str, data: bytes | None) -> dict[str, Any]:
+    if not data:
+        raise ZNodeDecodeError(f"{path}: no data")
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ZNodeDecodeError(f"{path}: not JSON: {data[:200]!r}") from error
+    if not isinstance(value, dict):
+        raise ZNodeDecodeError(f"{path}: not a JSON object: {data[:200]!r}")
+    return value
+
+
+def _field(path: str, obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
+    try:
+        value = obj[key]
+    except KeyError:
+        raise ZNodeDecodeError(f"{path}: missing field {key!r}") from None
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ZNodeDecodeError(f"{path}: field {key!r} has the wrong type: {value!r}")
+    return value
+
+
+def _now_ms() -> str:
+    return str(int(time.time() * 1000))
+
+
+# -- cluster --------------------------------------------------------------------------------------
+class ClusterIdZNode:
+    """``/cluster/id``: the cluster id, created by the first broker that finds none."""
+
+    path = "/cluster/id"
+
+    @staticmethod
+    def encode(cluster_id: str) -> bytes:
+        return _dumps({"version": "1", "id": cluster_id})  # Kafka writes this version as a string
+
+    @classmethod
+    def decode(cls, data: bytes | None) -> str:
+        return _field(cls.path, _loads(cls.path, data), "id", str)
+
+
+class ControllerZNode:
+    """``/controller`` (ephemeral): the broker that won the controller election. Kafka 3.4+ writes
+    version 2 (with ``kraftControllerEpoch`` -1 for a ZooKeeper-mode controller); version 1 lacks
+    that field; Kafka 0.8 wrote a bare integer. All three decode."""
+
+    path = "/controller"
+
+    @staticmethod
+    def encode(broker_id: int, timestamp_ms: int | None = None) -> bytes:
+        timestamp = _now_ms() if timestamp_ms is None else str(timestamp_ms)
+        return _dumps(
+            {"version": 2, "brokerid": broker_id, "timestamp": timestamp, "kraftControllerEpoch": -1}
+        )
+
+    @classmethod
+    def decode(cls, data: bytes | None) -> int:
+        text = (data or b"").decode("utf-8", "replace").strip()
+        if text.lstrip("-").isdigit():
+            return int(text)
+        return _field(cls.path, _loads(cls.path, data), "brokerid", int)
+
+
+class ControllerEpochZNode:
+    """``/controller_epoch``: bumped by every newly elected controller (a bare integer)."""
+
+    path = "/controller_epoch"
+
+    @staticmethod
+    def encode(epoch: int) -> bytes:
+        return str(epoch).encode("ascii")
+
+    @classmethod
+    def decode(cls, data: bytes | None) -> int:
+        try:
+            return int((data or b"").decode("ascii"))
+        except (UnicodeDecodeError, ValueError) as error:
+            raise ZNodeDecodeError(f"{cls.path}: not an integer: {data!r}") from error
+
+
+# -- brokers --------------------------------------------------------------------------------------
+class BrokerIdsZNode:
+    """``/brokers/ids``: the parent of the live brokers' registrations."""
+
+    path = "/brokers/ids"
+
+
+class BrokerIdZNode:
+    """``/brokers/ids/<id>`` (ephemeral): a live broker. Written as version 5 (Kafka 2.7+); the
+    top-level host/port are for clients that predate ``endpoints``."""
+
+    VERSION = 5
+
+    @staticmethod
+    def path(broker_id: int) -> str:
+        return f"{BrokerIdsZNode.path}/{broker_id}"
+
+    @staticmethod
+    def encode(registration: BrokerRegistration, timestamp_ms: int | None = None) -> bytes:
+        document: dict[str, Any] = {
+            "version": BrokerIdZNode.VERSION,
+            "host": registration.host,
+            "port": registration.port,
+            "endpoints": list(registration.listeners),
+            "listener_security_protocol_map": registration.security_protocol_map,
+            "jmx_port": -1,
+            "timestamp": _now_ms() if timestamp_ms is None else str(timestamp_ms),
+            "features": {},
+        }
+        if registration.rack is not None:
+            document["rack"] = registration.rack
+        return _dumps(document)
+
+    @classmethod
+    def decode(cls, broker_id: int, data: bytes | None) -> BrokerRegistration:
+        path = cls.path(broker_id)
+        obj = _loads(path, data)
+        version = _field(path, obj, "version", int)
+        if version < 1:
+            raise ZNodeDecodeError(f"{path}: unsupported version of broker registration: {version}")
+        host = obj.get("host")
+        port = obj.get("port", -1)
+        if version == 1:
+            listeners: tuple[str, ...] = ()
+        else:
+            listeners = tuple(str(e) for e in _field(path, obj, "endpoints", list))
+            for endpoint in listeners:
+                try:
+                    parse_endpoint(endpoint)
+                except ValueError as error:
+                    raise ZNodeDecodeError(f"{path}: {error}") from error
+        if (not isinstance(host, str) or not isinstance(port, int) or port < 0) and listeners:
+            # No PLAINTEXT listener: Kafka writes host null and port -1; use the first endpoint.
+            _, host, port = parse_endpoint(listeners[0])
+        if not isinstance(host, str) or not isinstance(port, int):
+            raise ZNodeDecodeError(f"{path}: no host and port")
+        rack = obj.get("rack")
+        return BrokerRegistration(
+            broker_id=broker_id,
+            host=host,
+            port=port,
+            rack=rack if isinstance(rack, str) else None,
+            listeners=listeners,
+        )
+
+
+# -- topics ---------------------------------------------------------------------------------------
+class TopicsZNode:
+    """``/brokers/topics``: one child per topic."""
+
+    path = "/brokers/topics"
+
+
+class TopicZNode:
+    """``/brokers/topics/<topic>``: the topic id and replica assignment. Written as version 3 (the
+    Kafka 3.x format); older versions without ``topic_id`` decode with topic id None."""
+
+    VERSION = 3
+
+    @staticmethod
+    def path(topic: str) -> str:
+        return f"{TopicsZNode.path}/{topic}"
+
+    @staticmethod
+    def encode(topic_id: uuid.UUID, assignment: Mapping[int, tuple[int, ...]]) -> bytes:
+        return _dumps(
+            {
+                "version": TopicZNode.VERSION,
+                "topic_id": encode_uuid(topic_id),
+                "partitions": {str(p): list(r) for p, r in sorted(assignment.items())},
+                "adding_replicas": {},
+                "removing_replicas": {},
+            }
+        )
+
+    @classmethod
+    def decode(
+        cls, topic: str, data: bytes | None
+    ) -> tuple[uuid.UUID | None, dict[int, tuple[int, ...]]]:
+        """(topic id or None, partition -> replicas). Ongoing reassignments (``adding_replicas``,
+        ``removing_replicas``) are not modelled: the replicas listed under ``partitions`` count."""
+        path = cls.path(topic)
+        obj = _loads(path, data)
+        raw_id = obj.get("topic_id")
+        try:
+            topic_id = decode_uuid(raw_id) if isinstance(raw_id, str) else None
+        except ValueError as error:
+            raise ZNodeDecodeError(f"{path}: bad topic_id: {error}") from error
+        partitions = obj.get("partitions") or {}
+        if not isinstance(partitions, dict):
+            raise ZNodeDecodeError(f"{path}: 'partitions' is not an object")
+        assignment: dict[int, tuple[int, ...]] = {}
+        for key, replicas in partitions.items():
+            if not str(key).isdigit() or not isinstance(replicas, list):
+                raise ZNodeDecodeError(f"{path}: bad partition entry {key!r}: {replicas!r}")
+            if not all(isinstance(r, int) and not isinstance(r, bool) for r in replicas):
+                raise ZNodeDecodeError(f"{path}: bad replica list for partition {key}: {replicas!r}")
+            assignment[int(key)] = tuple(replicas)
+        return topic_id, dict(sorted(assignment.items()))
+
+
+class TopicPartitionsZNode:
+    """``/brokers/topics/<topic>/partitions``."""
+
+    @staticmethod
+    def path(topic: str) -> str:
+        return f"{TopicZNode.path(topic)}/partitions"
+
+
+class TopicPartitionZNode:
+    """``/brokers/topics/<topic>/partitions/<partition>``."""
+
+    @staticmethod
+    def path(topic: str, partition: int) -> str:
+        return f"{TopicPartitionsZNode.path(topic)}/{partition}"
+
+
+class TopicPartitionStateZNode:
+    """``/brokers/topics/<topic>/partitions/<partition>/state``: leader, leader epoch, ISR and the
+    writing controller's epoch. The partition epoch is not in the data: it is the znode's version
+    (Kafka's ``LeaderAndIsr.partitionEpoch`` is that zkVersion in ZooKeeper mode)."""
+
+    @staticmethod
+    def path(topic: str, partition: int) -> str:
+        return f"{TopicPartitionZNode.path(topic, partition)}/state"
+
+    @staticmethod
+    def encode(state: PartitionState) -> bytes:
+        return _dumps(
+            {
+                "version": 1,
+                "leader": state.leader,
+                "leader_epoch": state.leader_epoch,
+                "isr": list(state.isr),
+                "controller_epoch": state.controller_epoch,
+            }
+        )
+
+    @classmethod
+    def decode(cls, topic: str, partition: int, data: bytes | None, zk_version: int) -> PartitionState:
+        path = cls.path(topic, partition)
+        obj = _loads(path, data)
+        isr = _field(path, obj, "isr", list)
+        if not all(isinstance(r, int) and not isinstance(r, bool) for r in isr):
+            raise ZNodeDecodeError(f"{path}: bad isr {isr!r}")
+        return PartitionState(
+            leader=_field(path, obj, "leader", int),
+            leader_epoch=_field(path, obj, "leader_epoch", int),
+            isr=tuple(isr),
+            controller_epoch=_field(path, obj, "controller_epoch", int),
+            partition_epoch=zk_version,
+        )
+
+
+# -- configs --------------------------------------------------------------------------------------
+class ConfigEntityZNode:
+    """``/config/<entity type>/<entity name>``: an entity's config overrides, e.g.
+    ``/config/topics/<topic>``."""
+
+    TOPICS = "topics"
+
+    @staticmethod
+    def path(entity_type: str, entity_name: str) -> str:
+        return f"/config/{entity_type}/{entity_name}"
+
+    @staticmethod
+    def encode(configs: Mapping[str, str]) -> bytes:
+        return _dumps({"version": 1, "config": {str(k): str(v) for k, v in configs.items()}})
+
+    @staticmethod
+    def decode(entity_type: str, entity_name: str, data: bytes | None) -> dict[str, str]:
+        """The overrides; no data or no ``config`` object means none (as Kafka reads it)."""
+        if not data:
+            return {}
+        obj = _loads(ConfigEntityZNode.path(entity_type, entity_name), data)
+        config = obj.get("config")
+        if not isinstance(config, dict):
+            return {}
+        return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}
+
+
+class ConfigEntityChangeNotificationZNode:
+    """``/config/changes``: the parent of config change notifications."""
+
+    path = "/config/changes"
+
+
+class ConfigEntityChangeNotificationSequenceZNode:
+    """``/config/changes/config_change_<seq>`` (persistent sequential): "the configs of this entity
+    changed, re-read them". Brokers delete notifications older than 15 minutes."""
+
+    PREFIX = "config_change_"
+    create_path = f"{ConfigEntityChangeNotificationZNode.path}/{PREFIX}"
+    EXPIRATION_MS = 15 * 60 * 1000
+
+    @staticmethod
+    def encode(entity_type: str, entity_name: str) -> bytes:
+        return _dumps({"version": 2, "entity_path": f"{entity_type}/{entity_name}"})
+
+    @staticmethod
+    def decode(data: bytes | None) -> tuple[str, str]:
+        """(entity type, entity name) of a version 2 notification."""
+        obj = _loads(ConfigEntityChangeNotificationZNode.path, data)
+        entity_path = _field(ConfigEntityChangeNotificationZNode.path, obj, "entity_path", str)
+        entity_type, _, entity_name = entity_path.partition("/")
+        return entity_type, entity_name
+
+    @classmethod
+    def sequence_number(cls, child_name: str) -> int | None:
+        """The sequence number in a child's name, or None when it is not a notification."""
+        if not child_name.startswith(cls.PREFIX):
+            return None
+        digits = child_name[len(cls.PREFIX) :]
+        return int(digits) if digits.isdigit() else None
+
+
+# -- admin ----------------------------------------------------------------------------------------
+class DeleteTopicsZNode:
+    """``/admin/delete_topics``: topics marked for deletion (by Kafka's admin tools)."""
+
+    path = "/admin/delete_topics"
+
+
+class DeleteTopicsTopicZNode:
+    """``/admin/delete_topics/<topic>``: a deletion marker (no data)."""
+
+    @staticmethod
+    def path(topic: str) -> str:
+        return f"{DeleteTopicsZNode.path}/{topic}"
+
+
+PERSISTENT_PATHS: tuple[str, ...] = (
+    BrokerIdsZNode.path,
+    TopicsZNode.path,
+    f"/config/{ConfigEntityZNode.TOPICS}",
+    ConfigEntityChangeNotificationZNode.path,
+    DeleteTopicsZNode.path,
+)
+"""The parents a registry creates at start, as Kafka's brokers do (``KafkaZkClient.createTopLevelPaths``)."""

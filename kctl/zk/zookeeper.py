@@ -1,0 +1,873 @@
+"""The ZooKeeper registry: cluster metadata in ZooKeeper, in Apache Kafka's layout (kazoo).
+
+This module owns the conversation with ZooKeeper: the session, the ephemeral broker registration
+and controller election, the reads and writes of topics, configs and partition states, and the
+watches that turn other processes' changes into listener notifications. What each znode holds is
+kctl.zk.znodes' business; this module only uses those definitions.
+
+- The connect string is Kafka's ``zookeeper.connect``: ``host:port[,host:port...][/chroot]``. A
+  missing chroot path is created at start, as Kafka does.
+- Every operation needs a connected session; while the connection is down (kazoo SUSPENDED) or
+  after close, operations raise RegistryUnavailableError at once instead of waiting.
+- When the session expires (kazoo LOST), ZooKeeper has deleted our ephemeral znodes; when kazoo
+  has a new session, the broker registrations made through this registry are created again and
+  listeners hear every reason. Controllership is not re-taken: the CONTROLLER notification lets
+  the broker run for it again, as Kafka's brokers do.
+- Watches: children of /brokers/ids ("brokers") and /brokers/topics ("topics"), the data of each
+  /brokers/topics/<topic> ("topics": partitions added), of /controller ("controller"), of each
+  partition state znode ("partitions"), and the children of /config/changes ("configs"; Kafka's
+  config change notifications, which set_topic_configs writes and purges after 15 minutes).
+- Topic deletion is done directly (the topic's znodes, its partition states, its config overrides,
+  and any /admin/delete_topics marker), not by marking the topic and waiting for a controller.
+- A topic without a topic id (written by Kafka before 2.8, or by hand) gets one on first read, as
+  Kafka's controller assigns them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionClosedError,
+    ConnectionLoss,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import ZnodeStat
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from kctl.zk.model import (
+    BrokerIdInUseError,
+    BrokerRegistration,
+    PartitionState,
+    PartitionStateConflictError,
+    RegistryError,
+    RegistryUnavailableError,
+    TopicExistsError,
+    TopicRecord,
+    UnknownTopicError,
+    check_topic_collisions,
+    encode_uuid,
+    random_kafka_uuid,
+    validate_new_partitions,
+    validate_replica_assignment,
+    validate_topic_name,
+)
+from kctl.zk.registry import BROKERS, CONFIGS, CONTROLLER, PARTITIONS, REASONS, TOPICS, Registry
+from kctl.zk.znodes import (
+    PERSISTENT_PATHS,
+    BrokerIdsZNode,
+    BrokerIdZNode,
+    ClusterIdZNode,
+    ConfigEntityChangeNotificationSequenceZNode,
+    ConfigEntityChangeNotificationZNode,
+    ConfigEntityZNode,
+    ControllerEpochZNode,
+    ControllerZNode,
+    DeleteTopicsTopicZNode,
+    TopicPartitionStateZNode,
+    TopicPartitionsZNode,
+    TopicPartitionZNode,
+    TopicsZNode,
+    TopicZNode,
+    ZNodeDecodeError,
+)
+
+__all__ = ["DEFAULT_SESSION_TIMEOUT_MS", "ZooKeeperRegistry", "split_connect"]
+
+log = logging.getLogger("kctl.zk.zookeeper")
+
+DEFAULT_SESSION_TIMEOUT_MS = 18_000  # Kafka's zookeeper.session.timeout.ms
+_UNAVAILABLE = (
+    ConnectionLoss,
+    SessionExpiredError,
+    ConnectionClosedError,
+    OperationTimeoutError,
+    KazooTimeoutError,
+)
+_RETRIES = 10
+
+
+def split_connect(connect: str) -> tuple[str, str]:
+    """Kafka's ``zookeeper.connect`` -> (``host:port,...``, chroot or "")."""
+    hosts, slash, chroot = connect.strip().partition("/")
+    if not hosts:
+        raise ValueError(f"{connect!r} names no ZooKeeper host")
+    chroot = ("/" + chroot.strip("/")) if slash and chroot.strip("/") else ""
+    return hosts, chroot
+
+
+def _collect(results: Sequence[Any], timeout: float) -> list[Any]:
+    """Wait for kazoo async results; a missing znode yields None."""
+    out: list[Any] = []
+    for result in results:
+        try:
+            out.append(result.get(timeout=timeout))
+        except NoNodeError:
+            out.append(None)
+    return out
+
+
+class ZooKeeperRegistry(Registry):
+    """Cluster metadata in ZooKeeper at ``connect`` (Kafka's ``zookeeper.connect``)."""
+
+    def __init__(
+        self,
+        connect: str,
+        *,
+        session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+        connection_timeout_ms: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.connect = connect
+        self._hosts, self._chroot = split_connect(connect)
+        self.session_timeout_ms = session_timeout_ms
+        self.connection_timeout_ms = (
+            session_timeout_ms if connection_timeout_ms is None else connection_timeout_ms
+        )
+        self._op_timeout = max(session_timeout_ms, self.connection_timeout_ms) / 1000
+        self._lock = threading.RLock()
+        self._client: KazooClient | None = None
+        self._closed = False
+        self._session_lost = False
+        self._cluster_id: str | None = None
+        self._registrations: dict[int, BrokerRegistration] = {}
+        self._topic_watches: dict[str, object] = {}  # topic -> token of its live watches
+        self._state_watches: dict[tuple[str, int], object] = {}
+        self._watches: list[object] = []
+        self._topics_watched = False
+        self._config_changes_watched = False
+        self._last_config_change = -1
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    @property
+    def kazoo_client(self) -> KazooClient:
+        """The underlying KazooClient (for tools and tests)."""
+        if self._client is None:
+            raise RegistryUnavailableError(f"the ZooKeeper registry for {self.connect} is not started")
+        return self._client
+
+    def start(self) -> None:
+        with self._lock:
+            if self._client is not None:
+                return
+            if self._closed:
+                raise RegistryUnavailableError(f"the ZooKeeper registry for {self.connect} is closed")
+            if self._chroot:
+                self._create_chroot()
+            client = KazooClient(hosts=self.connect, timeout=self.session_timeout_ms / 1000)
+            self._connect(client)
+            self._client = client
+            client.add_listener(self._on_state_change)
+        try:
+            with self._zk("create the top-level paths"):
+                for path in PERSISTENT_PATHS:
+                    client.ensure_path(path)
+            self._start_watches()
+        except BaseException:
+            self.close()
+            raise
+
+    def _connect(self, client: KazooClient) -> None:
+        try:
+            client.start(timeout=self.connection_timeout_ms / 1000)
+        except KazooTimeoutError:
+            raise RegistryUnavailableError(
+                f"could not connect to ZooKeeper at {self._hosts} within "
+                f"{self.connection_timeout_ms} ms (zookeeper.connect={self.connect})"
+            ) from None
+
+    def _create_chroot(self) -> None:
+        bootstrap = KazooClient(hosts=self._hosts, timeout=self.session_timeout_ms / 1000)
+        self._connect(bootstrap)
+        try:
+            with self._zk(f"create the chroot {self._chroot}"):
+                bootstrap.ensure_path(self._chroot)
+        finally:
+            bootstrap.stop()
+            bootstrap.close()
+
+    def close(self) -> None:
+        with self._lock:
+            client, self._client = self._client, None
+            self._closed = True
+            self._registrations.clear()
+            self._topic_watches.clear()
+            self._state_watches.clear()
+            self._watches.clear()
+        if client is not None:
+            client.remove_listener(self._on_state_change)
+            with contextlib.suppress(KazooException):
+                client.stop()  # ends the session: ZooKeeper deletes our ephemeral znodes now
+            client.close()
+
+    def _zk_client(self) -> KazooClient:
+        client = self._client
+        if client is None:
+            state = "closed" if self._closed else "not started"
+            raise RegistryUnavailableError(f"the ZooKeeper registry for {self.connect} is {state}")
+        if not client.connected:
+            raise RegistryUnavailableError(
+                f"not connected to ZooKeeper at {self.connect} (connection state {client.state}); "
+                "retry when the connection is back"
+            )
+        return client
+
+    @contextlib.contextmanager
+    def _zk(self, action: str) -> Iterator[None]:
+        """Turn kazoo's connection errors into RegistryUnavailableError, naming what failed."""
+        try:
+            yield
+        except _UNAVAILABLE as error:
+            raise RegistryUnavailableError(
+                f"ZooKeeper at {self.connect} unavailable while trying to {action}: "
+                f"{type(error).__name__} {error}".rstrip()
+            ) from error
+        except RegistryError:
+            raise
+        except KazooException as error:
+            raise RegistryError(f"ZooKeeper error while trying to {action}: {error!r}") from error
+
+    @property
+    def _session_id(self) -> int:
+        client = self._zk_client()
+        return client.client_id[0] if client.client_id else 0
+
+    # -- session -----------------------------------------------------------------------------------
+    def _on_state_change(self, state: str) -> None:
+        """kazoo's connection thread: never block here."""
+        if state == KazooState.LOST:
+            log.warning("ZooKeeper session to %s expired", self.connect)
+            self._session_lost = True
+            client = self._client
+            if client is not None and not self._closed:
+                # Our broker registrations and controllership went with the session.
+                client.handler.spawn(self._notify, CONTROLLER)
+        elif state == KazooState.SUSPENDED:
+            log.warning("connection to ZooKeeper at %s suspended", self.connect)
+        elif state == KazooState.CONNECTED and self._session_lost and not self._closed:
+            self._session_lost = False
+            client = self._client
+            if client is not None:
+                client.handler.spawn(self._after_new_session)
+
+    def _after_new_session(self) -> None:
+        """Register again what this registry had registered; tell listeners everything may have
+        changed (including the controller: ours, if any, went with the old session)."""
+        with self._lock:
+            registrations = list(self._registrations.values())
+        for registration in registrations:
+            try:
+                self._create_broker_znode(registration)
+                log.info("re-registered broker %d after session expiry", registration.broker_id)
+            except RegistryError:
+                log.exception("could not re-register broker %d", registration.broker_id)
+        for reason in REASONS:
+            self._notify(reason)
+
+    # -- watches -----------------------------------------------------------------------------------
+    # kazoo calls a watch function once when the watch is set up, then on every change, one call at
+    # a time per watch. The set-up call is not a change; every later one is announced to listeners.
+    def _start_watches(self) -> None:
+        client = self._zk_client()
+        watches = [
+            ChildrenWatch(client, BrokerIdsZNode.path, self._children_watcher(BROKERS)),
+            ChildrenWatch(client, TopicsZNode.path, self._on_topics),
+            DataWatch(client, ControllerZNode.path, self._controller_watcher()),
+            ChildrenWatch(client, ConfigEntityChangeNotificationZNode.path, self._on_config_changes),
+        ]
+        with self._lock:
+            self._watches = watches
+
+    def _children_watcher(self, reason: str) -> Callable[[list[str]], bool | None]:
+        first = [True]
+
+        def watcher(children: list[str]) -> bool | None:
+            if self._closed:
+                return False
+            if first[0]:
+                first[0] = False
+            else:
+                self._notify(reason)
+            return None
+
+        return watcher
+
+    def _controller_watcher(self) -> Callable[[bytes | None, ZnodeStat | None, Any], bool | None]:
+        first = [True]
+
+        def watcher(data: bytes | None, stat: ZnodeStat | None, event: Any = None) -> bool | None:
+            if self._closed:
+                return False
+            if first[0]:
+                first[0] = False
+            else:
+                self._notify(CONTROLLER)
+            return None
+
+        return watcher
+
+    def _on_topics(self, children: list[str]) -> bool | None:
+        """/brokers/topics changed: watch the new topics' znodes, forget the deleted ones."""
+        client = self._client
+        if self._closed or client is None:
+            return False
+        with self._lock:
+            first, self._topics_watched = not self._topics_watched, True
+            known = set(self._topic_watches)
+            for topic in set(children) - known:
+                token = object()
+                self._topic_watches[topic] = token
+                DataWatch(client, TopicZNode.path(topic), self._topic_watcher(topic, token))
+            for topic in known - set(children):
+                self._forget_topic(topic)
+        if not first:
+            self._notify(TOPICS)
+        return None
+
+    def _forget_topic(self, topic: str, token: object | None = None) -> None:
+        """Stop the watches of ``topic`` (only those of ``token``'s generation, if given)."""
+        with self._lock:
+            if token is not None and self._topic_watches.get(topic) is not token:
+                return
+            self._topic_watches.pop(topic, None)
+            for key in [k for k in self._state_watches if k[0] == topic]:
+                del self._state_watches[key]
+
+    def _topic_watcher(
+        self, topic: str, token: object
+    ) -> Callable[[bytes | None, ZnodeStat | None, Any], bool | None]:
+        """The data of /brokers/topics/<topic>: new partitions get their state watched."""
+        first = [True]
+
+        def watcher(data: bytes | None, stat: ZnodeStat | None, event: Any = None) -> bool | None:
+            try:
+                if self._closed or self._topic_watches.get(topic) is not token:
+                    return False
+                if data is None:  # deleted (or not there yet): /brokers/topics' watch re-adds it
+                    self._forget_topic(topic, token)
+                    return False
+                self._watch_partition_states(topic, token, data)
+                if first[0]:
+                    first[0] = False
+                else:
+                    self._notify(TOPICS)
+            except Exception:
+                log.exception("watch of topic %s failed", topic)
+            return None
+
+        return watcher
+
+    def _watch_partition_states(self, topic: str, token: object, data: bytes) -> None:
+        client = self._client
+        if client is None:
+            return
+        try:
+            _, assignment = TopicZNode.decode(topic, data)
+        except ZNodeDecodeError:
+            log.warning("ignoring malformed topic znode %s", TopicZNode.path(topic))
+            return
+        with self._lock:
+            for partition in assignment:
+                key = (topic, partition)
+                if key not in self._state_watches:
+                    self._state_watches[key] = token
+                    path = TopicPartitionStateZNode.path(topic, partition)
+                    DataWatch(client, path, self._state_watcher(key, token))
+
+    def _state_watcher(
+        self, key: tuple[str, int], token: object
+    ) -> Callable[[bytes | None, ZnodeStat | None, Any], bool | None]:
+        """The data of a partition state znode (which may not exist yet)."""
+        first = [True]
+
+        def watcher(data: bytes | None, stat: ZnodeStat | None, event: Any = None) -> bool | None:
+            if self._closed or self._state_watches.get(key) is not token:
+                return False
+            if first[0]:
+                first[0] = False
+                return None
+            self._notify(PARTITIONS)
+            if data is None:  # deleted with its topic
+                with self._lock:
+                    if self._state_watches.get(key) is token:
+                        del self._state_watches[key]
+                return False
+            return None
+
+        return watcher
+
+    def _on_config_changes(self, children: list[str]) -> bool | None:
+        """A new /config/changes/config_change_<seq>: some entity's configs changed."""
+        if self._closed:
+            return False
+        numbers = [ConfigEntityChangeNotificationSequenceZNode.sequence_number(c) for c in children]
+        newest = max((n for n in numbers if n is not None), default=-1)
+        with self._lock:
+            first, self._config_changes_watched = not self._config_changes_watched, True
+            changed = newest > self._last_config_change
+            self._last_config_change = max(newest, self._last_config_change)
+        if changed and not first:
+            self._notify(CONFIGS)
+        return None
+
+    # -- cluster -----------------------------------------------------------------------------------
+    def cluster_id(self) -> str:
+        if self._cluster_id is not None:
+            return self._cluster_id
+        client = self._zk_client()
+        with self._zk("read or create the cluster id"):
+            try:
+                data, _ = client.get(ClusterIdZNode.path)
+                cluster_id = ClusterIdZNode.decode(data)
+            except NoNodeError:
+                cluster_id = encode_uuid(random_kafka_uuid())
+                try:
+                    client.create(ClusterIdZNode.path, ClusterIdZNode.encode(cluster_id), makepath=True)
+                except NodeExistsError:  # another broker won the race
+                    data, _ = client.get(ClusterIdZNode.path)
+                    cluster_id = ClusterIdZNode.decode(data)
+        self._cluster_id = cluster_id
+        return cluster_id
+
+    # -- brokers -----------------------------------------------------------------------------------
+    def register_broker(self, reg: BrokerRegistration) -> None:
+        self._create_broker_znode(reg)
+        with self._lock:
+            self._registrations[reg.broker_id] = reg
+        self._notify(BROKERS)
+
+    def _create_broker_znode(self, reg: BrokerRegistration) -> None:
+        """Kafka's checked ephemeral create: a znode left by this very session is ours to update;
+        one owned by another session means the broker id is taken."""
+        client = self._zk_client()
+        path = BrokerIdZNode.path(reg.broker_id)
+        data = BrokerIdZNode.encode(reg)
+        with self._zk(f"register broker {reg.broker_id}"):
+            for _ in range(_RETRIES):
+                try:
+                    client.create(path, data, ephemeral=True)
+                    return
+                except NodeExistsError:
+                    pass
+                try:
+                    _, stat = client.get(path)
+                except NoNodeError:
+                    continue  # its owner just went away: try again
+                if stat.ephemeralOwner != self._session_id:
+                    raise BrokerIdInUseError(
+                        f"Broker id {reg.broker_id} is already registered at {path} by another "
+                        f"session (0x{stat.ephemeralOwner:x}); is another broker running with "
+                        "this broker.id?"
+                    )
+                try:
+                    client.set(path, data, version=stat.version)
+                    return
+                except (BadVersionError, NoNodeError):
+                    continue
+        raise RegistryError(f"could not register broker {reg.broker_id}: {path} kept changing")
+
+    def unregister_broker(self, broker_id: int) -> None:
+        with self._lock:
+            if self._registrations.pop(broker_id, None) is None:
+                return
+        client = self._zk_client()
+        path = BrokerIdZNode.path(broker_id)
+        with self._zk(f"unregister broker {broker_id}"):
+            try:
+                _, stat = client.get(path)
+                if stat.ephemeralOwner == self._session_id:
+                    client.delete(path, version=stat.version)
+            except (NoNodeError, BadVersionError):
+                pass
+        self._notify(BROKERS)
+
+    def live_brokers(self) -> list[BrokerRegistration]:
+        client = self._zk_client()
+        with self._zk("list the live brokers"):
+            ids = sorted(int(child) for child in client.get_children(BrokerIdsZNode.path) if child.isdigit())
+            results = _collect([client.get_async(BrokerIdZNode.path(i)) for i in ids], self._op_timeout)
+        brokers = []
+        for broker_id, result in zip(ids, results, strict=True):
+            if result is None:
+                continue  # went away meanwhile
+            try:
+                brokers.append(BrokerIdZNode.decode(broker_id, result[0]))
+            except ZNodeDecodeError as error:
+                log.warning("ignoring a broker registration kctl cannot read: %s", error)
+        return brokers
+
+    # -- controller --------------------------------------------------------------------------------
+    def try_become_controller(self, broker_id: int) -> bool:
+        """Kafka's election: whoever creates the ephemeral /controller first is the controller; it
+        bumps /controller_epoch in the same multi-op, conditional on the epoch it read."""
+        client = self._zk_client()
+        with self._zk(f"elect broker {broker_id} as controller"):
+            for _ in range(_RETRIES):
+                try:
+                    data, stat = client.get(ControllerZNode.path)
+                    return (
+                        stat.ephemeralOwner == self._session_id
+                        and ControllerZNode.decode(data) == broker_id
+                    )
+                except NoNodeError:
+                    pass
+                epoch, epoch_version = self._read_controller_epoch(client)
+                transaction = client.transaction()
+                transaction.create(ControllerZNode.path, ControllerZNode.encode(broker_id), ephemeral=True)
+                transaction.set_data(
+                    ControllerEpochZNode.path, ControllerEpochZNode.encode(epoch + 1), version=epoch_version
+                )
+                results = transaction.commit()
+                if not any(isinstance(r, Exception) for r in results):
+                    log.info("broker %d is the controller (epoch %d)", broker_id, epoch + 1)
+                    self._notify(CONTROLLER)
+                    return True
+                # NodeExists: another broker won; BadVersion: the epoch moved. Look again.
+        return False
+
+    @staticmethod
+    def _read_controller_epoch(client: KazooClient) -> tuple[int, int]:
+        """(epoch, znode version), creating /controller_epoch with 0 when it does not exist."""
+        while True:
+            try:
+                data, stat = client.get(ControllerEpochZNode.path)
+                return ControllerEpochZNode.decode(data), stat.version
+            except NoNodeError:
+                with contextlib.suppress(NodeExistsError):
+                    client.create(ControllerEpochZNode.path, ControllerEpochZNode.encode(0))
+
+    def resign_controller(self) -> None:
+        client = self._zk_client()
+        with self._zk("resign as controller"):
+            try:
+                _, stat = client.get(ControllerZNode.path)
+                if stat.ephemeralOwner != self._session_id:
+                    return
+                client.delete(ControllerZNode.path, version=stat.version)
+            except (NoNodeError, BadVersionError):
+                return
+        self._notify(CONTROLLER)
+
+    def controller_id(self) -> int | None:
+        client = self._zk_client()
+        with self._zk("read the controller"):
+            try:
+                data, _ = client.get(ControllerZNode.path)
+            except NoNodeError:
+                return None
+        return ControllerZNode.decode(data)
+
+    def controller_epoch(self) -> int:
+        client = self._zk_client()
+        with self._zk("read the controller epoch"):
+            try:
+                data, _ = client.get(ControllerEpochZNode.path)
+            except NoNodeError:
+                return 0
+        return ControllerEpochZNode.decode(data)
+
+    # -- topics ------------------------------------------------------------------------------------
+    def create_topic(
+        self,
+        name: str,
+        assignment: dict[int, tuple[int, ...]],
+        configs: dict[str, str],
+        topic_id: uuid.UUID | None = None,
+    ) -> TopicRecord:
+        """Kafka's AdminZkClient order: the config overrides are written (or overwritten, if a
+        deleted topic left some), then the topic znode — here both in one multi-op."""
+        validate_topic_name(name)
+        normalized = validate_replica_assignment(assignment)
+        record = TopicRecord(name, topic_id or random_kafka_uuid(), normalized, dict(configs))
+        client = self._zk_client()
+        topic_path = TopicZNode.path(name)
+        config_path = ConfigEntityZNode.path(ConfigEntityZNode.TOPICS, name)
+        with self._zk(f"create topic {name}"):
+            existing = client.get_children(TopicsZNode.path)
+            if name in existing:
+                raise TopicExistsError(f"Topic '{name}' already exists.")
+            check_topic_collisions(name, existing)
+            for _ in range(_RETRIES):
+                transaction = client.transaction()
+                config_stat = client.exists(config_path)
+                config_data = ConfigEntityZNode.encode(record.configs)
+                if config_stat is None:
+                    transaction.create(config_path, config_data)
+                else:
+                    transaction.set_data(config_path, config_data, version=config_stat.version)
+                transaction.create(topic_path, TopicZNode.encode(record.topic_id, record.assignment))
+                results = transaction.commit()
+                if not any(isinstance(r, Exception) for r in results):
+                    break
+                if isinstance(results[1], NodeExistsError):
+                    raise TopicExistsError(f"Topic '{name}' already exists.")
+            else:
+                raise RegistryError(f"could not create topic {name}: {config_path} kept changing")
+        self._notify(TOPICS)
+        return record
+
+    def delete_topic(self, name: str) -> None:
+        client = self._zk_client()
+        topic_path = TopicZNode.path(name)
+        with self._zk(f"delete topic {name}"):
+            if client.exists(topic_path) is None:
+                raise UnknownTopicError(f"Topic '{name}' does not exist.")
+            for attempt in range(_RETRIES):
+                try:
+                    client.delete(topic_path, recursive=True)
+                    break
+                except NotEmptyError:  # a partition state was being written meanwhile
+                    if attempt == _RETRIES - 1:
+                        raise
+            with contextlib.suppress(NoNodeError):
+                client.delete(ConfigEntityZNode.path(ConfigEntityZNode.TOPICS, name))
+            with contextlib.suppress(NoNodeError):
+                client.delete(DeleteTopicsTopicZNode.path(name))
+        self._notify(TOPICS)
+
+    def add_partitions(self, name: str, new_assignment: dict[int, tuple[int, ...]]) -> TopicRecord:
+        client = self._zk_client()
+        topic_path = TopicZNode.path(name)
+        with self._zk(f"add partitions to topic {name}"):
+            for _ in range(_RETRIES):
+                try:
+                    data, stat = client.get(topic_path)
+                except NoNodeError:
+                    raise UnknownTopicError(f"Topic '{name}' does not exist.") from None
+                topic_id, assignment = TopicZNode.decode(name, data)
+                added = validate_new_partitions(assignment, new_assignment)
+                topic_id = topic_id or random_kafka_uuid()
+                assignment = {**assignment, **added}
+                try:
+                    client.set(topic_path, TopicZNode.encode(topic_id, assignment), version=stat.version)
+                except BadVersionError:
+                    continue
+                except NoNodeError:
+                    raise UnknownTopicError(f"Topic '{name}' does not exist.") from None
+                break
+            else:
+                raise RegistryError(f"could not add partitions to {name}: {topic_path} kept changing")
+            configs = self._read_configs(client, name)
+        self._notify(TOPICS)
+        return TopicRecord(name, topic_id, assignment, configs)
+
+    def topics(self) -> dict[str, TopicRecord]:
+        client = self._zk_client()
+        with self._zk("list the topics"):
+            names = sorted(client.get_children(TopicsZNode.path))
+            return self._read_topics(client, names)
+
+    def get_topic(self, name: str) -> TopicRecord | None:
+        client = self._zk_client()
+        with self._zk(f"read topic {name}"):
+            return self._read_topics(client, [name]).get(name)
+
+    def _read_topics(self, client: KazooClient, names: list[str]) -> dict[str, TopicRecord]:
+        """Topic and config znodes of ``names``, read in one pipelined batch."""
+        topic_results = [client.get_async(TopicZNode.path(n)) for n in names]
+        config_results = [
+            client.get_async(ConfigEntityZNode.path(ConfigEntityZNode.TOPICS, n)) for n in names
+        ]
+        topics = _collect(topic_results, self._op_timeout)
+        configs = _collect(config_results, self._op_timeout)
+        records: dict[str, TopicRecord] = {}
+        for name, topic, config in zip(names, topics, configs, strict=True):
+            if topic is None:
+                continue  # deleted meanwhile
+            data, stat = topic
+            topic_id, assignment = TopicZNode.decode(name, data)
+            if topic_id is None:
+                topic_id, assignment = self._assign_topic_id(client, name, data, stat)
+                if topic_id is None:
+                    continue
+            overrides = (
+                ConfigEntityZNode.decode(ConfigEntityZNode.TOPICS, name, config[0]) if config else {}
+            )
+            records[name] = TopicRecord(name, topic_id, assignment, overrides)
+        return records
+
+    def _assign_topic_id(
+        self, client: KazooClient, name: str, data: bytes, stat: ZnodeStat
+    ) -> tuple[uuid.UUID | None, dict[int, tuple[int, ...]]]:
+        """Give a topic written without a topic id one (as Kafka's controller does); if another
+        process got there first, use its. (None, {}) when the topic went away."""
+        path = TopicZNode.path(name)
+        for _ in range(_RETRIES):
+            topic_id, assignment = TopicZNode.decode(name, data)
+            if topic_id is not None:
+                return topic_id, assignment
+            topic_id = random_kafka_uuid()
+            try:
+                client.set(path, TopicZNode.encode(topic_id, assignment), version=stat.version)
+                log.info("assigned topic id %s to topic %s", encode_uuid(topic_id), name)
+                return topic_id, assignment
+            except BadVersionError:
+                try:
+                    data, stat = client.get(path)
+                except NoNodeError:
+                    return None, {}
+            except NoNodeError:
+                return None, {}
+        raise RegistryError(f"could not assign a topic id to {name}: {path} kept changing")
+
+    @staticmethod
+    def _read_configs(client: KazooClient, name: str) -> dict[str, str]:
+        try:
+            data, _ = client.get(ConfigEntityZNode.path(ConfigEntityZNode.TOPICS, name))
+        except NoNodeError:
+            return {}
+        return ConfigEntityZNode.decode(ConfigEntityZNode.TOPICS, name, data)
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Kafka's ``changeTopicConfig``: overwrite /config/topics/<topic>, then announce it with a
+        /config/changes/config_change_ notification (and purge expired notifications)."""
+        client = self._zk_client()
+        config_path = ConfigEntityZNode.path(ConfigEntityZNode.TOPICS, name)
+        data = ConfigEntityZNode.encode(configs)
+        with self._zk(f"set the configs of topic {name}"):
+            if client.exists(TopicZNode.path(name)) is None:
+                raise UnknownTopicError(f"Topic '{name}' does not exist.")
+            try:
+                client.set(config_path, data)
+            except NoNodeError:
+                try:
+                    client.create(config_path, data, makepath=True)
+                except NodeExistsError:
+                    client.set(config_path, data)
+            created = client.create(
+                ConfigEntityChangeNotificationSequenceZNode.create_path,
+                ConfigEntityChangeNotificationSequenceZNode.encode(ConfigEntityZNode.TOPICS, name),
+                sequence=True,
+            )
+            self._purge_config_changes(client, created)
+        self._notify(CONFIGS)
+
+    def _purge_config_changes(self, client: KazooClient, newest: str) -> None:
+        """Delete notifications older than Kafka's 15-minute expiry, oldest first."""
+        newest_number = ConfigEntityChangeNotificationSequenceZNode.sequence_number(newest.rsplit("/", 1)[-1])
+        children = client.get_children(ConfigEntityChangeNotificationZNode.path)
+        numbered = sorted(
+            (n, c)
+            for c in children
+            if (n := ConfigEntityChangeNotificationSequenceZNode.sequence_number(c)) is not None
+            and newest_number is not None
+            and n < newest_number
+        )
+        expired_before = time.time() * 1000 - ConfigEntityChangeNotificationSequenceZNode.EXPIRATION_MS
+        for _, child in numbered:
+            path = f"{ConfigEntityChangeNotificationZNode.path}/{child}"
+            stat = client.exists(path)
+            if stat is None:
+                continue
+            if stat.ctime >= expired_before:
+                break
+            with contextlib.suppress(NoNodeError):
+                client.delete(path)
+
+    # -- partition state ---------------------------------------------------------------------------
+    def set_partition_state(
+        self,
+        topic: str,
+        partition: int,
+        state: PartitionState,
+        *,
+        expected_partition_epoch: int | None = None,
+    ) -> PartitionState:
+        client = self._zk_client()
+        path = TopicPartitionStateZNode.path(topic, partition)
+        data = TopicPartitionStateZNode.encode(state)
+        where = f"{topic}-{partition}"
+        with self._zk(f"write the state of partition {where}"):
+            try:
+                topic_data, _ = client.get(TopicZNode.path(topic))
+            except NoNodeError:
+                raise UnknownTopicError(f"Topic '{topic}' does not exist.") from None
+            _, assignment = TopicZNode.decode(topic, topic_data)
+            if partition not in assignment:
+                raise UnknownTopicError(f"Partition {where} does not exist.")
+            if expected_partition_epoch is None:
+                version = self._write_state(client, topic, partition, data)
+            elif expected_partition_epoch < 0:
+                try:
+                    self._create_state(client, topic, partition, data)
+                except NodeExistsError:
+                    raise PartitionStateConflictError(f"Partition {where} already has a state") from None
+                version = 0
+            else:
+                try:
+                    version = client.set(path, data, version=expected_partition_epoch).version
+                except (BadVersionError, NoNodeError):
+                    raise PartitionStateConflictError(
+                        f"Partition {where} is not at partition epoch {expected_partition_epoch}"
+                    ) from None
+        self._notify(PARTITIONS)
+        return PartitionState(
+            leader=state.leader,
+            leader_epoch=state.leader_epoch,
+            isr=state.isr,
+            controller_epoch=state.controller_epoch,
+            partition_epoch=version,
+        )
+
+    def _write_state(self, client: KazooClient, topic: str, partition: int, data: bytes) -> int:
+        path = TopicPartitionStateZNode.path(topic, partition)
+        for _ in range(_RETRIES):
+            try:
+                return client.set(path, data).version
+            except NoNodeError:
+                pass
+            try:
+                self._create_state(client, topic, partition, data)
+                return 0
+            except NodeExistsError:
+                continue
+        raise RegistryError(f"could not write {path}: it kept appearing and disappearing")
+
+    @staticmethod
+    def _create_state(client: KazooClient, topic: str, partition: int, data: bytes) -> None:
+        """Create the state znode and its parents, but never the topic znode itself (which
+        ``makepath`` would resurrect, empty, under a concurrent delete)."""
+        for parent in (TopicPartitionsZNode.path(topic), TopicPartitionZNode.path(topic, partition)):
+            try:
+                client.create(parent)
+            except NodeExistsError:
+                pass
+            except NoNodeError:
+                raise UnknownTopicError(f"Topic '{topic}' does not exist.") from None
+        try:
+            client.create(TopicPartitionStateZNode.path(topic, partition), data)
+        except NoNodeError:
+            raise UnknownTopicError(f"Topic '{topic}' does not exist.") from None
+
+    def partition_states(self, topic: str) -> dict[int, PartitionState]:
+        client = self._zk_client()
+        with self._zk(f"read the partition states of {topic}"):
+            try:
+                topic_data, _ = client.get(TopicZNode.path(topic))
+            except NoNodeError:
+                raise UnknownTopicError(f"Topic '{topic}' does not exist.") from None
+            _, assignment = TopicZNode.decode(topic, topic_data)
+            partitions = sorted(assignment)
+            results = _collect(
+                [client.get_async(TopicPartitionStateZNode.path(topic, p)) for p in partitions],
+                self._op_timeout,
+            )
+        return {
+            p: TopicPartitionStateZNode.decode(topic, p, result[0], result[1].version)
+            for p, result in zip(partitions, results, strict=True)
+            if result is not None
+        }
