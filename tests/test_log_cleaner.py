@@ -77,3 +77,20 @@ def test_min_compaction_lag_protects_recent_segments(open_log, clock):
     result = clean_log(log, clock)
     assert result.segments_cleaned == 0
     assert len(_records(log)) == 11
+
+
+def test_dirty_ratio_gates_cleaning_and_huge_batches_stay_opaque(open_log, clock):
+    from kctl.log.cleaner import needs_cleaning
+
+    log = _compacted_log(open_log, clock)
+    assert needs_cleaning(log)
+    clean_log(log, clock)
+    assert not needs_cleaning(log)  # everything below the active segment is clean now
+    # a batch whose records decompress past the limit is kept byte for byte, not expanded
+    batch = make_batch(50, keys=[b"z"] * 50, values=[b"x" * 10_000] * 50, compression="zstd")
+    log.roll()
+    log.append(batch)
+    log.roll()
+    before = _records(log)
+    clean_log(log, clock, max_decompressed_size=1000)
+    assert [r for r in _records(log) if r[1] == b"z"] == [r for r in before if r[1] == b"z"]

@@ -19,7 +19,7 @@ from kctl.broker.producer_ids import ProducerIdManager
 from kctl.broker.replica_manager import ReplicaManager
 from kctl.broker.server import KafkaServer, RequestContext
 from kctl.broker.topics import TopicAdmin
-from kctl.log.cleaner import clean_log
+from kctl.log.cleaner import clean_log, needs_cleaning
 from kctl.log.clock import SYSTEM_CLOCK, Clock
 from kctl.log.manager import LogManager
 from kctl.protocol.errors import ErrorCode
@@ -250,8 +250,10 @@ class Broker:
 
     def _run_compaction(self) -> None:
         for tp, plog in self._logs().all_logs().items():
-            if plog.config.compact:
-                result = clean_log(plog, self.clock)
+            if plog.config.compact and needs_cleaning(plog):
+                result = clean_log(
+                    plog, self.clock, max_decompressed_size=self.config["max.decompressed.batch.bytes"]
+                )
                 if result.segments_cleaned:
                     log.info(
                         "compacted %s: %d segment(s), %d -> %d bytes",

@@ -11,6 +11,7 @@ Records with a null key are kept (Kafka refuses them on compacted topics at prod
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 
@@ -19,8 +20,12 @@ from kctl.log.log import Log
 from kctl.log.naming import CLEANED_SUFFIX, SWAP_SUFFIX
 from kctl.log.segment import LogSegment
 from kctl.records.builder import RecordBatchBuilder
-from kctl.records.header import TIMESTAMP_TYPE_MASK
+from kctl.records.header import TIMESTAMP_TYPE_MASK, InvalidRecordBatch
 from kctl.records.reader import decode_batch
+from kctl.records.record import DecodedBatch
+
+log = logging.getLogger("kctl.log.cleaner")
+DEFAULT_MAX_DECOMPRESSED_SIZE = 256 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -57,33 +62,54 @@ def _iter_batches(segment: LogSegment):
         yield header, segment.read_batch_bytes(position, header.size)
 
 
-def build_offset_map(segments: list[LogSegment]) -> dict[bytes, int]:
+def _decode(data: bytes, max_decompressed_size: int) -> DecodedBatch | None:
+    """The batch's records, or None when it cannot be decoded within the size limit (a batch that
+    decompresses to something huge is kept as it is, never expanded in memory)."""
+    try:
+        return decode_batch(data, verify_crc=False, max_decompressed_size=max_decompressed_size)
+    except InvalidRecordBatch as error:
+        log.warning("compaction keeps a batch it cannot decode: %s", error)
+        return None
+
+
+def build_offset_map(
+    segments: list[LogSegment], max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
+) -> dict[bytes, int]:
     """key -> the largest offset holding that key in ``segments``."""
     latest: dict[bytes, int] = {}
     for segment in segments:
         for header, data in _iter_batches(segment):
             if header.is_control:
                 continue
-            for record in decode_batch(data, verify_crc=False).records:
+            batch = _decode(data, max_decompressed_size)
+            for record in batch.records if batch is not None else ():
                 if record.key is not None:
                     latest[record.key] = record.offset
     return latest
 
 
-def clean_log(log: Log, clock: Clock) -> CleanResult:
-    """Compact ``log`` once; return what it removed."""
+def needs_cleaning(log: Log) -> bool:
+    """Whether the share of not-yet-cleaned bytes reaches ``min.cleanable.dirty.ratio``."""
+    return dirty_ratio(log, log.first_dirty_offset) >= log.config.min_cleanable_dirty_ratio
+
+
+def clean_log(
+    log: Log, clock: Clock, *, max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
+) -> CleanResult:
+    """Compact ``log`` once; return what it removed. Afterwards everything below the active
+    segment counts as clean (``log.first_dirty_offset``)."""
     now = clock.time_ms()
     segments = _cleanable_segments(log, now)
     if not segments:
         return CleanResult(0, 0, 0, 0, 0)
-    latest = build_offset_map(segments)
+    latest = build_offset_map(segments, max_decompressed_size)
     tombstone_horizon = now - log.config.delete_retention_ms
     before = after = removed = tombstones = 0
     cleaned = 0
     for segment in segments:
         output = segment.path.with_name(segment.path.name + CLEANED_SUFFIX)
         kept_bytes, dropped, dropped_tombstones, changed = _write_cleaned(
-            segment, output, latest, tombstone_horizon
+            segment, output, latest, tombstone_horizon, max_decompressed_size
         )
         before += segment.size
         if not changed:
@@ -97,11 +123,16 @@ def clean_log(log: Log, clock: Clock) -> CleanResult:
         removed += dropped
         tombstones += dropped_tombstones
         cleaned += 1
+    log.first_dirty_offset = max(log.first_dirty_offset, segments[-1].next_offset)
     return CleanResult(cleaned, before, after, removed, tombstones)
 
 
 def _write_cleaned(
-    segment: LogSegment, output: os.PathLike[str], latest: dict[bytes, int], tombstone_horizon: int
+    segment: LogSegment,
+    output: os.PathLike[str],
+    latest: dict[bytes, int],
+    tombstone_horizon: int,
+    max_decompressed_size: int,
 ) -> tuple[int, int, int, bool]:
     dropped = dropped_tombstones = 0
     written = 0
@@ -113,7 +144,11 @@ def _write_cleaned(
                 os.write(fd, data)
                 written += len(data)
                 continue
-            batch = decode_batch(data, verify_crc=False)
+            batch = _decode(data, max_decompressed_size)
+            if batch is None:
+                os.write(fd, data)
+                written += len(data)
+                continue
             keep = []
             for record in batch.records:
                 if record.key is not None and latest.get(record.key, record.offset) > record.offset:

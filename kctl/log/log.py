@@ -106,6 +106,7 @@ class Log:
         self.recovery_point = min(max(recovery_point, self.log_start_offset), self.log_end_offset)
         self._unflushed_messages = 0
         self._last_flush_ms = clock.monotonic_ms()
+        self.first_dirty_offset = self.log_start_offset  # compaction: everything below is clean
         self.producer_state = ProducerStateManager()
         for _, header in self.active_segment.iter_headers():
             self.producer_state.record(header)
