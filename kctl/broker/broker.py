@@ -14,6 +14,7 @@ from typing import Any
 from kctl.broker.apis import HANDLER_MODULES, supported_versions
 from kctl.broker.config import BrokerConfig
 from kctl.broker.errors import ApiError
+from kctl.broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
 from kctl.broker.metadata_cache import MetadataCache
 from kctl.broker.producer_ids import ProducerIdManager
 from kctl.broker.replica_manager import ReplicaManager
@@ -73,6 +74,7 @@ class Broker:
             self.replicas = ReplicaManager(self.broker_id, self.log_manager, self.metadata)
             self.topics = TopicAdmin(config, self.registry, self.metadata, self.broker_id)
             self.producer_ids = ProducerIdManager(self.broker_id, metadata_dir)
+            self.groups = GroupCoordinator(self)
             for listener in config.listeners:
                 server = KafkaServer(
                     listener.host,
@@ -86,7 +88,7 @@ class Broker:
             self._register()
             self.registry.add_listener(self._on_registry_change)
             self.metadata.refresh()
-            self.replicas.sync()
+            self._sync_partitions()
         except BaseException:
             await self._shutdown()
             raise
@@ -167,13 +169,41 @@ class Broker:
             if reason == "controller" and self.metadata.controller_id is None:
                 self.registry.try_become_controller(self.broker_id)
             self.metadata.refresh()
-            self.replicas.sync()
+            self._sync_partitions()
         except Exception:
             log.exception("metadata refresh (%s) failed", reason)
 
     def on_metadata_changed(self) -> None:
         """After an admin change made here: bring the hosted partitions in line."""
+        self._sync_partitions()
+
+    def _sync_partitions(self) -> None:
         self.replicas.sync()
+        self.groups.on_partitions_changed()
+
+    def group_coordinator_for(self, group_id: str) -> int:
+        """The broker id leading ``group_id``'s __consumer_offsets partition (creating the topic on
+        first use); raises ApiError(COORDINATOR_NOT_AVAILABLE) while it cannot be known."""
+        if self.metadata.topic(OFFSETS_TOPIC) is None:
+            if not self.is_controller:
+                raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "__consumer_offsets is being created")
+            factor = min(self.config["offsets.topic.replication.factor"], len(self.metadata.brokers()))
+            try:
+                self.topics.create_topic(
+                    OFFSETS_TOPIC,
+                    self.config["offsets.topic.num.partitions"],
+                    max(factor, 1),
+                    configs={"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)},
+                    internal=True,
+                )
+            except ApiError as error:
+                if error.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                    raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, error.message) from None
+            self.on_metadata_changed()
+        state = self.metadata.partition_state(OFFSETS_TOPIC, self.groups.partition_of(group_id))
+        if state is None or state.leader < 0:
+            raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group's partition has no leader")
+        return state.leader
 
     def auto_create_topic(self, name: str) -> None:
         self.topics.create_topic(name)
@@ -212,6 +242,9 @@ class Broker:
         self._every(config["log.retention.check.interval.ms"], "retention", self._run_retention)
         self._every(
             config["log.flush.offset.checkpoint.interval.ms"], "checkpoint", lambda: self._logs().checkpoint()
+        )
+        self._every(
+            config["offsets.retention.check.interval.ms"], "offset-expiry", self.groups.expire_offsets
         )
         if config["log.cleaner.enable"]:
             self._every(config["log.cleaner.backoff.ms"], "compaction", self._run_compaction, in_thread=True)

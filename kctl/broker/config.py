@@ -189,6 +189,20 @@ _PROPERTIES = [
         "group.initial.rebalance.delay.ms", _int(0), "3000", "Delay of a new group's first rebalance."
     ),
     BrokerProperty(
+        "group.min.session.timeout.ms", _int(1), "6000", "Smallest session timeout a member may use."
+    ),
+    BrokerProperty(
+        "group.max.session.timeout.ms", _int(1), "1800000", "Largest session timeout a member may use."
+    ),
+    BrokerProperty("group.max.size", _int(1), "2147483647", "Most members a group may have."),
+    BrokerProperty("offset.metadata.max.bytes", _int(0), "4096", "Largest metadata of a committed offset."),
+    BrokerProperty(
+        "offsets.topic.replication.factor", _int(1), "1", "Replication factor of __consumer_offsets."
+    ),
+    BrokerProperty(
+        "offsets.retention.check.interval.ms", _int(1), "600000", "How often expired offsets are removed."
+    ),
+    BrokerProperty(
         "max.decompressed.batch.bytes",
         _int(1),
         "268435456",

@@ -56,11 +56,14 @@ class TopicAdmin:
         configs: Mapping[str, str | None] | None = None,
         *,
         validate_only: bool = False,
+        internal: bool = False,
     ) -> TopicRecord | None:
         try:
             validate_topic_name(name)
         except ValueError as error:
             raise ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(error)) from None
+        if name in INTERNAL_TOPICS and not internal:
+            raise ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"{name} is an internal topic")
         if self.metadata.topic(name) is not None:
             raise ApiError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
         clean_configs = self.validate_configs(configs or {})

@@ -1,11 +1,12 @@
-"""FindCoordinator: which broker coordinates a consumer group. The group coordinator itself
-(JoinGroup, OffsetCommit, ...) is the consumer-groups work; until it lands this answers with this
-broker for groups, and COORDINATOR_NOT_AVAILABLE for transactions (not supported)."""
+"""FindCoordinator: which broker coordinates a consumer group — the leader of the group's
+``__consumer_offsets`` partition (the topic is created on first use). Transactions are not
+supported: COORDINATOR_NOT_AVAILABLE."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from kctl.broker.errors import ApiError
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.find_coordinator import Coordinator, FindCoordinatorResponse
 from kctl.protocol.registry import ApiKey
@@ -16,28 +17,24 @@ GROUP, TRANSACTION = 0, 1
 FIRST_BATCHED_VERSION = 4
 
 
+def _unavailable(key: str, message: str, code: int = ErrorCode.COORDINATOR_NOT_AVAILABLE) -> Coordinator:
+    return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=code, error_message=message)
+
+
 def _coordinator(broker: Any, key: str, key_type: int) -> Coordinator:
     if key_type != GROUP:
-        return Coordinator(
-            key=key,
-            node_id=-1,
-            host="",
-            port=-1,
-            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-            error_message="transactions are not supported",
-        )
-    me = next((b for b in broker.metadata.brokers() if b.broker_id == broker.broker_id), None)
-    if me is None:
-        return Coordinator(
-            key=key,
-            node_id=-1,
-            host="",
-            port=-1,
-            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-            error_message="this broker is not registered yet",
-        )
+        return _unavailable(key, "transactions are not supported")
+    if not key:
+        return _unavailable(key, "the group id is empty", ErrorCode.INVALID_GROUP_ID)
+    try:
+        leader = broker.group_coordinator_for(key)
+    except ApiError as error:
+        return _unavailable(key, error.message, error.code)
+    node = next((b for b in broker.metadata.brokers() if b.broker_id == leader), None)
+    if node is None:
+        return _unavailable(key, "the coordinator is not available yet")
     return Coordinator(
-        key=key, node_id=me.broker_id, host=me.host, port=me.port, error_code=0, error_message=None
+        key=key, node_id=node.broker_id, host=node.host, port=node.port, error_code=0, error_message=None
     )
 
 
@@ -46,7 +43,7 @@ async def handle(broker: Any, context: Any, request: Any) -> FindCoordinatorResp
     if version >= FIRST_BATCHED_VERSION:
         coordinators = [_coordinator(broker, key, request.key_type) for key in request.coordinator_keys]
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
-    found = _coordinator(broker, request.key, request.key_type)
+    found = _coordinator(broker, request.key, request.key_type if version >= 1 else GROUP)
     return FindCoordinatorResponse(
         throttle_time_ms=0,
         error_code=found.error_code,

@@ -1,0 +1,23 @@
+"""DeleteGroups: delete empty groups and their committed offsets (NON_EMPTY_GROUP while members remain)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kctl.broker.errors import ApiError
+from kctl.protocol.messages.delete_groups import DeletableGroupResult, DeleteGroupsResponse
+from kctl.protocol.registry import ApiKey
+
+API_KEY = ApiKey.DELETE_GROUPS
+VERSIONS = (0, 2)
+
+
+async def handle(broker: Any, context: Any, request: Any) -> DeleteGroupsResponse:
+    results = []
+    for group_id in request.groups_names:
+        try:
+            code = broker.groups.delete_group(group_id)
+        except ApiError as error:
+            code = error.code
+        results.append(DeletableGroupResult(group_id=group_id, error_code=code))
+    return DeleteGroupsResponse(throttle_time_ms=0, results=results)

@@ -1,0 +1,63 @@
+"""DescribeGroups: state, protocol and members (with their metadata and assignments) of groups."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kctl.broker.errors import ApiError
+from kctl.protocol.errors import ErrorCode
+from kctl.protocol.messages.describe_groups import (
+    DescribedGroup,
+    DescribedGroupMember,
+    DescribeGroupsResponse,
+)
+from kctl.protocol.registry import ApiKey
+
+API_KEY = ApiKey.DESCRIBE_GROUPS
+VERSIONS = (0, 5)
+
+
+def _describe(broker: Any, group_id: str) -> DescribedGroup:
+    try:
+        group = broker.groups.describe_group(group_id)
+    except ApiError as error:
+        return DescribedGroup(
+            error_code=error.code,
+            group_id=group_id,
+            group_state="",
+            protocol_type="",
+            protocol_data="",
+            members=[],
+        )
+    if group is None:
+        return DescribedGroup(
+            error_code=ErrorCode.NONE,
+            group_id=group_id,
+            group_state="Dead",
+            protocol_type="",
+            protocol_data="",
+            members=[],
+        )
+    stable = group.state.value == "Stable"
+    return DescribedGroup(
+        error_code=ErrorCode.NONE,
+        group_id=group_id,
+        group_state=group.state.value,
+        protocol_type=group.protocol_type or "",
+        protocol_data=group.protocol_name or "" if stable else "",
+        members=[
+            DescribedGroupMember(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                member_metadata=m.metadata_for(group.protocol_name or "") if stable else b"",
+                member_assignment=m.assignment if stable else b"",
+            )
+            for m in group.members.values()
+        ],
+    )
+
+
+async def handle(broker: Any, context: Any, request: Any) -> DescribeGroupsResponse:
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=[_describe(broker, g) for g in request.groups])

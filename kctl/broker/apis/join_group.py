@@ -1,0 +1,36 @@
+"""JoinGroup: join (or rejoin) a consumer group; answered when the group's rebalance completes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kctl.broker.errors import ApiError
+from kctl.broker.group.membership import JoinResult
+from kctl.protocol.messages.join_group import JoinGroupResponse, JoinGroupResponseMember
+from kctl.protocol.registry import ApiKey
+
+API_KEY = ApiKey.JOIN_GROUP
+VERSIONS = (0, 9)
+
+
+async def handle(broker: Any, context: Any, request: Any) -> JoinGroupResponse:
+    try:
+        result = await broker.groups.join_group(
+            request, context.header.api_version, context.header.client_id or "", context.client_host
+        )
+    except ApiError as error:
+        result = JoinResult(error.code, member_id=request.member_id)
+    return JoinGroupResponse(
+        throttle_time_ms=0,
+        error_code=result.error_code,
+        generation_id=result.generation_id,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name or ("" if context.header.api_version < 7 else None),
+        leader=result.leader,
+        skip_assignment=False,
+        member_id=result.member_id,
+        members=[
+            JoinGroupResponseMember(member_id=m, group_instance_id=i, metadata=meta)
+            for m, i, meta in result.members
+        ],
+    )

@@ -1,0 +1,36 @@
+"""LeaveGroup: members leave (one by member id before v3, a batch by member or instance id from v3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kctl.broker.errors import ApiError
+from kctl.protocol.errors import ErrorCode
+from kctl.protocol.messages.leave_group import LeaveGroupResponse, MemberResponse
+from kctl.protocol.registry import ApiKey
+
+API_KEY = ApiKey.LEAVE_GROUP
+VERSIONS = (0, 5)
+
+
+async def handle(broker: Any, context: Any, request: Any) -> LeaveGroupResponse:
+    version = context.header.api_version
+    members = (
+        [(m.member_id, m.group_instance_id) for m in request.members]
+        if version >= 3
+        else [(request.member_id, None)]
+    )
+    try:
+        codes = broker.groups.leave_group(request.group_id, members)
+    except ApiError as error:
+        return LeaveGroupResponse(throttle_time_ms=0, error_code=error.code, members=[])
+    if version < 3:
+        return LeaveGroupResponse(throttle_time_ms=0, error_code=codes[0])
+    return LeaveGroupResponse(
+        throttle_time_ms=0,
+        error_code=ErrorCode.NONE,
+        members=[
+            MemberResponse(member_id=m, group_instance_id=i, error_code=c)
+            for (m, i), c in zip(members, codes, strict=True)
+        ],
+    )

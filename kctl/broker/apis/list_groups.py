@@ -1,0 +1,32 @@
+"""ListGroups: the groups this broker coordinates, optionally filtered by state (v4+)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kctl.protocol.messages.list_groups import ListedGroup, ListGroupsResponse
+from kctl.protocol.registry import ApiKey
+
+API_KEY = ApiKey.LIST_GROUPS
+VERSIONS = (0, 5)
+
+
+async def handle(broker: Any, context: Any, request: Any) -> ListGroupsResponse:
+    version = context.header.api_version
+    states = set(request.states_filter) if version >= 4 and request.states_filter else None
+    if version >= 5 and request.types_filter and "classic" not in {t.lower() for t in request.types_filter}:
+        return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=[])
+    groups = broker.groups.list_groups(states)
+    return ListGroupsResponse(
+        throttle_time_ms=0,
+        error_code=0,
+        groups=[
+            ListedGroup(
+                group_id=g.group_id,
+                protocol_type=g.protocol_type or "",
+                group_state=g.state.value,
+                group_type="classic",
+            )
+            for g in groups
+        ],
+    )

@@ -1,0 +1,51 @@
+"""OffsetCommit: store a group's positions in __consumer_offsets; acknowledged once written."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kctl.broker.errors import ApiError
+from kctl.broker.group.records import OffsetValue
+from kctl.protocol.messages.offset_commit import (
+    OffsetCommitResponse,
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+)
+from kctl.protocol.registry import ApiKey
+
+API_KEY = ApiKey.OFFSET_COMMIT
+VERSIONS = (0, 9)
+
+
+async def handle(broker: Any, context: Any, request: Any) -> OffsetCommitResponse:
+    version = context.header.api_version
+    now = broker.clock.time_ms()
+    offsets = {}
+    for topic in request.topics:
+        for part in topic.partitions:
+            timestamp = part.commit_timestamp if version == 1 and part.commit_timestamp >= 0 else now
+            offsets[(topic.name, part.partition_index)] = OffsetValue(
+                part.committed_offset, part.committed_leader_epoch, part.committed_metadata or "", timestamp
+            )
+    generation = request.generation_id_or_member_epoch if version >= 1 else -1
+    member_id = request.member_id if version >= 1 else ""
+    instance_id = request.group_instance_id if version >= 7 else None
+    try:
+        results = broker.groups.commit_offsets(request.group_id, member_id, instance_id, generation, offsets)
+    except ApiError as error:
+        results = dict.fromkeys(offsets, error.code)
+    return OffsetCommitResponse(
+        throttle_time_ms=0,
+        topics=[
+            OffsetCommitResponseTopic(
+                name=topic.name,
+                partitions=[
+                    OffsetCommitResponsePartition(
+                        partition_index=p.partition_index, error_code=results[(topic.name, p.partition_index)]
+                    )
+                    for p in topic.partitions
+                ],
+            )
+            for topic in request.topics
+        ],
+    )

@@ -1,0 +1,42 @@
+"""OffsetDelete: delete a group's committed offsets for topics its members do not subscribe to."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kctl.broker.errors import ApiError
+from kctl.protocol.errors import ErrorCode
+from kctl.protocol.messages.offset_delete import (
+    OffsetDeleteResponse,
+    OffsetDeleteResponsePartition,
+    OffsetDeleteResponseTopic,
+)
+from kctl.protocol.registry import ApiKey
+
+API_KEY = ApiKey.OFFSET_DELETE
+VERSIONS = (0, 0)
+
+
+async def handle(broker: Any, context: Any, request: Any) -> OffsetDeleteResponse:
+    wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    try:
+        results = broker.groups.delete_offsets(request.group_id, wanted)
+        code = ErrorCode.NONE
+    except ApiError as error:
+        return OffsetDeleteResponse(error_code=error.code, throttle_time_ms=0, topics=[])
+    return OffsetDeleteResponse(
+        error_code=code,
+        throttle_time_ms=0,
+        topics=[
+            OffsetDeleteResponseTopic(
+                name=t.name,
+                partitions=[
+                    OffsetDeleteResponsePartition(
+                        partition_index=p.partition_index, error_code=results[(t.name, p.partition_index)]
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ],
+    )

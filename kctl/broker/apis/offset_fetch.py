@@ -1,0 +1,92 @@
+"""OffsetFetch: a group's committed offsets (all of them when no topics are named; several groups
+per request from v8)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kctl.broker.errors import ApiError
+from kctl.protocol.errors import ErrorCode
+from kctl.protocol.messages.offset_fetch import (
+    OffsetFetchResponse,
+    OffsetFetchResponseGroup,
+    OffsetFetchResponsePartition,
+    OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic,
+    OffsetFetchResponseTopics,
+)
+from kctl.protocol.registry import ApiKey
+
+API_KEY = ApiKey.OFFSET_FETCH
+VERSIONS = (0, 9)
+FIRST_BATCHED_VERSION = 8
+
+
+def _fetch(broker: Any, group_id: str, topics: Any) -> tuple[int, dict[str, list[tuple[int, Any]]]]:
+    """(group error, topic -> [(partition, OffsetValue | None)])."""
+    wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+    try:
+        found = broker.groups.fetch_offsets(group_id, wanted)
+    except ApiError as error:
+        found = {tp: None for tp in wanted or []}
+        by_topic: dict[str, list[tuple[int, Any]]] = {}
+        for (topic, partition), value in found.items():
+            by_topic.setdefault(topic, []).append((partition, value))
+        return error.code, by_topic
+    by_topic = {}
+    for (topic, partition), value in found.items():
+        by_topic.setdefault(topic, []).append((partition, value))
+    return ErrorCode.NONE, by_topic
+
+
+async def handle(broker: Any, context: Any, request: Any) -> OffsetFetchResponse:
+    version = context.header.api_version
+    if version >= FIRST_BATCHED_VERSION:
+        groups = []
+        for group in request.groups:
+            code, by_topic = _fetch(broker, group.group_id, group.topics)
+            groups.append(
+                OffsetFetchResponseGroup(
+                    group_id=group.group_id,
+                    error_code=code,
+                    topics=[
+                        OffsetFetchResponseTopics(
+                            name=topic,
+                            partitions=[
+                                OffsetFetchResponsePartitions(
+                                    partition_index=p,
+                                    committed_offset=v.offset if v else -1,
+                                    committed_leader_epoch=v.leader_epoch if v else -1,
+                                    metadata=v.metadata if v else "",
+                                    error_code=0,
+                                )
+                                for p, v in parts
+                            ],
+                        )
+                        for topic, parts in by_topic.items()
+                    ],
+                )
+            )
+        return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+    code, by_topic = _fetch(broker, request.group_id, request.topics)
+    partition_code = code if version < 2 else ErrorCode.NONE
+    return OffsetFetchResponse(
+        throttle_time_ms=0,
+        error_code=code,
+        topics=[
+            OffsetFetchResponseTopic(
+                name=topic,
+                partitions=[
+                    OffsetFetchResponsePartition(
+                        partition_index=p,
+                        committed_offset=v.offset if v else -1,
+                        committed_leader_epoch=v.leader_epoch if v else -1,
+                        metadata=v.metadata if v else "",
+                        error_code=partition_code,
+                    )
+                    for p, v in parts
+                ],
+            )
+            for topic, parts in by_topic.items()
+        ],
+    )

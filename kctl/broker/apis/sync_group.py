@@ -1,0 +1,27 @@
+"""SyncGroup: the leader hands in the assignment; every member receives its own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kctl.broker.errors import ApiError
+from kctl.broker.group.membership import SyncResult
+from kctl.protocol.messages.sync_group import SyncGroupResponse
+from kctl.protocol.registry import ApiKey
+
+API_KEY = ApiKey.SYNC_GROUP
+VERSIONS = (0, 5)
+
+
+async def handle(broker: Any, context: Any, request: Any) -> SyncGroupResponse:
+    try:
+        result = await broker.groups.sync_group(request, context.header.api_version)
+    except ApiError as error:
+        result = SyncResult(error.code)
+    return SyncGroupResponse(
+        throttle_time_ms=0,
+        error_code=result.error_code,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name,
+        assignment=result.assignment,
+    )
