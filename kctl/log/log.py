@@ -6,6 +6,7 @@ truncation, the log start offset, and retention. Batches are appended as opaque 
 
 from __future__ import annotations
 
+import logging
 import shutil
 import threading
 from bisect import bisect_right
@@ -41,6 +42,7 @@ from kctl.records.header import (
     set_partition_leader_epoch,
 )
 
+logger = logging.getLogger("kctl.log")
 TruncateHook = Callable[[SegmentRecovery], None]
 
 
@@ -111,6 +113,17 @@ class Log:
         for _, header in self.active_segment.iter_headers():
             self.producer_state.record(header)
         if self.recovery_plan:
+            for step in self.recovery_plan:
+                if step.action != "keep":
+                    logger.warning(
+                        "%s: recovery %s %s: kept %d of %d bytes (%s)",
+                        self.topic_partition,
+                        "truncated" if step.action == "truncate" else "removed",
+                        step.path.name,
+                        step.valid_bytes,
+                        step.size,
+                        step.reason,
+                    )
             self.flush()  # what recovery validated is made durable, so it need not be validated again
 
     # -- loading and recovery ------------------------------------------------------------------
@@ -318,8 +331,16 @@ class Log:
         if len(duplicates) == len(batches):
             first, last = duplicates[batches[0][0]], duplicates[batches[-1][0]]
             info = AppendInfo(
-                first.first_offset, last.last_offset, last.max_timestamp, last.last_offset, -1,
-                0, 0, 0, self.log_start_offset, duplicate=True,
+                first.first_offset,
+                last.last_offset,
+                last.max_timestamp,
+                last.last_offset,
+                -1,
+                0,
+                0,
+                0,
+                self.log_start_offset,
+                duplicate=True,
             )
             return info, data, batches
         kept = bytearray()
@@ -595,6 +616,9 @@ class Log:
                 segment.delete()
             self.segments, self._base_offsets = [], []
             shutil.rmtree(self.directory, ignore_errors=True)
+
+    def parent_dir_is(self, log_dir: Path) -> bool:
+        return self.directory.parent == Path(log_dir)
 
     def __repr__(self) -> str:
         return (

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import logging
 import os
 import shutil
 import threading
@@ -36,6 +37,7 @@ from kctl.log.naming import (
 )
 from kctl.log.retention import RetentionDecision
 
+log_module = logging.getLogger("kctl.log")
 LOCK_FILE = ".lock"
 META_PROPERTIES = "meta.properties"
 CLEAN_SHUTDOWN_FILE = ".kctl_cleanshutdown"
@@ -215,6 +217,15 @@ class LogManager:
             )
         if clean:
             marker.unlink()
+        elif self._logs:
+            recovered = [
+                log for log in self._logs.values() if log.parent_dir_is(log_dir) and log.recovery_plan
+            ]
+            log_module.warning(
+                "%s was not shut down cleanly: recovered %d partition(s) from their recovery points",
+                log_dir,
+                len(recovered),
+            )
 
     # -- partitions ----------------------------------------------------------------------------
     def config_for(self, topic: str) -> LogConfig:

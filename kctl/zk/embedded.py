@@ -124,8 +124,7 @@ class EmbeddedRegistry(Registry):
             os.close(fd)
             if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 raise RegistryError(
-                    f"{self.path} is in use by another registry (another broker on this data "
-                    "directory?)"
+                    f"{self.path} is in use by another registry (another broker on this data directory?)"
                 ) from None
             raise
         return fd

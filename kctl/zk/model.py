@@ -182,9 +182,7 @@ class TopicRecord:
     configs: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self, "assignment", {int(p): tuple(r) for p, r in sorted(self.assignment.items())}
-        )
+        object.__setattr__(self, "assignment", {int(p): tuple(r) for p, r in sorted(self.assignment.items())})
         object.__setattr__(self, "configs", dict(self.configs))
 
     @property
@@ -204,7 +202,7 @@ def validate_topic_name(name: str) -> None:
     if not name:
         raise InvalidTopicError("Topic name is illegal, it can't be empty")
     if name in (".", ".."):
-        raise InvalidTopicError("Topic name cannot be \".\" or \"..\"")
+        raise InvalidTopicError('Topic name cannot be "." or ".."')
     if len(name) > MAX_TOPIC_NAME_LENGTH:
         raise InvalidTopicError(
             f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters, "

@@ -249,9 +249,7 @@ class TopicZNode:
         )
 
     @classmethod
-    def decode(
-        cls, topic: str, data: bytes | None
-    ) -> tuple[uuid.UUID | None, dict[int, tuple[int, ...]]]:
+    def decode(cls, topic: str, data: bytes | None) -> tuple[uuid.UUID | None, dict[int, tuple[int, ...]]]:
         """(topic id or None, partition -> replicas). Ongoing reassignments (``adding_replicas``,
         ``removing_replicas``) are not modelled: the replicas listed under ``partitions`` count."""
         path = cls.path(topic)

@@ -46,8 +46,9 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.protocol.states import ZnodeStat
+from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from kazoo.retry import KazooRetry
 
 from kctl.zk.model import (
     BrokerIdInUseError,
@@ -98,6 +99,7 @@ _UNAVAILABLE = (
     OperationTimeoutError,
     KazooTimeoutError,
 )
+RECONNECT_MAX_DELAY_S = 1.0
 _RETRIES = 10
 
 
@@ -140,13 +142,16 @@ class ZooKeeperRegistry(Registry):
         )
         self._op_timeout = max(session_timeout_ms, self.connection_timeout_ms) / 1000
         self._lock = threading.RLock()
+        self._start_lock = threading.Lock()
         self._client: KazooClient | None = None
         self._closed = False
         self._session_lost = False
+        self._disconnected = False
         self._cluster_id: str | None = None
         self._registrations: dict[int, BrokerRegistration] = {}
-        self._topic_watches: dict[str, object] = {}  # topic -> token of its live watches
-        self._state_watches: dict[tuple[str, int], object] = {}
+        # topic (or topic partition) -> (generation token, its one-shot watch function)
+        self._topic_watches: dict[str, tuple[object, Callable[[WatchedEvent], None]]] = {}
+        self._state_watches: dict[tuple[str, int], tuple[object, Callable[[WatchedEvent], None]]] = {}
         self._watches: list[object] = []
         self._topics_watched = False
         self._config_changes_watched = False
@@ -161,14 +166,14 @@ class ZooKeeperRegistry(Registry):
         return self._client
 
     def start(self) -> None:
-        with self._lock:
+        with self._start_lock:  # not self._lock, which is never held across a ZooKeeper call
             if self._client is not None:
                 return
             if self._closed:
                 raise RegistryUnavailableError(f"the ZooKeeper registry for {self.connect} is closed")
             if self._chroot:
                 self._create_chroot()
-            client = KazooClient(hosts=self.connect, timeout=self.session_timeout_ms / 1000)
+            client = self._new_client(self.connect)
             self._connect(client)
             self._client = client
             client.add_listener(self._on_state_change)
@@ -181,6 +186,12 @@ class ZooKeeperRegistry(Registry):
             self.close()
             raise
 
+    def _new_client(self, hosts: str) -> KazooClient:
+        """A kazoo client that never gives up reconnecting and tries at least every second (kazoo's
+        default backoff grows to an hour), so a broker is back soon after ZooKeeper is."""
+        retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=RECONNECT_MAX_DELAY_S)
+        return KazooClient(hosts=hosts, timeout=self.session_timeout_ms / 1000, connection_retry=retry)
+
     def _connect(self, client: KazooClient) -> None:
         try:
             client.start(timeout=self.connection_timeout_ms / 1000)
@@ -191,7 +202,7 @@ class ZooKeeperRegistry(Registry):
             ) from None
 
     def _create_chroot(self) -> None:
-        bootstrap = KazooClient(hosts=self._hosts, timeout=self.session_timeout_ms / 1000)
+        bootstrap = self._new_client(self._hosts)
         self._connect(bootstrap)
         try:
             with self._zk(f"create the chroot {self._chroot}"):
@@ -249,38 +260,50 @@ class ZooKeeperRegistry(Registry):
     # -- session -----------------------------------------------------------------------------------
     def _on_state_change(self, state: str) -> None:
         """kazoo's connection thread: never block here."""
+        client = self._client
+        if client is None or self._closed:
+            return
         if state == KazooState.LOST:
             log.warning("ZooKeeper session to %s expired", self.connect)
-            self._session_lost = True
-            client = self._client
-            if client is not None and not self._closed:
-                # Our broker registrations and controllership went with the session.
-                client.handler.spawn(self._notify, CONTROLLER)
+            self._session_lost = self._disconnected = True
+            # Our broker registrations and controllership went with the session.
+            client.handler.spawn(self._notify, CONTROLLER)
         elif state == KazooState.SUSPENDED:
             log.warning("connection to ZooKeeper at %s suspended", self.connect)
-        elif state == KazooState.CONNECTED and self._session_lost and not self._closed:
-            self._session_lost = False
-            client = self._client
-            if client is not None:
-                client.handler.spawn(self._after_new_session)
+            self._disconnected = True
+        elif state == KazooState.CONNECTED and self._disconnected:
+            new_session, self._session_lost, self._disconnected = self._session_lost, False, False
+            client.handler.spawn(self._after_reconnect, new_session)
 
-    def _after_new_session(self) -> None:
-        """Register again what this registry had registered; tell listeners everything may have
-        changed (including the controller: ours, if any, went with the old session)."""
-        with self._lock:
-            registrations = list(self._registrations.values())
-        for registration in registrations:
-            try:
-                self._create_broker_znode(registration)
-                log.info("re-registered broker %d after session expiry", registration.broker_id)
-            except RegistryError:
-                log.exception("could not re-register broker %d", registration.broker_id)
-        for reason in REASONS:
+    def _after_reconnect(self, new_session: bool) -> None:
+        """Set the topic and partition-state watches again (kazoo dropped them with the connection)
+        and, in a new session, register again what this registry had registered. Listeners then
+        hear that anything may have changed meanwhile (with a new session: the controller too, as
+        ours, if any, went with the old session)."""
+        if new_session:
+            with self._lock:
+                registrations = list(self._registrations.values())
+            for registration in registrations:
+                try:
+                    self._create_broker_znode(registration)
+                    log.info("re-registered broker %d after session expiry", registration.broker_id)
+                except RegistryError:
+                    log.exception("could not re-register broker %d", registration.broker_id)
+        try:
+            with self._lock:
+                topics = list(self._topic_watches)
+                keys = list(self._state_watches)
+            self._arm_now(topics, keys)
+        except RegistryError:
+            log.warning("could not set the watches again; they will be on the next reconnection")
+        for reason in REASONS if new_session else (TOPICS, PARTITIONS):
             self._notify(reason)
 
     # -- watches -----------------------------------------------------------------------------------
-    # kazoo calls a watch function once when the watch is set up, then on every change, one call at
-    # a time per watch. The set-up call is not a change; every later one is announced to listeners.
+    # /brokers/ids, /brokers/topics, /controller and /config/changes use kazoo's watch recipes. The
+    # many topic and partition-state znodes use plain one-shot ZooKeeper watches, set again after
+    # each event and, all at once, after a reconnection: no thread or blocking call per znode.
+    # Watch set-up is not a change; only later events are announced to listeners.
     def _start_watches(self) -> None:
         client = self._zk_client()
         watches = [
@@ -291,6 +314,8 @@ class ZooKeeperRegistry(Registry):
         ]
         with self._lock:
             self._watches = watches
+            topics = list(self._topic_watches)
+        self._arm_now(topics, [])
 
     def _children_watcher(self, reason: str) -> Callable[[list[str]], bool | None]:
         first = [True]
@@ -321,94 +346,129 @@ class ZooKeeperRegistry(Registry):
         return watcher
 
     def _on_topics(self, children: list[str]) -> bool | None:
-        """/brokers/topics changed: watch the new topics' znodes, forget the deleted ones."""
-        client = self._client
-        if self._closed or client is None:
+        """/brokers/topics changed: watch the new topics' znodes, forget the deleted ones. (The
+        first call comes from start(), which then sets the topics' watches itself.)"""
+        if self._closed or self._client is None:
             return False
-        with self._lock:
+        new: list[str] = []
+        with self._lock:  # never held across a ZooKeeper call: those may wait out a disconnection
             first, self._topics_watched = not self._topics_watched, True
             known = set(self._topic_watches)
             for topic in set(children) - known:
                 token = object()
-                self._topic_watches[topic] = token
-                DataWatch(client, TopicZNode.path(topic), self._topic_watcher(topic, token))
+                self._topic_watches[topic] = (token, self._topic_watcher(topic, token))
+                new.append(topic)
             for topic in known - set(children):
                 self._forget_topic(topic)
         if not first:
+            for topic in new:
+                self._arm_topic(topic)
             self._notify(TOPICS)
         return None
 
     def _forget_topic(self, topic: str, token: object | None = None) -> None:
-        """Stop the watches of ``topic`` (only those of ``token``'s generation, if given)."""
+        """Stop watching ``topic`` (only if its watches are ``token``'s generation, if given)."""
         with self._lock:
-            if token is not None and self._topic_watches.get(topic) is not token:
+            entry = self._topic_watches.get(topic)
+            if entry is None or (token is not None and entry[0] is not token):
                 return
-            self._topic_watches.pop(topic, None)
+            del self._topic_watches[topic]
             for key in [k for k in self._state_watches if k[0] == topic]:
                 del self._state_watches[key]
 
-    def _topic_watcher(
-        self, topic: str, token: object
-    ) -> Callable[[bytes | None, ZnodeStat | None, Any], bool | None]:
-        """The data of /brokers/topics/<topic>: new partitions get their state watched."""
-        first = [True]
+    def _topic_watcher(self, topic: str, token: object) -> Callable[[WatchedEvent], None]:
+        """The one-shot watch on /brokers/topics/<topic> (partitions added)."""
 
-        def watcher(data: bytes | None, stat: ZnodeStat | None, event: Any = None) -> bool | None:
-            try:
-                if self._closed or self._topic_watches.get(topic) is not token:
-                    return False
-                if data is None:  # deleted (or not there yet): /brokers/topics' watch re-adds it
-                    self._forget_topic(topic, token)
-                    return False
-                self._watch_partition_states(topic, token, data)
-                if first[0]:
-                    first[0] = False
-                else:
-                    self._notify(TOPICS)
-            except Exception:
-                log.exception("watch of topic %s failed", topic)
-            return None
+        def watcher(event: WatchedEvent) -> None:
+            entry = self._topic_watches.get(topic)
+            if self._closed or entry is None or entry[0] is not token or event.type == EventType.NONE:
+                return  # NONE: the connection dropped; _after_reconnect sets the watch again
+            if event.type == EventType.DELETED:
+                self._forget_topic(topic, token)
+            else:
+                self._arm_topic(topic)
+            self._notify(TOPICS)
 
         return watcher
 
-    def _watch_partition_states(self, topic: str, token: object, data: bytes) -> None:
+    def _state_watcher(self, key: tuple[str, int], token: object) -> Callable[[WatchedEvent], None]:
+        """The one-shot watch on a partition state znode (which may not exist yet)."""
+
+        def watcher(event: WatchedEvent) -> None:
+            entry = self._state_watches.get(key)
+            if self._closed or entry is None or entry[0] is not token or event.type == EventType.NONE:
+                return
+            self._arm_state(key)
+            self._notify(PARTITIONS)
+
+        return watcher
+
+    def _arm_topic(self, topic: str, *, follow: bool = True) -> Any:
+        """Read /brokers/topics/<topic> with a watch; with ``follow``, its partitions' states get
+        watched when the data arrives (else the caller does it). Returns kazoo's async result (None
+        if there is nothing to watch)."""
         client = self._client
-        if client is None:
-            return
+        with self._lock:
+            entry = self._topic_watches.get(topic)
+        if client is None or self._closed or entry is None:
+            return None
+        token, watcher = entry
+        result = client.get_async(TopicZNode.path(topic), watch=watcher)
+        if follow:
+            result.rawlink(lambda done: self._on_topic_data(topic, token, done))
+        return result
+
+    def _arm_state(self, key: tuple[str, int]) -> Any:
+        client = self._client
+        with self._lock:
+            entry = self._state_watches.get(key)
+        if client is None or self._closed or entry is None:
+            return None
+        return client.exists_async(TopicPartitionStateZNode.path(*key), watch=entry[1])
+
+    def _on_topic_data(self, topic: str, token: object, result: Any) -> list[Any]:
+        """A topic znode was read: watch the states of partitions not watched yet. Returns the
+        async results of the new watches (for _arm_now to wait for)."""
+        if self._closed:
+            return []
+        if not result.successful():
+            if isinstance(result.exception, NoNodeError):
+                self._forget_topic(topic, token)
+            return []  # a connection error: _after_reconnect sets the watches again
         try:
-            _, assignment = TopicZNode.decode(topic, data)
+            _, assignment = TopicZNode.decode(topic, result.value[0])
         except ZNodeDecodeError:
             log.warning("ignoring malformed topic znode %s", TopicZNode.path(topic))
-            return
+            return []
+        new: list[tuple[str, int]] = []
         with self._lock:
+            entry = self._topic_watches.get(topic)
+            if entry is None or entry[0] is not token:
+                return []
             for partition in assignment:
                 key = (topic, partition)
                 if key not in self._state_watches:
-                    self._state_watches[key] = token
-                    path = TopicPartitionStateZNode.path(topic, partition)
-                    DataWatch(client, path, self._state_watcher(key, token))
+                    self._state_watches[key] = (token, self._state_watcher(key, token))
+                    new.append(key)
+        return [r for r in (self._arm_state(key) for key in new) if r is not None]
 
-    def _state_watcher(
-        self, key: tuple[str, int], token: object
-    ) -> Callable[[bytes | None, ZnodeStat | None, Any], bool | None]:
-        """The data of a partition state znode (which may not exist yet)."""
-        first = [True]
-
-        def watcher(data: bytes | None, stat: ZnodeStat | None, event: Any = None) -> bool | None:
-            if self._closed or self._state_watches.get(key) is not token:
-                return False
-            if first[0]:
-                first[0] = False
-                return None
-            self._notify(PARTITIONS)
-            if data is None:  # deleted with its topic
-                with self._lock:
-                    if self._state_watches.get(key) is token:
-                        del self._state_watches[key]
-                return False
-            return None
-
-        return watcher
+    def _arm_now(self, topics: list[str], keys: list[tuple[str, int]]) -> None:
+        """Set the watches of ``topics`` (and their partition states) and of ``keys``, and wait
+        until ZooKeeper has them all: no change after this returns goes unnoticed."""
+        pending = [r for r in (self._arm_state(key) for key in keys) if r is not None]
+        reads = []
+        for topic in topics:
+            with self._lock:
+                entry = self._topic_watches.get(topic)
+            result = self._arm_topic(topic, follow=False)
+            if entry is not None and result is not None:
+                reads.append((topic, entry[0], result))
+        with self._zk("watch the topics"):
+            for topic, token, result in reads:
+                with contextlib.suppress(NoNodeError):
+                    result.get(timeout=self._op_timeout)
+                pending += self._on_topic_data(topic, token, result)
+            _collect(pending, self._op_timeout)
 
     def _on_config_changes(self, children: list[str]) -> bool | None:
         """A new /config/changes/config_change_<seq>: some entity's configs changed."""
@@ -520,8 +580,7 @@ class ZooKeeperRegistry(Registry):
                 try:
                     data, stat = client.get(ControllerZNode.path)
                     return (
-                        stat.ephemeralOwner == self._session_id
-                        and ControllerZNode.decode(data) == broker_id
+                        stat.ephemeralOwner == self._session_id and ControllerZNode.decode(data) == broker_id
                     )
                 except NoNodeError:
                     pass
@@ -689,14 +748,16 @@ class ZooKeeperRegistry(Registry):
             if topic is None:
                 continue  # deleted meanwhile
             data, stat = topic
-            topic_id, assignment = TopicZNode.decode(name, data)
+            try:
+                topic_id, assignment = TopicZNode.decode(name, data)
+            except ZNodeDecodeError as error:
+                log.warning("ignoring a topic kctl cannot read: %s", error)
+                continue
             if topic_id is None:
                 topic_id, assignment = self._assign_topic_id(client, name, data, stat)
                 if topic_id is None:
                     continue
-            overrides = (
-                ConfigEntityZNode.decode(ConfigEntityZNode.TOPICS, name, config[0]) if config else {}
-            )
+            overrides = ConfigEntityZNode.decode(ConfigEntityZNode.TOPICS, name, config[0]) if config else {}
             records[name] = TopicRecord(name, topic_id, assignment, overrides)
         return records
 
@@ -866,8 +927,13 @@ class ZooKeeperRegistry(Registry):
                 [client.get_async(TopicPartitionStateZNode.path(topic, p)) for p in partitions],
                 self._op_timeout,
             )
-        return {
-            p: TopicPartitionStateZNode.decode(topic, p, result[0], result[1].version)
-            for p, result in zip(partitions, results, strict=True)
-            if result is not None
-        }
+        states: dict[int, PartitionState] = {}
+        for partition, result in zip(partitions, results, strict=True):
+            if result is None:
+                continue  # no state yet
+            data, stat = result
+            try:
+                states[partition] = TopicPartitionStateZNode.decode(topic, partition, data, stat.version)
+            except ZNodeDecodeError as error:
+                log.warning("ignoring a partition state kctl cannot read: %s", error)
+        return states

@@ -16,7 +16,7 @@ from kctl.protocol.messages.fetch import FetchableTopicResponse, FetchResponse, 
 from kctl.protocol.registry import ApiKey
 
 API_KEY = ApiKey.FETCH
-VERSIONS = (0, 16)
+VERSIONS = (0, 17)
 FIRST_TOPIC_ID_VERSION = 13
 
 

@@ -12,7 +12,7 @@ from kctl.protocol.messages.find_coordinator import Coordinator, FindCoordinator
 from kctl.protocol.registry import ApiKey
 
 API_KEY = ApiKey.FIND_COORDINATOR
-VERSIONS = (0, 4)
+VERSIONS = (0, 6)
 GROUP, TRANSACTION = 0, 1
 FIRST_BATCHED_VERSION = 4
 

@@ -11,7 +11,7 @@ from kctl.protocol.messages.init_producer_id import InitProducerIdResponse
 from kctl.protocol.registry import ApiKey
 
 API_KEY = ApiKey.INIT_PRODUCER_ID
-VERSIONS = (0, 4)
+VERSIONS = (0, 5)
 MAX_EPOCH = 32767
 
 

@@ -16,8 +16,9 @@ from kctl.protocol.messages.list_offsets import (
 from kctl.protocol.registry import ApiKey
 
 API_KEY = ApiKey.LIST_OFFSETS
-VERSIONS = (0, 8)
+VERSIONS = (0, 9)
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+EARLIEST_LOCAL, LATEST_TIERED = -4, -5  # tiered storage (v8+/v9): no tiers here, the log is all local
 
 
 def _lookup(partition: Any, timestamp: int) -> tuple[int, int]:
@@ -25,8 +26,10 @@ def _lookup(partition: Any, timestamp: int) -> tuple[int, int]:
     log = partition.log
     if timestamp == LATEST:
         return partition.high_watermark, -1
-    if timestamp == EARLIEST:
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return partition.log_start_offset, -1
+    if timestamp == LATEST_TIERED:
+        return -1, -1
     if timestamp == MAX_TIMESTAMP:
         max_timestamp, offset = log.max_timestamp_and_offset()
         return (offset, max_timestamp) if offset >= 0 else (-1, -1)

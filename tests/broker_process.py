@@ -1,0 +1,226 @@
+"""A real `kctl broker start` in a subprocess, for end-to-end tests; import it from a test module.
+
+    pytest_plugins = ("broker_process",)       # makes the `broker` and `broker_factory` fixtures available
+
+    def test_something(broker: BrokerProcess) -> None:
+        admin = AdminClient(broker.bootstrap)
+
+    def test_other(broker_factory) -> None:
+        b = broker_factory({"auto.create.topics.enable": "false"})   # extra -X broker properties
+
+The broker listens on 127.0.0.1 on a free port (port 0) and stores its logs in a temporary
+directory. `start()` waits (with a deadline, no sleeping) for the bootstrap address the broker prints
+as its first stdout line; its stderr goes to `log_file` and is quoted when it fails to start.
+`stop()` sends SIGTERM (clean shutdown), `kill()` SIGKILL (unclean: the next start recovers the
+logs), `restart()` stops and starts it again on the same port with the same data directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+START_TIMEOUT = 30.0
+STOP_TIMEOUT = 15.0
+
+
+class BrokerStartError(RuntimeError):
+    """The broker exited or stayed silent instead of printing its address."""
+
+
+class BrokerProcess:
+    """One broker subprocess; `bootstrap` is its HOST:PORT once started."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        properties: Mapping[str, str] | None = None,
+        *,
+        log_file: Path | None = None,
+        host: str = "127.0.0.1",
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.properties = dict(properties or {})
+        self.host = host
+        self.port = 0
+        self.log_file = (
+            Path(log_file) if log_file is not None else self.data_dir.with_name(self.data_dir.name + ".log")
+        )
+        self.process: subprocess.Popen[bytes] | None = None
+        self.bootstrap = ""
+        self.starts = 0
+
+    def __repr__(self) -> str:
+        state = f"pid {self.process.pid}" if self.running else "stopped"
+        return f"<BrokerProcess {self.bootstrap or '-'} {state} {self.data_dir}>"
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    def argv(self) -> list[str]:
+        props = {
+            "listeners": f"PLAINTEXT://{self.host}:{self.port}",
+            "log.dirs": str(self.data_dir),
+            **self.properties,
+        }
+        args = [sys.executable, "-m", "kctl", "broker", "start"]
+        for key, value in props.items():
+            args += ["-X", f"{key}={value}"]
+        return args
+
+    def start(self, timeout: float = START_TIMEOUT) -> BrokerProcess:
+        """Start the broker and wait for its address; raises `BrokerStartError` if it does not come up."""
+        if self.running:
+            raise RuntimeError(f"{self!r} is already running")
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.starts += 1
+        with open(self.log_file, "ab") as log:
+            log.write(f"---- start {self.starts}: {' '.join(self.argv())}\n".encode())
+            log.flush()
+            self.process = subprocess.Popen(
+                self.argv(),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                cwd=self.data_dir.parent,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        try:
+            line = self._first_line(timeout)
+        except BaseException:
+            self.kill()
+            raise
+        address = line.split(",")[0].strip()
+        if "://" in address:
+            address = address.split("://", 1)[1]
+        host, _, port = address.rpartition(":")
+        self.host, self.port = host.strip("[]") or self.host, int(port)
+        self.bootstrap = address
+        threading.Thread(target=self._drain, args=(self.process,), daemon=True).start()
+        return self
+
+    def _first_line(self, timeout: float) -> str:
+        assert self.process is not None and self.process.stdout is not None
+        fd = self.process.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        data = b""
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_READ)
+            while b"\n" not in data:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise BrokerStartError(
+                        f"no address from the broker within {timeout:g}s\n{self.log_tail()}"
+                    )
+                if not selector.select(remaining):
+                    continue
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    code = self.process.wait(timeout=STOP_TIMEOUT)
+                    raise BrokerStartError(
+                        f"the broker exited with status {code} before printing its address\n{self.log_tail()}"
+                    )
+                data += chunk
+        return data.split(b"\n", 1)[0].decode()
+
+    @staticmethod
+    def _drain(process: subprocess.Popen[bytes]) -> None:
+        """Keep reading stdout so the broker never blocks on a full pipe."""
+        stream = process.stdout
+        if stream is None:
+            return
+        try:
+            while stream.read(65536):
+                pass
+        except (OSError, ValueError):
+            pass
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last lines the broker wrote to stderr."""
+        try:
+            text = self.log_file.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def _wait(self, timeout: float) -> int | None:
+        assert self.process is not None
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait(timeout=timeout)
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> int | None:
+        """SIGTERM, wait for a clean exit (SIGKILL after `timeout`); returns the exit status."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        code = self._wait(timeout)
+        self._close_pipe()
+        return code
+
+    def kill(self) -> int | None:
+        """SIGKILL: an unclean stop."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.kill()
+        code = self._wait(STOP_TIMEOUT)
+        self._close_pipe()
+        return code
+
+    def _close_pipe(self) -> None:
+        if self.process is not None and self.process.stdout is not None:
+            with contextlib.suppress(OSError):
+                self.process.stdout.close()
+
+    def restart(self, *, clean: bool = True, timeout: float = START_TIMEOUT) -> BrokerProcess:
+        """Stop (SIGTERM, or SIGKILL with `clean=False`) and start again on the same port."""
+        if clean:
+            self.stop()
+        else:
+            self.kill()
+        return self.start(timeout)
+
+
+BrokerFactory = Callable[..., BrokerProcess]
+
+
+@pytest.fixture
+def broker_factory(tmp_path: Path) -> Iterator[BrokerFactory]:
+    """`broker_factory(properties=None, **kw) -> BrokerProcess`: start a broker with extra -X
+    properties, each in its own data directory under tmp_path; all are stopped at teardown."""
+    started: list[BrokerProcess] = []
+
+    def factory(properties: Mapping[str, str] | None = None, **kwargs: object) -> BrokerProcess:
+        data_dir = tmp_path / f"broker-{len(started)}"
+        process = BrokerProcess(data_dir, properties, **kwargs)  # type: ignore[arg-type]
+        started.append(process)
+        return process.start()
+
+    yield factory
+    for process in started:
+        process.stop()
+
+
+@pytest.fixture
+def broker(broker_factory: BrokerFactory) -> BrokerProcess:
+    """A started broker with default properties (stopped at teardown)."""
+    return broker_factory()
