@@ -198,11 +198,24 @@ def start_zookeeper(directory: Path) -> ZooKeeperServer:
     return ZooKeeperServer(directory).start()
 
 
+_shared: ZooKeeperServer | None = None
+_shared_users = 0
+
+
 @pytest.fixture(scope="session")
 def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
-    """One real ZooKeeper server for the whole test session."""
-    server = start_zookeeper(tmp_path_factory.mktemp("zookeeper"))
+    """One real ZooKeeper server for the whole test session. Each test module importing this
+    fixture gets its own session-scoped fixture definition; they share one server, stopped when
+    the last of them is torn down."""
+    global _shared, _shared_users
+    if _shared is None:
+        _shared = start_zookeeper(tmp_path_factory.mktemp("zookeeper"))
+    server = _shared
+    _shared_users += 1
     try:
         yield server
     finally:
-        server.stop()
+        _shared_users -= 1
+        if _shared_users == 0:
+            _shared = None
+            server.stop()
