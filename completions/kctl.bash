@@ -3,16 +3,17 @@
 
 _kctl_subcommands() {
     case "$1" in
-        'kctl') echo 'broker config log' ;;
+        'kctl') echo 'broker config log topic' ;;
         'kctl broker') echo 'start stop' ;;
         'kctl config') echo 'show' ;;
         'kctl log') echo 'dump verify recover purge' ;;
+        'kctl topic') echo 'create list describe delete alter' ;;
     esac
 }
 
 _kctl_is_subcommand() {
     case "$1 $2" in
-        'kctl broker'|'kctl config'|'kctl log'|'kctl broker start'|'kctl broker stop'|'kctl config show'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge') return 0 ;;
+        'kctl broker'|'kctl config'|'kctl log'|'kctl topic'|'kctl broker start'|'kctl broker stop'|'kctl config show'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge'|'kctl topic create'|'kctl topic list'|'kctl topic describe'|'kctl topic delete'|'kctl topic alter') return 0 ;;
     esac
     return 1
 }
@@ -30,6 +31,12 @@ _kctl_options() {
         'kctl log verify') echo '-f --format -c --config -X -h --help' ;;
         'kctl log recover') echo '-n --dry-run -f --format -c --config -X -h --help' ;;
         'kctl log purge') echo '--retention-ms --retention-bytes --before-offset -n --dry-run -f --format -c --config -X -h --help' ;;
+        'kctl topic') echo '-h --help' ;;
+        'kctl topic create') echo '-p --partitions -r --replication-factor --topic-config --if-not-exists --validate-only -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl topic list') echo '-i --internal --pattern -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl topic describe') echo '-a --all -i --internal -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl topic delete') echo '--if-exists -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl topic alter') echo '-p --partitions --topic-config --delete-config --validate-only -f --format -c --config -X -b --bootstrap-server -h --help' ;;
     esac
 }
 
@@ -64,6 +71,33 @@ _kctl_option_value() {
         'kctl log purge -f'|'kctl log purge --format') echo 'choice table json jsonl' ;;
         'kctl log purge -c'|'kctl log purge --config') echo 'file' ;;
         'kctl log purge -X') echo 'any' ;;
+        'kctl topic create -p'|'kctl topic create --partitions') echo 'any' ;;
+        'kctl topic create -r'|'kctl topic create --replication-factor') echo 'any' ;;
+        'kctl topic create --topic-config') echo 'any' ;;
+        'kctl topic create -f'|'kctl topic create --format') echo 'choice table json jsonl' ;;
+        'kctl topic create -c'|'kctl topic create --config') echo 'file' ;;
+        'kctl topic create -X') echo 'any' ;;
+        'kctl topic create -b'|'kctl topic create --bootstrap-server') echo 'any' ;;
+        'kctl topic list --pattern') echo 'any' ;;
+        'kctl topic list -f'|'kctl topic list --format') echo 'choice table json jsonl' ;;
+        'kctl topic list -c'|'kctl topic list --config') echo 'file' ;;
+        'kctl topic list -X') echo 'any' ;;
+        'kctl topic list -b'|'kctl topic list --bootstrap-server') echo 'any' ;;
+        'kctl topic describe -f'|'kctl topic describe --format') echo 'choice table json jsonl' ;;
+        'kctl topic describe -c'|'kctl topic describe --config') echo 'file' ;;
+        'kctl topic describe -X') echo 'any' ;;
+        'kctl topic describe -b'|'kctl topic describe --bootstrap-server') echo 'any' ;;
+        'kctl topic delete -f'|'kctl topic delete --format') echo 'choice table json jsonl' ;;
+        'kctl topic delete -c'|'kctl topic delete --config') echo 'file' ;;
+        'kctl topic delete -X') echo 'any' ;;
+        'kctl topic delete -b'|'kctl topic delete --bootstrap-server') echo 'any' ;;
+        'kctl topic alter -p'|'kctl topic alter --partitions') echo 'any' ;;
+        'kctl topic alter --topic-config') echo 'any' ;;
+        'kctl topic alter --delete-config') echo 'any' ;;
+        'kctl topic alter -f'|'kctl topic alter --format') echo 'choice table json jsonl' ;;
+        'kctl topic alter -c'|'kctl topic alter --config') echo 'file' ;;
+        'kctl topic alter -X') echo 'any' ;;
+        'kctl topic alter -b'|'kctl topic alter --bootstrap-server') echo 'any' ;;
     esac
 }
 
@@ -73,6 +107,10 @@ _kctl_argument_value() {
         'kctl log verify') echo 'file' ;;
         'kctl log recover') echo 'file' ;;
         'kctl log purge') echo 'file' ;;
+        'kctl topic create') echo 'any' ;;
+        'kctl topic describe') echo 'any' ;;
+        'kctl topic delete') echo 'any' ;;
+        'kctl topic alter') echo 'any' ;;
     esac
 }
 

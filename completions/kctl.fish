@@ -3,7 +3,7 @@
 
 function __kctl_takes_value --description 'Whether option $argv[2] of command $argv[1] takes a value'
     switch "$argv[1] $argv[2]"
-        case 'kctl broker start -c' 'kctl broker start --config' 'kctl broker start -X' 'kctl broker start --pid-file' 'kctl broker start --log-file' 'kctl broker start --log-level' 'kctl broker stop -c' 'kctl broker stop --config' 'kctl broker stop -X' 'kctl broker stop --pid-file' 'kctl broker stop --timeout' 'kctl config show -f' 'kctl config show --format' 'kctl config show -c' 'kctl config show --config' 'kctl config show -X' 'kctl config show -b' 'kctl config show --bootstrap-server' 'kctl log dump -f' 'kctl log dump --format' 'kctl log dump -c' 'kctl log dump --config' 'kctl log dump -X' 'kctl log verify -f' 'kctl log verify --format' 'kctl log verify -c' 'kctl log verify --config' 'kctl log verify -X' 'kctl log recover -f' 'kctl log recover --format' 'kctl log recover -c' 'kctl log recover --config' 'kctl log recover -X' 'kctl log purge --retention-ms' 'kctl log purge --retention-bytes' 'kctl log purge --before-offset' 'kctl log purge -f' 'kctl log purge --format' 'kctl log purge -c' 'kctl log purge --config' 'kctl log purge -X'
+        case 'kctl broker start -c' 'kctl broker start --config' 'kctl broker start -X' 'kctl broker start --pid-file' 'kctl broker start --log-file' 'kctl broker start --log-level' 'kctl broker stop -c' 'kctl broker stop --config' 'kctl broker stop -X' 'kctl broker stop --pid-file' 'kctl broker stop --timeout' 'kctl config show -f' 'kctl config show --format' 'kctl config show -c' 'kctl config show --config' 'kctl config show -X' 'kctl config show -b' 'kctl config show --bootstrap-server' 'kctl log dump -f' 'kctl log dump --format' 'kctl log dump -c' 'kctl log dump --config' 'kctl log dump -X' 'kctl log verify -f' 'kctl log verify --format' 'kctl log verify -c' 'kctl log verify --config' 'kctl log verify -X' 'kctl log recover -f' 'kctl log recover --format' 'kctl log recover -c' 'kctl log recover --config' 'kctl log recover -X' 'kctl log purge --retention-ms' 'kctl log purge --retention-bytes' 'kctl log purge --before-offset' 'kctl log purge -f' 'kctl log purge --format' 'kctl log purge -c' 'kctl log purge --config' 'kctl log purge -X' 'kctl topic create -p' 'kctl topic create --partitions' 'kctl topic create -r' 'kctl topic create --replication-factor' 'kctl topic create --topic-config' 'kctl topic create -f' 'kctl topic create --format' 'kctl topic create -c' 'kctl topic create --config' 'kctl topic create -X' 'kctl topic create -b' 'kctl topic create --bootstrap-server' 'kctl topic list --pattern' 'kctl topic list -f' 'kctl topic list --format' 'kctl topic list -c' 'kctl topic list --config' 'kctl topic list -X' 'kctl topic list -b' 'kctl topic list --bootstrap-server' 'kctl topic describe -f' 'kctl topic describe --format' 'kctl topic describe -c' 'kctl topic describe --config' 'kctl topic describe -X' 'kctl topic describe -b' 'kctl topic describe --bootstrap-server' 'kctl topic delete -f' 'kctl topic delete --format' 'kctl topic delete -c' 'kctl topic delete --config' 'kctl topic delete -X' 'kctl topic delete -b' 'kctl topic delete --bootstrap-server' 'kctl topic alter -p' 'kctl topic alter --partitions' 'kctl topic alter --topic-config' 'kctl topic alter --delete-config' 'kctl topic alter -f' 'kctl topic alter --format' 'kctl topic alter -c' 'kctl topic alter --config' 'kctl topic alter -X' 'kctl topic alter -b' 'kctl topic alter --bootstrap-server'
             return 0
     end
     return 1
@@ -11,7 +11,7 @@ end
 
 function __kctl_is_subcommand --description 'Whether $argv[2] is a subcommand of command $argv[1]'
     switch "$argv[1] $argv[2]"
-        case 'kctl broker' 'kctl config' 'kctl log' 'kctl broker start' 'kctl broker stop' 'kctl config show' 'kctl log dump' 'kctl log verify' 'kctl log recover' 'kctl log purge'
+        case 'kctl broker' 'kctl config' 'kctl log' 'kctl topic' 'kctl broker start' 'kctl broker stop' 'kctl config show' 'kctl log dump' 'kctl log verify' 'kctl log recover' 'kctl log purge' 'kctl topic create' 'kctl topic list' 'kctl topic describe' 'kctl topic delete' 'kctl topic alter'
             return 0
     end
     return 1
@@ -43,6 +43,7 @@ complete -c kctl -f
 complete -c kctl -n '__kctl_at "kctl"' -a 'broker' -d 'Run and stop a kctl broker'
 complete -c kctl -n '__kctl_at "kctl"' -a 'config' -d 'Inspect how kctl resolves its configuration'
 complete -c kctl -n '__kctl_at "kctl"' -a 'log' -d 'Inspect, verify and repair partition directories and segment files offline'
+complete -c kctl -n '__kctl_at "kctl"' -a 'topic' -d 'Create, list, describe, alter and delete topics (talks to a running cluster)'
 complete -c kctl -n '__kctl_at "kctl"' -l version -d 'Print the version and exit'
 complete -c kctl -n '__kctl_at "kctl"' -s h -l help -d 'Show this message and exit'
 complete -c kctl -n '__kctl_at "kctl broker"' -a 'start' -d 'Start a broker with Kafka\'s broker properties (server.properties and -X)'
@@ -100,3 +101,48 @@ complete -c kctl -n '__kctl_at "kctl log purge"' -s c -l config -r -F -d 'Read c
 complete -c kctl -n '__kctl_at "kctl log purge"' -s X -x -d 'Set a configuration property, overriding the --config file (repeatable)'
 complete -c kctl -n '__kctl_at "kctl log purge"' -s h -l help -d 'Show this message and exit'
 complete -c kctl -n '__kctl_at "kctl log purge"' -F
+complete -c kctl -n '__kctl_at "kctl topic"' -a 'create' -d 'Create topics with a number of partitions, a replication factor and topic configs'
+complete -c kctl -n '__kctl_at "kctl topic"' -a 'list' -d 'List topics with their partition count and replication factor, sorted by name'
+complete -c kctl -n '__kctl_at "kctl topic"' -a 'describe' -d 'Describe topics and their partitions'
+complete -c kctl -n '__kctl_at "kctl topic"' -a 'delete' -d 'Delete topics and all their records'
+complete -c kctl -n '__kctl_at "kctl topic"' -a 'alter' -d 'Add partitions to a topic and set or remove its configs'
+complete -c kctl -n '__kctl_at "kctl topic"' -s h -l help -d 'Show this message and exit'
+complete -c kctl -n '__kctl_at "kctl topic create"' -s p -l partitions -x -d 'Number of partitions (default: the broker\'s)'
+complete -c kctl -n '__kctl_at "kctl topic create"' -s r -l replication-factor -x -d 'Replicas of each partition (default: the broker\'s default.replication.factor)'
+complete -c kctl -n '__kctl_at "kctl topic create"' -l topic-config -x -d 'Set a topic config, e.g'
+complete -c kctl -n '__kctl_at "kctl topic create"' -l if-not-exists -d 'A topic that exists already is not an error'
+complete -c kctl -n '__kctl_at "kctl topic create"' -l validate-only -d 'Ask the broker to check the request without applying it'
+complete -c kctl -n '__kctl_at "kctl topic create"' -s f -l format -x -a 'table json jsonl' -d 'Output format: table (aligned text), json (one array) or jsonl (one object per line)'
+complete -c kctl -n '__kctl_at "kctl topic create"' -s c -l config -r -F -d 'Read configuration properties (Java .properties format) from FILE'
+complete -c kctl -n '__kctl_at "kctl topic create"' -s X -x -d 'Set a configuration property, overriding the --config file (repeatable)'
+complete -c kctl -n '__kctl_at "kctl topic create"' -s b -l bootstrap-server -x -d 'Broker(s) to connect to first, as HOST:PORT[,HOST:PORT...]'
+complete -c kctl -n '__kctl_at "kctl topic create"' -s h -l help -d 'Show this message and exit'
+complete -c kctl -n '__kctl_at "kctl topic list"' -s i -l internal -d 'Include internal topics (e.g'
+complete -c kctl -n '__kctl_at "kctl topic list"' -l pattern -x -d 'Only topics whose whole name matches this regular expression'
+complete -c kctl -n '__kctl_at "kctl topic list"' -s f -l format -x -a 'table json jsonl' -d 'Output format: table (aligned text), json (one array) or jsonl (one object per line)'
+complete -c kctl -n '__kctl_at "kctl topic list"' -s c -l config -r -F -d 'Read configuration properties (Java .properties format) from FILE'
+complete -c kctl -n '__kctl_at "kctl topic list"' -s X -x -d 'Set a configuration property, overriding the --config file (repeatable)'
+complete -c kctl -n '__kctl_at "kctl topic list"' -s b -l bootstrap-server -x -d 'Broker(s) to connect to first, as HOST:PORT[,HOST:PORT...]'
+complete -c kctl -n '__kctl_at "kctl topic list"' -s h -l help -d 'Show this message and exit'
+complete -c kctl -n '__kctl_at "kctl topic describe"' -s a -l all -d 'Describe every topic'
+complete -c kctl -n '__kctl_at "kctl topic describe"' -s i -l internal -d 'With --all, include internal topics'
+complete -c kctl -n '__kctl_at "kctl topic describe"' -s f -l format -x -a 'table json jsonl' -d 'Output format: table (aligned text), json (one array) or jsonl (one object per line)'
+complete -c kctl -n '__kctl_at "kctl topic describe"' -s c -l config -r -F -d 'Read configuration properties (Java .properties format) from FILE'
+complete -c kctl -n '__kctl_at "kctl topic describe"' -s X -x -d 'Set a configuration property, overriding the --config file (repeatable)'
+complete -c kctl -n '__kctl_at "kctl topic describe"' -s b -l bootstrap-server -x -d 'Broker(s) to connect to first, as HOST:PORT[,HOST:PORT...]'
+complete -c kctl -n '__kctl_at "kctl topic describe"' -s h -l help -d 'Show this message and exit'
+complete -c kctl -n '__kctl_at "kctl topic delete"' -l if-exists -d 'A topic that does not exist is not an error'
+complete -c kctl -n '__kctl_at "kctl topic delete"' -s f -l format -x -a 'table json jsonl' -d 'Output format: table (aligned text), json (one array) or jsonl (one object per line)'
+complete -c kctl -n '__kctl_at "kctl topic delete"' -s c -l config -r -F -d 'Read configuration properties (Java .properties format) from FILE'
+complete -c kctl -n '__kctl_at "kctl topic delete"' -s X -x -d 'Set a configuration property, overriding the --config file (repeatable)'
+complete -c kctl -n '__kctl_at "kctl topic delete"' -s b -l bootstrap-server -x -d 'Broker(s) to connect to first, as HOST:PORT[,HOST:PORT...]'
+complete -c kctl -n '__kctl_at "kctl topic delete"' -s h -l help -d 'Show this message and exit'
+complete -c kctl -n '__kctl_at "kctl topic alter"' -s p -l partitions -x -d 'Grow the topic to N partitions (never shrinks)'
+complete -c kctl -n '__kctl_at "kctl topic alter"' -l topic-config -x -d 'Set a topic config, e.g'
+complete -c kctl -n '__kctl_at "kctl topic alter"' -l delete-config -x -d 'Remove a topic config override: back to the default (repeatable)'
+complete -c kctl -n '__kctl_at "kctl topic alter"' -l validate-only -d 'Ask the broker to check the request without applying it'
+complete -c kctl -n '__kctl_at "kctl topic alter"' -s f -l format -x -a 'table json jsonl' -d 'Output format: table (aligned text), json (one array) or jsonl (one object per line)'
+complete -c kctl -n '__kctl_at "kctl topic alter"' -s c -l config -r -F -d 'Read configuration properties (Java .properties format) from FILE'
+complete -c kctl -n '__kctl_at "kctl topic alter"' -s X -x -d 'Set a configuration property, overriding the --config file (repeatable)'
+complete -c kctl -n '__kctl_at "kctl topic alter"' -s b -l bootstrap-server -x -d 'Broker(s) to connect to first, as HOST:PORT[,HOST:PORT...]'
+complete -c kctl -n '__kctl_at "kctl topic alter"' -s h -l help -d 'Show this message and exit'

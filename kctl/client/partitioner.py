@@ -47,7 +47,9 @@ def murmur2_partition(key: bytes, partitions: int) -> int:
 
 
 class Partitioner(Protocol):
-    def partition(self, topic: str, key: bytes | None, partitions: Sequence[int], available: Sequence[int]) -> int:
+    def partition(
+        self, topic: str, key: bytes | None, partitions: Sequence[int], available: Sequence[int]
+    ) -> int:
         """Choose a partition of ``topic`` (``partitions`` all, ``available`` those with a leader)."""
         ...
 
@@ -63,7 +65,9 @@ class DefaultPartitioner:
         self._sticky: dict[str, int] = {}
         self._lock = threading.Lock()
 
-    def partition(self, topic: str, key: bytes | None, partitions: Sequence[int], available: Sequence[int]) -> int:
+    def partition(
+        self, topic: str, key: bytes | None, partitions: Sequence[int], available: Sequence[int]
+    ) -> int:
         if key is not None:
             return partitions[murmur2_partition(key, len(partitions))]
         with self._lock:
@@ -86,7 +90,9 @@ class RoundRobinPartitioner:
         self._counters: dict[str, itertools.count[int]] = {}
         self._lock = threading.Lock()
 
-    def partition(self, topic: str, key: bytes | None, partitions: Sequence[int], available: Sequence[int]) -> int:
+    def partition(
+        self, topic: str, key: bytes | None, partitions: Sequence[int], available: Sequence[int]
+    ) -> int:
         pool = available or partitions
         with self._lock:
             counter = self._counters.setdefault(topic, itertools.count())
@@ -99,7 +105,9 @@ class RoundRobinPartitioner:
 class RandomPartitioner:
     """Each record to a random available partition."""
 
-    def partition(self, topic: str, key: bytes | None, partitions: Sequence[int], available: Sequence[int]) -> int:
+    def partition(
+        self, topic: str, key: bytes | None, partitions: Sequence[int], available: Sequence[int]
+    ) -> int:
         return random.choice(available or partitions)
 
     def on_new_batch(self, topic: str, previous_partition: int) -> None:
@@ -128,7 +136,9 @@ def load_partitioner(name: str | None) -> Partitioner:
         return BUILTIN_PARTITIONERS[name or "default"]()
     module_name, _, attribute = name.replace(":", ".").rpartition(".")
     if not module_name:
-        raise ValueError(f"unknown partitioner {name!r}: use one of {sorted(BUILTIN_PARTITIONERS)} or module.Class")
+        raise ValueError(
+            f"unknown partitioner {name!r}: use one of {sorted(BUILTIN_PARTITIONERS)} or module.Class"
+        )
     try:
         cls = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as error:

@@ -21,6 +21,7 @@ COMMAND_GROUPS: tuple[tuple[str, str], ...] = (
     ("kctl.commands.broker", "broker"),
     ("kctl.commands.config", "config"),
     ("kctl.commands.log", "log"),
+    ("kctl.commands.topic", "topic"),
 )
 """(module path, group name) of every command group, in the order `kctl --help` lists them."""
 

@@ -1,0 +1,95 @@
+"""The client's exceptions: what can go wrong between a kctl client and a broker.
+
+Everything derives from ``KafkaError``:
+
+* ``KafkaConnectionError`` — the TCP connection could not be opened, was closed by the broker, or
+  failed while sending or receiving. Retriable (another attempt reconnects).
+* ``KafkaTimeoutError`` — no response (or no connection) within the time allowed. Retriable.
+* ``KafkaProtocolError`` — the broker sent bytes we cannot use (malformed frame, wrong correlation
+  id) or we share no version of an API with it (``IncompatibleBrokerError``). Not retriable.
+* ``BrokerResponseError`` — the broker answered with a non-zero Kafka error code. ``code`` is the
+  number, ``name`` Kafka's name for it (``UNKNOWN_TOPIC_OR_PARTITION``), ``message`` the broker's
+  error message if it sent one, ``retriable`` Kafka's retriable flag.
+
+A failed connection leaves the ``BrokerConnection`` closed; the cluster client reconnects.
+"""
+
+from __future__ import annotations
+
+from kctl.protocol.errors import ErrorCode, error_name, is_retriable
+
+
+class KafkaError(Exception):
+    """Base class of every client error. ``retriable``: whether trying again may succeed."""
+
+    retriable: bool = False
+
+
+class KafkaConnectionError(KafkaError):
+    """The connection to a broker could not be established or broke."""
+
+    retriable = True
+
+    def __init__(self, message: str, *, host: str | None = None, port: int | None = None) -> None:
+        super().__init__(message)
+        self.host = host
+        self.port = port
+
+
+class KafkaTimeoutError(KafkaError):
+    """A connection attempt or a request did not complete in time."""
+
+    retriable = True
+
+
+class KafkaProtocolError(KafkaError):
+    """The broker's bytes could not be decoded, or did not match the request they answer."""
+
+
+class IncompatibleBrokerError(KafkaProtocolError):
+    """The broker does not speak any version of an API that this client can encode."""
+
+    def __init__(self, message: str, *, api_key: int | None = None) -> None:
+        super().__init__(message)
+        self.api_key = api_key
+
+
+class BrokerResponseError(KafkaError):
+    """The broker answered with a Kafka error code (anything but NONE)."""
+
+    def __init__(self, code: int, message: str | None = None, *, context: str | None = None) -> None:
+        self.code = int(code)
+        self.name = error_name(self.code)
+        self.message = message or None
+        self.context = context
+        self.retriable = is_retriable(self.code)
+        super().__init__(self._text())
+
+    @property
+    def error(self) -> ErrorCode | None:
+        """The ``ErrorCode`` member, or None for a code this client does not know."""
+        try:
+            return ErrorCode(self.code)
+        except ValueError:
+            return None
+
+    @property
+    def description(self) -> str:
+        """The message the broker sent, else the standard description of the code."""
+        if self.message:
+            return self.message
+        error = self.error
+        return error.description if error is not None else f"error code {self.code}"
+
+    def _text(self) -> str:
+        prefix = f"{self.context}: " if self.context else ""
+        return f"{prefix}{self.name}: {self.description}"
+
+    def __reduce__(self) -> tuple[type, tuple[int, str | None]]:
+        return (type(self), (self.code, self.message))
+
+
+def check_error(code: int, message: str | None = None, *, context: str | None = None) -> None:
+    """Raise ``BrokerResponseError`` unless ``code`` is 0 (NONE)."""
+    if code:
+        raise BrokerResponseError(code, message, context=context)

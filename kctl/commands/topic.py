@@ -1,0 +1,525 @@
+"""`kctl topic`: create, list, describe, alter and delete topics on a running cluster.
+
+Each command parses its options, calls `kctl.client.AdminClient` and renders the results; per-topic
+failures are reported one by one (`kctl: error: topic 'x': NAME: message` on stderr) and decide the
+exit status: 0 when everything succeeded, 3 when every named topic was missing, 1 for any other
+failure (also when only some topics failed), 2 for usage errors.
+
+Client properties use Kafka's client names (`client.id`, `request.timeout.ms`,
+`default.api.timeout.ms`, ...) in the `--config` file or with `-X`; topic configs are given with
+`--topic-config KEY=VALUE` (kafka-topics.sh calls that option `--config`, which in kctl names the
+client properties file on every command).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import re
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from kctl.client import (
+    AdminClient,
+    BrokerResponseError,
+    ClientConfig,
+    ClientConfigError,
+    KafkaConnectionError,
+    KafkaError,
+    NewTopic,
+    Result,
+    TopicDescription,
+    TopicPartition,
+)
+from kctl.commands.errors import ExitCode, KctlError
+from kctl.commands.options import (
+    DEFAULT_BOOTSTRAP_SERVER,
+    DEFAULT_FORMAT,
+    BootstrapServerOption,
+    ConfigFileOption,
+    ConfigOverrideOption,
+    ConfigSource,
+    FormatOption,
+    OverrideSyntaxError,
+    load_config,
+    parse_override,
+)
+from kctl.commands.output import (
+    Column,
+    OutputFormat,
+    info,
+    render_documents,
+    render_rows,
+    stderr_console,
+    warn,
+)
+from kctl.protocol import ErrorCode
+
+app = typer.Typer(
+    help="Create, list, describe, alter and delete topics (talks to a running cluster).",
+    no_args_is_help=True,
+)
+
+UNKNOWN_TOPIC = "UNKNOWN_TOPIC_OR_PARTITION"
+
+TopicsArgument = Annotated[list[str], typer.Argument(metavar="TOPIC...", help="Topic names.")]
+TopicConfigOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--topic-config",
+        metavar="KEY=VALUE",
+        help="Set a topic config, e.g. retention.ms=86400000 (repeatable; Kafka's topic config names).",
+    ),
+]
+PartitionsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--partitions", "-p", metavar="N", min=1, help="Number of partitions (default: the broker's)."
+    ),
+]
+ValidateOnlyOption = Annotated[
+    bool,
+    typer.Option("--validate-only", help="Ask the broker to check the request without applying it."),
+]
+
+
+# -- shared plumbing -------------------------------------------------------------------------------
+def _client_config(
+    config_file: Path | None, overrides: list[str] | None, bootstrap_server: str
+) -> tuple[str, ClientConfig]:
+    """The bootstrap servers and the client settings from --config, -X and --bootstrap-server."""
+    if config_file is not None and "=" in config_file.name and not config_file.exists():
+        raise KctlError(
+            f"--config takes a client properties FILE, not {str(config_file)!r}; "
+            "give topic configs with --topic-config KEY=VALUE",
+            ExitCode.USAGE,
+        )
+    resolved = load_config(config_file, overrides, bootstrap_server=bootstrap_server)
+    known = ClientConfig.known_keys()
+    properties: dict[str, str] = {}
+    for entry in resolved.entries():
+        if entry.key in known:
+            properties[entry.key] = entry.value
+            continue
+        hint = difflib.get_close_matches(entry.key, sorted(known), n=1)
+        suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
+        if entry.source is ConfigSource.OVERRIDE:
+            raise KctlError(f"unknown client property {entry.key!r} in -X{suggestion}", ExitCode.USAGE)
+        warn(f"ignoring unknown client property {entry.key!r} in {resolved.config_file}{suggestion}")
+    try:
+        config = ClientConfig.from_properties(properties)
+    except ClientConfigError as error:
+        raise KctlError(f"invalid client property {error}", ExitCode.USAGE) from None
+    return resolved.bootstrap_servers, config
+
+
+@contextlib.contextmanager
+def _admin(
+    config_file: Path | None, overrides: list[str] | None, bootstrap_server: str
+) -> Iterator[AdminClient]:
+    """An AdminClient; client errors that escape become KctlErrors with the right exit status."""
+    bootstrap, config = _client_config(config_file, overrides, bootstrap_server)
+    try:
+        admin = AdminClient(bootstrap, config)
+    except ValueError as error:
+        raise KctlError(f"invalid bootstrap servers {bootstrap!r}: {error}", ExitCode.USAGE) from None
+    try:
+        yield admin
+    except KafkaConnectionError as error:
+        raise KctlError(str(error), ExitCode.NOT_FOUND) from None
+    except BrokerResponseError as error:
+        code = ExitCode.NOT_FOUND if error.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else ExitCode.FAILURE
+        raise KctlError(str(error), code) from None
+    except KafkaError as error:
+        raise KctlError(str(error), ExitCode.FAILURE) from None
+    finally:
+        admin.close()
+
+
+def _unique(names: Sequence[str]) -> list[str]:
+    names = list(dict.fromkeys(names))
+    for name in names:
+        if not name:
+            raise KctlError("a topic name must not be empty", ExitCode.USAGE)
+    return names
+
+
+def _topic_configs(values: list[str] | None, option: str = "--topic-config") -> dict[str, str]:
+    configs: dict[str, str] = {}
+    for text in values or ():
+        try:
+            key, value = parse_override(text)
+        except OverrideSyntaxError as error:
+            raise KctlError(f"invalid {option}: {error}", ExitCode.USAGE) from None
+        configs[key] = value
+    return configs
+
+
+def _error(message: str) -> None:
+    stderr_console.print(f"kctl: error: {message}", markup=False, highlight=False, soft_wrap=True)
+
+
+def _failure_text(result: Result) -> str:
+    message = result.error_message
+    if not message and result.error == UNKNOWN_TOPIC:
+        message = "the topic does not exist"
+    return f"topic {result.name!r}: {result.error}" + (f": {message}" if message else "")
+
+
+def _finish(results: Sequence[Result]) -> None:
+    """Report each failure on stderr and end with the exit status the failures call for."""
+    failures = [r for r in results if not r.ok]
+    for result in failures:
+        _error(_failure_text(result))
+    if not failures:
+        return
+    if len(failures) == len(results) and all(r.error == UNKNOWN_TOPIC for r in failures):
+        raise typer.Exit(ExitCode.NOT_FOUND)
+    raise typer.Exit(ExitCode.FAILURE)
+
+
+def _ids(values: Sequence[int] | None) -> str:
+    return ",".join(str(v) for v in values) if values else "-"
+
+
+def _leader(value: int) -> str:
+    return str(value) if value >= 0 else "none"
+
+
+STATUS_COLUMNS = [Column("topic"), Column("status"), Column("message")]
+
+
+# -- create ----------------------------------------------------------------------------------------
+@app.command("create")
+def create(
+    topics: TopicsArgument,
+    partitions: PartitionsOption = None,
+    replication_factor: Annotated[
+        int | None,
+        typer.Option(
+            "--replication-factor",
+            "-r",
+            metavar="N",
+            min=1,
+            help="Replicas of each partition (default: the broker's default.replication.factor).",
+        ),
+    ] = None,
+    topic_configs: TopicConfigOption = None,
+    if_not_exists: Annotated[
+        bool, typer.Option("--if-not-exists", help="A topic that exists already is not an error.")
+    ] = False,
+    validate_only: ValidateOnlyOption = False,
+    fmt: FormatOption = DEFAULT_FORMAT,
+    config_file: ConfigFileOption = None,
+    overrides: ConfigOverrideOption = None,
+    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+) -> None:
+    """Create topics with a number of partitions, a replication factor and topic configs.
+
+    Prints one row per topic: its status (created, valid with --validate-only, exists with
+    --if-not-exists, or Kafka's error name), partitions, replication factor and topic id.
+    Exit status 1 if any topic could not be created."""
+    names = _unique(topics)
+    configs = _topic_configs(topic_configs)
+    new = [NewTopic(n, partitions or -1, replication_factor or -1, configs) for n in names]
+    with _admin(config_file, overrides, bootstrap_server) as admin:
+        results = admin.create_topics(new, validate_only=validate_only)
+    rows = []
+    reported: list[Result] = []
+    for result in results:
+        row: dict[str, Any] = {"topic": result.name, "message": result.error_message}
+        if result.ok:
+            row |= {
+                "status": "valid" if validate_only else "created",
+                "partitions": result.num_partitions,
+                "replication_factor": result.replication_factor,
+                "topic_id": str(result.topic_id) if result.topic_id else None,
+            }
+            if not validate_only:
+                info(f"created topic {result.name!r}")
+        elif if_not_exists and result.error == "TOPIC_ALREADY_EXISTS":
+            row["status"] = "exists"
+            row["message"] = None
+            result = Result(result.name)
+        else:
+            row["status"] = result.error
+        reported.append(result)
+        rows.append(row)
+    render_rows(
+        rows,
+        [
+            Column("topic"),
+            Column("status"),
+            Column("partitions"),
+            Column("replication_factor"),
+            Column("topic_id"),
+            Column("message"),
+        ],
+        fmt,
+    )
+    _finish(reported)
+
+
+# -- list ------------------------------------------------------------------------------------------
+@app.command("list")
+def list_topics(
+    internal: Annotated[
+        bool, typer.Option("--internal", "-i", help="Include internal topics (e.g. __consumer_offsets).")
+    ] = False,
+    pattern: Annotated[
+        str | None,
+        typer.Option(
+            "--pattern", metavar="REGEX", help="Only topics whose whole name matches this regular expression."
+        ),
+    ] = None,
+    fmt: FormatOption = DEFAULT_FORMAT,
+    config_file: ConfigFileOption = None,
+    overrides: ConfigOverrideOption = None,
+    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+) -> None:
+    """List topics with their partition count and replication factor, sorted by name."""
+    regex = _compile(pattern)
+    with _admin(config_file, overrides, bootstrap_server) as admin:
+        topics = admin.list_topics(include_internal=internal)
+    rows = [
+        {
+            "topic": t.name,
+            "partitions": len(t.partitions),
+            "replication_factor": t.replication_factor,
+            "internal": t.internal,
+        }
+        for t in topics
+        if regex is None or regex.fullmatch(t.name)
+    ]
+    columns = [Column("topic"), Column("partitions"), Column("replication_factor")]
+    if internal:
+        columns.append(Column("internal"))
+    render_rows(rows, columns, fmt)
+
+
+def _compile(pattern: str | None) -> re.Pattern[str] | None:
+    if pattern is None:
+        return None
+    try:
+        return re.compile(pattern)
+    except re.error as error:
+        raise KctlError(f"invalid --pattern {pattern!r}: {error}", ExitCode.USAGE) from None
+
+
+# -- describe --------------------------------------------------------------------------------------
+TOPIC_COLUMNS = [
+    Column("topic"),
+    Column("topic_id"),
+    Column("partition_count", "PARTITIONS"),
+    Column("replication_factor"),
+    Column("configs", formatter=lambda c: ",".join(f"{k}={v}" for k, v in c.items()) or "-"),
+]
+PARTITION_COLUMNS = [
+    Column("topic"),
+    Column("partition"),
+    Column("leader", formatter=_leader),
+    Column("leader_epoch", "EPOCH"),
+    Column("replicas", formatter=_ids),
+    Column("isr", formatter=_ids),
+    Column("offline_replicas", "OFFLINE", formatter=_ids),
+    Column("log_start_offset", "LOG-START"),
+    Column("high_watermark", "HIGH-WATERMARK"),
+]
+
+
+def _describe_documents(admin: AdminClient, topics: list[TopicDescription]) -> list[dict[str, Any]]:
+    # partitions without a leader have no offsets to ask for (and asking would wait for an election)
+    tps = [TopicPartition(t.name, p.partition) for t in topics for p in t.partitions if p.leader >= 0]
+    earliest = admin.list_offsets(tps, "earliest") if tps else {}
+    latest = admin.list_offsets(tps, "latest") if tps else {}
+    configs = {c.name: c for c in admin.describe_topic_configs([t.name for t in topics])}
+    documents = []
+    for topic in topics:
+        topic_configs = configs.get(topic.name)
+        if topic_configs is not None and not topic_configs.ok:
+            warn(f"topic {topic.name!r}: cannot describe its configs: {topic_configs.error}")
+        partitions = []
+        for p in topic.partitions:
+            tp = TopicPartition(topic.name, p.partition)
+            start, end = earliest.get(tp), latest.get(tp)
+            for what, result in (("log start offset", start), ("high watermark", end)):
+                if result is not None and not result.ok:
+                    warn(f"partition {tp}: no {what}: {result.error}")
+            partitions.append(
+                {
+                    "partition": p.partition,
+                    "leader": p.leader,
+                    "leader_epoch": p.leader_epoch,
+                    "replicas": list(p.replicas),
+                    "isr": list(p.isr),
+                    "offline_replicas": list(p.offline),
+                    "log_start_offset": start.offset if start is not None and start.ok else None,
+                    "high_watermark": end.offset if end is not None and end.ok else None,
+                }
+            )
+        documents.append(
+            {
+                "topic": topic.name,
+                "topic_id": str(topic.topic_id) if topic.topic_id else None,
+                "internal": topic.internal,
+                "partition_count": len(topic.partitions),
+                "replication_factor": topic.replication_factor,
+                "configs": {
+                    e.name: e.value
+                    for e in (topic_configs.non_default() if topic_configs is not None else [])
+                },
+                "partitions": partitions,
+            }
+        )
+    return documents
+
+
+@app.command("describe")
+def describe(
+    topics: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="TOPIC...", help="Topic names (or --all).", show_default=False),
+    ] = None,
+    all_topics: Annotated[bool, typer.Option("--all", "-a", help="Describe every topic.")] = False,
+    internal: Annotated[
+        bool, typer.Option("--internal", "-i", help="With --all, include internal topics.")
+    ] = False,
+    fmt: FormatOption = DEFAULT_FORMAT,
+    config_file: ConfigFileOption = None,
+    overrides: ConfigOverrideOption = None,
+    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+) -> None:
+    """Describe topics and their partitions.
+
+    Per topic: id, partition count, replication factor and non-default configs; per partition: the
+    leader, leader epoch, replicas, in-sync replicas, offline replicas, log start offset and high
+    watermark.
+
+    The table format prints a topics table, then a partitions table; json/jsonl print one nested
+    object per topic ("partitions" is a list; "configs" maps each config whose value does not come
+    from the built-in default to its value). Partition sizes on disk are not shown (the broker
+    does not answer DescribeLogDirs). Exit status 3 if no named topic exists, 1 if only some do."""
+    names = _unique(topics or [])
+    if all_topics and names:
+        raise KctlError("give topic names or --all, not both", ExitCode.USAGE)
+    if not all_topics and not names:
+        raise KctlError("name at least one topic, or give --all", ExitCode.USAGE)
+    if internal and not all_topics:
+        raise KctlError("--internal goes with --all", ExitCode.USAGE)
+    with _admin(config_file, overrides, bootstrap_server) as admin:
+        if all_topics:
+            results: list[TopicDescription] = admin.list_topics(include_internal=internal)
+        else:
+            results = admin.describe_topics(names)
+        documents = _describe_documents(admin, [t for t in results if t.ok])
+    if fmt is OutputFormat.TABLE:
+        render_rows(documents, TOPIC_COLUMNS, fmt, title="topics")
+        sys.stdout.write("\n")
+        partition_rows = [{"topic": d["topic"], **p} for d in documents for p in d["partitions"]]
+        render_rows(partition_rows, PARTITION_COLUMNS, fmt, title="partitions")
+    else:
+        render_documents(documents, fmt)
+    _finish(results)
+
+
+# -- delete ----------------------------------------------------------------------------------------
+@app.command("delete")
+def delete(
+    topics: TopicsArgument,
+    if_exists: Annotated[
+        bool, typer.Option("--if-exists", help="A topic that does not exist is not an error.")
+    ] = False,
+    fmt: FormatOption = DEFAULT_FORMAT,
+    config_file: ConfigFileOption = None,
+    overrides: ConfigOverrideOption = None,
+    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+) -> None:
+    """Delete topics and all their records.
+
+    Prints one row per topic: deleted, absent (with --if-exists) or Kafka's error name. Exit status 3
+    if no named topic exists (without --if-exists), 1 for any other failure."""
+    names = _unique(topics)
+    with _admin(config_file, overrides, bootstrap_server) as admin:
+        results = admin.delete_topics(names)
+    rows = []
+    reported: list[Result] = []
+    for result in results:
+        if result.ok:
+            status, message = "deleted", None
+            info(f"deleted topic {result.name!r}")
+        elif if_exists and result.error == UNKNOWN_TOPIC:
+            status, message = "absent", None
+            result = Result(result.name)
+        else:
+            status, message = result.error, result.error_message
+        rows.append({"topic": result.name, "status": status, "message": message})
+        reported.append(result)
+    render_rows(rows, STATUS_COLUMNS, fmt)
+    _finish(reported)
+
+
+# -- alter -----------------------------------------------------------------------------------------
+@app.command("alter")
+def alter(
+    topic: Annotated[str, typer.Argument(metavar="TOPIC", help="The topic to change.")],
+    partitions: Annotated[
+        int | None,
+        typer.Option(
+            "--partitions", "-p", metavar="N", min=1, help="Grow the topic to N partitions (never shrinks)."
+        ),
+    ] = None,
+    topic_configs: TopicConfigOption = None,
+    delete_configs: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--delete-config",
+            metavar="KEY",
+            help="Remove a topic config override: back to the default (repeatable).",
+        ),
+    ] = None,
+    validate_only: ValidateOnlyOption = False,
+    fmt: FormatOption = DEFAULT_FORMAT,
+    config_file: ConfigFileOption = None,
+    overrides: ConfigOverrideOption = None,
+    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+) -> None:
+    """Add partitions to a topic and set or remove its configs.
+
+    Other configs keep their values (IncrementalAlterConfigs). Prints one row per change: the
+    partitions, then the configs (all config changes apply together or not at all). Exit status 3
+    if the topic does not exist, 1 if a change failed."""
+    (name,) = _unique([topic])
+    configs = _topic_configs(topic_configs)
+    deletes = list(dict.fromkeys(delete_configs or []))
+    both = sorted(set(configs) & set(deletes))
+    if both:
+        raise KctlError(f"both set and deleted: {', '.join(both)}", ExitCode.USAGE)
+    if partitions is None and not configs and not deletes:
+        raise KctlError(
+            "nothing to change: give --partitions, --topic-config or --delete-config", ExitCode.USAGE
+        )
+    rows: list[dict[str, Any]] = []
+    results: list[Result] = []
+    with _admin(config_file, overrides, bootstrap_server) as admin:
+        if partitions is not None:
+            result = admin.create_partitions(name, partitions, validate_only=validate_only)
+            rows.append(_change_row(result, f"partitions={partitions}", validate_only))
+            results.append(result)
+        if (configs or deletes) and (not results or results[-1].error != UNKNOWN_TOPIC):
+            result = admin.alter_configs(name, set=configs, delete=deletes, validate_only=validate_only)
+            change = " ".join([*(f"{k}={v}" for k, v in configs.items()), *(f"-{k}" for k in deletes)])
+            rows.append(_change_row(result, change, validate_only))
+            results.append(result)
+    render_rows(rows, [Column("topic"), Column("change"), Column("status"), Column("message")], fmt)
+    if all(r.ok for r in results) and not validate_only:
+        info(f"altered topic {name!r}")
+    _finish(results)
+
+
+def _change_row(result: Result, change: str, validate_only: bool) -> dict[str, Any]:
+    status = ("valid" if validate_only else "altered") if result.ok else result.error
+    return {"topic": result.name, "change": change, "status": status, "message": result.error_message}
