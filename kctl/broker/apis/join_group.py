@@ -27,7 +27,7 @@ async def handle(broker: Any, context: Any, request: Any) -> JoinGroupResponse:
         protocol_type=result.protocol_type,
         protocol_name=result.protocol_name or ("" if context.header.api_version < 7 else None),
         leader=result.leader,
-        skip_assignment=False,
+        skip_assignment=result.skip_assignment,
         member_id=result.member_id,
         members=[
             JoinGroupResponseMember(member_id=m, group_instance_id=i, metadata=meta)

@@ -40,6 +40,7 @@ from kctl.records.reader import iter_batches
 log = logging.getLogger("kctl.broker.group")
 
 OFFSETS_TOPIC = "__consumer_offsets"
+SKIP_ASSIGNMENT_VERSION = 9
 READ_CHUNK = 4 * 1024 * 1024
 
 
@@ -227,6 +228,13 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None or member_id not in group.members:
             return
+        member = group.members[member_id]
+        waiting = (member.join_future is not None and not member.join_future.done()) or (
+            member.sync_future is not None and not member.sync_future.done()
+        )
+        if waiting:  # a member waiting for a rebalance to complete is alive (Kafka's awaiting join/sync)
+            self._schedule_expiry(group, member)
+            return
         log.info("member %s of group %s missed its session timeout; removing it", member_id, group_id)
         self._remove_member(group, group.members[member_id])
         self._after_membership_change(group)
@@ -394,7 +402,7 @@ class GroupCoordinator:
             new_id = f"{instance_id or client_id or 'member'}-{uuid.uuid4()}"
             if instance_id and instance_id in group.static_members:
                 return await self._replace_static_member(
-                    group, instance_id, new_id, protocols, session, rebalance_timeout
+                    group, instance_id, new_id, protocols, session, rebalance_timeout, version
                 )
             if version >= 4 and not instance_id:
                 group.pending_members.add(new_id)
@@ -463,6 +471,7 @@ class GroupCoordinator:
         protocols: list[tuple[str, bytes]],
         session: int,
         rebalance_timeout: int,
+        version: int,
     ) -> JoinResult:
         old = group.members[group.static_members[instance_id]]
         self._fail_pending(old, ErrorCode.FENCED_INSTANCE_ID)
@@ -486,7 +495,11 @@ class GroupCoordinator:
             except ApiError as error:
                 return JoinResult(error.code, member_id=new_id)
             result = self._current_join_result(group, old)
-            result.members = []  # a replaced static leader keeps the current assignment
+            # a replaced static leader keeps the current assignment: from JoinGroup v9 it gets the
+            # members with skip_assignment (KIP-814), before that an empty member list
+            result.skip_assignment = bool(result.members) and version >= SKIP_ASSIGNMENT_VERSION
+            if not result.skip_assignment:
+                result.members = []
             return result
         future = old.join_future = asyncio.get_running_loop().create_future()
         if group.state == GroupState.PREPARING_REBALANCE:

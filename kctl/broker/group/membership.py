@@ -29,6 +29,7 @@ class JoinResult:
     leader: str = ""
     member_id: str = ""
     members: list[tuple[str, str | None, bytes]] = field(default_factory=list)
+    skip_assignment: bool = False
 
 
 @dataclass
