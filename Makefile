@@ -33,7 +33,9 @@ test: install system-deps lint check-gen
 	$(BIN)/pytest
 
 bench: install
+	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python bench/bench_log.py
+	$(BIN)/python bench/bench_broker.py --quick
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info

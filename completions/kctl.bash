@@ -3,17 +3,19 @@
 
 _kctl_subcommands() {
     case "$1" in
-        'kctl') echo 'broker config log topic' ;;
+        'kctl') echo 'broker config consume group log perf produce topic' ;;
         'kctl broker') echo 'start stop' ;;
         'kctl config') echo 'show' ;;
+        'kctl group') echo 'list describe rewind delete' ;;
         'kctl log') echo 'dump verify recover purge' ;;
+        'kctl perf') echo 'produce consume' ;;
         'kctl topic') echo 'create list describe delete alter' ;;
     esac
 }
 
 _kctl_is_subcommand() {
     case "$1 $2" in
-        'kctl broker'|'kctl config'|'kctl log'|'kctl topic'|'kctl broker start'|'kctl broker stop'|'kctl config show'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge'|'kctl topic create'|'kctl topic list'|'kctl topic describe'|'kctl topic delete'|'kctl topic alter') return 0 ;;
+        'kctl broker'|'kctl config'|'kctl consume'|'kctl group'|'kctl log'|'kctl perf'|'kctl produce'|'kctl topic'|'kctl broker start'|'kctl broker stop'|'kctl config show'|'kctl group list'|'kctl group describe'|'kctl group rewind'|'kctl group delete'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge'|'kctl perf produce'|'kctl perf consume'|'kctl topic create'|'kctl topic list'|'kctl topic describe'|'kctl topic delete'|'kctl topic alter') return 0 ;;
     esac
     return 1
 }
@@ -26,11 +28,21 @@ _kctl_options() {
         'kctl broker stop') echo '-c --config -X --pid-file --timeout -h --help' ;;
         'kctl config') echo '-h --help' ;;
         'kctl config show') echo '-f --format -c --config -X -b --bootstrap-server --show-secrets -h --help' ;;
+        'kctl consume') echo '--pattern -p --partition -o --offset -u --until -n --max -f --format -q --quiet -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl group') echo '-h --help' ;;
+        'kctl group list') echo '-s --state -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl group describe') echo '-a --all -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl group rewind') echo '--to-earliest --to-latest --to-current --to-offset --shift-by --to-datetime --by-duration --to-group --from-file --to -t --topic --all-topics --execute --export -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl group delete') echo '--offsets -t --topic -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl log') echo '-h --help' ;;
         'kctl log dump') echo '--deep --indexes --no-indexes -f --format -c --config -X -h --help' ;;
         'kctl log verify') echo '-f --format -c --config -X -h --help' ;;
         'kctl log recover') echo '-n --dry-run -f --format -c --config -X -h --help' ;;
         'kctl log purge') echo '--retention-ms --retention-bytes --before-offset -n --dry-run -f --format -c --config -X -h --help' ;;
+        'kctl perf') echo '-h --help' ;;
+        'kctl perf produce') echo '-n --num-records -d --duration -s --record-size -t --throughput -w --warmup -k --keys --key-size -a --acks -z --compression -i --interval --latency-every -q --quiet -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl perf consume') echo '-n --num-records -d --duration -o --offset -p --partition -l --latency --idle-timeout -i --interval --latency-every -q --quiet -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl produce') echo '-f --format -K --key-separator --null-marker -H --header -p --partition --keep-partition --keep-timestamp -z --compression -a --acks --print-offsets --report-format -q --quiet -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl topic') echo '-h --help' ;;
         'kctl topic create') echo '-p --partitions -r --replication-factor --topic-config --if-not-exists --validate-only -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl topic list') echo '-i --internal --pattern -f --format -c --config -X -b --bootstrap-server -h --help' ;;
@@ -56,6 +68,42 @@ _kctl_option_value() {
         'kctl config show -c'|'kctl config show --config') echo 'file' ;;
         'kctl config show -X') echo 'any' ;;
         'kctl config show -b'|'kctl config show --bootstrap-server') echo 'any' ;;
+        'kctl consume --pattern') echo 'any' ;;
+        'kctl consume -p'|'kctl consume --partition') echo 'any' ;;
+        'kctl consume -o'|'kctl consume --offset') echo 'any' ;;
+        'kctl consume -u'|'kctl consume --until') echo 'any' ;;
+        'kctl consume -n'|'kctl consume --max') echo 'any' ;;
+        'kctl consume -f'|'kctl consume --format') echo 'any' ;;
+        'kctl consume -c'|'kctl consume --config') echo 'file' ;;
+        'kctl consume -X') echo 'any' ;;
+        'kctl consume -b'|'kctl consume --bootstrap-server') echo 'any' ;;
+        'kctl group list -s'|'kctl group list --state') echo 'any' ;;
+        'kctl group list -f'|'kctl group list --format') echo 'choice table json jsonl' ;;
+        'kctl group list -c'|'kctl group list --config') echo 'file' ;;
+        'kctl group list -X') echo 'any' ;;
+        'kctl group list -b'|'kctl group list --bootstrap-server') echo 'any' ;;
+        'kctl group describe -f'|'kctl group describe --format') echo 'choice table json jsonl' ;;
+        'kctl group describe -c'|'kctl group describe --config') echo 'file' ;;
+        'kctl group describe -X') echo 'any' ;;
+        'kctl group describe -b'|'kctl group describe --bootstrap-server') echo 'any' ;;
+        'kctl group rewind --to-offset') echo 'any' ;;
+        'kctl group rewind --shift-by') echo 'any' ;;
+        'kctl group rewind --to-datetime') echo 'any' ;;
+        'kctl group rewind --by-duration') echo 'any' ;;
+        'kctl group rewind --to-group') echo 'any' ;;
+        'kctl group rewind --from-file') echo 'file' ;;
+        'kctl group rewind --to') echo 'any' ;;
+        'kctl group rewind -t'|'kctl group rewind --topic') echo 'any' ;;
+        'kctl group rewind --export') echo 'file' ;;
+        'kctl group rewind -f'|'kctl group rewind --format') echo 'choice table json jsonl' ;;
+        'kctl group rewind -c'|'kctl group rewind --config') echo 'file' ;;
+        'kctl group rewind -X') echo 'any' ;;
+        'kctl group rewind -b'|'kctl group rewind --bootstrap-server') echo 'any' ;;
+        'kctl group delete -t'|'kctl group delete --topic') echo 'any' ;;
+        'kctl group delete -f'|'kctl group delete --format') echo 'choice table json jsonl' ;;
+        'kctl group delete -c'|'kctl group delete --config') echo 'file' ;;
+        'kctl group delete -X') echo 'any' ;;
+        'kctl group delete -b'|'kctl group delete --bootstrap-server') echo 'any' ;;
         'kctl log dump -f'|'kctl log dump --format') echo 'choice table json jsonl' ;;
         'kctl log dump -c'|'kctl log dump --config') echo 'file' ;;
         'kctl log dump -X') echo 'any' ;;
@@ -71,6 +119,43 @@ _kctl_option_value() {
         'kctl log purge -f'|'kctl log purge --format') echo 'choice table json jsonl' ;;
         'kctl log purge -c'|'kctl log purge --config') echo 'file' ;;
         'kctl log purge -X') echo 'any' ;;
+        'kctl perf produce -n'|'kctl perf produce --num-records') echo 'any' ;;
+        'kctl perf produce -d'|'kctl perf produce --duration') echo 'any' ;;
+        'kctl perf produce -s'|'kctl perf produce --record-size') echo 'any' ;;
+        'kctl perf produce -t'|'kctl perf produce --throughput') echo 'any' ;;
+        'kctl perf produce -w'|'kctl perf produce --warmup') echo 'any' ;;
+        'kctl perf produce -k'|'kctl perf produce --keys') echo 'any' ;;
+        'kctl perf produce --key-size') echo 'any' ;;
+        'kctl perf produce -a'|'kctl perf produce --acks') echo 'any' ;;
+        'kctl perf produce -z'|'kctl perf produce --compression') echo 'any' ;;
+        'kctl perf produce -i'|'kctl perf produce --interval') echo 'any' ;;
+        'kctl perf produce --latency-every') echo 'any' ;;
+        'kctl perf produce -f'|'kctl perf produce --format') echo 'choice table json jsonl' ;;
+        'kctl perf produce -c'|'kctl perf produce --config') echo 'file' ;;
+        'kctl perf produce -X') echo 'any' ;;
+        'kctl perf produce -b'|'kctl perf produce --bootstrap-server') echo 'any' ;;
+        'kctl perf consume -n'|'kctl perf consume --num-records') echo 'any' ;;
+        'kctl perf consume -d'|'kctl perf consume --duration') echo 'any' ;;
+        'kctl perf consume -o'|'kctl perf consume --offset') echo 'any' ;;
+        'kctl perf consume -p'|'kctl perf consume --partition') echo 'any' ;;
+        'kctl perf consume --idle-timeout') echo 'any' ;;
+        'kctl perf consume -i'|'kctl perf consume --interval') echo 'any' ;;
+        'kctl perf consume --latency-every') echo 'any' ;;
+        'kctl perf consume -f'|'kctl perf consume --format') echo 'choice table json jsonl' ;;
+        'kctl perf consume -c'|'kctl perf consume --config') echo 'file' ;;
+        'kctl perf consume -X') echo 'any' ;;
+        'kctl perf consume -b'|'kctl perf consume --bootstrap-server') echo 'any' ;;
+        'kctl produce -f'|'kctl produce --format') echo 'choice table json jsonl' ;;
+        'kctl produce -K'|'kctl produce --key-separator') echo 'any' ;;
+        'kctl produce --null-marker') echo 'any' ;;
+        'kctl produce -H'|'kctl produce --header') echo 'any' ;;
+        'kctl produce -p'|'kctl produce --partition') echo 'any' ;;
+        'kctl produce -z'|'kctl produce --compression') echo 'any' ;;
+        'kctl produce -a'|'kctl produce --acks') echo 'any' ;;
+        'kctl produce --report-format') echo 'choice table json jsonl' ;;
+        'kctl produce -c'|'kctl produce --config') echo 'file' ;;
+        'kctl produce -X') echo 'any' ;;
+        'kctl produce -b'|'kctl produce --bootstrap-server') echo 'any' ;;
         'kctl topic create -p'|'kctl topic create --partitions') echo 'any' ;;
         'kctl topic create -r'|'kctl topic create --replication-factor') echo 'any' ;;
         'kctl topic create --topic-config') echo 'any' ;;
@@ -103,10 +188,17 @@ _kctl_option_value() {
 
 _kctl_argument_value() {
     case "$1" in
+        'kctl consume') echo 'any' ;;
+        'kctl group describe') echo 'any' ;;
+        'kctl group rewind') echo 'any' ;;
+        'kctl group delete') echo 'any' ;;
         'kctl log dump') echo 'file' ;;
         'kctl log verify') echo 'file' ;;
         'kctl log recover') echo 'file' ;;
         'kctl log purge') echo 'file' ;;
+        'kctl perf produce') echo 'any' ;;
+        'kctl perf consume') echo 'any' ;;
+        'kctl produce') echo 'any' ;;
         'kctl topic create') echo 'any' ;;
         'kctl topic describe') echo 'any' ;;
         'kctl topic delete') echo 'any' ;;

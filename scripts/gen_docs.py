@@ -286,7 +286,7 @@ def _param_body(param: ParamDoc) -> str:
 
 def _synopsis(cmd: CommandDoc) -> list[str]:
     words = [f".B {_roff(cmd.name)}", "[\\fIOPTIONS\\fR]"]
-    if cmd.is_group:
+    if cmd.is_group and cmd.subcommands:
         words.append("\\fICOMMAND\\fR [\\fIARGS\\fR]...")
     for arg in cmd.arguments:
         text = _argument_text(arg)

@@ -12,7 +12,9 @@ from kctl.broker.config import BrokerConfig
 
 
 def kctl(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kctl", *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "kctl", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def kcat(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -62,15 +64,23 @@ def test_second_broker_on_the_same_data_dir_is_refused(tmp_path: Path) -> None:
 def test_retention_runs_on_the_broker_schedule(tmp_path: Path) -> None:
     data = tmp_path / "data"
     props = [
-        "-X", "listeners=PLAINTEXT://127.0.0.1:0", "-X", f"log.dirs={data}",
-        "-X", "log.retention.check.interval.ms=200", "-X", "log.segment.bytes=1024",
+        "-X",
+        "listeners=PLAINTEXT://127.0.0.1:0",
+        "-X",
+        f"log.dirs={data}",
+        "-X",
+        "log.retention.check.interval.ms=200",
+        "-X",
+        "log.segment.bytes=1024",
     ]
     started = kctl("broker", "start", "--daemon", *props)
     assert started.returncode == 0, started.stderr
     address = started.stdout.strip()
     try:
         lines = "".join(f"k{i}:{'x' * 300}\n" for i in range(20))
-        produced = kcat("-b", address, "-P", "-t", "ret", "-K", ":", "-X", "batch.num.messages=1", input=lines)
+        produced = kcat(
+            "-b", address, "-P", "-t", "ret", "-K", ":", "-X", "batch.num.messages=1", input=lines
+        )
         assert produced.returncode == 0
         created = kcat("-b", address, "-L", "-t", "ret")
         assert "ret" in created.stdout
@@ -78,14 +88,21 @@ def test_retention_runs_on_the_broker_schedule(tmp_path: Path) -> None:
         assert len(segments) > 3
         # retention.ms below the records' age: the broker deletes all but the active segment
         alter = subprocess.run(
-            [sys.executable, "-c", (
-                "from confluent_kafka.admin import AdminClient, ConfigResource, ConfigEntry, AlterConfigOpType;"
-                f"a=AdminClient({{'bootstrap.servers':'{address}'}});"
-                "r=ConfigResource('topic','ret',incremental_configs=[ConfigEntry('retention.ms','1000',"
-                "incremental_operation=AlterConfigOpType.SET)]);"
-                "[f.result(10) for f in a.incremental_alter_configs([r]).values()]"
-            )],
-            capture_output=True, text=True, timeout=60,
+            [
+                sys.executable,
+                "-c",
+                (
+                    "from confluent_kafka.admin import "
+                    "AdminClient, ConfigResource, ConfigEntry, AlterConfigOpType;"
+                    f"a=AdminClient({{'bootstrap.servers':'{address}'}});"
+                    "r=ConfigResource('topic','ret',incremental_configs=[ConfigEntry('retention.ms','1000',"
+                    "incremental_operation=AlterConfigOpType.SET)]);"
+                    "[f.result(10) for f in a.incremental_alter_configs([r]).values()]"
+                ),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert alter.returncode == 0, alter.stderr
         deadline = time.monotonic() + 30
@@ -98,11 +115,17 @@ def test_retention_runs_on_the_broker_schedule(tmp_path: Path) -> None:
 
 
 def test_broker_config_maps_kafka_properties() -> None:
-    config = BrokerConfig({
-        "log.retention.hours": "2", "log.segment.bytes": "1048576", "log.cleanup.policy": "compact",
-        "listeners": "PLAINTEXT://0.0.0.0:19092", "advertised.listeners": "PLAINTEXT://kafka.example:19092",
-        "some.unknown.key": "x", "log.dirs": "/a,/b",
-    })
+    config = BrokerConfig(
+        {
+            "log.retention.hours": "2",
+            "log.segment.bytes": "1048576",
+            "log.cleanup.policy": "compact",
+            "listeners": "PLAINTEXT://0.0.0.0:19092",
+            "advertised.listeners": "PLAINTEXT://kafka.example:19092",
+            "some.unknown.key": "x",
+            "log.dirs": "/a,/b",
+        }
+    )
     assert config.log_config.retention_ms == 2 * 3_600_000
     assert config.log_config.segment_bytes == 1_048_576 and config.log_config.compact
     assert [str(listener) for listener in config.advertised_listeners] == ["PLAINTEXT://kafka.example:19092"]

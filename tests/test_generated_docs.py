@@ -150,7 +150,8 @@ def test_bash_completes_commands_options_choices_and_files(tmp_path: Path) -> No
     (tmp_path / "client.properties").touch()
     (tmp_path / "clients").mkdir()
     assert bash_complete(script, ["kctl", ""]) == GROUPS
-    assert bash_complete(script, ["kctl", "co"]) == ["config"]
+    assert bash_complete(script, ["kctl", "conf"]) == ["config"]
+    assert bash_complete(script, ["kctl", "co"]) == sorted(g for g in GROUPS if g.startswith("co"))
     assert bash_complete(script, ["kctl", "config", ""]) == ["show"]
     assert bash_complete(script, ["kctl", "--version", "config", "s"]) == ["show"]
     assert "--bootstrap-server" in bash_complete(script, ["kctl", "config", "show", "--"])
@@ -164,8 +165,9 @@ def test_bash_completes_commands_options_choices_and_files(tmp_path: Path) -> No
         "clients",
     ]
     assert bash_complete(script, ["kctl", "config", "show", "-X", ""]) == []
-    for cmd in TREE.walk():  # every --format offers its choices, at every level
-        if any("--format" in p.opts for p in cmd.options):
+    for cmd in TREE.walk():  # every --format with fixed choices offers them, at every level
+        # (consume/produce take a free-form --format: table, json, jsonl, raw or a template)
+        if any("--format" in p.opts and p.choices for p in cmd.options):
             assert bash_complete(script, [*cmd.path, "--format", ""]) == ["table", "json", "jsonl"], cmd.name
 
 

@@ -10,6 +10,13 @@ Layout (each module imports only those above it, plus ``kctl.protocol``/``kctl.r
 * ``cluster``    — ``ClusterClient``: bootstrap, metadata, a connection per broker, leader and
   controller lookup, retries with backoff under a deadline.
 * ``admin``      — ``AdminClient``: topics, partitions, configs, offsets, records, the cluster.
+* ``partitioner``— producer partitioners (Java-compatible murmur2, sticky, round-robin, random).
+* ``producer``   — ``Producer``: batching per partition, linger, compression, acks, retries,
+  idempotence, futures; ``producer_config`` its settings.
+* ``fetcher``/``consumer`` — ``Consumer``: assign/seek, long-poll fetching, the simple ``fetch``.
+* ``offsets_spec`` — the offset grammar (beginning, end, N, -N, @time, @-1h, ranges).
+* ``consumer_protocol``, ``assignors``, ``group_config``, ``group_coordinator``, ``group`` —
+  consumer-group membership; ``group_consumer`` — ``GroupConsumer`` (subscribe); ``group_admin``.
 """
 
 from kctl.client.admin import (
@@ -33,6 +40,7 @@ from kctl.client.admin import (
 from kctl.client.cluster import ClusterClient, Deadline
 from kctl.client.config import ClientConfig, ClientConfigError
 from kctl.client.connection import BrokerConnection, InFlightRequest, negotiate_version, parse_bootstrap
+from kctl.client.consumer import Consumer, ConsumerConfig, NoOffsetForPartitionError, OffsetOutOfRangeError
 from kctl.client.errors import (
     BrokerResponseError,
     IncompatibleBrokerError,
@@ -41,6 +49,22 @@ from kctl.client.errors import (
     KafkaProtocolError,
     KafkaTimeoutError,
 )
+from kctl.client.fetcher import ConsumerRecord, CorruptRecordError, TimestampType, fetch
+from kctl.client.group import CommitFailedError, GroupMembership, GroupMembershipError
+from kctl.client.group_admin import GroupAdmin, GroupDescription, GroupNotEmptyError
+from kctl.client.group_consumer import GroupConsumer
+from kctl.client.offsets_spec import (
+    OffsetAndTimestamp,
+    OffsetPoint,
+    OffsetRange,
+    OffsetSpec,
+    OffsetSpecError,
+    parse_offset_point,
+    parse_offset_spec,
+    resolve_points,
+    resolve_ranges,
+)
+from kctl.client.producer import DeliveryTimeoutError, Producer, ProducerClosedError, RecordMetadata
 from kctl.client.types import BrokerInfo, ClusterMetadata, PartitionMetadata, TopicMetadata, TopicPartition
 
 __all__ = [
@@ -55,12 +79,24 @@ __all__ = [
     "ClusterClient",
     "ClusterDescription",
     "ClusterMetadata",
+    "CommitFailedError",
     "ConfigEntry",
     "ConfigSource",
     "ConfigSynonym",
+    "Consumer",
+    "ConsumerConfig",
+    "ConsumerRecord",
+    "CorruptRecordError",
     "CreateTopicResult",
     "Deadline",
     "DeleteRecordsResult",
+    "DeliveryTimeoutError",
+    "GroupAdmin",
+    "GroupConsumer",
+    "GroupDescription",
+    "GroupMembership",
+    "GroupMembershipError",
+    "GroupNotEmptyError",
     "InFlightRequest",
     "IncompatibleBrokerError",
     "KafkaConnectionError",
@@ -68,15 +104,31 @@ __all__ = [
     "KafkaProtocolError",
     "KafkaTimeoutError",
     "NewTopic",
+    "NoOffsetForPartitionError",
+    "OffsetAndTimestamp",
+    "OffsetOutOfRangeError",
+    "OffsetPoint",
+    "OffsetRange",
     "OffsetResult",
+    "OffsetSpec",
+    "OffsetSpecError",
     "PartitionInfo",
     "PartitionMetadata",
+    "Producer",
+    "ProducerClosedError",
+    "RecordMetadata",
     "Result",
+    "TimestampType",
     "TopicConfigs",
     "TopicDescription",
     "TopicMetadata",
     "TopicPartition",
+    "fetch",
     "negotiate_version",
     "parse_bootstrap",
+    "parse_offset_point",
+    "parse_offset_spec",
     "raise_for_errors",
+    "resolve_points",
+    "resolve_ranges",
 ]

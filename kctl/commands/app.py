@@ -20,7 +20,11 @@ from kctl import __version__
 COMMAND_GROUPS: tuple[tuple[str, str], ...] = (
     ("kctl.commands.broker", "broker"),
     ("kctl.commands.config", "config"),
+    ("kctl.commands.consume", "consume"),
+    ("kctl.commands.group", "group"),
     ("kctl.commands.log", "log"),
+    ("kctl.commands.perf", "perf"),
+    ("kctl.commands.produce", "produce"),
     ("kctl.commands.topic", "topic"),
 )
 """(module path, group name) of every command group, in the order `kctl --help` lists them."""

@@ -362,6 +362,10 @@ class Log:
                 )
             if header.records_count <= 0:
                 raise InvalidRecordBatch("batch has no records", position)
+            if assign_offsets and header.is_control:
+                raise InvalidRecordBatch(
+                    "control batches are written by the broker, not by producers", position
+                )
             if assign_offsets and header.records_count != header.last_offset_delta + 1:
                 raise InvalidRecordBatch(
                     f"batch declares {header.records_count} records but last_offset_delta "

@@ -474,12 +474,14 @@ class GroupCoordinator:
         version: int,
     ) -> JoinResult:
         old = group.members[group.static_members[instance_id]]
+        previous_id = old.member_id
         self._fail_pending(old, ErrorCode.FENCED_INSTANCE_ID)
         old.cancel_expiry()
         del group.members[old.member_id]
         old.member_id = new_id
         group.members[new_id] = old
         group.static_members[instance_id] = new_id
+        was_leader = group.leader_id == previous_id
         if group.leader_id not in group.members:
             group.leader_id = new_id
         changed = old.protocols != protocols
@@ -500,6 +502,8 @@ class GroupCoordinator:
             result.skip_assignment = bool(result.members) and version >= SKIP_ASSIGNMENT_VERSION
             if not result.skip_assignment:
                 result.members = []
+                if was_leader:  # before v9 Kafka names the old incarnation, so the member acts as a follower
+                    result.leader = previous_id
             return result
         future = old.join_future = asyncio.get_running_loop().create_future()
         if group.state == GroupState.PREPARING_REBALANCE:

@@ -1,0 +1,198 @@
+"""``ProducerConfig``: the producer's settings under Kafka's producer property names.
+
+It extends ``ClientConfig`` (connection, timeouts, retry backoff) with the producer's own keys::
+
+    ProducerConfig.from_properties({"acks": "all", "linger.ms": "10", "compression.type": "lz4"})
+    ProducerConfig(acks=1, linger_ms=10, compression_type="lz4")       # Python field names
+
+Defaults are Apache Kafka's, except ``batch.size`` (256 KiB instead of 16 KiB: a Python producer's
+cost is per batch and per request as much as per record, and larger batches are what let it keep up
+with librdkafka; the broker's default ``message.max.bytes`` is 1 MiB) and ``enable.idempotence``,
+which is on unless something rules it out (see ``ProducerConfig.idempotence``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+from kctl.client.config import ClientConfig, ClientConfigError
+from kctl.records.compression import CompressionType
+
+MAX_IN_FLIGHT_FOR_IDEMPOTENCE = 5
+"""A broker remembers an idempotent producer's last 5 batches per partition: more in flight than that
+could not be deduplicated."""
+INT32_MAX = 2**31 - 1
+
+
+def _int(minimum: int) -> Callable[[str, str], int]:
+    def parse(key: str, text: str) -> int:
+        try:
+            value = int(str(text).strip())
+        except ValueError:
+            raise ClientConfigError(f"{key}: expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise ClientConfigError(f"{key}: must be at least {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+def parse_acks(key: str, text: str | int) -> int:
+    """``all``/``-1`` -> -1, ``0``, ``1``."""
+    value = str(text).strip().lower()
+    if value in ("all", "-1"):
+        return -1
+    if value in ("0", "1"):
+        return int(value)
+    raise ClientConfigError(f"{key}: expected all, -1, 0 or 1, got {text!r}")
+
+
+def parse_compression(key: str, text: str | int) -> str:
+    """A codec name (``none``, ``gzip``, ``snappy``, ``lz4``, ``zstd``), lower case."""
+    if isinstance(text, int):
+        try:
+            return CompressionType(text).label
+        except ValueError:
+            raise ClientConfigError(f"{key}: unknown compression type {text!r}") from None
+    try:
+        return CompressionType.from_name(text).label
+    except ValueError as error:
+        raise ClientConfigError(f"{key}: {error}") from None
+
+
+def parse_bool(key: str, text: str | bool) -> bool:
+    if isinstance(text, bool):
+        return text
+    value = str(text).strip().lower()
+    if value == "true":
+        return True
+    if value == "false":
+        return False
+    raise ClientConfigError(f"{key}: expected true or false, got {text!r}")
+
+
+def _optional_str(key: str, text: str) -> str | None:
+    return text.strip() or None
+
+
+def _compression_level(key: str, text: str) -> int | None:
+    text = text.strip()
+    return None if text in ("", "-1") else _int(-(2**31))(key, text)
+
+
+@dataclasses.dataclass(frozen=True)
+class ProducerConfig(ClientConfig):
+    """Producer settings; each field is a Kafka producer property (``linger_ms`` is ``linger.ms``)."""
+
+    acks: int = -1
+    """-1 (``all``): the leader answers once the in-sync replicas have the batch; 1: once the leader
+    wrote it; 0: no answer at all (offsets are then unknown, -1)."""
+    linger_ms: int = 5
+    """How long a batch that is not full waits for more records before it is sent."""
+    batch_size: int = 256 * 1024
+    """Target size in bytes of one partition's batch (uncompressed); a larger record gets a batch
+    of its own."""
+    compression_type: str = "none"
+    """none, gzip, snappy, lz4 or zstd, applied per batch."""
+    compression_level: int | None = None
+    """The codec's level (``compression.gzip.level`` / ``.lz4.level`` / ``.zstd.level``); None: the
+    codec's default."""
+    retries: int = INT32_MAX
+    """How many times a batch is resent after a retriable error (delivery.timeout.ms bounds it too)."""
+    delivery_timeout_ms: int = 120_000
+    """Upper bound on the time from ``send`` until the record is acknowledged or fails."""
+    max_in_flight_requests_per_connection: int = 5
+    """Produce requests sent to one broker and not answered yet."""
+    enable_idempotence: bool | None = None
+    """Producer id and per-partition sequence numbers, so retries never duplicate or reorder.
+    None (not set): on when the broker supports it and acks is not 0, retries > 0 and
+    max.in.flight.requests.per.connection <= 5; True insists (a configuration error otherwise)."""
+    partitioner_class: str | None = None
+    """``default`` (murmur2 of the key, sticky without a key), ``round_robin``, ``random``, or
+    ``module.Class`` of a custom partitioner."""
+    max_request_size: int = 1_048_576
+    """Largest Produce request (and so largest record) sent."""
+    buffer_memory: int = 32 * 1024 * 1024
+    """Bytes of records buffered before ``send`` blocks (back-pressure)."""
+    max_block_ms: int = 60_000
+    """How long ``send`` blocks when the buffer is full before raising ``KafkaTimeoutError``."""
+
+    PROPERTIES: ClassVar[dict[str, tuple[str, Callable[[str, str], Any]]]] = {
+        **ClientConfig.PROPERTIES,
+        "acks": ("acks", parse_acks),
+        "linger.ms": ("linger_ms", _int(0)),
+        "batch.size": ("batch_size", _int(0)),
+        "compression.type": ("compression_type", parse_compression),
+        "compression.gzip.level": ("compression_level", _compression_level),
+        "compression.lz4.level": ("compression_level", _compression_level),
+        "compression.zstd.level": ("compression_level", _compression_level),
+        "retries": ("retries", _int(0)),
+        "delivery.timeout.ms": ("delivery_timeout_ms", _int(1)),
+        "max.in.flight.requests.per.connection": ("max_in_flight_requests_per_connection", _int(1)),
+        "enable.idempotence": ("enable_idempotence", parse_bool),
+        "partitioner.class": ("partitioner_class", _optional_str),
+        "max.request.size": ("max_request_size", _int(1)),
+        "buffer.memory": ("buffer_memory", _int(1)),
+        "max.block.ms": ("max_block_ms", _int(0)),
+    }
+    IGNORED: ClassVar[frozenset[str]] = frozenset({"bootstrap.servers", "key.serializer", "value.serializer"})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        # accept Kafka's spellings through the Python names too: acks="all", compression_type="LZ4"
+        object.__setattr__(self, "acks", parse_acks("acks", self.acks))
+        object.__setattr__(
+            self, "compression_type", parse_compression("compression.type", self.compression_type)
+        )
+        if isinstance(self.enable_idempotence, str):
+            object.__setattr__(
+                self, "enable_idempotence", parse_bool("enable.idempotence", self.enable_idempotence)
+            )
+        if self.enable_idempotence:
+            problems = []
+            if self.acks == 0:
+                problems.append("acks must not be 0")
+            if self.retries == 0:
+                problems.append("retries must be above 0")
+            if self.max_in_flight_requests_per_connection > MAX_IN_FLIGHT_FOR_IDEMPOTENCE:
+                problems.append(
+                    f"max.in.flight.requests.per.connection must be at most {MAX_IN_FLIGHT_FOR_IDEMPOTENCE}"
+                )
+            if problems:
+                raise ClientConfigError(f"enable.idempotence=true: {'; '.join(problems)}")
+
+    @property
+    def idempotence(self) -> bool | None:
+        """True: required; False: off; None: on if the broker supports InitProducerId.
+
+        Unlike Kafka's Java client, which turns idempotence off by default when acks is not ``all``,
+        kctl keeps it for acks=1 too: sequence numbers are what make retries with several batches in
+        flight safe, whatever the acks."""
+        if self.enable_idempotence is not None:
+            return self.enable_idempotence
+        if (
+            self.acks == 0
+            or self.retries == 0
+            or self.max_in_flight_requests_per_connection > MAX_IN_FLIGHT_FOR_IDEMPOTENCE
+        ):
+            return False
+        return None
+
+    @property
+    def compression(self) -> CompressionType:
+        return CompressionType.from_name(self.compression_type)
+
+    @classmethod
+    def coerce(cls, config: ClientConfig | Mapping[str, str] | None, **overrides: Any) -> ProducerConfig:
+        """A ``ProducerConfig`` from one, from a plain ``ClientConfig`` (its shared settings kept),
+        from Kafka properties, or from None (defaults); ``overrides`` are Python field names."""
+        if config is None:
+            return cls(**overrides)
+        if isinstance(config, cls):
+            return dataclasses.replace(config, **overrides) if overrides else config
+        if isinstance(config, ClientConfig):
+            shared = {f.name: getattr(config, f.name) for f in dataclasses.fields(ClientConfig)}
+            return cls(**{**shared, **overrides})
+        return cls.from_properties(config, **overrides)  # type: ignore[return-value]

@@ -1,0 +1,882 @@
+"""`kctl group`: list, describe, rewind and delete consumer groups on a running cluster.
+
+Mirrors `kafka-consumer-groups.sh` (`--list`, `--describe`, `--reset-offsets`, `--delete`,
+`--delete-offsets`) and `rpk group`. Each command parses its options, calls
+`kctl.client.group_admin.GroupAdmin` and renders the results.
+
+Exit status: 0 success; 1 a failure (a group with active members refused, a partition error, a
+group that could not be deleted, or only some named groups found); 2 usage error; 3 nothing named
+exists (every group or topic named is unknown) or the cluster cannot be reached.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import difflib
+import re
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from kctl.client import (
+    AdminClient,
+    BrokerResponseError,
+    ClientConfig,
+    ClientConfigError,
+    KafkaConnectionError,
+    KafkaError,
+    TopicPartition,
+)
+from kctl.client.group_admin import (
+    STATES,
+    GroupAdmin,
+    GroupDescription,
+    GroupNotEmptyError,
+    PartitionOffsets,
+    PlannedOffset,
+)
+from kctl.client.offsets_spec import OffsetPoint, OffsetSpecError, PointKind, parse_offset_point
+from kctl.commands.errors import ExitCode, KctlError
+from kctl.commands.options import (
+    DEFAULT_BOOTSTRAP_SERVER,
+    DEFAULT_FORMAT,
+    BootstrapServerOption,
+    ConfigFileOption,
+    ConfigOverrideOption,
+    ConfigSource,
+    FormatOption,
+    load_config,
+)
+from kctl.commands.output import (
+    Column,
+    OutputFormat,
+    info,
+    render_documents,
+    render_rows,
+    stderr_console,
+    warn,
+)
+from kctl.protocol import ErrorCode, error_name
+
+app = typer.Typer(
+    help="List, describe, rewind and delete consumer groups (talks to a running cluster).",
+    no_args_is_help=True,
+)
+
+GROUP_NOT_FOUND = "GROUP_ID_NOT_FOUND"
+UNKNOWN_TOPIC = "UNKNOWN_TOPIC_OR_PARTITION"
+
+GroupsArgument = Annotated[list[str], typer.Argument(metavar="GROUP...", help="Group ids.")]
+TopicScopeOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--topic",
+        "-t",
+        metavar="TOPIC[:P,...]",
+        help="A topic, optionally with partitions (orders:0,1 or orders:0-3) (repeatable).",
+    ),
+]
+
+
+# -- shared plumbing -------------------------------------------------------------------------------
+def _client_config(
+    config_file: Path | None, overrides: list[str] | None, bootstrap_server: str
+) -> tuple[str, ClientConfig]:
+    """The bootstrap servers and the client settings from --config, -X and --bootstrap-server."""
+    resolved = load_config(config_file, overrides, bootstrap_server=bootstrap_server)
+    known = ClientConfig.known_keys()
+    properties: dict[str, str] = {}
+    for entry in resolved.entries():
+        if entry.key in known:
+            properties[entry.key] = entry.value
+            continue
+        hint = difflib.get_close_matches(entry.key, sorted(known), n=1)
+        suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
+        if entry.source is ConfigSource.OVERRIDE:
+            raise KctlError(f"unknown client property {entry.key!r} in -X{suggestion}", ExitCode.USAGE)
+        warn(f"ignoring unknown client property {entry.key!r} in {resolved.config_file}{suggestion}")
+    try:
+        config = ClientConfig.from_properties(properties)
+    except ClientConfigError as error:
+        raise KctlError(f"invalid client property {error}", ExitCode.USAGE) from None
+    return resolved.bootstrap_servers, config
+
+
+@contextlib.contextmanager
+def _groups(
+    config_file: Path | None, overrides: list[str] | None, bootstrap_server: str
+) -> Iterator[GroupAdmin]:
+    """A GroupAdmin; client errors that escape become KctlErrors with the right exit status."""
+    bootstrap, config = _client_config(config_file, overrides, bootstrap_server)
+    try:
+        admin = AdminClient(bootstrap, config)
+    except ValueError as error:
+        raise KctlError(f"invalid bootstrap servers {bootstrap!r}: {error}", ExitCode.USAGE) from None
+    try:
+        yield GroupAdmin(admin)
+    except GroupNotEmptyError as error:
+        raise KctlError(str(error), ExitCode.FAILURE) from None
+    except KafkaConnectionError as error:
+        raise KctlError(str(error), ExitCode.NOT_FOUND) from None
+    except BrokerResponseError as error:
+        not_found = error.code in (ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        raise KctlError(str(error), ExitCode.NOT_FOUND if not_found else ExitCode.FAILURE) from None
+    except KafkaError as error:
+        raise KctlError(str(error), ExitCode.FAILURE) from None
+    finally:
+        admin.close()
+
+
+def _error(message: str) -> None:
+    stderr_console.print(f"kctl: error: {message}", markup=False, highlight=False, soft_wrap=True)
+
+
+def _unique(names: Sequence[str], what: str = "group id") -> list[str]:
+    names = list(dict.fromkeys(names))
+    for name in names:
+        if not name:
+            raise KctlError(f"a {what} must not be empty", ExitCode.USAGE)
+    return names
+
+
+def _show_partitions(partitions: Sequence[TopicPartition]) -> str:
+    by_topic: dict[str, list[int]] = {}
+    for tp in sorted(partitions):
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return " ".join(f"{t}[{','.join(map(str, ps))}]" for t, ps in by_topic.items()) or "-"
+
+
+def _assignment_json(partitions: Sequence[TopicPartition]) -> list[dict[str, Any]]:
+    by_topic: dict[str, list[int]] = {}
+    for tp in sorted(partitions):
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]
+
+
+def _coordinator(group: GroupDescription) -> str | None:
+    node = group.coordinator
+    return f"{node.node_id} ({node.address})" if node is not None else None
+
+
+# -- list ------------------------------------------------------------------------------------------
+LIST_COLUMNS = [
+    Column("group"),
+    Column("state"),
+    Column("protocol_type"),
+    Column("assignor"),
+    Column("members"),
+    Column("coordinator"),
+]
+
+
+@app.command("list")
+def list_groups(
+    states: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--state",
+            "-s",
+            metavar="STATE",
+            help=f"Only groups in this state ({', '.join(STATES)}; case-insensitive; repeatable or "
+            "comma-separated).",
+        ),
+    ] = None,
+    fmt: FormatOption = DEFAULT_FORMAT,
+    config_file: ConfigFileOption = None,
+    overrides: ConfigOverrideOption = None,
+    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+) -> None:
+    """List the consumer groups of the cluster (every broker's ListGroups), sorted by id: state,
+    protocol type, assignor, member count and coordinator."""
+    wanted = {s.strip() for text in states or () for s in text.split(",") if s.strip()}
+    known = {s.lower(): s for s in STATES}
+    for state in wanted:
+        if state.lower() not in known:
+            raise KctlError(f"unknown group state {state!r} (known: {', '.join(STATES)})", ExitCode.USAGE)
+    with _groups(config_file, overrides, bootstrap_server) as groups:
+        listed = groups.list_groups(states=wanted or None)
+        described = {d.group_id: d for d in groups.describe_groups([g.group_id for g in listed])}
+    rows = []
+    for g in listed:
+        d = described.get(g.group_id)
+        rows.append(
+            {
+                "group": g.group_id,
+                "state": (d.state if d is not None and d.ok else None) or g.state,
+                "protocol_type": g.protocol_type or None,
+                "assignor": (d.protocol or None) if d is not None and d.ok else None,
+                "members": len(d.members) if d is not None and d.ok else None,
+                "coordinator": g.coordinator,
+            }
+        )
+    render_rows(rows, LIST_COLUMNS, fmt)
+
+
+# -- describe --------------------------------------------------------------------------------------
+GROUP_COLUMNS = [
+    Column("group"),
+    Column("state"),
+    Column("assignor"),
+    Column("member_count", "MEMBERS"),
+    Column("coordinator"),
+    Column("total_lag", "LAG"),
+]
+MEMBER_COLUMNS = [
+    Column("group"),
+    Column("member_id"),
+    Column("instance_id"),
+    Column("client_id"),
+    Column("host"),
+    Column(
+        "assignment",
+        "PARTITIONS",
+        formatter=lambda a: _show_partitions(
+            [TopicPartition(x["topic"], p) for x in a for p in x["partitions"]]
+        ),
+    ),
+]
+OFFSET_COLUMNS = [
+    Column("group"),
+    Column("topic"),
+    Column("partition"),
+    Column("committed_offset", "CURRENT-OFFSET"),
+    Column("log_end_offset", "LOG-END-OFFSET"),
+    Column("lag"),
+    Column("member_id", "CONSUMER-ID"),
+    Column("host"),
+    Column("client_id"),
+]
+
+
+def _offset_document(p: PartitionOffsets) -> dict[str, Any]:
+    return {
+        "topic": p.topic_partition.topic,
+        "partition": p.topic_partition.partition,
+        "committed_offset": p.committed,
+        "log_start_offset": p.log_start,
+        "log_end_offset": p.log_end,
+        "lag": p.lag,
+        "metadata": p.metadata or None,
+        "member_id": p.member.member_id if p.member else None,
+        "client_id": p.member.client_id if p.member else None,
+        "host": p.member.host if p.member else None,
+    }
+
+
+def _group_document(group: GroupDescription, offsets: list[PartitionOffsets]) -> dict[str, Any]:
+    lags = [p.lag for p in offsets if p.lag is not None]
+    return {
+        "group": group.group_id,
+        "state": group.state,
+        "protocol_type": group.protocol_type or None,
+        "assignor": group.protocol or None,
+        "coordinator": _coordinator(group),
+        "member_count": len(group.members),
+        "total_lag": sum(lags) if lags else None,
+        "members": [
+            {
+                "member_id": m.member_id,
+                "instance_id": m.group_instance_id,
+                "client_id": m.client_id,
+                "host": m.host,
+                "topics": list(m.topics),
+                "assignment": _assignment_json(m.assignment),
+            }
+            for m in group.members
+        ],
+        "offsets": [_offset_document(p) for p in offsets],
+    }
+
+
+@app.command("describe")
+def describe(
+    groups_arg: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="[GROUP]...", help="Group ids (or --all).", show_default=False),
+    ] = None,
+    all_groups: Annotated[bool, typer.Option("--all", "-a", help="Describe every group.")] = False,
+    fmt: FormatOption = DEFAULT_FORMAT,
+    config_file: ConfigFileOption = None,
+    overrides: ConfigOverrideOption = None,
+    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+) -> None:
+    """Describe consumer groups: state, assignor, coordinator, members (member id, instance id,
+    client id, host, assigned partitions) and, per partition, the committed offset, the log end
+    offset and the lag.
+
+    The table format prints a groups table, a members table and an offsets table (one row per
+    partition with a committed offset or an owner, like `kafka-consumer-groups.sh --describe`);
+    json/jsonl print one nested object per group. Exit status 3 if no named group exists, 1 if only
+    some do."""
+    names = _unique(groups_arg or [])
+    if all_groups and names:
+        raise KctlError("give group ids or --all, not both", ExitCode.USAGE)
+    if not all_groups and not names:
+        raise KctlError("name at least one group, or give --all", ExitCode.USAGE)
+    documents = []
+    failures: list[tuple[str, str]] = []
+    with _groups(config_file, overrides, bootstrap_server) as groups:
+        if all_groups:
+            names = [g.group_id for g in groups.list_groups()]
+        for group in groups.describe_groups(names):
+            if not group.ok:
+                failures.append(
+                    (
+                        group.group_id,
+                        f"{group.error}" + (f": {group.error_message}" if group.error_message else ""),
+                    )
+                )
+                continue
+            offsets = groups.offsets_with_lag(group)
+            if not group.exists and not offsets:
+                failures.append((group.group_id, f"{GROUP_NOT_FOUND}: the group does not exist"))
+                continue
+            for p in offsets:
+                if p.error:
+                    warn(f"group {group.group_id!r} partition {p.topic_partition}: no log offsets: {p.error}")
+            documents.append(_group_document(group, offsets))
+    if fmt is OutputFormat.TABLE and not documents:
+        pass  # nothing found: the errors say why
+    elif fmt is OutputFormat.TABLE:
+        render_rows(documents, GROUP_COLUMNS, fmt, title="groups")
+        sys.stdout.write("\n")
+        members = [{"group": d["group"], **m} for d in documents for m in d["members"]]
+        render_rows(members, MEMBER_COLUMNS, fmt, title="members")
+        sys.stdout.write("\n")
+        offsets_rows = [{"group": d["group"], **o} for d in documents for o in d["offsets"]]
+        render_rows(offsets_rows, OFFSET_COLUMNS, fmt, title="offsets")
+    else:
+        render_documents(documents, fmt)
+    for group_id, text in failures:
+        _error(f"group {group_id!r}: {text}")
+    if failures:
+        all_missing = len(failures) == len(names) and all(t.startswith(GROUP_NOT_FOUND) for _, t in failures)
+        raise typer.Exit(ExitCode.NOT_FOUND if all_missing else ExitCode.FAILURE)
+
+
+# -- rewind ----------------------------------------------------------------------------------------
+_PARTITIONS = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+_ISO_DURATION = re.compile(
+    r"^P(?:(?P<d>\d+(?:\.\d+)?)D)?(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$",
+    re.IGNORECASE,
+)
+
+
+def parse_topic_scope(values: Sequence[str]) -> dict[str, list[int] | None]:
+    """`--topic` values: topic -> its partitions (None: all of them)."""
+    scope: dict[str, list[int] | None] = {}
+    for text in values:
+        topic, sep, spec = text.partition(":")
+        if not topic:
+            raise KctlError(f"invalid --topic {text!r}: no topic name", ExitCode.USAGE)
+        if not sep:
+            scope[topic] = None
+            continue
+        spec = spec.replace(" ", "")
+        if not _PARTITIONS.match(spec):
+            raise KctlError(
+                f"invalid --topic {text!r}: expected TOPIC:P,P or TOPIC:FIRST-LAST", ExitCode.USAGE
+            )
+        partitions: list[int] = []
+        for item in spec.split(","):
+            first, _, last = item.partition("-")
+            low, high = int(first), int(last or first)
+            if high < low:
+                raise KctlError(f"invalid --topic {text!r}: {item} is an empty range", ExitCode.USAGE)
+            partitions += range(low, high + 1)
+        known = scope.get(topic, [])
+        scope[topic] = None if known is None and topic in scope else sorted({*(known or []), *partitions})
+    return scope
+
+
+def parse_duration_ms(text: str) -> int:
+    """`--by-duration`: Kafka's ISO-8601 form (PT1H, P1DT2H30M) or kctl's (1h30m, 2d, 90s)."""
+    value = text.strip()
+    match = _ISO_DURATION.match(value)
+    if match and any(match.groupdict().values()):
+        parts = {k: float(v) for k, v in match.groupdict().items() if v}
+        seconds = (
+            parts.get("d", 0) * 86400 + parts.get("h", 0) * 3600 + parts.get("m", 0) * 60 + parts.get("s", 0)
+        )
+        return int(seconds * 1000)
+    try:
+        point = parse_offset_point(f"@-{value.lstrip('-')}")
+    except OffsetSpecError:
+        raise KctlError(
+            f"invalid --by-duration {text!r}: expected an ISO-8601 duration (PT1H, P1DT12H) "
+            "or 1h30m, 2d, 45s",
+            ExitCode.USAGE,
+        ) from None
+    if point.kind is not PointKind.AGO:
+        raise KctlError(f"invalid --by-duration {text!r}", ExitCode.USAGE)
+    return point.value
+
+
+def parse_datetime(text: str) -> OffsetPoint:
+    """`--to-datetime`: 2026-11-22T10:00:00[.sss][Z|+01:00] (no zone: UTC), a date, or epoch ms."""
+    value = text.strip().removeprefix("@")
+    try:
+        point = parse_offset_point(f"@{value}")
+    except OffsetSpecError:
+        point = None
+    if point is None or point.kind is not PointKind.TIMESTAMP:
+        raise KctlError(
+            f"invalid --to-datetime {text!r}: expected YYYY-MM-DDTHH:MM:SS[.sss][ZONE] (UTC without a zone), "
+            "YYYY-MM-DD or epoch milliseconds",
+            ExitCode.USAGE,
+        )
+    return point
+
+
+def read_offsets_file(path: Path, group: str) -> dict[TopicPartition, int]:
+    """A CSV plan as `kafka-consumer-groups.sh --export` writes it: `topic,partition,offset` lines
+    (or `group,topic,partition,offset` for several groups: only `group`'s lines are used)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise KctlError(f"offsets file not found: {path}", ExitCode.NOT_FOUND) from None
+    except OSError as error:
+        raise KctlError(f"cannot read {path}: {error.strerror or error}") from None
+    offsets: dict[TopicPartition, int] = {}
+    for number, row in enumerate(csv.reader(text.splitlines()), 1):
+        cells = [c.strip() for c in row]
+        if not cells or not any(cells) or cells[0].startswith("#"):
+            continue
+        if len(cells) == 4:
+            if cells[0] != group:
+                continue
+            cells = cells[1:]
+        if len(cells) != 3:
+            raise KctlError(f"{path}:{number}: expected topic,partition,offset", ExitCode.USAGE)
+        topic, partition, offset = cells
+        try:
+            offsets[TopicPartition(topic, int(partition))] = int(offset)
+        except ValueError:
+            if number == 1:
+                continue  # a header line
+            raise KctlError(
+                f"{path}:{number}: partition and offset must be integers", ExitCode.USAGE
+            ) from None
+    if not offsets:
+        raise KctlError(f"{path}: no offsets for group {group!r}", ExitCode.USAGE)
+    return offsets
+
+
+PLAN_COLUMNS = [
+    Column("group"),
+    Column("topic"),
+    Column("partition"),
+    Column("current_offset"),
+    Column("new_offset"),
+    Column("log_start_offset", "LOG-START"),
+    Column("log_end_offset", "LOG-END"),
+    Column("lag_before"),
+    Column("lag_after"),
+    Column("status"),
+    Column("note"),
+]
+
+
+@app.command("rewind")
+def rewind(
+    group: Annotated[str, typer.Argument(metavar="GROUP", help="The group whose offsets to reset.")],
+    to_earliest: Annotated[bool, typer.Option("--to-earliest", help="To the log start offset.")] = False,
+    to_latest: Annotated[bool, typer.Option("--to-latest", help="To the log end offset.")] = False,
+    to_current: Annotated[
+        bool,
+        typer.Option("--to-current", help="To the committed offset (e.g. with --topic for new partitions)."),
+    ] = False,
+    to_offset: Annotated[int | None, typer.Option("--to-offset", metavar="N", help="To offset N.")] = None,
+    shift_by: Annotated[
+        int | None,
+        typer.Option("--shift-by", metavar="N", help="Move the committed offset by N (negative: back)."),
+    ] = None,
+    to_datetime: Annotated[
+        str | None,
+        typer.Option(
+            "--to-datetime",
+            metavar="TIME",
+            help="To the first record at or after TIME: YYYY-MM-DDTHH:MM:SS[.sss][ZONE] (UTC without a "
+            "zone), YYYY-MM-DD or epoch ms.",
+        ),
+    ] = None,
+    by_duration: Annotated[
+        str | None,
+        typer.Option(
+            "--by-duration",
+            metavar="DURATION",
+            help="To the first record at or after DURATION ago: PT1H, P1DT12H (ISO 8601) or 1h30m, 2d.",
+        ),
+    ] = None,
+    to_group: Annotated[
+        str | None,
+        typer.Option("--to-group", metavar="OTHER", help="To the committed offsets of group OTHER."),
+    ] = None,
+    from_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--from-file",
+            metavar="FILE",
+            dir_okay=False,
+            help="To the offsets in a CSV file of topic,partition,offset lines "
+            "(as kafka-consumer-groups.sh --export writes).",
+        ),
+    ] = None,
+    to_spec: Annotated[
+        str | None,
+        typer.Option(
+            "--to",
+            metavar="SPEC",
+            help="To a point of kctl's offset grammar: beginning, end, N, -N (before the end), +N, "
+            "@TIME, @-1h.",
+        ),
+    ] = None,
+    topics: TopicScopeOption = None,
+    all_topics: Annotated[
+        bool, typer.Option("--all-topics", help="Every partition the group has committed offsets for.")
+    ] = False,
+    execute: Annotated[
+        bool, typer.Option("--execute", help="Commit the new offsets (without it, only print the plan).")
+    ] = False,
+    export: Annotated[
+        Path | None,
+        typer.Option(
+            "--export",
+            metavar="FILE",
+            dir_okay=False,
+            help="Also write the new offsets as CSV (topic,partition,offset), readable by --from-file.",
+        ),
+    ] = None,
+    fmt: FormatOption = DEFAULT_FORMAT,
+    config_file: ConfigFileOption = None,
+    overrides: ConfigOverrideOption = None,
+    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+) -> None:
+    """Reset ("rewind") a group's committed offsets: print the plan, and with --execute commit it.
+
+    Give one target (--to-earliest, --to-latest, --to-current, --to-offset, --shift-by,
+    --to-datetime, --by-duration, --to-group, --from-file or --to) and the partitions: --topic
+    (repeatable) or --all-topics (every partition the group has committed offsets for, the
+    default); with --to-group or --from-file they default to those the other group or the file
+    names.
+    New offsets are clamped into [log start, log end], as `kafka-consumer-groups.sh` does. The plan
+    shows per partition the committed offset now and the new one, and the lag before and after.
+
+    The group must have no active members (stop its consumers first): a group with members is
+    refused, naming them. Exit status 1 when refused or when any partition has an error (then
+    nothing is committed), 3 when the group (with --all-topics) or every named topic does not exist."""
+    targets_given = [
+        to_earliest,
+        to_latest,
+        to_current,
+        to_offset is not None,
+        shift_by is not None,
+        to_datetime is not None,
+        by_duration is not None,
+        to_group is not None,
+        from_file is not None,
+        to_spec is not None,
+    ]
+    if sum(targets_given) != 1:
+        raise KctlError(
+            "give exactly one of --to-earliest, --to-latest, --to-current, --to-offset, --shift-by, "
+            "--to-datetime, --by-duration, --to-group, --from-file, --to",
+            ExitCode.USAGE,
+        )
+    if topics and all_topics:
+        raise KctlError("give --topic or --all-topics, not both", ExitCode.USAGE)
+    if not topics and not all_topics and to_group is None and from_file is None:
+        all_topics = True  # `kctl group rewind G --to-earliest`: every partition it has offsets for
+    if not group:
+        raise KctlError("a group id must not be empty", ExitCode.USAGE)
+    if to_group == group:
+        raise KctlError("--to-group names the group itself", ExitCode.USAGE)
+    if to_offset is not None and to_offset < 0:
+        raise KctlError("--to-offset must not be negative", ExitCode.USAGE)
+    scope = parse_topic_scope(topics or [])
+    # parse the target before talking to the cluster: usage errors come first
+    fixed: OffsetPoint | None = None
+    if to_earliest:
+        fixed = OffsetPoint(PointKind.BEGINNING, text="earliest")
+    elif to_latest:
+        fixed = OffsetPoint(PointKind.END, text="latest")
+    elif to_offset is not None:
+        fixed = OffsetPoint(PointKind.OFFSET, to_offset)
+    elif to_datetime is not None:
+        fixed = parse_datetime(to_datetime)
+    elif by_duration is not None:
+        fixed = OffsetPoint(PointKind.AGO, parse_duration_ms(by_duration), text=f"-{by_duration}")
+    elif to_spec is not None:
+        try:
+            fixed = parse_offset_point(to_spec)
+        except OffsetSpecError as error:
+            raise KctlError(f"invalid --to: {error}", ExitCode.USAGE) from None
+    file_offsets = read_offsets_file(from_file, group) if from_file is not None else None
+
+    with _groups(config_file, overrides, bootstrap_server) as groups:
+        [description] = groups.describe_groups([group])
+        if not description.ok:
+            raise BrokerResponseError(
+                description.error_code, description.error_message, context=f"group {group!r}"
+            )
+        if description.active:
+            raise GroupNotEmptyError(description)
+        committed_all = groups.committed_offsets(group) if description.exists else {}
+        # the partitions to reset
+        partitions: list[TopicPartition] = []
+        errors: dict[TopicPartition, str] = {}
+        topic_errors: list[tuple[str, str]] = []
+        if all_topics:
+            if not description.exists and not committed_all:
+                raise KctlError(
+                    f"group {group!r} does not exist (--all-topics has nothing to reset)", ExitCode.NOT_FOUND
+                )
+            partitions = sorted(committed_all)
+        elif scope:
+            known = groups.partitions_of(list(scope))
+            for topic, wanted in scope.items():
+                found = known.get(topic)
+                if isinstance(found, str) or found is None:
+                    topic_errors.append((topic, found or UNKNOWN_TOPIC))
+                    continue
+                if wanted is None:
+                    partitions += found
+                    continue
+                for p in wanted:
+                    tp = TopicPartition(topic, p)
+                    partitions.append(tp)
+                    if tp not in found:
+                        errors[tp] = f"{UNKNOWN_TOPIC}: topic {topic!r} has no partition {p}"
+        other: dict[TopicPartition, Any] = {}
+        if to_group is not None:
+            other = groups.committed_offsets(to_group)
+            if not scope and not all_topics:
+                partitions = sorted(other)
+                if not partitions:
+                    raise KctlError(f"group {to_group!r} has no committed offsets", ExitCode.NOT_FOUND)
+        if file_offsets is not None and not scope and not all_topics:
+            partitions = sorted(file_offsets)
+        # each partition's target
+        targets: dict[TopicPartition, OffsetPoint | str] = {}
+        for tp in dict.fromkeys(partitions):
+            if tp in errors:
+                targets[tp] = errors[tp]
+                continue
+            current = committed_all.get(tp)
+            if fixed is not None:
+                targets[tp] = fixed
+            elif to_current:
+                targets[tp] = (
+                    OffsetPoint(PointKind.OFFSET, current.offset)
+                    if current is not None
+                    else "no committed offset"
+                )
+            elif shift_by is not None:
+                targets[tp] = (
+                    OffsetPoint(PointKind.OFFSET, max(current.offset + shift_by, 0))
+                    if current is not None
+                    else "no committed offset to shift"
+                )
+            elif to_group is not None:
+                value = other.get(tp)
+                targets[tp] = (
+                    OffsetPoint(PointKind.OFFSET, value.offset)
+                    if value is not None
+                    else f"group {to_group!r} has no committed offset here"
+                )
+            elif file_offsets is not None:
+                offset = file_offsets.get(tp)
+                targets[tp] = (
+                    OffsetPoint(PointKind.OFFSET, offset)
+                    if offset is not None and offset >= 0
+                    else "not in the file"
+                )
+        plan = groups.plan_reset(group, targets) if targets else []
+        failed = [p for p in plan if p.error is not None]
+        codes: dict[TopicPartition, int] = {}
+        if execute and plan and not failed and not topic_errors:
+            codes = groups.apply_reset(group, plan)
+    rows = [_plan_row(group, p, execute and not failed and not topic_errors, codes) for p in plan]
+    render_rows(rows, PLAN_COLUMNS, fmt)
+    if export is not None:
+        _export(export, plan)
+    for topic, error in topic_errors:
+        _error(f"topic {topic!r}: {error}" + (": the topic does not exist" if error == UNKNOWN_TOPIC else ""))
+    for p in failed:
+        _error(f"partition {p.topic_partition}: {p.error}")
+    commit_failures = {tp: c for tp, c in codes.items() if c}
+    for tp, code in commit_failures.items():
+        _error(f"partition {tp}: commit failed: {error_name(code)}")
+    if topic_errors and not plan:
+        raise typer.Exit(
+            ExitCode.NOT_FOUND if all(e == UNKNOWN_TOPIC for _, e in topic_errors) else ExitCode.FAILURE
+        )
+    if failed or topic_errors or commit_failures:
+        if execute:
+            _error("nothing was committed" if not codes else "some offsets were not committed")
+        raise typer.Exit(ExitCode.FAILURE)
+    if not plan:
+        warn(f"nothing to reset for group {group!r}")
+    elif execute:
+        info(f"committed {len(codes)} offset(s) of group {group!r}")
+    else:
+        info("dry run: nothing changed; add --execute to commit these offsets")
+
+
+def _plan_row(
+    group: str, p: PlannedOffset, executed: bool, codes: dict[TopicPartition, int]
+) -> dict[str, Any]:
+    if p.error is not None:
+        status = "error"
+    elif executed:
+        code = codes.get(p.topic_partition, 0)
+        status = "committed" if not code else error_name(code)
+    else:
+        status = "planned"
+    return {
+        "group": group,
+        "topic": p.topic_partition.topic,
+        "partition": p.topic_partition.partition,
+        "current_offset": p.current,
+        "new_offset": p.target,
+        "log_start_offset": p.log_start,
+        "log_end_offset": p.log_end,
+        "lag_before": p.lag_before,
+        "lag_after": p.lag_after,
+        "status": status,
+        "note": p.error or p.note,
+    }
+
+
+def _export(path: Path, plan: Sequence[PlannedOffset]) -> None:
+    lines = [
+        f"{p.topic_partition.topic},{p.topic_partition.partition},{p.target}\n"
+        for p in plan
+        if p.error is None and p.target is not None
+    ]
+    try:
+        path.write_text("".join(lines), encoding="utf-8")
+    except OSError as error:
+        raise KctlError(f"cannot write {path}: {error.strerror or error}") from None
+
+
+# -- delete ----------------------------------------------------------------------------------------
+@app.command("delete")
+def delete(
+    groups_arg: GroupsArgument,
+    offsets_only: Annotated[
+        bool,
+        typer.Option(
+            "--offsets",
+            help="Delete only the committed offsets of the --topic partitions (OffsetDelete), not the group.",
+        ),
+    ] = False,
+    topics: TopicScopeOption = None,
+    fmt: FormatOption = DEFAULT_FORMAT,
+    config_file: ConfigFileOption = None,
+    overrides: ConfigOverrideOption = None,
+    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+) -> None:
+    """Delete consumer groups and their committed offsets; with --offsets --topic T[:P,...], delete
+    only those committed offsets of one group.
+
+    A group with active members is refused by the coordinator (NON_EMPTY_GROUP: stop its consumers
+    first); offsets of a topic the group's members subscribe to cannot be deleted
+    (GROUP_SUBSCRIBED_TO_TOPIC). Exit status 3 if no named group exists, 1 for any other failure."""
+    names = _unique(groups_arg)
+    if topics and not offsets_only:
+        raise KctlError("--topic goes with --offsets", ExitCode.USAGE)
+    if offsets_only:
+        if not topics:
+            raise KctlError("--offsets needs --topic TOPIC[:P,...]", ExitCode.USAGE)
+        if len(names) != 1:
+            raise KctlError("--offsets deletes the offsets of one group at a time", ExitCode.USAGE)
+        _delete_offsets(names[0], parse_topic_scope(topics), fmt, config_file, overrides, bootstrap_server)
+        return
+    with _groups(config_file, overrides, bootstrap_server) as groups:
+        results = groups.delete_groups(names)
+        nonempty = {
+            r.name: d
+            for r in results
+            if r.error == "NON_EMPTY_GROUP"
+            for d in groups.describe_groups([r.name])
+        }
+    rows = []
+    for result in results:
+        if result.ok:
+            status, message = "deleted", None
+            info(f"deleted group {result.name!r}")
+        else:
+            status, message = result.error, result.error_message
+            if result.error == "NON_EMPTY_GROUP":
+                members = nonempty.get(result.name)
+                who = (
+                    ", ".join(f"{m.member_id} ({m.client_id}@{m.host})" for m in members.members)
+                    if members
+                    else ""
+                )
+                message = "the group has active members" + (f": {who}" if who else "") + "; stop them first"
+            elif result.error == GROUP_NOT_FOUND:
+                message = "the group does not exist"
+        rows.append({"group": result.name, "status": status, "message": message})
+    render_rows(rows, [Column("group"), Column("status"), Column("message")], fmt)
+    failures = [r for r in rows if r["status"] != "deleted"]
+    for row in failures:
+        _error(f"group {row['group']!r}: {row['status']}" + (f": {row['message']}" if row["message"] else ""))
+    if failures:
+        all_missing = len(failures) == len(rows) and all(r["status"] == GROUP_NOT_FOUND for r in failures)
+        raise typer.Exit(ExitCode.NOT_FOUND if all_missing else ExitCode.FAILURE)
+
+
+def _delete_offsets(
+    group: str,
+    scope: dict[str, list[int] | None],
+    fmt: OutputFormat,
+    config_file: Path | None,
+    overrides: list[str] | None,
+    bootstrap_server: str,
+) -> None:
+    with _groups(config_file, overrides, bootstrap_server) as groups:
+        committed = groups.committed_offsets(group)
+        partitions = [
+            tp
+            for tp in committed
+            if tp.topic in scope and (scope[tp.topic] is None or tp.partition in (scope[tp.topic] or []))
+        ]
+        for topic, wanted in scope.items():
+            for p in wanted or []:
+                tp = TopicPartition(topic, p)
+                if tp not in partitions:
+                    partitions.append(tp)
+        if not partitions:
+            raise KctlError(
+                f"group {group!r} has no committed offsets for {', '.join(scope)}", ExitCode.NOT_FOUND
+            )
+        group_error, codes = groups.delete_offsets(group, partitions)
+    if group_error and not codes:
+        raise KctlError(
+            f"group {group!r}: {error_name(group_error)}",
+            ExitCode.NOT_FOUND if group_error == ErrorCode.GROUP_ID_NOT_FOUND else ExitCode.FAILURE,
+        )
+    rows = [
+        {
+            "group": group,
+            "topic": tp.topic,
+            "partition": tp.partition,
+            "status": "deleted" if not code else error_name(code),
+        }
+        for tp, code in sorted(codes.items())
+    ]
+    render_rows(rows, [Column("group"), Column("topic"), Column("partition"), Column("status")], fmt)
+    failed = [r for r in rows if r["status"] != "deleted"]
+    for row in failed:
+        _error(f"partition {row['topic']}-{row['partition']}: {row['status']}")
+    if group_error:
+        _error(f"group {group!r}: {error_name(group_error)}")
+    if failed or group_error:
+        raise typer.Exit(ExitCode.FAILURE)
+    info(f"deleted {len(rows)} committed offset(s) of group {group!r}")

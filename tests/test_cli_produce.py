@@ -1,0 +1,302 @@
+"""`kctl produce` as a real subprocess against a real broker, with what it wrote read back by kcat and
+confluent-kafka: lines with keys and headers, the jsonl envelope with binary keys/values/headers,
+partitions and timestamps, --print-offsets in every report format, compression, exit codes."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import confluent_kafka as ck
+import pytest
+from broker_process import BrokerProcess
+from raw_kafka import dump_batches, kcat, running_broker, unique
+
+from kctl.client import AdminClient, NewTopic
+from kctl.client.partitioner import murmur2_partition
+
+pytest_plugins = ("broker_process",)
+
+TIMEOUT = 60.0
+T0 = 1_700_000_000_000
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    with running_broker(tmp_path_factory, {"num.partitions": "1"}, "cli-produce") as process:
+        yield process
+
+
+def kctl_produce(
+    broker: BrokerProcess | str, *args: str, input: bytes = b"", timeout: float = TIMEOUT
+) -> subprocess.CompletedProcess[bytes]:
+    bootstrap = broker if isinstance(broker, str) else broker.bootstrap
+    return subprocess.run(
+        [sys.executable, "-m", "kctl", "produce", "-b", bootstrap, *args],
+        input=input,
+        capture_output=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def ok(result: subprocess.CompletedProcess[bytes]) -> subprocess.CompletedProcess[bytes]:
+    assert result.returncode == 0, result.stderr.decode(errors="replace")
+    return result
+
+
+def create_topic(broker: BrokerProcess, partitions: int, prefix: str = "cli") -> str:
+    name = unique(prefix)
+    with AdminClient(broker.bootstrap) as admin:
+        [result] = admin.create_topics([NewTopic(name, partitions, 1)])
+        assert result.ok, result
+    return name
+
+
+def read_all(bootstrap: str, topic: str, partitions: int = 1) -> list[Any]:
+    """Every message (confluent-kafka, assign from the beginning to EOF), partition by partition."""
+    consumer = ck.Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "unused", "enable.partition.eof": True}
+    )
+    try:
+        consumer.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in range(partitions)])
+        messages: list[Any] = []
+        at_end: set[int] = set()
+        deadline = time.monotonic() + TIMEOUT
+        while len(at_end) < partitions:
+            assert time.monotonic() < deadline
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            if message.error():
+                at_end.add(message.partition())
+                continue
+            at_end.discard(message.partition())
+            messages.append(message)
+        return sorted(messages, key=lambda m: (m.partition(), m.offset()))
+    finally:
+        consumer.close()
+
+
+def b64(data: bytes) -> dict[str, str]:
+    return {"base64": base64.b64encode(data).decode()}
+
+
+# ------------------------------------------------------------------------------------------ lines
+
+
+def test_lines_with_keys_headers_and_offsets_table(broker: BrokerProcess) -> None:
+    topic = create_topic(broker, 1)
+    data = b"k1:v1\nk2:v:with:colons\nno key here\n:empty key\nk5:\n"
+    result = ok(
+        kctl_produce(broker, topic, "-K", ":", "-H", "src=cli", "-H", "n=1", "--print-offsets", input=data)
+    )
+    lines = result.stdout.decode().splitlines()
+    assert lines[0].split() == ["LINE", "PARTITION", "OFFSET", "TIMESTAMP"]
+    assert [row.split()[:3] for row in lines[1:]] == [[str(i + 1), "0", str(i)] for i in range(5)]
+    assert b"produced 5 records" in result.stderr
+    out = kcat(broker.bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-q", "-f", "%k|%s|%h\n").stdout
+    assert out.decode().splitlines() == [
+        "k1|v1|src=cli,n=1",
+        "k2|v:with:colons|src=cli,n=1",
+        "|no key here|src=cli,n=1",
+        "|empty key|src=cli,n=1",
+        "k5||src=cli,n=1",
+    ]
+    messages = read_all(broker.bootstrap, topic)
+    assert [m.key() for m in messages] == [b"k1", b"k2", None, b"", b"k5"]
+    assert messages[0].headers() == [("src", b"cli"), ("n", b"1")]
+
+
+def test_binary_lines_null_marker_partition_and_compression(broker: BrokerProcess) -> None:
+    topic = create_topic(broker, 3)
+    data = b"\xff\xfe binary \x00\nk\tNULL\n\n"
+    result = ok(
+        kctl_produce(
+            broker, topic, "--partition", "2", "-K", "\t", "--null-marker", "NULL", "-z", "zstd",
+            "--print-offsets", "--report-format", "json", input=data,
+        )
+    )  # fmt: skip
+    report = json.loads(result.stdout)
+    assert [(r["line"], r["partition"], r["offset"]) for r in report] == [(1, 2, 0), (2, 2, 1), (3, 2, 2)]
+    messages = read_all(broker.bootstrap, topic, 3)
+    assert [(m.partition(), m.key(), m.value()) for m in messages] == [
+        (2, None, b"\xff\xfe binary \x00"),
+        (2, b"k", None),  # a tombstone
+        (2, None, b""),  # an empty line is an empty value
+    ]
+    assert {b["compression"] for b in dump_batches(broker.data_dir / f"{topic}_2")} == {"zstd"}
+
+
+def test_keys_spread_over_partitions_like_kafka(broker: BrokerProcess) -> None:
+    """murmur2 of the key, as Kafka's clients (test_partitioner checks it against confluent-kafka)."""
+    topic = create_topic(broker, 4)
+    data = b"".join(b"key-%d=%d\n" % (i, i) for i in range(200))
+    ok(kctl_produce(broker, topic, "-K", "=", "-X", "linger.ms=1", "--acks", "1", "-q", input=data))
+    messages = read_all(broker.bootstrap, topic, 4)
+    assert len(messages) == 200
+    assert all(m.partition() == murmur2_partition(m.key(), 4) for m in messages)
+    assert len({m.partition() for m in messages}) == 4
+
+
+def test_a_large_stream(broker: BrokerProcess) -> None:
+    topic = create_topic(broker, 2)
+    count = 200_000
+    data = b"".join(b"%d,%07d\n" % (i % 1000, i) for i in range(count))
+    result = ok(kctl_produce(broker, topic, "-K", ",", input=data, timeout=120))
+    assert f"produced {count} records".encode() in result.stderr
+    out = kcat(broker.bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-q", "-f", "%s\n").stdout
+    assert sorted(out.split()) == [b"%07d" % i for i in range(count)]
+
+
+# ------------------------------------------------------------------------------------------ jsonl
+
+
+def test_jsonl_envelope_binary_safe_with_partitions_and_timestamps(broker: BrokerProcess) -> None:
+    topic = create_topic(broker, 3)
+    records = [
+        {"topic": "elsewhere", "partition": 2, "offset": 99, "timestamp": T0, "timestamp_type": "CreateTime",
+         "key": "text key", "value": "text ☃",
+         "headers": [["a", "1"], ["a", "2"], ["bin", b64(b"\x00\xff")]]},
+        {"partition": 1, "timestamp": T0 + 5, "key": b64(b"\xff\x00k"), "value": b64(bytes(range(256))),
+         "headers": [["null", None]]},
+        {"partition": 1, "timestamp": T0 + 6, "key": None, "value": None},
+        {"partition": 0, "timestamp": T0 + 7, "value": ""},
+    ]  # fmt: skip
+    data = b"".join(json.dumps(r).encode() + b"\n" for r in records) + b"\n"  # a blank line is skipped
+    result = ok(
+        kctl_produce(
+            broker, topic, "-f", "jsonl", "--keep-partition", "--keep-timestamp", "-H", "copied=yes",
+            "--print-offsets", "--report-format", "jsonl", input=data,
+        )
+    )  # fmt: skip
+    report = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(r["line"], r["topic"], r["partition"], r["offset"]) for r in report] == [
+        (1, topic, 2, 0),
+        (2, topic, 1, 0),
+        (3, topic, 1, 1),
+        (4, topic, 0, 0),
+    ]
+    by_partition = {(m.partition(), m.offset()): m for m in read_all(broker.bootstrap, topic, 3)}
+    first = by_partition[(2, 0)]
+    assert (first.key(), first.value(), first.timestamp()) == (b"text key", "text ☃".encode(), (1, T0))
+    assert first.headers() == [("a", b"1"), ("a", b"2"), ("bin", b"\x00\xff"), ("copied", b"yes")]
+    second = by_partition[(1, 0)]
+    assert (second.key(), second.value(), second.timestamp()[1]) == (b"\xff\x00k", bytes(range(256)), T0 + 5)
+    assert second.headers() == [("null", None), ("copied", b"yes")]
+    assert (by_partition[(1, 1)].key(), by_partition[(1, 1)].value()) == (None, None)
+    assert by_partition[(0, 0)].value() == b""
+    # without --keep-*: partition by key and timestamp now
+    before = int(time.time() * 1000) - 1000
+    ok(kctl_produce(broker, topic, "-f", "jsonl", "-q", input=json.dumps(records[0]).encode()))
+    latest = max(read_all(broker.bootstrap, topic, 3), key=lambda m: m.timestamp()[1])
+    assert latest.timestamp()[1] >= before and latest.value() == "text ☃".encode()
+
+
+def test_consume_jsonl_piped_into_produce_copies_a_topic(broker: BrokerProcess) -> None:
+    pytest.importorskip("kctl.commands.consume")
+    source, target = create_topic(broker, 2, "src"), create_topic(broker, 2, "dst")
+    producer = ck.Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(50):
+        headers = [("i", b"%d" % i), ("bin", bytes([i, 255]))]
+        producer.produce(source, bytes([i, 0, 255]) * i, key=b"k%d" % (i % 5), partition=i % 2,
+                         timestamp=T0 + i, headers=headers)  # fmt: skip
+    assert producer.flush(30) == 0
+    consume = subprocess.run(
+        [sys.executable, "-m", "kctl", "consume", source, "-b", broker.bootstrap, "--offset", "beginning",
+         "--until", "end", "-f", "jsonl", "-q"],
+        capture_output=True, timeout=TIMEOUT, check=False,
+    )  # fmt: skip
+    assert consume.returncode == 0, consume.stderr
+    ok(
+        kctl_produce(
+            broker, target, "-f", "jsonl", "--keep-partition", "--keep-timestamp", input=consume.stdout
+        )
+    )
+
+    def fields(m: Any) -> tuple[Any, ...]:
+        return (m.partition(), m.offset(), m.key(), m.value(), m.timestamp(), m.headers())
+
+    assert [fields(m) for m in read_all(broker.bootstrap, target, 2)] == [
+        fields(m) for m in read_all(broker.bootstrap, source, 2)
+    ]
+
+
+# ------------------------------------------------------------------------------------------ failures
+
+
+def test_bad_lines_and_undeliverable_records_exit_1(broker: BrokerProcess) -> None:
+    topic = create_topic(broker, 1)
+    data = b'{"value": "ok"}\nnot json\n{"value": {"base64": "!!!"}}\n{"value": "x", "headers": 5}\n[1]\n'
+    data += b'{"value": "' + b"y" * 3000 + b'"}\n{"value": "last"}\n'
+    result = kctl_produce(broker, topic, "-f", "jsonl", "-X", "max.request.size=2000", input=data)
+    assert result.returncode == 1
+    errors = result.stderr.decode()
+    for line in (2, 3, 4, 5, 6):
+        assert f"line {line}:" in errors
+    assert "MESSAGE_TOO_LARGE" in errors and "produced 2 records" in errors and "5 failed" in errors
+    assert [m.value() for m in read_all(broker.bootstrap, topic)] == [b"ok", b"last"]
+
+
+def test_exit_3_when_the_broker_cannot_be_reached() -> None:
+    result = kctl_produce("127.0.0.1:1", "t", input=b"x\n")
+    assert result.returncode == 3
+    assert b"cannot reach any broker" in result.stderr
+
+
+def test_exit_3_for_a_missing_topic_or_partition(broker_factory: Any) -> None:
+    broker = broker_factory({"auto.create.topics.enable": "false"})
+    result = kctl_produce(broker, "missing", input=b"x\n")
+    assert result.returncode == 3 and b"does not exist" in result.stderr
+    topic = create_topic(broker, 2)
+    result = kctl_produce(broker, topic, "--partition", "5", input=b"x\n")
+    assert result.returncode == 3 and b"no partition 5" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--format", "xml"],
+        ["--report-format", "yaml"],
+        ["-X", "no.such.property=1"],
+        ["-X", "acks=2"],
+        ["--compression", "brotli"],
+        ["--keep-partition"],
+        ["-f", "jsonl", "-K", ":"],
+        ["--partition", "1", "-f", "jsonl", "--keep-partition"],
+        ["-H", "novalue"],
+    ],
+)
+def test_usage_errors_exit_2(broker: BrokerProcess, args: list[str]) -> None:
+    result = kctl_produce(broker, "t", *args, input=b"x\n")
+    assert result.returncode == 2, result.stderr
+    assert b"kctl: error:" in result.stderr
+
+
+def test_empty_input_is_fine(broker: BrokerProcess) -> None:
+    result = ok(kctl_produce(broker, create_topic(broker, 1), "--print-offsets", "--report-format", "json"))
+    assert json.loads(result.stdout) == []
+    assert b"produced 0 records" in result.stderr
+
+
+def test_format_json_reads_lines_and_reports_a_json_array(broker: BrokerProcess) -> None:
+    """--format is the shared table|json|jsonl option: only jsonl changes how stdin is read."""
+    topic = create_topic(broker, 1)
+    result = ok(
+        kctl_produce(broker, topic, "-f", "json", "--print-offsets", input=b'{"value": "x"}\nplain\n')
+    )
+    assert [(r["line"], r["offset"]) for r in json.loads(result.stdout)] == [(1, 0), (2, 1)]
+    assert [m.value() for m in read_all(broker.bootstrap, topic)] == [b'{"value": "x"}', b"plain"]
+    result = ok(kctl_produce(broker, topic, "-f", "jsonl", "--print-offsets", input=b'{"value": "y"}\n'))
+    assert json.loads(result.stdout) == {
+        "line": 1,
+        "topic": topic,
+        "partition": 0,
+        "offset": 2,
+        "timestamp": json.loads(result.stdout)["timestamp"],
+    }
