@@ -64,7 +64,14 @@ from kctl.client.offsets_spec import (
     resolve_points,
     resolve_ranges,
 )
-from kctl.client.producer import DeliveryTimeoutError, Producer, ProducerClosedError, RecordMetadata
+from kctl.client.producer import (
+    DeliveryTimeoutError,
+    Producer,
+    ProducerClosedError,
+    RecordFuture,
+    RecordMetadata,
+)
+from kctl.client.producer_config import ProducerConfig
 from kctl.client.types import BrokerInfo, ClusterMetadata, PartitionMetadata, TopicMetadata, TopicPartition
 
 __all__ = [
@@ -116,6 +123,8 @@ __all__ = [
     "PartitionMetadata",
     "Producer",
     "ProducerClosedError",
+    "ProducerConfig",
+    "RecordFuture",
     "RecordMetadata",
     "Result",
     "TimestampType",

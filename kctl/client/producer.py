@@ -68,7 +68,7 @@ from kctl.client.errors import (
     KafkaProtocolError,
     KafkaTimeoutError,
 )
-from kctl.client.partitioner import DefaultPartitioner, Partitioner, load_partitioner
+from kctl.client.partitioner import DefaultPartitioner, Partitioner, load_partitioner, murmur2
 from kctl.client.producer_config import ProducerConfig
 from kctl.protocol import ApiKey, ErrorCode
 from kctl.protocol.messages.init_producer_id import InitProducerIdRequest
@@ -97,6 +97,8 @@ estimate used to decide when a batch is full."""
 HEADER_OVERHEAD = 4
 FIRST_RECORD_BATCH_PRODUCE_VERSION = 3
 SEQUENCE_MODULUS = 2**31
+KEY_HASH_CACHE_SIZE = 65_536
+"""Keys whose murmur2 the producer remembers (all are forgotten when the table is full)."""
 PENDING_CHUNK_SECONDS = 1.0
 """Records waiting for a topic's metadata are grouped per second of arrival; a group fails together
 when its first record has waited ``delivery.timeout.ms``."""
@@ -413,8 +415,11 @@ class Producer:
         self._partitioner: Partitioner = load_partitioner(config.partitioner_class)
         # The default partitioner keeps records without a key on one partition until a batch of it
         # is closed (on_new_batch): with it, send finds that partition's open batch in one look-up.
-        sticky = isinstance(self._partitioner, DefaultPartitioner)
-        self._sticky: dict[str, _Batch] | None = {} if sticky else None
+        default = type(self._partitioner).partition is DefaultPartitioner.partition
+        self._sticky: dict[str, _Batch] | None = {} if default else None
+        # ...and puts a key where murmur2 says: the hash of recent keys is remembered (pure-Python
+        # murmur2 costs more than the rest of send).
+        self._key_hashes: dict[bytes, int] | None = {} if default else None
         self._cluster = ClusterClient(bootstrap_servers, config, retry_bootstrap=True)
         self._codec = config.compression
         self._compression_level = config.compression_level
@@ -539,7 +544,14 @@ class Producer:
             elif size >= 0:
                 sticky = self._sticky if partition is None and key is None else None
                 if sticky is None and partition is None:
-                    partition = self._partitioner.partition(topic, key, info.partitions, info.available)
+                    hashes = self._key_hashes
+                    if hashes is not None and type(key) is bytes:  # the default partitioner's murmur2
+                        positive = hashes.get(key)
+                        if positive is None:
+                            positive = self._hash_key(key)
+                        partition = info.partitions[positive % len(info.partitions)]
+                    else:
+                        partition = self._partitioner.partition(topic, key, info.partitions, info.available)
                 with self._lock:
                     if sticky is not None:  # the open batch of the partition records without a key go to
                         batch = sticky.get(topic)
@@ -699,6 +711,15 @@ class Producer:
         self._incomplete[batch.id] = batch
         self._wakeup.notify()
         return batch
+
+    def _hash_key(self, key: bytes) -> int:
+        """murmur2 of ``key`` as Kafka's default partitioner uses it (positive), remembered."""
+        hashes = self._key_hashes
+        assert hashes is not None
+        if len(hashes) >= KEY_HASH_CACHE_SIZE:
+            hashes.clear()
+        positive = hashes[key] = murmur2(key) & 0x7FFFFFFF
+        return positive
 
     def _sticky_batch(self, topic: str, info: _TopicInfo, size: int) -> _Batch:
         """The open batch for a record without a key, with the default partitioner: the sticky
