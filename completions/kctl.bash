@@ -28,7 +28,7 @@ _kctl_options() {
         'kctl broker stop') echo '-c --config -X --pid-file --timeout -h --help' ;;
         'kctl config') echo '-h --help' ;;
         'kctl config show') echo '-f --format -c --config -X -b --bootstrap-server --show-secrets -h --help' ;;
-        'kctl consume') echo '--pattern -p --partition -o --offset -u --until -n --max -f --format -q --quiet -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl consume') echo '--pattern -p --partition -o --offset -u --until -n --max -g --group -f --format -q --quiet -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl group') echo '-h --help' ;;
         'kctl group list') echo '-s --state -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl group describe') echo '-a --all -f --format -c --config -X -b --bootstrap-server -h --help' ;;
@@ -73,6 +73,7 @@ _kctl_option_value() {
         'kctl consume -o'|'kctl consume --offset') echo 'any' ;;
         'kctl consume -u'|'kctl consume --until') echo 'any' ;;
         'kctl consume -n'|'kctl consume --max') echo 'any' ;;
+        'kctl consume -g'|'kctl consume --group') echo 'any' ;;
         'kctl consume -f'|'kctl consume --format') echo 'any' ;;
         'kctl consume -c'|'kctl consume --config') echo 'file' ;;
         'kctl consume -X') echo 'any' ;;

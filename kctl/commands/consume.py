@@ -33,6 +33,8 @@ from kctl.client import (
 from kctl.client.cluster import ClusterClient
 from kctl.client.consumer import Consumer, ConsumerConfig
 from kctl.client.fetcher import ConsumerRecord
+from kctl.client.group_config import GroupConfig
+from kctl.client.group_consumer import GroupConsumer
 from kctl.client.offsets_spec import (
     OffsetPoint,
     OffsetRange,
@@ -303,6 +305,68 @@ def consumer_config(
     return resolved.bootstrap_servers, config  # type: ignore[return-value]
 
 
+def group_properties(
+    config_file: Path | None,
+    overrides: list[str] | None,
+    bootstrap_server: str,
+    group: str,
+    offset: str | None,
+) -> tuple[str, dict[str, str]]:
+    """Bootstrap servers and the consumer + group properties for `--group` (both property sets are
+    accepted; `--offset beginning|end` sets auto.offset.reset for partitions without a committed offset)."""
+    defaults = dict(CONSUMER_DEFAULTS)
+    if offset is not None:
+        reset = {"beginning": "earliest", "end": "latest"}.get(offset.strip().lower())
+        if reset is None:
+            raise KctlError(
+                "with --group, --offset is beginning or end (where a group without "
+                "committed offsets starts); use `kctl group rewind` to move a group",
+                ExitCode.USAGE,
+            )
+        defaults["auto.offset.reset"] = reset
+    resolved = load_config(config_file, overrides, defaults, bootstrap_server=bootstrap_server)
+    known = ConsumerConfig.known_keys() | GroupConfig.known_keys()
+    properties: dict[str, str] = {}
+    for entry in resolved.entries():
+        if entry.key in known:
+            properties[entry.key] = entry.value
+        elif entry.source is ConfigSource.OVERRIDE:
+            raise KctlError(f"unknown consumer property {entry.key!r} in -X", ExitCode.USAGE)
+        else:
+            warn(f"ignoring unknown consumer property {entry.key!r} in {resolved.config_file}")
+    properties["group.id"] = group
+    return resolved.bootstrap_servers, properties
+
+
+def consume_as_group(
+    bootstrap: str,
+    properties: dict[str, str],
+    names: list[str],
+    pattern: str | None,
+    writer: Writer,
+    max_records: int | None,
+) -> int:
+    """Read as a member of the group until --max records or Ctrl-C; offsets are committed as it
+    goes (enable.auto.commit) and when it leaves the group."""
+    count = 0
+    pipe = PipeWatch(sys.stdout)
+    with GroupConsumer(bootstrap, properties) as consumer:
+        if pattern is not None:
+            consumer.subscribe(pattern=pattern)
+        else:
+            consumer.subscribe(names)
+        while max_records is None or count < max_records:
+            records = consumer.poll(1.0, max_records=None if max_records is None else max_records - count)
+            if not records:
+                pipe.check()
+            for record in records:
+                writer.write(record)
+                count += 1
+        consumer.commit()
+    writer.close()
+    return count
+
+
 def select_topics(cluster: ClusterClient, names: Sequence[str], pattern: re.Pattern[str] | None) -> list[str]:
     """The named topics (each must exist) and the non-internal topics whose whole name matches
     `pattern`, in that order without duplicates."""
@@ -503,6 +567,18 @@ def consume(
     max_records: Annotated[
         int | None, typer.Option("--max", "-n", metavar="N", min=1, help="Exit after N records.")
     ] = None,
+    group: Annotated[
+        str | None,
+        typer.Option(
+            "--group",
+            "-g",
+            metavar="GROUP",
+            help=(
+                "Read as a member of consumer group GROUP: the group assigns the partitions, reading "
+                "starts at its committed offsets (else --offset beginning|end) and commits as it goes."
+            ),
+        ),
+    ] = None,
     fmt: Annotated[
         str,
         typer.Option(
@@ -558,6 +634,23 @@ def consume(
         raise KctlError(f"invalid --until: {error}", ExitCode.USAGE) from None
     if spec.end is not None and end_point is not None:
         raise KctlError(f"--offset {spec} has an END already; drop --until or the range", ExitCode.USAGE)
+    if group is not None:
+        if until is not None or partitions or spec.end is not None:
+            raise KctlError("--group cannot be combined with --until, a range or --partition", ExitCode.USAGE)
+        if names and pattern is not None:
+            raise KctlError("with --group, name topics or give --pattern, not both", ExitCode.USAGE)
+        bootstrap, properties = group_properties(config_file, overrides, bootstrap_server, group, offset)
+        try:
+            count = consume_as_group(
+                bootstrap, properties, names, pattern, make_writer(fmt, names), max_records
+            )
+        except KafkaConnectionError as error:
+            raise KctlError(str(error), ExitCode.NOT_FOUND) from None
+        except KafkaError as error:
+            raise KctlError(str(error), ExitCode.FAILURE) from None
+        if not quiet:
+            info(f"consumed {count} record{'s' if count != 1 else ''} as a member of group {group}")
+        return
     bootstrap, config = consumer_config(config_file, overrides, bootstrap_server)
     try:
         consumer = Consumer(bootstrap, config)
