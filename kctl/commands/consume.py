@@ -50,10 +50,10 @@ from kctl.commands.options import (
     BootstrapServerOption,
     ConfigFileOption,
     ConfigOverrideOption,
-    ConfigSource,
+    known_properties,
     load_config,
 )
-from kctl.commands.output import format_cell, info, json_safe, warn
+from kctl.commands.output import format_cell, info, json_safe
 from kctl.protocol import ErrorCode
 
 app = typer.Typer(  # one command: its help is the docstring of `consume`
@@ -288,16 +288,7 @@ def consumer_config(
     """The bootstrap servers and consumer settings from --config, -X and --bootstrap-server."""
     resolved = load_config(config_file, overrides, CONSUMER_DEFAULTS, bootstrap_server=bootstrap_server)
     known = ConsumerConfig.known_keys()
-    properties: dict[str, str] = {}
-    for entry in resolved.entries():
-        if entry.key in known:
-            properties[entry.key] = entry.value
-            continue
-        hint = difflib.get_close_matches(entry.key, sorted(known), n=1)
-        suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
-        if entry.source is ConfigSource.OVERRIDE:
-            raise KctlError(f"unknown consumer property {entry.key!r} in -X{suggestion}", ExitCode.USAGE)
-        warn(f"ignoring unknown consumer property {entry.key!r} in {resolved.config_file}{suggestion}")
+    properties = known_properties(resolved, known, "consumer")
     try:
         config = ConsumerConfig.from_properties(properties)
     except ClientConfigError as error:
@@ -326,14 +317,7 @@ def group_properties(
         defaults["auto.offset.reset"] = reset
     resolved = load_config(config_file, overrides, defaults, bootstrap_server=bootstrap_server)
     known = ConsumerConfig.known_keys() | GroupConfig.known_keys()
-    properties: dict[str, str] = {}
-    for entry in resolved.entries():
-        if entry.key in known:
-            properties[entry.key] = entry.value
-        elif entry.source is ConfigSource.OVERRIDE:
-            raise KctlError(f"unknown consumer property {entry.key!r} in -X", ExitCode.USAGE)
-        else:
-            warn(f"ignoring unknown consumer property {entry.key!r} in {resolved.config_file}")
+    properties = known_properties(resolved, known, "consumer")
     properties["group.id"] = group
     return resolved.bootstrap_servers, properties
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import difflib
 import re
 import sys
 from collections.abc import Iterator, Sequence
@@ -47,8 +46,8 @@ from kctl.commands.options import (
     BootstrapServerOption,
     ConfigFileOption,
     ConfigOverrideOption,
-    ConfigSource,
     FormatOption,
+    known_properties,
     load_config,
 )
 from kctl.commands.output import (
@@ -89,16 +88,7 @@ def _client_config(
     """The bootstrap servers and the client settings from --config, -X and --bootstrap-server."""
     resolved = load_config(config_file, overrides, bootstrap_server=bootstrap_server)
     known = ClientConfig.known_keys()
-    properties: dict[str, str] = {}
-    for entry in resolved.entries():
-        if entry.key in known:
-            properties[entry.key] = entry.value
-            continue
-        hint = difflib.get_close_matches(entry.key, sorted(known), n=1)
-        suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
-        if entry.source is ConfigSource.OVERRIDE:
-            raise KctlError(f"unknown client property {entry.key!r} in -X{suggestion}", ExitCode.USAGE)
-        warn(f"ignoring unknown client property {entry.key!r} in {resolved.config_file}{suggestion}")
+    properties = known_properties(resolved, known, "client")
     try:
         config = ClientConfig.from_properties(properties)
     except ClientConfigError as error:

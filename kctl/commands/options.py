@@ -30,7 +30,7 @@ import typer
 
 from kctl import properties
 from kctl.commands.errors import ExitCode, KctlError
-from kctl.commands.output import OutputFormat
+from kctl.commands.output import OutputFormat, warn
 
 DEFAULT_FORMAT = OutputFormat.TABLE
 DEFAULT_BOOTSTRAP_SERVER = "127.0.0.1:9092"
@@ -196,6 +196,25 @@ def _check_key(key: str, allowed: Collection[str] | None, where: str) -> None:
     hint = difflib.get_close_matches(key, list(allowed), n=1)
     suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
     raise KctlError(f"unknown configuration key {key!r} in {where}{suggestion}", ExitCode.USAGE)
+
+
+def known_properties(
+    resolved: ResolvedConfig, known: Collection[str], kind: str = "client"
+) -> dict[str, str]:
+    """The entries of ``resolved`` whose keys are in ``known``. An unknown key given with -X is a usage
+    error (exit 2, with a "did you mean"); one from the --config file is reported and ignored, so a
+    shared properties file can hold settings for other tools."""
+    properties: dict[str, str] = {}
+    for entry in resolved.entries():
+        if entry.key in known:
+            properties[entry.key] = entry.value
+            continue
+        hint = difflib.get_close_matches(entry.key, sorted(known), n=1)
+        suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
+        if entry.source is ConfigSource.OVERRIDE:
+            raise KctlError(f"unknown {kind} property {entry.key!r} in -X{suggestion}", ExitCode.USAGE)
+        warn(f"ignoring unknown {kind} property {entry.key!r} in {resolved.config_file}{suggestion}")
+    return properties
 
 
 def load_config(

@@ -13,7 +13,6 @@ the topic does not exist (and is not auto-created); 2 a usage error.
 from __future__ import annotations
 
 import collections
-import difflib
 import json
 import sys
 from collections.abc import Callable, Iterable
@@ -32,7 +31,7 @@ from kctl.commands.options import (
     BootstrapServerOption,
     ConfigFileOption,
     ConfigOverrideOption,
-    ConfigSource,
+    known_properties,
     load_config,
 )
 from kctl.commands.output import OutputFormat, bytes_from_json, info, stderr_console
@@ -191,22 +190,7 @@ def producer_config(
     command's own options (`explicit`, which win)."""
     resolved = load_config(config_file, overrides, bootstrap_server=bootstrap_server)
     known = ProducerConfig.known_keys()
-    properties: dict[str, str] = {}
-    for entry in resolved.entries():
-        if entry.key in known:
-            properties[entry.key] = entry.value
-            continue
-        hint = difflib.get_close_matches(entry.key, sorted(known), n=1)
-        suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
-        if entry.source is ConfigSource.OVERRIDE:
-            raise KctlError(f"unknown producer property {entry.key!r} in -X{suggestion}", ExitCode.USAGE)
-        stderr_console.print(
-            f"kctl: warning: ignoring unknown producer property {entry.key!r} in {resolved.config_file}"
-            f"{suggestion}",
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
-        )
+    properties = known_properties(resolved, known, "producer")
     properties.update(explicit)
     try:
         config = ProducerConfig.from_properties(properties)

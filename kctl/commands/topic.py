@@ -14,7 +14,6 @@ client properties file on every command).
 from __future__ import annotations
 
 import contextlib
-import difflib
 import re
 import sys
 from collections.abc import Iterator, Sequence
@@ -42,9 +41,9 @@ from kctl.commands.options import (
     BootstrapServerOption,
     ConfigFileOption,
     ConfigOverrideOption,
-    ConfigSource,
     FormatOption,
     OverrideSyntaxError,
+    known_properties,
     load_config,
     parse_override,
 )
@@ -100,16 +99,7 @@ def _client_config(
         )
     resolved = load_config(config_file, overrides, bootstrap_server=bootstrap_server)
     known = ClientConfig.known_keys()
-    properties: dict[str, str] = {}
-    for entry in resolved.entries():
-        if entry.key in known:
-            properties[entry.key] = entry.value
-            continue
-        hint = difflib.get_close_matches(entry.key, sorted(known), n=1)
-        suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
-        if entry.source is ConfigSource.OVERRIDE:
-            raise KctlError(f"unknown client property {entry.key!r} in -X{suggestion}", ExitCode.USAGE)
-        warn(f"ignoring unknown client property {entry.key!r} in {resolved.config_file}{suggestion}")
+    properties = known_properties(resolved, known, "client")
     try:
         config = ClientConfig.from_properties(properties)
     except ClientConfigError as error:
