@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from kctl.client import AdminClient, TopicPartition
 from kctl.client.connection import parse_address
+from kctl.log.naming import partition_dir_name
 from kctl.protocol import ApiKey
 from kctl.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from kctl.records.builder import RecordBatchBuilder
@@ -195,8 +196,11 @@ def test_describe_json_with_offsets(broker: BrokerProcess) -> None:
         "offline_replicas": [],
         "log_start_offset": 0,
         "high_watermark": 0,
+        "size": 0,
     }
     assert (p1["partition"], p1["log_start_offset"], p1["high_watermark"]) == (1, 2, 7)
+    segments = list(broker.data_dir.rglob(f"{partition_dir_name(TopicPartition('events', 1))}/*.log"))
+    assert segments and p1["size"] == sum(path.stat().st_size for path in segments) > 0
 
 
 def test_describe_table_and_all(broker: BrokerProcess) -> None:
@@ -211,11 +215,12 @@ def test_describe_table_and_all(broker: BrokerProcess) -> None:
     rows = lines(partitions_table)
     assert rows[0] == [
         "TOPIC", "PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "OFFLINE", "LOG-START", "HIGH-WATERMARK",
+        "SIZE",
     ]  # fmt: skip
-    assert [(r[0], r[1], r[6], r[7], r[8]) for r in rows[1:]] == [
-        ("a", "0", "-", "0", "0"),
-        ("a", "1", "-", "0", "0"),
-        ("b", "0", "-", "0", "0"),
+    assert [(r[0], r[1], r[6], r[7], r[8], r[9]) for r in rows[1:]] == [
+        ("a", "0", "-", "0", "0", "0"),
+        ("a", "1", "-", "0", "0", "0"),
+        ("b", "0", "-", "0", "0", "0"),
     ]
     assert len(as_json(topic(broker, "describe", "--all", "-f", "json"))) == 2
 

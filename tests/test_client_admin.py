@@ -24,7 +24,9 @@ from kctl.client import (
     raise_for_errors,
 )
 from kctl.client.connection import parse_address
+from kctl.log.naming import partition_dir_name
 from kctl.protocol import ApiKey
+from kctl.protocol.messages.describe_log_dirs import DescribableLogDirTopic, DescribeLogDirsRequest
 from kctl.protocol.messages.metadata import MetadataRequest
 from kctl.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from kctl.records.builder import RecordBatchBuilder
@@ -251,6 +253,60 @@ def test_describe_cluster(broker: BrokerProcess, admin: AdminClient) -> None:
     assert cluster.cluster_id and len(cluster.brokers) == 1
     assert cluster.brokers[0].address == broker.bootstrap
     assert cluster.controller_id == cluster.brokers[0].node_id
+
+
+def test_describe_log_dirs(broker: BrokerProcess, admin: AdminClient) -> None:
+    raise_for_errors(admin.create_topics([NewTopic("sized", 3, 1), NewTopic("other", 1, 1)]))
+    produce(broker.bootstrap, "sized", 1, 10)
+    produce(broker.bootstrap, "sized", 2, 3)
+    node_id = admin.describe_cluster().brokers[0].node_id
+
+    everything = admin.describe_log_dirs()
+    assert list(everything) == [node_id]
+    [log_dir] = everything[node_id]
+    assert log_dir.ok and log_dir.path == str(broker.data_dir.resolve())
+    assert log_dir.total_bytes >= log_dir.usable_bytes > 0
+    on_disk = {
+        TopicPartition(topic, p): sum(f.stat().st_size for f in (broker.data_dir / name).glob("*.log"))
+        for topic, p in [("sized", 0), ("sized", 1), ("sized", 2), ("other", 0)]
+        for name in [partition_dir_name(TopicPartition(topic, p))]
+    }
+    sizes = {
+        r.topic_partition: r.size for r in log_dir.replicas if r.topic_partition.topic != "__consumer_offsets"
+    }
+    assert sizes == on_disk
+    assert on_disk[TopicPartition("sized", 1)] > on_disk[TopicPartition("sized", 2)] > 0
+    assert log_dir.size >= sum(on_disk.values())
+    assert all(r.offset_lag == 0 and not r.is_future for r in log_dir.replicas)
+
+    wanted = [TopicPartition("sized", 2), TopicPartition("sized", 7), TopicPartition("missing", 0)]
+    [subset] = admin.describe_log_dirs([node_id], wanted)[node_id]
+    assert [(r.topic_partition, r.size) for r in subset.replicas] == [
+        (TopicPartition("sized", 2), on_disk[TopicPartition("sized", 2)])
+    ]
+    [nothing] = admin.describe_log_dirs([node_id], [TopicPartition("missing", 0)])[node_id]
+    assert nothing.ok and nothing.replicas == ()
+
+
+@pytest.mark.parametrize("version", range(5))
+def test_describe_log_dirs_every_version(broker: BrokerProcess, admin: AdminClient, version: int) -> None:
+    raise_for_errors(admin.create_topics([NewTopic("v", 1, 1)]))
+    produce(broker.bootstrap, "v", 0, 4)
+    size = sum(f.stat().st_size for f in (broker.data_dir / "v_0").glob("*.log"))
+    host, port = parse_address(broker.bootstrap)
+    with BrokerConnection(host, port, timeout=10) as conn:
+        for topics in (None, [DescribableLogDirTopic(topic="v", partitions=[0])]):
+            r = conn.request(ApiKey.DESCRIBE_LOG_DIRS, DescribeLogDirsRequest(topics=topics), version)
+            [result] = r.results
+            assert (r.error_code, result.error_code, result.log_dir) == (0, 0, str(broker.data_dir.resolve()))
+            [(partition, partition_size)] = [
+                (p.partition_index, p.partition_size)
+                for t in result.topics
+                if t.name == "v"
+                for p in t.partitions
+            ]
+            assert (partition, partition_size) == (0, size) and size > 0
+            assert (result.total_bytes > 0) == (version >= 4)
 
 
 def test_the_client_reconnects_after_the_broker_restarts(broker: BrokerProcess, admin: AdminClient) -> None:

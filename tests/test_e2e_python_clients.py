@@ -34,6 +34,7 @@ from kafka.errors import TopicAlreadyExistsError
 from raw_kafka import running_broker, unique, wait_until
 
 from kctl.log.inspect import read_batches
+from kctl.log.naming import partition_dir_name
 
 T0 = 1_700_000_000_000
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
@@ -551,6 +552,17 @@ def test_kafka_python_admin(broker: BrokerProcess) -> None:
         finally:
             consumer.close()
         assert kp_as_records(kp_read(broker.bootstrap, topic, 3, offset=5)) == records[5:]
+
+        [described_dirs] = admin.describe_log_dirs({topic: [3, 0]})
+        [log_dir] = described_dirs["log_dirs"]
+        assert (described_dirs["broker"], log_dir["error_code"]) == (0, 0)
+        assert Path(log_dir["log_dir"]) == broker.data_dir.resolve()
+        assert log_dir["total_bytes"] >= log_dir["usable_bytes"] > 0
+        [listed] = log_dir["topics"]
+        sizes = {p["partition_index"]: p["partition_size"] for p in listed["partitions"]}
+        partition_dir = broker.data_dir / partition_dir_name(KpTopicPartition(topic, 3))
+        on_disk = sum(f.stat().st_size for f in partition_dir.glob("*.log"))
+        assert listed["name"] == topic and sizes == {0: 0, 3: on_disk} and on_disk > 0
 
         admin.delete_topics([topic])
         wait_until(lambda: topic not in admin.list_topics(), what="the topic to disappear")

@@ -146,6 +146,11 @@ def test_response_identical_in_kafka_python(api_key: int, version: int) -> None:
     assert bytes(theirs.encode(version=version)) == bytes(frame[header_size:])
 
 
+# Old classes that contradict Kafka's own JSON spec (which test_protocol_schemas checks us against):
+# DescribeLogDirsRequest_v0 declares each topic's partitions as one int32, not an array of int32.
+_OLD_CLASS_BUGS = {"DescribeLogDirsRequest_v0"}
+
+
 def _old_classes() -> list[Any]:
     cases = []
     for info in pkgutil.iter_modules(kp_old.__path__):
@@ -158,6 +163,8 @@ def _old_classes() -> list[Any]:
                 continue
             schema = SCHEMAS.get(key)
             if schema is None or not schema.supports(version) or obj.__module__ != mod.__name__:
+                continue
+            if name in _OLD_CLASS_BUGS:
                 continue
             cases.append(pytest.param(obj, key, version, issubclass(obj, OldRequest), id=name))
     return sorted(cases, key=lambda p: p.id)

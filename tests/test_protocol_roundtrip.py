@@ -118,6 +118,7 @@ def test_every_api_of_the_brief_is_registered_with_its_range() -> None:
         "AlterConfigs": (0, 2),
         "IncrementalAlterConfigs": (0, 1),
         "DescribeCluster": (0, 1),
+        "DescribeLogDirs": (0, 4),
         "FindCoordinator": (0, 6),
         "JoinGroup": (0, 9),
         "SyncGroup": (0, 5),

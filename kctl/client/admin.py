@@ -68,6 +68,7 @@ from kctl.protocol.messages.delete_records import (
 )
 from kctl.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicState
 from kctl.protocol.messages.describe_cluster import DescribeClusterRequest
+from kctl.protocol.messages.describe_log_dirs import DescribableLogDirTopic, DescribeLogDirsRequest
 from kctl.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 
 TOPIC_RESOURCE = 2
@@ -116,13 +117,10 @@ class AlterConfigOp(enum.IntEnum):
 # ----------------------------------------------------------------------------------------- results
 
 
-@dataclasses.dataclass(frozen=True)
-class Result:
-    """The outcome of an operation for one named thing: ok, or a Kafka error name and message."""
+class _Outcome:
+    """``ok`` and Kafka's ``error`` name for a result that carries an ``error_code`` (0: success)."""
 
-    name: str
-    error_code: int = 0
-    error_message: str | None = None
+    error_code: int
 
     @property
     def ok(self) -> bool:
@@ -132,6 +130,15 @@ class Result:
     def error(self) -> str | None:
         """Kafka's name of the error (``TOPIC_ALREADY_EXISTS``), None when it succeeded."""
         return error_name(self.error_code) if self.error_code else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Result(_Outcome):
+    """The outcome of an operation for one named thing: ok, or a Kafka error name and message."""
+
+    name: str
+    error_code: int = 0
+    error_message: str | None = None
 
     def exception(self) -> BrokerResponseError | None:
         """The error as an exception, None when it succeeded."""
@@ -170,7 +177,7 @@ class CreateTopicResult(Result):
 
 
 @dataclasses.dataclass(frozen=True)
-class PartitionInfo:
+class PartitionInfo(_Outcome):
     """One partition: leader (-1: none), leader epoch, replicas, in-sync replicas, offline replicas."""
 
     partition: int
@@ -180,10 +187,6 @@ class PartitionInfo:
     isr: tuple[int, ...]
     offline: tuple[int, ...] = ()
     error_code: int = 0
-
-    @property
-    def error(self) -> str | None:
-        return error_name(self.error_code) if self.error_code else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -249,7 +252,7 @@ class TopicConfigs(Result):
 
 
 @dataclasses.dataclass(frozen=True)
-class OffsetResult:
+class OffsetResult(_Outcome):
     """ListOffsets for one partition: ``offset`` (-1 when none), the record's ``timestamp`` (-1 when
     not applicable), the leader epoch; or an error."""
 
@@ -260,17 +263,10 @@ class OffsetResult:
     error_code: int = 0
     error_message: str | None = None
 
-    @property
-    def ok(self) -> bool:
-        return self.error_code == 0
-
-    @property
-    def error(self) -> str | None:
-        return error_name(self.error_code) if self.error_code else None
 
 
 @dataclasses.dataclass(frozen=True)
-class DeleteRecordsResult:
+class DeleteRecordsResult(_Outcome):
     """DeleteRecords for one partition: the new log start offset (``low_watermark``) or an error."""
 
     topic_partition: TopicPartition
@@ -278,13 +274,6 @@ class DeleteRecordsResult:
     error_code: int = 0
     error_message: str | None = None
 
-    @property
-    def ok(self) -> bool:
-        return self.error_code == 0
-
-    @property
-    def error(self) -> str | None:
-        return error_name(self.error_code) if self.error_code else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -294,6 +283,37 @@ class ClusterDescription:
     cluster_id: str | None
     controller_id: int
     brokers: tuple[BrokerInfo, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplicaLogInfo:
+    """One partition replica in a log directory: its size on disk, how far its log end offset is
+    behind the high watermark, and whether it is a future replica being moved between directories."""
+
+    topic_partition: TopicPartition
+    size: int
+    offset_lag: int = 0
+    is_future: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class LogDirDescription(_Outcome):
+    """One log directory of a broker: its path, the replicas in it (sorted) and the volume's total
+    and usable bytes (-1 when the broker does not say: DescribeLogDirs before v4); or an error
+    (``KAFKA_STORAGE_ERROR`` for a directory that is offline)."""
+
+    broker_id: int
+    path: str
+    replicas: tuple[ReplicaLogInfo, ...] = ()
+    total_bytes: int = -1
+    usable_bytes: int = -1
+    error_code: int = 0
+
+
+    @property
+    def size(self) -> int:
+        """The bytes of every replica in the directory."""
+        return sum(r.size for r in self.replicas)
 
 
 class AdminOperationError(BrokerResponseError):
@@ -925,8 +945,72 @@ class AdminClient:
 
         return self.cluster.retry(call, deadline=deadline)
 
+    def describe_log_dirs(
+        self,
+        brokers: Iterable[int] | None = None,
+        topic_partitions: Iterable[TopicPartition] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> dict[int, list[LogDirDescription]]:
+        """The log directories of brokers (DescribeLogDirs, to each broker; all brokers by default)
+        and, in each, the replicas of ``topic_partitions`` (all partitions by default) with their
+        size on disk. Raises if a broker cannot be asked by the deadline."""
+        deadline = self._deadline(timeout)
+        if brokers is None:
+            brokers = [b.node_id for b in self.describe_cluster(timeout=deadline.remaining()).brokers]
+        topics: list[DescribableLogDirTopic] | None = None
+        if topic_partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for tp in topic_partitions:
+                by_topic.setdefault(tp[0], []).append(tp[1])
+            topics = [
+                DescribableLogDirTopic(topic=t, partitions=sorted(set(ps))) for t, ps in by_topic.items()
+            ]
+            if not topics:
+                return {broker_id: [] for broker_id in brokers}
+        request = DescribeLogDirsRequest(topics=topics)
+
+        def ask(broker_id: int) -> list[LogDirDescription]:
+            conn = self.cluster.connection(broker_id, deadline=deadline)
+            if not conn.supports(ApiKey.DESCRIBE_LOG_DIRS):
+                raise IncompatibleBrokerError(f"broker {broker_id} does not answer DescribeLogDirs")
+            r = conn.request(
+                ApiKey.DESCRIBE_LOG_DIRS, request, timeout=deadline.timeout(self.config.request_timeout)
+            )
+            if r.error_code:
+                raise BrokerResponseError(
+                    r.error_code, None, context=f"DescribeLogDirs on broker {broker_id}"
+                )
+            return [_log_dir(broker_id, result) for result in r.results]
+
+        return {
+            broker_id: self.cluster.retry(lambda b=broker_id: ask(b), deadline=deadline)
+            for broker_id in sorted(set(brokers))
+        }
+
 
 # ----------------------------------------------------------------------------------------- encoding
+
+
+def _log_dir(broker_id: int, result: Any) -> LogDirDescription:
+    replicas = sorted(
+        (
+            ReplicaLogInfo(
+                TopicPartition(t.name, p.partition_index), p.partition_size, p.offset_lag, p.is_future_key
+            )
+            for t in result.topics
+            for p in t.partitions
+        ),
+        key=lambda r: (r.topic_partition, r.is_future),
+    )
+    return LogDirDescription(
+        broker_id=broker_id,
+        path=result.log_dir,
+        replicas=tuple(replicas),
+        total_bytes=result.total_bytes,
+        usable_bytes=result.usable_bytes,
+        error_code=result.error_code,
+    )
 
 
 def _creatable(topic: NewTopic) -> CreatableTopic:

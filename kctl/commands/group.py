@@ -22,12 +22,7 @@ from typing import Annotated, Any
 import typer
 
 from kctl.client import (
-    AdminClient,
     BrokerResponseError,
-    ClientConfig,
-    ClientConfigError,
-    KafkaConnectionError,
-    KafkaError,
     TopicPartition,
 )
 from kctl.client.group_admin import (
@@ -39,6 +34,7 @@ from kctl.client.group_admin import (
     PlannedOffset,
 )
 from kctl.client.offsets_spec import OffsetPoint, OffsetSpecError, PointKind, parse_offset_point
+from kctl.commands.clients import admin_session
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
     DEFAULT_BOOTSTRAP_SERVER,
@@ -47,8 +43,6 @@ from kctl.commands.options import (
     ConfigFileOption,
     ConfigOverrideOption,
     FormatOption,
-    known_properties,
-    load_config,
 )
 from kctl.commands.output import (
     Column,
@@ -82,43 +76,17 @@ TopicScopeOption = Annotated[
 
 
 # -- shared plumbing -------------------------------------------------------------------------------
-def _client_config(
-    config_file: Path | None, overrides: list[str] | None, bootstrap_server: str
-) -> tuple[str, ClientConfig]:
-    """The bootstrap servers and the client settings from --config, -X and --bootstrap-server."""
-    resolved = load_config(config_file, overrides, bootstrap_server=bootstrap_server)
-    known = ClientConfig.known_keys()
-    properties = known_properties(resolved, known, "client")
-    try:
-        config = ClientConfig.from_properties(properties)
-    except ClientConfigError as error:
-        raise KctlError(f"invalid client property {error}", ExitCode.USAGE) from None
-    return resolved.bootstrap_servers, config
-
-
 @contextlib.contextmanager
 def _groups(
     config_file: Path | None, overrides: list[str] | None, bootstrap_server: str
 ) -> Iterator[GroupAdmin]:
     """A GroupAdmin; client errors that escape become KctlErrors with the right exit status."""
-    bootstrap, config = _client_config(config_file, overrides, bootstrap_server)
-    try:
-        admin = AdminClient(bootstrap, config)
-    except ValueError as error:
-        raise KctlError(f"invalid bootstrap servers {bootstrap!r}: {error}", ExitCode.USAGE) from None
-    try:
-        yield GroupAdmin(admin)
-    except GroupNotEmptyError as error:
-        raise KctlError(str(error), ExitCode.FAILURE) from None
-    except KafkaConnectionError as error:
-        raise KctlError(str(error), ExitCode.NOT_FOUND) from None
-    except BrokerResponseError as error:
-        not_found = error.code in (ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        raise KctlError(str(error), ExitCode.NOT_FOUND if not_found else ExitCode.FAILURE) from None
-    except KafkaError as error:
-        raise KctlError(str(error), ExitCode.FAILURE) from None
-    finally:
-        admin.close()
+    not_found = (ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    with admin_session(config_file, overrides, bootstrap_server, not_found=not_found) as admin:
+        try:
+            yield GroupAdmin(admin)
+        except GroupNotEmptyError as error:
+            raise KctlError(str(error), ExitCode.FAILURE) from None
 
 
 def _error(message: str) -> None:

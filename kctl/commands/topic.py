@@ -13,27 +13,22 @@ client properties file on every command).
 
 from __future__ import annotations
 
-import contextlib
 import re
 import sys
-from collections.abc import Iterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 import typer
 
 from kctl.client import (
     AdminClient,
-    BrokerResponseError,
-    ClientConfig,
-    ClientConfigError,
-    KafkaConnectionError,
     KafkaError,
     NewTopic,
     Result,
     TopicDescription,
     TopicPartition,
 )
+from kctl.commands.clients import admin_session
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
     DEFAULT_BOOTSTRAP_SERVER,
@@ -43,8 +38,6 @@ from kctl.commands.options import (
     ConfigOverrideOption,
     FormatOption,
     OverrideSyntaxError,
-    known_properties,
-    load_config,
     parse_override,
 )
 from kctl.commands.output import (
@@ -56,7 +49,6 @@ from kctl.commands.output import (
     stderr_console,
     warn,
 )
-from kctl.protocol import ErrorCode
 
 app = typer.Typer(
     help="Create, list, describe, alter and delete topics (talks to a running cluster).",
@@ -84,50 +76,6 @@ ValidateOnlyOption = Annotated[
     bool,
     typer.Option("--validate-only", help="Ask the broker to check the request without applying it."),
 ]
-
-
-# -- shared plumbing -------------------------------------------------------------------------------
-def _client_config(
-    config_file: Path | None, overrides: list[str] | None, bootstrap_server: str
-) -> tuple[str, ClientConfig]:
-    """The bootstrap servers and the client settings from --config, -X and --bootstrap-server."""
-    if config_file is not None and "=" in config_file.name and not config_file.exists():
-        raise KctlError(
-            f"--config takes a client properties FILE, not {str(config_file)!r}; "
-            "give topic configs with --topic-config KEY=VALUE",
-            ExitCode.USAGE,
-        )
-    resolved = load_config(config_file, overrides, bootstrap_server=bootstrap_server)
-    known = ClientConfig.known_keys()
-    properties = known_properties(resolved, known, "client")
-    try:
-        config = ClientConfig.from_properties(properties)
-    except ClientConfigError as error:
-        raise KctlError(f"invalid client property {error}", ExitCode.USAGE) from None
-    return resolved.bootstrap_servers, config
-
-
-@contextlib.contextmanager
-def _admin(
-    config_file: Path | None, overrides: list[str] | None, bootstrap_server: str
-) -> Iterator[AdminClient]:
-    """An AdminClient; client errors that escape become KctlErrors with the right exit status."""
-    bootstrap, config = _client_config(config_file, overrides, bootstrap_server)
-    try:
-        admin = AdminClient(bootstrap, config)
-    except ValueError as error:
-        raise KctlError(f"invalid bootstrap servers {bootstrap!r}: {error}", ExitCode.USAGE) from None
-    try:
-        yield admin
-    except KafkaConnectionError as error:
-        raise KctlError(str(error), ExitCode.NOT_FOUND) from None
-    except BrokerResponseError as error:
-        code = ExitCode.NOT_FOUND if error.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else ExitCode.FAILURE
-        raise KctlError(str(error), code) from None
-    except KafkaError as error:
-        raise KctlError(str(error), ExitCode.FAILURE) from None
-    finally:
-        admin.close()
 
 
 def _unique(names: Sequence[str]) -> list[str]:
@@ -216,7 +164,7 @@ def create(
     names = _unique(topics)
     configs = _topic_configs(topic_configs)
     new = [NewTopic(n, partitions or -1, replication_factor or -1, configs) for n in names]
-    with _admin(config_file, overrides, bootstrap_server) as admin:
+    with admin_session(config_file, overrides, bootstrap_server) as admin:
         results = admin.create_topics(new, validate_only=validate_only)
     rows = []
     reported: list[Result] = []
@@ -273,7 +221,7 @@ def list_topics(
 ) -> None:
     """List topics with their partition count and replication factor, sorted by name."""
     regex = _compile(pattern)
-    with _admin(config_file, overrides, bootstrap_server) as admin:
+    with admin_session(config_file, overrides, bootstrap_server) as admin:
         topics = admin.list_topics(include_internal=internal)
     rows = [
         {
@@ -318,7 +266,32 @@ PARTITION_COLUMNS = [
     Column("offline_replicas", "OFFLINE", formatter=_ids),
     Column("log_start_offset", "LOG-START"),
     Column("high_watermark", "HIGH-WATERMARK"),
+    Column("size", "SIZE"),
 ]
+
+
+def _partition_sizes(admin: AdminClient, topics: list[TopicDescription]) -> dict[TopicPartition, int]:
+    """Each led partition's size on disk at its leader, in bytes (DescribeLogDirs to the leaders).
+    A broker that cannot say is warned about; its partitions are left out."""
+    by_leader: dict[int, list[TopicPartition]] = {}
+    for topic in topics:
+        for p in topic.partitions:
+            if p.leader >= 0:
+                by_leader.setdefault(p.leader, []).append(TopicPartition(topic.name, p.partition))
+    sizes: dict[TopicPartition, int] = {}
+    for leader, tps in sorted(by_leader.items()):
+        try:
+            log_dirs = admin.describe_log_dirs([leader], tps)[leader]
+        except KafkaError as error:
+            warn(f"broker {leader}: no partition sizes: {error}")
+            continue
+        for log_dir in log_dirs:
+            if not log_dir.ok:
+                warn(f"broker {leader}: log dir {log_dir.path}: {log_dir.error}")
+            for replica in log_dir.replicas:
+                if not replica.is_future:
+                    sizes[replica.topic_partition] = replica.size
+    return sizes
 
 
 def _describe_documents(admin: AdminClient, topics: list[TopicDescription]) -> list[dict[str, Any]]:
@@ -327,6 +300,7 @@ def _describe_documents(admin: AdminClient, topics: list[TopicDescription]) -> l
     earliest = admin.list_offsets(tps, "earliest") if tps else {}
     latest = admin.list_offsets(tps, "latest") if tps else {}
     configs = {c.name: c for c in admin.describe_topic_configs([t.name for t in topics])}
+    sizes = _partition_sizes(admin, topics)
     documents = []
     for topic in topics:
         topic_configs = configs.get(topic.name)
@@ -349,6 +323,7 @@ def _describe_documents(admin: AdminClient, topics: list[TopicDescription]) -> l
                     "offline_replicas": list(p.offline),
                     "log_start_offset": start.offset if start is not None and start.ok else None,
                     "high_watermark": end.offset if end is not None and end.ok else None,
+                    "size": sizes.get(tp),
                 }
             )
         documents.append(
@@ -386,13 +361,14 @@ def describe(
     """Describe topics and their partitions.
 
     Per topic: id, partition count, replication factor and non-default configs; per partition: the
-    leader, leader epoch, replicas, in-sync replicas, offline replicas, log start offset and high
-    watermark.
+    leader, leader epoch, replicas, in-sync replicas, offline replicas, log start offset, high
+    watermark and size on disk at the leader in bytes (segments and their records; - when the
+    leader cannot say).
 
     The table format prints a topics table, then a partitions table; json/jsonl print one nested
     object per topic ("partitions" is a list; "configs" maps each config whose value does not come
-    from the built-in default to its value). Partition sizes on disk are not shown (the broker
-    does not answer DescribeLogDirs). Exit status 3 if no named topic exists, 1 if only some do."""
+    from the built-in default to its value). Exit status 3 if no named topic exists, 1 if only some
+    do."""
     names = _unique(topics or [])
     if all_topics and names:
         raise KctlError("give topic names or --all, not both", ExitCode.USAGE)
@@ -400,7 +376,7 @@ def describe(
         raise KctlError("name at least one topic, or give --all", ExitCode.USAGE)
     if internal and not all_topics:
         raise KctlError("--internal goes with --all", ExitCode.USAGE)
-    with _admin(config_file, overrides, bootstrap_server) as admin:
+    with admin_session(config_file, overrides, bootstrap_server) as admin:
         if all_topics:
             results: list[TopicDescription] = admin.list_topics(include_internal=internal)
         else:
@@ -433,7 +409,7 @@ def delete(
     Prints one row per topic: deleted, absent (with --if-exists) or Kafka's error name. Exit status 3
     if no named topic exists (without --if-exists), 1 for any other failure."""
     names = _unique(topics)
-    with _admin(config_file, overrides, bootstrap_server) as admin:
+    with admin_session(config_file, overrides, bootstrap_server) as admin:
         results = admin.delete_topics(names)
     rows = []
     reported: list[Result] = []
@@ -494,7 +470,7 @@ def alter(
         )
     rows: list[dict[str, Any]] = []
     results: list[Result] = []
-    with _admin(config_file, overrides, bootstrap_server) as admin:
+    with admin_session(config_file, overrides, bootstrap_server) as admin:
         if partitions is not None:
             result = admin.create_partitions(name, partitions, validate_only=validate_only)
             rows.append(_change_row(result, f"partitions={partitions}", validate_only))

@@ -19,6 +19,7 @@ from kctl.protocol.messages import (
     delete_topics,
     describe_cluster,
     describe_groups,
+    describe_log_dirs,
     fetch,
     find_coordinator,
     heartbeat,
@@ -64,6 +65,7 @@ class ApiKey(IntEnum):
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
@@ -95,6 +97,7 @@ _ALL: tuple[ApiSchema, ...] = (
     offset_for_leader_epoch.SCHEMA,
     configs.DESCRIBE_CONFIGS,
     configs.ALTER_CONFIGS,
+    describe_log_dirs.SCHEMA,
     sasl.SASL_AUTHENTICATE,
     create_partitions.SCHEMA,
     delete_groups.SCHEMA,

@@ -1,0 +1,73 @@
+"""DescribeLogDirs: this broker's log directories, the partitions each holds, their size on disk and
+the volume's total and usable bytes."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from kctl.broker.partition import Partition
+from kctl.log.naming import TopicPartition
+from kctl.protocol.errors import ErrorCode
+from kctl.protocol.messages.describe_log_dirs import (
+    DescribeLogDirsPartition,
+    DescribeLogDirsResponse,
+    DescribeLogDirsResult,
+    DescribeLogDirsTopic,
+)
+from kctl.protocol.registry import ApiKey
+
+API_KEY = ApiKey.DESCRIBE_LOG_DIRS
+VERSIONS = (0, 4)
+
+
+def _wanted(request: Any) -> Any:
+    """A predicate on topic partitions: every one when the request's topics are null."""
+    if request.topics is None:
+        return lambda tp: True
+    names = {(t.topic, p) for t in request.topics for p in t.partitions}
+    return lambda tp: (tp.topic, tp.partition) in names
+
+
+def _partition_entry(partition: Partition) -> DescribeLogDirsPartition:
+    return DescribeLogDirsPartition(
+        partition_index=partition.topic_partition.partition,
+        partition_size=partition.log.size_in_bytes,
+        offset_lag=max(0, partition.high_watermark - partition.log_end_offset),
+        is_future_key=False,
+    )
+
+
+def _dir_result(log_dir: Path, partitions: list[Partition]) -> DescribeLogDirsResult:
+    try:
+        usage = shutil.disk_usage(log_dir)
+    except OSError:
+        return DescribeLogDirsResult(
+            error_code=ErrorCode.KAFKA_STORAGE_ERROR, log_dir=str(log_dir), topics=[]
+        )
+    by_topic: dict[str, list[DescribeLogDirsPartition]] = {}
+    for partition in sorted(partitions, key=lambda p: p.topic_partition):
+        by_topic.setdefault(partition.topic_partition.topic, []).append(_partition_entry(partition))
+    return DescribeLogDirsResult(
+        error_code=0,
+        log_dir=str(log_dir),
+        topics=[DescribeLogDirsTopic(name=name, partitions=ps) for name, ps in by_topic.items()],
+        total_bytes=usage.total,
+        usable_bytes=usage.free,
+    )
+
+
+async def handle(broker: Any, context: Any, request: Any) -> DescribeLogDirsResponse:
+    wanted = _wanted(request)
+    log_dirs: list[Path] = list(broker.log_manager.log_dirs)
+    hosted: dict[Path, list[Partition]] = {log_dir: [] for log_dir in log_dirs}
+    partitions: dict[TopicPartition, Partition] = broker.replicas.partitions
+    for tp, partition in partitions.items():
+        if wanted(tp):
+            hosted.setdefault(partition.log.directory.parent, []).append(partition)
+    return DescribeLogDirsResponse(
+        throttle_time_ms=0,
+        error_code=0,
+        results=[_dir_result(log_dir, ps) for log_dir, ps in hosted.items()],
+    )
