@@ -4,7 +4,7 @@
 _kctl_subcommands() {
     case "$1" in
         'kctl') echo 'broker config consume group log perf produce topic' ;;
-        'kctl broker') echo 'start stop' ;;
+        'kctl broker') echo 'start stop log-dirs' ;;
         'kctl config') echo 'show' ;;
         'kctl group') echo 'list describe rewind delete' ;;
         'kctl log') echo 'dump verify recover purge' ;;
@@ -15,7 +15,7 @@ _kctl_subcommands() {
 
 _kctl_is_subcommand() {
     case "$1 $2" in
-        'kctl broker'|'kctl config'|'kctl consume'|'kctl group'|'kctl log'|'kctl perf'|'kctl produce'|'kctl topic'|'kctl broker start'|'kctl broker stop'|'kctl config show'|'kctl group list'|'kctl group describe'|'kctl group rewind'|'kctl group delete'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge'|'kctl perf produce'|'kctl perf consume'|'kctl topic create'|'kctl topic list'|'kctl topic describe'|'kctl topic delete'|'kctl topic alter') return 0 ;;
+        'kctl broker'|'kctl config'|'kctl consume'|'kctl group'|'kctl log'|'kctl perf'|'kctl produce'|'kctl topic'|'kctl broker start'|'kctl broker stop'|'kctl broker log-dirs'|'kctl config show'|'kctl group list'|'kctl group describe'|'kctl group rewind'|'kctl group delete'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge'|'kctl perf produce'|'kctl perf consume'|'kctl topic create'|'kctl topic list'|'kctl topic describe'|'kctl topic delete'|'kctl topic alter') return 0 ;;
     esac
     return 1
 }
@@ -26,6 +26,7 @@ _kctl_options() {
         'kctl broker') echo '-h --help' ;;
         'kctl broker start') echo '-c --config -X -d --daemon --pid-file --log-file --log-level -h --help' ;;
         'kctl broker stop') echo '-c --config -X --pid-file --timeout -h --help' ;;
+        'kctl broker log-dirs') echo '--broker -t --topic -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl config') echo '-h --help' ;;
         'kctl config show') echo '-f --format -c --config -X -b --bootstrap-server --show-secrets -h --help' ;;
         'kctl consume') echo '--pattern -p --partition -o --offset -u --until -n --max -g --group -f --format -q --quiet -c --config -X -b --bootstrap-server -h --help' ;;
@@ -64,6 +65,12 @@ _kctl_option_value() {
         'kctl broker stop -X') echo 'any' ;;
         'kctl broker stop --pid-file') echo 'file' ;;
         'kctl broker stop --timeout') echo 'any' ;;
+        'kctl broker log-dirs --broker') echo 'any' ;;
+        'kctl broker log-dirs -t'|'kctl broker log-dirs --topic') echo 'any' ;;
+        'kctl broker log-dirs -f'|'kctl broker log-dirs --format') echo 'choice table json jsonl' ;;
+        'kctl broker log-dirs -c'|'kctl broker log-dirs --config') echo 'file' ;;
+        'kctl broker log-dirs -X') echo 'any' ;;
+        'kctl broker log-dirs -b'|'kctl broker log-dirs --bootstrap-server') echo 'any' ;;
         'kctl config show -f'|'kctl config show --format') echo 'choice table json jsonl' ;;
         'kctl config show -c'|'kctl config show --config') echo 'file' ;;
         'kctl config show -X') echo 'any' ;;

@@ -1,4 +1,5 @@
-"""`kctl broker`: run a broker in the foreground or as a daemon, and stop it."""
+"""`kctl broker`: run a broker in the foreground or as a daemon, stop it, and show the log dirs of
+running brokers."""
 
 from __future__ import annotations
 
@@ -15,10 +16,18 @@ from typing import Annotated
 import typer
 
 from kctl.commands.errors import ExitCode, KctlError
-from kctl.commands.options import ConfigFileOption, ConfigOverrideOption, load_config
-from kctl.commands.output import info, warn
+from kctl.commands.options import (
+    DEFAULT_BOOTSTRAP_SERVER,
+    DEFAULT_FORMAT,
+    BootstrapServerOption,
+    ConfigFileOption,
+    ConfigOverrideOption,
+    FormatOption,
+    load_config,
+)
+from kctl.commands.output import Column, OutputFormat, info, render_documents, render_rows, warn
 
-app = typer.Typer(help="Run and stop a kctl broker.", no_args_is_help=True)
+app = typer.Typer(help="Run and stop a kctl broker; show brokers' log dirs.", no_args_is_help=True)
 
 PID_FILE_NAME = "kctl-broker.pid"
 PidFileOption = Annotated[
@@ -198,3 +207,100 @@ def stop(
             return
         time.sleep(0.05)
     raise KctlError(f"broker (pid {pid}) did not stop within {timeout:g} s")
+
+
+# -- log-dirs --------------------------------------------------------------------------------------
+LOG_DIR_COLUMNS = [
+    Column("broker"),
+    Column("log_dir", "LOG-DIR"),
+    Column("error", formatter=lambda e: e or "-"),
+    Column("replica_count", "REPLICAS"),
+    Column("size", "SIZE"),
+    Column("usable_bytes", "USABLE", formatter=lambda b: "-" if b < 0 else str(b)),
+    Column("total_bytes", "TOTAL", formatter=lambda b: "-" if b < 0 else str(b)),
+]
+REPLICA_COLUMNS = [
+    Column("broker"),
+    Column("log_dir", "LOG-DIR"),
+    Column("topic"),
+    Column("partition"),
+    Column("size", "SIZE"),
+    Column("offset_lag", "OFFSET-LAG"),
+    Column("is_future", "FUTURE", formatter=lambda f: "yes" if f else "no"),
+]
+
+
+@app.command("log-dirs")
+def log_dirs(
+    brokers: Annotated[
+        list[int] | None,
+        typer.Option("--broker", metavar="ID", help="Ask only this broker (repeatable; default: all)."),
+    ] = None,
+    topics: Annotated[
+        list[str] | None,
+        typer.Option("--topic", "-t", metavar="TOPIC", help="Only this topic's partitions (repeatable)."),
+    ] = None,
+    fmt: FormatOption = DEFAULT_FORMAT,
+    config_file: ConfigFileOption = None,
+    overrides: ConfigOverrideOption = None,
+    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+) -> None:
+    """Show the brokers' log directories: the partition replicas in each, their size on disk and the
+    volume's usable and total bytes (Kafka's DescribeLogDirs, as kafka-log-dirs.sh --describe).
+
+    Talks to a running cluster (-b); --config/-X take client properties here. The table format
+    prints a log-dirs table, then a replicas table; json/jsonl print one object per log dir with
+    its "replicas" nested. Sizes are bytes. Exit status 1 if a log dir is offline or a broker
+    cannot be asked, 3 if no named topic exists."""
+    from kctl.client import TopicPartition
+    from kctl.commands.clients import admin_session
+
+    with admin_session(config_file, overrides, bootstrap_server) as admin:
+        wanted: list[TopicPartition] | None = None
+        missing_topics: list[str] = []
+        if topics:
+            described = admin.describe_topics(list(dict.fromkeys(topics)))
+            for missing in (t for t in described if not t.ok):
+                warn(f"topic {missing.name!r}: {missing.error}")
+                missing_topics.append(missing.name)
+            if not any(t.ok for t in described):
+                raise KctlError("none of the named topics exists", ExitCode.NOT_FOUND)
+            wanted = [TopicPartition(t.name, p.partition) for t in described if t.ok for p in t.partitions]
+        described_dirs = admin.describe_log_dirs(brokers, wanted)
+    documents = [
+        {
+            "broker": broker_id,
+            "log_dir": d.path,
+            "error": d.error,
+            "replica_count": len(d.replicas),
+            "size": d.size,
+            "usable_bytes": d.usable_bytes,
+            "total_bytes": d.total_bytes,
+            "replicas": [
+                {
+                    "topic": r.topic_partition.topic,
+                    "partition": r.topic_partition.partition,
+                    "size": r.size,
+                    "offset_lag": r.offset_lag,
+                    "is_future": r.is_future,
+                }
+                for r in d.replicas
+            ],
+        }
+        for broker_id, dirs in described_dirs.items()
+        for d in dirs
+    ]
+    if fmt is OutputFormat.TABLE:
+        render_rows(documents, LOG_DIR_COLUMNS, fmt, title="log dirs")
+        sys.stdout.write("\n")
+        rows = [
+            {"broker": d["broker"], "log_dir": d["log_dir"], **r} for d in documents for r in d["replicas"]
+        ]
+        render_rows(rows, REPLICA_COLUMNS, fmt, title="replicas")
+    else:
+        render_documents(documents, fmt)
+    offline = [f"broker {d['broker']} log dir {d['log_dir']}: {d['error']}" for d in documents if d["error"]]
+    if offline:
+        raise KctlError("; ".join(offline))
+    if missing_topics:
+        raise KctlError(f"no such topic: {', '.join(missing_topics)}", ExitCode.FAILURE)
