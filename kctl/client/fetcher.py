@@ -27,11 +27,8 @@ from kctl.client.errors import BrokerResponseError, KafkaError
 from kctl.client.types import TopicPartition
 from kctl.protocol import ApiKey, ErrorCode
 from kctl.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
-from kctl.records.compression import DecompressionError, decompress
 from kctl.records.header import (
-    COMPRESSION_CODEC_MASK,
     CONTROL_FLAG_MASK,
-    HEADER_SIZE,
     LOG_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
@@ -40,8 +37,8 @@ from kctl.records.header import (
     read_prefix,
     validate_batch,
 )
-from kctl.records.reader import MIN_RECORD_SIZE, decode_records
-from kctl.records.varint import decode_uvarint, decode_uvarlong, decode_varint
+from kctl.records.reader import MIN_RECORD_SIZE, ZIGZAG, decode_columns, decode_section, records_section
+from kctl.records.record import Header
 
 __all__ = [
     "FETCH_MAX_VERSION",
@@ -292,299 +289,59 @@ def _batch_records(
     max_decompressed_size: int | None,
     out: list[ConsumerRecord],
 ) -> None:
-    """Append the records of the (framed, checked) batch at ``position`` to ``out``."""
-    attributes = header.attributes
-    codec = attributes & COMPRESSION_CODEC_MASK
-    start = position + HEADER_SIZE
-    limit = position + header.batch_length + LOG_OVERHEAD
+    """Append the records of the (framed, checked) batch at ``position`` to ``out``: through
+    ``decode_columns`` for the usual batch, else (record headers, long deltas, anything odd)
+    ``decode_section``, whose records or error then count."""
+    data, pos, limit = records_section(buf, position, header, max_decompressed_size)
     count = header.records_count
-    if codec:
-        if count == 0 and start == limit:
-            return
-        try:
-            data = decompress(codec, memoryview(buf)[start:limit], max_decompressed_size)
-        except (DecompressionError, ValueError):
-            data = b""  # the reader below says what is wrong
-        pos, limit = 0, len(data)
-    else:
-        data, pos = buf, start
-    if attributes & TIMESTAMP_TYPE_MASK:
+    if header.attributes & TIMESTAMP_TYPE_MASK:
         ts_type, base_ts, fixed = _APPEND, header.max_timestamp, True
     else:
         ts_type, base_ts, fixed = _CREATE, header.base_timestamp, False
-    mark = len(out)
-    if 0 <= count <= (limit - pos) // MIN_RECORD_SIZE and data:
+    columns = None
+    if 0 < count <= (limit - pos) // MIN_RECORD_SIZE:
         try:
-            records = _decode_columns(
-                data, pos, limit, count, header.base_offset, base_ts, fixed, topic, partition, ts_type
-            )
-            if records is not None:
-                out += records
-                return
-            end = _decode_records(
-                data, pos, count, header.base_offset, base_ts, fixed, topic, partition, ts_type, out
-            )
-            if end == limit:
-                return
-        except (IndexError, ValueError, UnicodeDecodeError):
-            pass
-    # Not what the fast loop expects: the reader decides (its records, or its error).
-    del out[mark:]
-    records = decode_records(buf, position, header, max_decompressed_size)
-    out += [
-        _new(
-            ConsumerRecord,
-            (topic, partition, r.offset, r.timestamp, ts_type, r.key, r.value, tuple(r.headers)),
-        )
-        for r in records
-    ]
-
-
-_ZIGZAG = [(raw >> 1) ^ -(raw & 1) for raw in range(1 << 14)]
-"""The zigzag decoding of every varint of one or two bytes."""
-
-
-def _decode_columns(
-    data: bytes,
-    pos: int,
-    limit: int,
-    count: int,
-    base_offset: int,
-    base_ts: int,
-    fixed_ts: bool,
-    topic: str,
-    partition: int,
-    ts_type: TimestampType,
-) -> list[ConsumerRecord] | None:
-    """The hot loop for the usual batch: no headers, timestamp and offset deltas of one or two bytes.
-    Collects offsets, timestamps, keys and values in columns and builds the records from them at C
-    speed (``map``/``zip``). Returns None for a batch it does not handle (``_decode_records`` does);
-    raises ValueError or IndexError for a malformed one.
-
-    Each record's length field is stepped over, not compared with its fields (a tenth of the time
-    of this loop): the fields are parsed in sequence and must end exactly at the batch's end, and
-    the batch's CRC covers them. So a batch whose only fault is a wrong length field (which no
-    corruption but a producer's bug makes) is read where the record reader would reject it."""
-    offsets: list[int] = []
-    deltas: list[int] = []
-    keys: list[bytes | None] = []
-    values: list[bytes | None] = []
-    add_offset, add_delta, add_key, add_value = offsets.append, deltas.append, keys.append, values.append
-    uvarint = decode_uvarint
-    for _ in range(count):
-        # length: stepped over (see above)
-        if data[pos] < 0x80:
-            pos += 1
-        elif data[pos + 1] < 0x80:
-            pos += 2
-        else:
-            _, pos = uvarint(data, pos)
-        # attributes (unused), timestamp delta
-        b = data[pos + 1]
-        if b < 0x80:
-            pos += 2
-        elif (c := data[pos + 2]) < 0x80:
-            b = (b & 0x7F) | c << 7
-            pos += 3
-        else:
-            return None
-        add_delta(b)
-        # offset delta
-        b = data[pos]
-        if b < 0x80:
-            pos += 1
-        elif (c := data[pos + 1]) < 0x80:
-            b = (b & 0x7F) | c << 7
-            pos += 2
-        else:
-            return None
-        add_offset(b)
-        # key
-        b = data[pos]
-        if b == 1:
-            add_key(None)
-            pos += 1
-        else:
-            if b < 0x80:
-                pos += 1
-            elif (c := data[pos + 1]) < 0x80:
-                b = (b & 0x7F) | c << 7
-                pos += 2
-            else:
-                b, pos = uvarint(data, pos)
-            if b & 1:
-                raise ValueError("negative key length")
-            b = pos + (b >> 1)
-            add_key(data[pos:b])
-            pos = b
-        # value
-        b = data[pos]
-        if b == 1:
-            add_value(None)
-            pos += 1
-        else:
-            if b < 0x80:
-                pos += 1
-            elif (c := data[pos + 1]) < 0x80:
-                b = (b & 0x7F) | c << 7
-                pos += 2
-            else:
-                b, pos = uvarint(data, pos)
-            if b & 1:
-                raise ValueError("negative value length")
-            b = pos + (b >> 1)
-            add_value(data[pos:b])
-            pos = b
-        # headers
-        if data[pos]:
-            return None
-        pos += 1
-    if pos != limit:
-        raise ValueError("the records do not end at the batch's end")
-    zigzag = _ZIGZAG.__getitem__
-    timestamps = repeat(base_ts) if fixed_ts else map(base_ts.__add__, map(zigzag, deltas))
-    return list(
-        map(
+            columns = decode_columns(data, pos, limit, count)
+        except (IndexError, ValueError):
+            columns = None  # decode_section says what is wrong
+    if columns is not None:
+        zigzag = ZIGZAG.__getitem__
+        base_offset = header.base_offset
+        timestamps = repeat(base_ts) if fixed else map(base_ts.__add__, map(zigzag, columns.timestamp_deltas))
+        out += map(
             _new,
             repeat(ConsumerRecord),
             zip(
                 repeat(topic),
                 repeat(partition),
-                map(base_offset.__add__, map(zigzag, offsets)),
+                map(base_offset.__add__, map(zigzag, columns.offset_deltas)),
                 timestamps,
                 repeat(ts_type),
-                keys,
-                values,
+                columns.keys,
+                columns.values,
                 repeat(_NO_HEADERS),
             ),
         )
-    )
+        return
 
+    def make(
+        offset: int, timestamp: int, key: bytes | None, value: bytes | None, headers: list[Header]
+    ) -> ConsumerRecord:
+        return _new(
+            ConsumerRecord,
+            (
+                topic,
+                partition,
+                offset,
+                timestamp,
+                ts_type,
+                key,
+                value,
+                tuple(headers) if headers else _NO_HEADERS,
+            ),
+        )
 
-def _decode_records(
-    data: bytes,
-    pos: int,
-    count: int,
-    base_offset: int,
-    base_ts: int,
-    fixed_ts: bool,
-    topic: str,
-    partition: int,
-    ts_type: TimestampType,
-    out: list[ConsumerRecord],
-) -> int:
-    """The hot loop: decode ``count`` records from ``data[pos:]`` into ``out``; returns where they
-    end. Varints of one or two bytes are read inline. Raises ValueError (or IndexError) at the first
-    thing out of the ordinary, and the caller falls back to the reader."""
-    append = out.append
-    new = _new
-    cls = ConsumerRecord
-    uvarint = decode_uvarint
-    no_headers = _NO_HEADERS
-    for _ in range(count):
-        # length
-        b = data[pos]
-        if b < 0x80:
-            pos += 1
-        elif (c := data[pos + 1]) < 0x80:
-            b = (b & 0x7F) | c << 7
-            pos += 2
-        else:
-            b, pos = uvarint(data, pos)
-        if b & 1:
-            raise ValueError("negative record length")
-        record_end = pos + (b >> 1)
-        # attributes (unused), timestamp delta
-        b = data[pos + 1]
-        if b < 0x80:
-            pos += 2
-        elif (c := data[pos + 2]) < 0x80:
-            b = (b & 0x7F) | c << 7
-            pos += 3
-        else:
-            b, pos = decode_uvarlong(data, pos + 1)
-        timestamp = base_ts if fixed_ts else base_ts + ((b >> 1) ^ -(b & 1))
-        # offset delta
-        b = data[pos]
-        if b < 0x80:
-            pos += 1
-        elif (c := data[pos + 1]) < 0x80:
-            b = (b & 0x7F) | c << 7
-            pos += 2
-        else:
-            b, pos = uvarint(data, pos)
-        if b & 1:
-            raise ValueError("negative offset delta")
-        offset = base_offset + (b >> 1)
-        # key
-        b = data[pos]
-        if b == 1:
-            key = None
-            pos += 1
-        else:
-            if b < 0x80:
-                pos += 1
-            elif (c := data[pos + 1]) < 0x80:
-                b = (b & 0x7F) | c << 7
-                pos += 2
-            else:
-                b, pos = uvarint(data, pos)
-            if b & 1:
-                raise ValueError("negative key length")
-            b = pos + (b >> 1)
-            key = data[pos:b]
-            pos = b
-        # value
-        b = data[pos]
-        if b == 1:
-            value = None
-            pos += 1
-        else:
-            if b < 0x80:
-                pos += 1
-            elif (c := data[pos + 1]) < 0x80:
-                b = (b & 0x7F) | c << 7
-                pos += 2
-            else:
-                b, pos = uvarint(data, pos)
-            if b & 1:
-                raise ValueError("negative value length")
-            b = pos + (b >> 1)
-            value = data[pos:b]
-            pos = b
-        # headers
-        if data[pos] == 0:
-            pos += 1
-            headers = no_headers
-        else:
-            headers, pos = _headers(data, pos)
-        if pos != record_end:
-            raise ValueError("record length mismatch")
-        append(new(cls, (topic, partition, offset, timestamp, ts_type, key, value, headers)))
-    return pos
-
-
-def _headers(data: bytes, pos: int) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
-    count, pos = decode_varint(data, pos)
-    if count < 0:
-        raise ValueError("negative header count")
-    headers = []
-    for _ in range(count):
-        size, pos = decode_varint(data, pos)
-        if size < 0:
-            raise ValueError("negative header key length")
-        key = data[pos : pos + size].decode()
-        pos += size
-        size, pos = decode_varint(data, pos)
-        if size >= 0:
-            value: bytes | None = data[pos : pos + size]
-            pos += size
-        elif size == -1:
-            value = None
-        else:
-            raise ValueError("negative header value length")
-        headers.append((key, value))
-    return tuple(headers), pos
+    out += decode_section(data, pos, limit, header, position, make)
 
 
 def build_fetch_request(

@@ -12,11 +12,16 @@ varints, negative lengths other than −1, header keys that are not UTF-8, bytes
 :class:`~kctl.records.header.InvalidRecordBatch`. Lengths are checked against the record before
 anything is sliced, so a length field never makes the decoder allocate more than the batch holds.
 The loop decodes one-byte varints inline and calls the general decoder only for longer ones.
+
+For consumers, the pieces are exposed: :func:`records_section` (decompress), :func:`decode_columns`
+(the fast path for batches without record headers: columns to build records from in bulk) and
+:func:`decode_section` (the strict loop, building each record with a caller's factory).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
 
 from kctl.records.compression import CompressionType, DecompressionError, decompress
 from kctl.records.header import (
@@ -33,7 +38,19 @@ from kctl.records.header import (
 from kctl.records.record import DecodedBatch, Header, Record
 from kctl.records.varint import VarintError, decode_uvarint, decode_uvarlong, decode_varint
 
-__all__ = ["decode_batch", "decode_records", "iter_batches"]
+__all__ = [
+    "ZIGZAG",
+    "RecordColumns",
+    "decode_batch",
+    "decode_columns",
+    "decode_records",
+    "decode_section",
+    "iter_batches",
+    "records_section",
+]
+
+RecordFactory = Callable[[int, int, "bytes | None", "bytes | None", "list[Header]"], Any]
+"""Builds one decoded record from (offset, timestamp, key, value, headers); ``Record`` by default."""
 
 Buffer = bytes | bytearray | memoryview
 
@@ -90,40 +107,66 @@ def iter_batches(
 
 
 def decode_records(
-    buf: Buffer, position: int, header: BatchHeader, max_decompressed_size: int | None = None
-) -> list[Record]:
+    buf: Buffer,
+    position: int,
+    header: BatchHeader,
+    max_decompressed_size: int | None = None,
+    make: RecordFactory = Record,
+) -> list[Any]:
     """Decode the records of the batch at ``position`` whose (already validated) header is
-    ``header``. Raises InvalidRecordBatch for malformed records."""
+    ``header``, each built by ``make(offset, timestamp, key, value, headers)`` (a ``Record`` by
+    default). Raises InvalidRecordBatch for malformed records."""
+    data, start, end = records_section(buf, position, header, max_decompressed_size)
+    return decode_section(data, start, end, header, position, make)
+
+
+def records_section(
+    buf: Buffer, position: int, header: BatchHeader, max_decompressed_size: int | None = None
+) -> tuple[bytes, int, int]:
+    """The records section of the batch at ``position``: ``(data, start, end)`` — ``buf`` itself
+    when it is uncompressed ``bytes``, else a copy or the decompressed bytes. Raises
+    InvalidRecordBatch for an unknown codec or records that do not decompress (within
+    ``max_decompressed_size``)."""
     start = position + HEADER_SIZE
     end = position + header.size
+    codec = header.attributes & COMPRESSION_CODEC_MASK
+    if codec == CompressionType.NONE:
+        if type(buf) is bytes:
+            return buf, start, end
+        data = bytes(memoryview(buf)[start:end])
+        return data, 0, len(data)
+    if codec not in _CODECS:
+        raise InvalidRecordBatch(f"unknown compression codec {codec}", position)
+    if header.records_count == 0 and start == end:
+        return b"", 0, 0
+    try:
+        data = decompress(codec, memoryview(buf)[start:end], max_decompressed_size)
+    except DecompressionError as exc:
+        label = CompressionType(codec).label
+        raise InvalidRecordBatch(f"cannot decompress {label} records: {exc}", position) from exc
+    return data, 0, len(data)
+
+
+def decode_section(
+    data: bytes,
+    pos: int,
+    limit: int,
+    header: BatchHeader,
+    position: int,
+    make: RecordFactory = Record,
+) -> list[Any]:
+    """Decode the ``header.records_count`` records of ``data[pos:limit]`` (a records section from
+    ``records_section``), strictly: every length is checked, and the records must fill the section
+    exactly. ``position`` (the batch's) is reported in errors. Raises InvalidRecordBatch."""
     count = header.records_count
     if count < 0:
         raise InvalidRecordBatch(f"negative records_count {count}", position)
-    codec = header.attributes & COMPRESSION_CODEC_MASK
-    data: bytes
-    if codec == CompressionType.NONE:
-        if type(buf) is bytes:
-            data, pos, limit = buf, start, end
-        else:
-            data = bytes(memoryview(buf)[start:end])
-            pos, limit = 0, len(data)
-    else:
-        if codec not in _CODECS:
-            raise InvalidRecordBatch(f"unknown compression codec {codec}", position)
-        if count == 0 and start == end:
-            return []
-        try:
-            data = decompress(codec, memoryview(buf)[start:end], max_decompressed_size)
-        except DecompressionError as exc:
-            label = CompressionType(codec).label
-            raise InvalidRecordBatch(f"cannot decompress {label} records: {exc}", position) from exc
-        pos, limit = 0, len(data)
     if count > (limit - pos) // MIN_RECORD_SIZE:
         raise InvalidRecordBatch(
             f"records_count {count} cannot fit in a records section of {limit - pos} bytes", position
         )
 
-    records: list[Record] = []
+    records: list[Any] = []
     append = records.append
     base_offset = header.base_offset
     base_timestamp = header.base_timestamp
@@ -236,7 +279,7 @@ def decode_records(
                     headers.append((header_key, header_value))
             if pos != record_end:
                 raise _malformed(f"fields end at {pos - record_end:+d} bytes from the record's length", index)
-            append(Record(offset, timestamp, key, value, headers))
+            append(make(offset, timestamp, key, value, headers))
     except _MalformedRecord as exc:
         raise InvalidRecordBatch(str(exc), position) from None
     except IndexError:
@@ -248,9 +291,7 @@ def decode_records(
     except UnicodeDecodeError as exc:
         raise InvalidRecordBatch(f"record {index}: header key is not UTF-8: {exc}", position) from None
     if pos != limit:
-        raise InvalidRecordBatch(
-            f"{limit - pos} bytes left over after the batch's {count} records", position
-        )
+        raise InvalidRecordBatch(f"{limit - pos} bytes left over after the batch's {count} records", position)
     return records
 
 
@@ -260,3 +301,108 @@ class _MalformedRecord(ValueError):
 
 def _malformed(message: str, index: int) -> _MalformedRecord:
     return _MalformedRecord(f"record {index}: {message}")
+
+
+ZIGZAG: list[int] = [(raw >> 1) ^ -(raw & 1) for raw in range(1 << 14)]
+"""The zigzag decoding of every varint of one or two bytes (raw value -> signed value)."""
+
+
+class RecordColumns(NamedTuple):
+    """The records of a batch as columns: raw (still zigzagged) offset and timestamp deltas of one or
+    two bytes (decode with ``ZIGZAG``), keys and values."""
+
+    offset_deltas: list[int]
+    timestamp_deltas: list[int]
+    keys: list[bytes | None]
+    values: list[bytes | None]
+
+
+def decode_columns(data: bytes, pos: int, limit: int, count: int) -> RecordColumns | None:
+    """The fast path for the usual batch — no record headers, timestamp and offset deltas below
+    8192 — decoding ``count`` records of ``data[pos:limit]`` into columns a caller turns into its
+    own record objects at C speed (``map``/``zip``). Returns None for a batch it does not handle
+    (``decode_section`` does); raises ValueError or IndexError for a malformed one (then
+    ``decode_section`` says what is wrong).
+
+    Each record's length field is stepped over, not compared with its fields (a tenth of the time
+    of this loop): the fields are parsed in sequence and must end exactly at ``limit``, and the
+    batch's CRC covers them. So a batch whose only fault is a wrong length field (which no
+    corruption but a producer's bug makes) is read where ``decode_section`` would reject it."""
+    offset_deltas: list[int] = []
+    timestamp_deltas: list[int] = []
+    keys: list[bytes | None] = []
+    values: list[bytes | None] = []
+    add_offset, add_delta = offset_deltas.append, timestamp_deltas.append
+    add_key, add_value = keys.append, values.append
+    uvarint = decode_uvarint
+    for _ in range(count):
+        # length: stepped over (see above)
+        if data[pos] < 0x80:
+            pos += 1
+        elif data[pos + 1] < 0x80:
+            pos += 2
+        else:
+            _, pos = uvarint(data, pos)
+        # attributes (unused), timestamp delta
+        b = data[pos + 1]
+        if b < 0x80:
+            pos += 2
+        elif (c := data[pos + 2]) < 0x80:
+            b = (b & 0x7F) | c << 7
+            pos += 3
+        else:
+            return None
+        add_delta(b)
+        # offset delta
+        b = data[pos]
+        if b < 0x80:
+            pos += 1
+        elif (c := data[pos + 1]) < 0x80:
+            b = (b & 0x7F) | c << 7
+            pos += 2
+        else:
+            return None
+        add_offset(b)
+        # key
+        b = data[pos]
+        if b == 1:
+            add_key(None)
+            pos += 1
+        else:
+            if b < 0x80:
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80:
+                b = (b & 0x7F) | c << 7
+                pos += 2
+            else:
+                b, pos = uvarint(data, pos)
+            if b & 1:
+                raise ValueError("negative key length")
+            b = pos + (b >> 1)
+            add_key(data[pos:b])
+            pos = b
+        # value
+        b = data[pos]
+        if b == 1:
+            add_value(None)
+            pos += 1
+        else:
+            if b < 0x80:
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80:
+                b = (b & 0x7F) | c << 7
+                pos += 2
+            else:
+                b, pos = uvarint(data, pos)
+            if b & 1:
+                raise ValueError("negative value length")
+            b = pos + (b >> 1)
+            add_value(data[pos:b])
+            pos = b
+        # headers
+        if data[pos]:
+            return None
+        pos += 1
+    if pos != limit:
+        raise ValueError("the records do not end at the section's end")
+    return RecordColumns(offset_deltas, timestamp_deltas, keys, values)
