@@ -6,9 +6,11 @@ Prints its figures; asserts nothing. One broker (``python -m kctl broker start``
 directory) serves every client; each client runs in its own subprocess (no threads or caches left
 over from another client), produces ``--records`` records of ``--size`` bytes (no key unless
 ``--keys``) with the same acks, linger.ms and batch size, and the time from the first send until
-the last acknowledgement is measured; the best of ``--repeat`` runs is reported (each run to a new
-topic). "cpu" is the client process's CPU time over the run (user + system, all threads) as a share
-of the wall time; the broker runs on the same machine and competes for its cores.
+the last acknowledgement is measured (with ``--callbacks``, every record also gets a delivery
+callback, each client's own way, and every callback must have run); the best of ``--repeat`` runs
+is reported (each run to a new topic). "cpu" is the client process's CPU time over the run (user +
+system, all threads) as a share of the wall time; the broker runs on the same machine and competes
+for its cores.
 
 The "encode only" section measures what a client can do without a network: kctl's
 ``RecordBatchBuilder`` and kafka-python's / aiokafka's batch builders appending the same records,
@@ -80,12 +82,22 @@ def run_kctl(args: argparse.Namespace, topic: str) -> float:
     with Producer(args.bootstrap, config) as producer:
         producer.send(topic, value).result(30)  # warm-up: connection, metadata, producer id
         send = producer.send
+        delivered = [0]
+
+        def on_delivery(error: Any, metadata: Any) -> None:
+            delivered[0] += error is None
+
         start = time.perf_counter()
-        for key in keys:
-            send(topic, value, key)
+        if args.callbacks:
+            for key in keys:
+                send(topic, value, key, on_delivery=on_delivery)
+        else:
+            for key in keys:
+                send(topic, value, key)
         left = producer.flush(300)
         elapsed = time.perf_counter() - start
         assert left == 0, f"{left} records not delivered"
+        assert not args.callbacks or delivered[0] == len(keys), f"{delivered[0]} callbacks"
     return elapsed
 
 
@@ -107,16 +119,23 @@ def run_confluent(args: argparse.Namespace, topic: str) -> float:
     producer.produce(topic, value)
     assert producer.flush(30) == 0
     produce, poll = producer.produce, producer.poll
+    delivered = [0]
+
+    def on_delivery(error: Any, message: Any) -> None:
+        delivered[0] += error is None
+
+    extra = {"on_delivery": on_delivery} if args.callbacks else {}
     start = time.perf_counter()
     for key in keys:
         try:
-            produce(topic, value, key)
+            produce(topic, value, key, **extra)
         except BufferError:
             poll(0.001)
-            produce(topic, value, key)
+            produce(topic, value, key, **extra)
     left = producer.flush(300)
     elapsed = time.perf_counter() - start
     assert left == 0, f"{left} records not delivered"
+    assert not args.callbacks or delivered[0] == len(keys), f"{delivered[0]} callbacks"
     return elapsed
 
 
@@ -140,11 +159,21 @@ def run_aiokafka(args: argparse.Namespace, topic: str) -> float:
         try:
             await (await producer.send(topic, value))
             send = producer.send
+            delivered = [0]
+
+            def on_done(future: Any) -> None:
+                delivered[0] += future.exception() is None
+
             start = time.perf_counter()
             for key in keys:
-                await send(topic, value, key)
+                future = await send(topic, value, key)
+                if args.callbacks:
+                    future.add_done_callback(on_done)
             await producer.flush()
-            return time.perf_counter() - start
+            elapsed = time.perf_counter() - start
+            await asyncio.sleep(0)  # done-callbacks run on the next loop iteration
+            assert not args.callbacks or delivered[0] == len(keys), f"{delivered[0]} callbacks"
+            return elapsed
         finally:
             await producer.stop()
 
@@ -166,11 +195,20 @@ def run_kafka_python(args: argparse.Namespace, topic: str) -> float:
     try:
         producer.send(topic, value).get(30)
         send = producer.send
+        delivered = [0]
+
+        def on_success(metadata: Any) -> None:
+            delivered[0] += 1
+
         start = time.perf_counter()
         for key in keys:
-            send(topic, value, key)
+            future = send(topic, value, key)
+            if args.callbacks:
+                future.add_callback(on_success)
         producer.flush(300)
-        return time.perf_counter() - start
+        elapsed = time.perf_counter() - start
+        assert not args.callbacks or delivered[0] == len(keys), f"{delivered[0]} callbacks"
+        return elapsed
     finally:
         producer.close(10)
 
@@ -347,7 +385,7 @@ def run_client(args: argparse.Namespace, name: str, broker: Broker, topic: str) 
         "--bootstrap", broker.bootstrap, "--records", str(args.records), "--size", str(args.size),
         "--acks", str(args.acks), "--linger-ms", str(args.linger_ms), "--batch-size", str(args.batch_size),
         "--compression", args.compression,
-    ] + (["--keys"] if args.keys else [])  # fmt: skip
+    ] + (["--keys"] if args.keys else []) + (["--callbacks"] if args.callbacks else [])  # fmt: skip
     broker_cpu = broker.cpu()
     result = subprocess.run(command, capture_output=True, timeout=900, check=False, cwd=ROOT)
     if result.returncode != 0:
@@ -388,6 +426,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs per client; the best is reported")
     parser.add_argument("--clients", default=",".join(CLIENTS), help=f"comma-separated: {', '.join(CLIENTS)}")
     parser.add_argument("--no-encode", action="store_true", help="skip the encode-only section")
+    parser.add_argument(
+        "--callbacks", action="store_true", help="a delivery callback per record (each client's own way)"
+    )
     parser.add_argument("--worker", choices=CLIENTS, help=argparse.SUPPRESS)
     parser.add_argument("--topic", help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", help=argparse.SUPPRESS)

@@ -341,6 +341,34 @@ def test_callbacks_and_concurrent_futures_helpers(shared: BrokerProcess) -> None
     assert too_big.exception(0) is error
 
 
+def test_one_callback_for_many_records_runs_once_per_record_in_order(shared: BrokerProcess) -> None:
+    topic = create_topic(shared.bootstrap, unique("many-callbacks"), 3)
+    reports: list[tuple[Any, Any]] = []
+    waited: list[Any] = []
+
+    def on_delivery(error: Any, metadata: Any) -> None:
+        reports.append((error, metadata))
+
+    with Producer(shared.bootstrap, linger_ms=20) as producer:
+        futures = [
+            producer.send(topic, b"%d" % i, b"k%d" % (i % 7), on_delivery=on_delivery) for i in range(20_000)
+        ]
+        for future in futures[::1000]:  # some also get a done-callback and a waiter of their own
+            future.add_done_callback(waited.append)
+        assert not concurrent.futures.wait(futures[::500], timeout=TIMEOUT).not_done
+        assert producer.flush(TIMEOUT) == 0
+    assert len(reports) == 20_000 and all(error is None for error, _ in reports)
+    by_partition: dict[int, list[int]] = {}
+    for _, metadata in reports:
+        by_partition.setdefault(metadata.partition, []).append(metadata.offset)
+    assert len(by_partition) == 3
+    for offsets in by_partition.values():  # each partition's callbacks in offset order, none twice
+        assert offsets == list(range(len(offsets)))
+    results = {(r.partition, r.offset) for r in (f.result(0) for f in futures)}
+    assert results == {(m.partition, m.offset) for _, m in reports} and len(results) == 20_000
+    assert sorted(waited, key=futures.index) == futures[::1000]
+
+
 def test_flush_and_close(shared: BrokerProcess) -> None:
     topic = create_topic(shared.bootstrap, unique("flush"), 1)
     producer = Producer(shared.bootstrap, linger_ms=60_000)

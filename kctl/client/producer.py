@@ -265,9 +265,10 @@ class RecordFuture(Future):  # type: ignore[type-arg]
         # and the batch remembers the future so that completing the batch visits only these.
         if name in ("_waiters", "_done_callbacks"):
             value: list[Any] = []
-            self.__dict__[name] = value
-            if not any(f is self for f in self._batch.watched):
-                self._batch.watched.append(self)
+            attributes = self.__dict__
+            if "_waiters" not in attributes and "_done_callbacks" not in attributes:
+                self._batch.watched.append(self)  # the first of the two: not watched yet
+            attributes[name] = value
             return value
         raise AttributeError(name)
 
@@ -328,10 +329,11 @@ class RecordFuture(Future):  # type: ignore[type-arg]
         return True
 
 
-def _delivery_adapter(callback: DeliveryCallback) -> Callable[[Future], None]:  # type: ignore[type-arg]
-    def invoke(future: Future) -> None:  # type: ignore[type-arg]
-        error = future.exception()
-        callback(error, None if error is not None else future.result())
+def _delivery_adapter(callback: DeliveryCallback) -> Callable[[RecordFuture], None]:
+    def invoke(future: RecordFuture) -> None:
+        # called once the future is done: its outcome is final and read without the lock
+        error = future._exception
+        callback(error, None if error is not None else future._result)
 
     return invoke
 
@@ -446,6 +448,8 @@ class Producer:
         # The futures' condition: reentrant (concurrent.futures.wait acquires it once per future).
         # Taken after self._lock, never before it.
         self._done = threading.Condition(threading.RLock())
+        # the last on_delivery callback given to send and its adapter (reused while it is the same)
+        self._last_adapter: tuple[Any, Any] = (None, None)
         self._ids = itertools.count(1)
         self._topics: dict[str, _TopicInfo] = {}
         self._open: dict[tuple[str, int], _Batch] = {}
@@ -570,6 +574,15 @@ class Producer:
                         key, value, headers = self._coerce_record(key, value, headers)
                         batch.append(timestamp, key, value, headers)  # type: ignore[union-attr]
                     futures.append(future)
+                    if on_delivery is not None:
+                        # the batch cannot complete while the lock is held: no need for the
+                        # future's own condition (add_done_callback) on this path
+                        adapter = self._last_adapter
+                        if adapter[0] is not on_delivery:  # most senders pass one callback
+                            adapter = self._last_adapter = (on_delivery, _delivery_adapter(on_delivery))
+                        future.__dict__["_done_callbacks"] = [adapter[1]]
+                        batch.watched.append(future)  # type: ignore[union-attr]
+                        on_delivery = None
                     batch.size += size  # type: ignore[union-attr]
                     if batch.size >= self._batch_size:  # type: ignore[union-attr]
                         self._close_open(batch)  # type: ignore[arg-type]
