@@ -41,22 +41,11 @@ def client_config(
 
 
 @contextlib.contextmanager
-def admin_session(
-    config_file: Path | None,
-    overrides: list[str] | None,
-    bootstrap_server: str,
-    *,
-    not_found: Collection[int] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,),
-) -> Iterator[AdminClient]:
-    """An AdminClient, closed on exit. A connection failure exits 3, a broker error whose code is in
-    ``not_found`` exits 3, any other client error exits 1."""
-    bootstrap, config = client_config(config_file, overrides, bootstrap_server)
+def client_errors(not_found: Collection[int] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,)) -> Iterator[None]:
+    """Client errors escaping the block become KctlErrors: a connection failure exits 3, a broker
+    error whose code is in ``not_found`` exits 3, any other client error exits 1."""
     try:
-        admin = AdminClient(bootstrap, config)
-    except ValueError as error:
-        raise KctlError(f"invalid bootstrap servers {bootstrap!r}: {error}", ExitCode.USAGE) from None
-    try:
-        yield admin
+        yield
     except KafkaConnectionError as error:
         raise KctlError(str(error), ExitCode.NOT_FOUND) from None
     except BrokerResponseError as error:
@@ -64,5 +53,24 @@ def admin_session(
         raise KctlError(str(error), code) from None
     except KafkaError as error:
         raise KctlError(str(error), ExitCode.FAILURE) from None
+
+
+@contextlib.contextmanager
+def admin_session(
+    config_file: Path | None,
+    overrides: list[str] | None,
+    bootstrap_server: str,
+    *,
+    not_found: Collection[int] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,),
+) -> Iterator[AdminClient]:
+    """An AdminClient, closed on exit; escaping client errors are mapped by ``client_errors``."""
+    bootstrap, config = client_config(config_file, overrides, bootstrap_server)
+    try:
+        admin = AdminClient(bootstrap, config)
+    except ValueError as error:
+        raise KctlError(f"invalid bootstrap servers {bootstrap!r}: {error}", ExitCode.USAGE) from None
+    try:
+        with client_errors(not_found):
+            yield admin
     finally:
         admin.close()

@@ -26,8 +26,6 @@ import typer
 from kctl.client import (
     BrokerResponseError,
     ClientConfigError,
-    KafkaConnectionError,
-    KafkaError,
     TopicPartition,
 )
 from kctl.client.cluster import ClusterClient
@@ -44,6 +42,7 @@ from kctl.client.offsets_spec import (
     parse_offset_spec,
     resolve_ranges,
 )
+from kctl.commands.clients import client_errors
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
     DEFAULT_BOOTSTRAP_SERVER,
@@ -624,14 +623,10 @@ def consume(
         if names and pattern is not None:
             raise KctlError("with --group, name topics or give --pattern, not both", ExitCode.USAGE)
         bootstrap, properties = group_properties(config_file, overrides, bootstrap_server, group, offset)
-        try:
+        with client_errors():
             count = consume_as_group(
                 bootstrap, properties, names, pattern, make_writer(fmt, names), max_records
             )
-        except KafkaConnectionError as error:
-            raise KctlError(str(error), ExitCode.NOT_FOUND) from None
-        except KafkaError as error:
-            raise KctlError(str(error), ExitCode.FAILURE) from None
         if not quiet:
             info(f"consumed {count} record{'s' if count != 1 else ''} as a member of group {group}")
         return
@@ -641,21 +636,13 @@ def consume(
     except ValueError as error:
         raise KctlError(f"invalid bootstrap servers {bootstrap!r}: {error}", ExitCode.USAGE) from None
     count = 0
-    try:
-        with consumer:
-            selected = select_topics(consumer.cluster, names, regex)
-            tps = select_partitions(consumer.cluster, selected, partitions or [])
-            ranges = resolve_ranges(spec, tps, consumer, until=end_point)
-            writer = make_writer(fmt, selected)
-            _assign(consumer, ranges)
-            count = ReadLoop(consumer, ranges, writer, max_records).run()
-            writer.close()
-    except KafkaConnectionError as error:
-        raise KctlError(str(error), ExitCode.NOT_FOUND) from None
-    except BrokerResponseError as error:
-        code = ExitCode.NOT_FOUND if error.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else ExitCode.FAILURE
-        raise KctlError(str(error), code) from None
-    except KafkaError as error:
-        raise KctlError(str(error), ExitCode.FAILURE) from None
+    with client_errors(), consumer:
+        selected = select_topics(consumer.cluster, names, regex)
+        tps = select_partitions(consumer.cluster, selected, partitions or [])
+        ranges = resolve_ranges(spec, tps, consumer, until=end_point)
+        writer = make_writer(fmt, selected)
+        _assign(consumer, ranges)
+        count = ReadLoop(consumer, ranges, writer, max_records).run()
+        writer.close()
     if not quiet:
         info(f"consumed {count} record{'s' if count != 1 else ''} from {len(ranges)} partition(s)")

@@ -22,19 +22,17 @@ How the producer side measures, and why:
 from __future__ import annotations
 
 import collections
-import contextlib
 import math
 import signal
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 import typer
 from rich.progress import BarColumn, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
-from kctl.client import BrokerResponseError, KafkaConnectionError, KafkaError, TopicPartition
-from kctl.client.cluster import ClusterClient
+from kctl.client import KafkaError, TopicPartition
 from kctl.client.consumer import Consumer
 from kctl.client.fetcher import ConsumerRecord
 from kctl.client.offsets_spec import (
@@ -45,6 +43,7 @@ from kctl.client.offsets_spec import (
     resolve_ranges,
 )
 from kctl.client.producer import Producer, ProducerClosedError, ProducerConfig, RecordFuture
+from kctl.commands.clients import client_errors
 from kctl.commands.consume import consumer_config, select_partitions, select_topics
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
@@ -69,8 +68,7 @@ from kctl.commands.perf_stats import (
     parse_duration,
     parse_warmup,
 )
-from kctl.commands.produce import producer_config
-from kctl.protocol import ErrorCode
+from kctl.commands.produce import check_topic, producer_config
 
 app = typer.Typer(
     help=(
@@ -312,46 +310,7 @@ def _latency_fields(histogram: LatencyHistogram | None) -> dict[str, Any]:
     return fields
 
 
-@contextlib.contextmanager
-def _client_errors() -> Iterator[None]:
-    try:
-        yield
-    except KafkaConnectionError as error:
-        raise KctlError(str(error), ExitCode.NOT_FOUND) from None
-    except BrokerResponseError as error:
-        code = ExitCode.NOT_FOUND if error.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else ExitCode.FAILURE
-        raise KctlError(str(error), code) from None
-    except KafkaError as error:
-        raise KctlError(str(error), ExitCode.FAILURE) from None
-
-
 # -- produce ---------------------------------------------------------------------------------------
-def _check_topic(bootstrap: str, config: ProducerConfig, topic: str) -> None:
-    """Fail fast: exit 3 when no broker answers, or when the topic does not exist and the broker
-    does not create it."""
-    try:
-        cluster = ClusterClient(bootstrap, config)
-    except ValueError as error:
-        raise KctlError(f"invalid bootstrap servers {bootstrap!r}: {error}", ExitCode.USAGE) from None
-    try:
-        metadata = cluster.refresh_metadata([topic], allow_auto_create=True)
-    except KafkaConnectionError as error:
-        raise KctlError(str(error), ExitCode.NOT_FOUND) from None
-    except KafkaError as error:
-        raise KctlError(str(error), ExitCode.FAILURE) from None
-    finally:
-        cluster.close()
-    found = metadata.topic(topic)
-    code = found.error_code if found is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-        raise KctlError(
-            f"topic {topic!r} does not exist (and the broker does not create topics on demand)",
-            ExitCode.NOT_FOUND,
-        )
-    if code not in (ErrorCode.NONE, ErrorCode.LEADER_NOT_AVAILABLE):
-        raise KctlError(str(BrokerResponseError(code, context=f"topic {topic!r}")), ExitCode.FAILURE)
-
-
 class ProduceRun:
     """One `kctl perf produce` run: send, pace, measure, collect the outcome of every record."""
 
@@ -728,7 +687,7 @@ def produce(
     if compression is not None:
         explicit["compression.type"] = compression
     bootstrap, config = producer_config(config_file, overrides, bootstrap_server, explicit)
-    _check_topic(bootstrap, config, topic)
+    check_topic(bootstrap, config, topic)
 
     payload = make_payload(record_size)
     if latency_every is not None:
@@ -749,7 +708,7 @@ def produce(
     except ValueError as error:
         raise KctlError(f"invalid bootstrap servers {bootstrap!r}: {error}", ExitCode.USAGE) from None
     try:
-        with _client_errors():  # the topic's partitions and leaders, before the clock starts
+        with client_errors():  # the topic's partitions and leaders, before the clock starts
             producer.partitions_for(topic, timeout=METADATA_TIMEOUT)
         with Interrupts() as interrupts, reporter:
             run = ProduceRun(
@@ -1033,7 +992,7 @@ def consume(
     sampler = Sampler(latency_every) if latency_every is not None else Sampler(1, adaptive=True)
     if latency_every is None:
         sampler.adapt(500_000.0)
-    with consumer, _client_errors():
+    with consumer, client_errors():
         selected = select_topics(consumer.cluster, names, None)
         tps = select_partitions(consumer.cluster, selected, partitions or [])
         ranges = resolve_ranges(spec, tps, consumer, until=until)

@@ -21,9 +21,10 @@ from typing import Annotated, Any, TextIO
 
 import typer
 
-from kctl.client import BrokerResponseError, ClientConfigError, KafkaConnectionError, KafkaError
+from kctl.client import BrokerResponseError, ClientConfigError, KafkaError
 from kctl.client.cluster import ClusterClient
 from kctl.client.producer import Producer, ProducerConfig, RecordFuture
+from kctl.commands.clients import client_errors
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
     DEFAULT_BOOTSTRAP_SERVER,
@@ -209,18 +210,16 @@ def _headers_option(values: list[str] | None) -> Headers:
     return headers
 
 
-def _check_topic(bootstrap: str, config: ProducerConfig, topic: str, partition: int | None) -> None:
-    """Fail fast (exit 3) when no broker answers or the topic does not exist and is not created."""
+def check_topic(bootstrap: str, config: ProducerConfig, topic: str, partition: int | None = None) -> None:
+    """Fail fast (exit 3) when no broker answers, the topic does not exist and is not created, or it
+    has no ``partition``."""
     try:
         cluster = ClusterClient(bootstrap, config)
     except ValueError as error:
         raise KctlError(f"invalid bootstrap servers {bootstrap!r}: {error}", ExitCode.USAGE) from None
     try:
-        metadata = cluster.refresh_metadata([topic], allow_auto_create=True)
-    except KafkaConnectionError as error:
-        raise KctlError(str(error), ExitCode.NOT_FOUND) from None
-    except KafkaError as error:
-        raise KctlError(str(error), ExitCode.FAILURE) from None
+        with client_errors():
+            metadata = cluster.refresh_metadata([topic], allow_auto_create=True)
     finally:
         cluster.close()
     found = metadata.topic(topic)
@@ -448,7 +447,7 @@ def produce(
     if acks is not None:
         explicit["acks"] = acks
     bootstrap, config = producer_config(config_file, overrides, bootstrap_server, explicit)
-    _check_topic(bootstrap, config, topic, partition)
+    check_topic(bootstrap, config, topic, partition)
 
     if input_format == "lines":
         parse: Callable[[bytes], Record | None] = line_parser(
