@@ -2,7 +2,9 @@
 batch listings (``kctl log dump``) and consistency findings (``kctl log verify``).
 
 Everything here opens files read-only and works without a broker; it shares the validation rules
-of recovery (:func:`kctl.log.segment.scan_file`) so verify reports what recovery would cut."""
+of recovery (:func:`kctl.log.segment.scan_file`) so verify reports what recovery would cut. Producer
+snapshots (``<offset>.snapshot``) are not segments: listings skip them, and verify checks that each one
+decodes (version, CRC, contents) and notes those above the log end, which the broker deletes."""
 
 from __future__ import annotations
 
@@ -17,12 +19,14 @@ from kctl.log.naming import (
     CLEANED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SNAPSHOT_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     base_offset_of,
     index_file,
     time_index_file,
 )
+from kctl.log.producer_state import CorruptSnapshotError, read_snapshot, snapshot_files
 from kctl.records.header import (
     HEADER_SIZE,
     MAGIC_OFFSET,
@@ -139,6 +143,11 @@ def segment_logs(path: Path) -> list[tuple[int, Path]]:
     base = base_offset_of(path)
     if base is None:
         raise NotASegmentError(f"{path} is not named by a 20-digit base offset")
+    if path.name.endswith(SNAPSHOT_SUFFIX):
+        raise NotASegmentError(
+            f"{path} is a producer snapshot, not a segment file (`kctl log verify` on its partition "
+            "directory checks it)"
+        )
     return [(base, path.with_name(path.name.split(".", 1)[0] + LOG_SUFFIX))]
 
 
@@ -278,6 +287,8 @@ def verify(path: Path) -> VerifyReport:
         previous_last = _verify_segment(base_offset, log_path, previous_last, report)
     if path.is_dir():
         _verify_orphans(path, {base for base, _ in segments}, report)
+        log_end = previous_last + 1 if previous_last is not None else (segments[-1][0] if segments else 0)
+        _verify_snapshots(path, log_end, report)
     return report
 
 
@@ -408,6 +419,28 @@ def _verify_time_index(
                 )
             )
         previous_timestamp = timestamp
+
+
+def _verify_snapshots(directory: Path, log_end: int, report: VerifyReport) -> None:
+    """Producer snapshots: each must decode; one above the log end is stale (not a problem)."""
+    for offset, path in snapshot_files(directory):
+        try:
+            read_snapshot(path)
+        except (CorruptSnapshotError, OSError) as error:
+            report.findings.append(
+                Finding(
+                    path.name,
+                    None,
+                    offset,
+                    f"producer snapshot cannot be trusted ({error}); the broker deletes it and rebuilds "
+                    "the producer state from the log",
+                )
+            )
+            continue
+        if offset > log_end:
+            report.notes.append(
+                f"{path.name} is above the log end offset {log_end}; the broker deletes it at start"
+            )
 
 
 def _verify_orphans(directory: Path, bases: set[int], report: VerifyReport) -> None:

@@ -1,5 +1,6 @@
-"""File and directory names of the on-disk layout: ``<topic>_<partition>/`` partition directories and
-segment files named by their 20-digit base offset (``.log``, ``.index``, ``.timeindex``)."""
+"""File and directory names of the on-disk layout: ``<topic>_<partition>/`` partition directories,
+segment files named by their 20-digit base offset (``.log``, ``.index``, ``.timeindex``), and producer
+snapshots named by the 20-digit offset their state covers (``.snapshot``; not segment files)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import NamedTuple
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+SNAPSHOT_SUFFIX = ".snapshot"  # idempotent-producer state as of an offset (kctl.log.producer_state)
 CLEANED_SUFFIX = ".cleaned"  # a compaction output being written; deleted on recovery
 SWAP_SUFFIX = ".swap"  # a finished compaction output waiting to replace segments; completed on recovery
 DELETED_SUFFIX = ".deleted"  # a segment scheduled for deletion
@@ -71,8 +73,13 @@ def time_index_file(directory: Path, base_offset: int) -> Path:
     return directory / (offset_file_name(base_offset) + TIME_INDEX_SUFFIX)
 
 
+def snapshot_file(directory: Path, offset: int) -> Path:
+    return directory / (offset_file_name(offset) + SNAPSHOT_SUFFIX)
+
+
 def base_offset_of(path: Path) -> int | None:
-    """The base offset a segment-family file is named by, or None if the name is not 20 digits."""
+    """The base offset a segment-family file is named by, or None if the name is not 20 digits.
+    (A ``.snapshot`` file's 20 digits are the offset of its producer state; check the suffix.)"""
     stem = path.name.split(".", 1)[0]
     if len(stem) != OFFSET_DIGITS or not stem.isdigit():
         return None

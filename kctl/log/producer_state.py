@@ -2,19 +2,66 @@
 numbers and offsets of its last few batches, so a retried batch is recognised (and answered with its
 original offsets instead of being written twice) and a gap in sequences is refused.
 
-Works from batch headers only (producer_id, producer_epoch, base_sequence, last_offset_delta). Rebuilt
-at load from the active segment; a producer the partition has forgotten (older segments, expired) is
-accepted at any sequence, as Kafka does since KIP-360."""
+Works from batch headers only (producer_id, producer_epoch, base_sequence, last_offset_delta). A
+producer the partition has forgotten (no snapshot or batch left that mentions it) is accepted at any
+sequence, as Kafka does since KIP-360.
+
+Producer snapshots (Kafka's ``<offset>.snapshot`` files) keep the state across segment rolls and
+restarts. ``<20-digit offset>.snapshot`` in the partition directory holds the state of every producer as
+of that offset, i.e. built from every batch below it. The log writes one when it rolls a segment (at the
+new segment's base offset) and when it is closed (at the log end offset); appends never write one. At
+load the log takes the newest valid snapshot in [oldest segment base, trusted end] and replays the batch
+headers from its offset to the log end (see :class:`kctl.log.log.Log`).
+
+Snapshot format (version 1; big-endian, like the rest of Kafka's formats)::
+
+    magic          4 bytes  b"KCPS"
+    version        int16    1
+    crc            uint32   CRC-32C of every byte after this field
+    offset         int64    the offset the state covers (equals the file name)
+    producer_count int32
+    producer_count times, by increasing producer id:
+        producer_id    int64
+        epoch          int16
+        batch_count    int8     0..5, oldest first
+        batch_count times:
+            first_sequence int32
+            last_sequence  int32
+            first_offset   int64
+            last_offset    int64
+            max_timestamp  int64
+
+A file whose magic, version, CRC, length or contents (offsets below the snapshot's, at most 5 batches,
+no repeated producer) do not check out is corrupt: it is ignored, never trusted, and deleted. Snapshots
+are written to ``<name>.tmp``, fsynced, renamed, and the directory fsynced, so a crash leaves either the
+whole file or a ``.tmp`` leftover that the log removes at load."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
+import struct
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from kctl.log.files import DEFAULT_FILE_IO, FileIO
+from kctl.log.naming import SNAPSHOT_SUFFIX, base_offset_of, offset_file_name, snapshot_file
+from kctl.records.crc import crc32c
 from kctl.records.header import BatchHeader
 
 RECENT_BATCHES = 5  # Kafka keeps the metadata of a producer's last 5 batches for deduplication
 INT32_MAX = 2**31 - 1
+
+SNAPSHOT_MAGIC = b"KCPS"
+SNAPSHOT_VERSION = 1
+_PREFIX = struct.Struct(">4shI")  # magic, version, crc
+_BODY_HEADER = struct.Struct(">qi")  # offset, producer count
+_PRODUCER = struct.Struct(">qhb")  # producer id, epoch, batch count
+_BATCH = struct.Struct(">iiqqq")  # first/last sequence, first/last offset, max timestamp
+
+logger = logging.getLogger("kctl.log")
 
 
 class ProducerStateError(ValueError):
@@ -27,6 +74,10 @@ class OutOfOrderSequenceError(ProducerStateError):
 
 class InvalidProducerEpochError(ProducerStateError):
     """INVALID_PRODUCER_EPOCH: the batch's epoch is older than the producer's current epoch."""
+
+
+class CorruptSnapshotError(ValueError):
+    """A producer snapshot file that cannot be trusted (torn, truncated, damaged or of another version)."""
 
 
 @dataclass(frozen=True)
@@ -52,9 +103,131 @@ def _last_sequence(header: BatchHeader) -> int:
     return (header.base_sequence + header.last_offset_delta) % (INT32_MAX + 1)
 
 
+# -- the snapshot format ---------------------------------------------------------------------------
+def encode_snapshot(offset: int, producers: dict[int, ProducerEntry]) -> bytes:
+    """The bytes of a snapshot of ``producers`` as of ``offset`` (format in the module docstring)."""
+    body = bytearray(_BODY_HEADER.pack(offset, len(producers)))
+    for producer_id in sorted(producers):
+        entry = producers[producer_id]
+        body += _PRODUCER.pack(producer_id, entry.epoch, len(entry.batches))
+        for batch in entry.batches:
+            body += _BATCH.pack(
+                batch.first_sequence,
+                batch.last_sequence,
+                batch.first_offset,
+                batch.last_offset,
+                batch.max_timestamp,
+            )
+    return _PREFIX.pack(SNAPSHOT_MAGIC, SNAPSHOT_VERSION, crc32c(body)) + bytes(body)
+
+
+def decode_snapshot(data: bytes, expected_offset: int | None = None) -> tuple[int, dict[int, ProducerEntry]]:
+    """(offset, producers) of a snapshot; raises CorruptSnapshotError unless every check passes."""
+    if len(data) < _PREFIX.size + _BODY_HEADER.size:
+        raise CorruptSnapshotError(f"{len(data)} bytes are too few for a snapshot")
+    magic, version, crc = _PREFIX.unpack_from(data, 0)
+    if magic != SNAPSHOT_MAGIC:
+        raise CorruptSnapshotError(f"bad magic {magic!r}")
+    if version != SNAPSHOT_VERSION:
+        raise CorruptSnapshotError(f"unsupported snapshot version {version}")
+    body = memoryview(data)[_PREFIX.size :]
+    computed = crc32c(body)
+    if computed != crc:
+        raise CorruptSnapshotError(f"CRC mismatch: stored {crc:08x}, computed {computed:08x}")
+    offset, count = _BODY_HEADER.unpack_from(body, 0)
+    if expected_offset is not None and offset != expected_offset:
+        raise CorruptSnapshotError(f"holds the state at offset {offset}, its name says {expected_offset}")
+    if offset < 0 or count < 0:
+        raise CorruptSnapshotError(f"negative offset {offset} or producer count {count}")
+    producers: dict[int, ProducerEntry] = {}
+    position = _BODY_HEADER.size
+    try:
+        for _ in range(count):
+            producer_id, epoch, batch_count = _PRODUCER.unpack_from(body, position)
+            position += _PRODUCER.size
+            if producer_id < 0 or producer_id in producers or not 0 <= batch_count <= RECENT_BATCHES:
+                raise CorruptSnapshotError(
+                    f"bad entry for producer {producer_id} ({batch_count} batches) at byte {position}"
+                )
+            entry = producers[producer_id] = ProducerEntry(epoch)
+            for _ in range(batch_count):
+                batch = BatchRecord(*_BATCH.unpack_from(body, position))
+                position += _BATCH.size
+                if not 0 <= batch.first_offset <= batch.last_offset < offset:
+                    raise CorruptSnapshotError(
+                        f"producer {producer_id} batch [{batch.first_offset}, {batch.last_offset}] is "
+                        f"not below the snapshot offset {offset}"
+                    )
+                entry.batches.append(batch)
+    except struct.error as error:
+        raise CorruptSnapshotError(f"truncated after {position} bytes of the body") from error
+    if position != len(body):
+        raise CorruptSnapshotError(f"{len(body) - position} trailing bytes after the last producer")
+    return offset, producers
+
+
+def snapshot_files(directory: Path) -> list[tuple[int, Path]]:
+    """(offset, path) of the ``<20 digits>.snapshot`` files in ``directory``, by increasing offset."""
+    found = []
+    for path in directory.iterdir():
+        offset = base_offset_of(path)
+        if offset is not None and path.name == offset_file_name(offset) + SNAPSHOT_SUFFIX:
+            found.append((offset, path))
+    return sorted(found)
+
+
+def read_snapshot(path: Path, file_io: FileIO = DEFAULT_FILE_IO) -> dict[int, ProducerEntry]:
+    """The producers in a snapshot file; CorruptSnapshotError when it cannot be trusted."""
+    fd = file_io.open(path, os.O_RDONLY)
+    try:
+        size = file_io.size(fd)
+        data = file_io.pread(fd, size, 0) if size else b""
+    finally:
+        file_io.close(fd)
+    if len(data) != size:
+        raise CorruptSnapshotError(f"short read: {len(data)} of {size} bytes")
+    _, producers = decode_snapshot(data, base_offset_of(path))
+    return producers
+
+
+def write_snapshot(
+    directory: Path,
+    offset: int,
+    producers: dict[int, ProducerEntry],
+    file_io: FileIO = DEFAULT_FILE_IO,
+    *,
+    sync_directory: bool = True,
+) -> Path:
+    """Write ``<offset>.snapshot`` atomically (temp file, fsync, rename, fsync of the directory unless
+    the caller fsyncs it anyway). Raises OSError (LogStorageError) and leaves no temp file behind."""
+    path = snapshot_file(directory, offset)
+    temporary = path.with_name(path.name + ".tmp")
+    data = encode_snapshot(offset, producers)
+    try:
+        fd = file_io.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        try:
+            file_io.write_all(fd, data)
+            file_io.fsync(fd)
+        finally:
+            file_io.close(fd)
+        file_io.rename(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            file_io.remove(temporary)
+        raise
+    if sync_directory:
+        file_io.fsync_dir(directory)
+    return path
+
+
+# -- the state ------------------------------------------------------------------------------------
 class ProducerStateManager:
-    def __init__(self) -> None:
+    """The producers of one partition, and its snapshot files when given the partition ``directory``."""
+
+    def __init__(self, directory: Path | None = None, file_io: FileIO = DEFAULT_FILE_IO) -> None:
         self.producers: dict[int, ProducerEntry] = {}
+        self.directory = directory
+        self._file_io = file_io
 
     def check(self, header: BatchHeader) -> BatchRecord | None:
         """Validate a batch before it is appended. Returns the original batch if this one is a
@@ -103,12 +276,67 @@ class ProducerStateManager:
             )
         )
 
-    def truncate_to(self, offset: int) -> None:
-        """Forget batches at or above ``offset`` (after a log truncation)."""
-        for producer_id in list(self.producers):
-            entry = self.producers[producer_id]
-            kept = [batch for batch in entry.batches if batch.last_offset < offset]
-            if kept:
-                entry.batches = deque(kept, maxlen=RECENT_BATCHES)
-            else:
-                del self.producers[producer_id]
+    def clear(self) -> None:
+        self.producers = {}
+
+    # -- snapshots ---------------------------------------------------------------------------------
+    def _directory(self) -> Path:
+        if self.directory is None:
+            raise ValueError("this ProducerStateManager has no directory for snapshots")
+        return self.directory
+
+    def take_snapshot(self, offset: int, *, sync_directory: bool = True) -> Path:
+        """Write the current state as ``<offset>.snapshot`` (the caller guarantees it is the state as of
+        ``offset``: every batch below it recorded, none above)."""
+        return write_snapshot(
+            self._directory(), offset, self.producers, self._file_io, sync_directory=sync_directory
+        )
+
+    def load_latest_snapshot(self, lower: int, upper: int) -> int | None:
+        """Replace the state by the newest valid snapshot whose offset lies in [lower, upper] and return
+        its offset; corrupt snapshots met on the way are deleted, unreadable ones skipped. None (state
+        cleared) if there is none."""
+        self.clear()
+        for offset, path in reversed(snapshot_files(self._directory())):
+            if offset > upper:
+                continue
+            if offset < lower:
+                break
+            try:
+                self.producers = read_snapshot(path, self._file_io)
+            except CorruptSnapshotError as error:
+                logger.warning("ignoring producer snapshot %s and deleting it: %s", path, error)
+                with contextlib.suppress(OSError):
+                    self._file_io.remove(path)
+                continue
+            except OSError as error:  # unreadable now, perhaps not for good: skipped, kept
+                logger.warning("ignoring producer snapshot %s: %s", path, error)
+                continue
+            return offset
+        return None
+
+    def delete_snapshots_above(self, offset: int) -> int:
+        """Delete the snapshots whose offset is above ``offset``; return how many were deleted."""
+        deleted = 0
+        for snapshot_offset, path in snapshot_files(self._directory()):
+            if snapshot_offset > offset:
+                with contextlib.suppress(FileNotFoundError):
+                    self._file_io.remove(path)
+                deleted += 1
+        return deleted
+
+    def delete_snapshots_before(self, offset: int) -> int:
+        """Delete the snapshots whose offset is below ``offset``, always keeping the newest one; return
+        how many were deleted."""
+        deleted = 0
+        for snapshot_offset, path in snapshot_files(self._directory())[:-1]:
+            if snapshot_offset < offset:
+                with contextlib.suppress(FileNotFoundError):
+                    self._file_io.remove(path)
+                deleted += 1
+        return deleted
+
+    def delete_all_snapshots(self) -> None:
+        for _, path in snapshot_files(self._directory()):
+            with contextlib.suppress(FileNotFoundError):
+                self._file_io.remove(path)

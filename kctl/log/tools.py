@@ -2,7 +2,9 @@
 invalid batch, save what was cut, rebuild indexes) and ``purge`` (retention rules applied by hand).
 
 Both refuse to touch a directory whose log dir is locked by a running broker, and both can plan
-without changing anything (``dry_run``)."""
+without changing anything (``dry_run``). On a partition directory both open it as a :class:`Log`, which
+also keeps its producer snapshots consistent (stale or corrupt ``.snapshot`` files are deleted, one is
+written at the log end when the log is closed); neither ever treats a snapshot as a segment."""
 
 from __future__ import annotations
 
