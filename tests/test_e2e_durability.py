@@ -14,10 +14,26 @@ import threading
 from pathlib import Path
 
 import confluent_kafka as ck
+import pytest
 from broker_process import BrokerProcess
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, ResourceType
-from raw_kafka import create_topic, kcat, kctl, log_since, log_size, unique, wait_until
+from raw_kafka import (
+    RawConnection,
+    create_topic,
+    kcat,
+    kctl,
+    log_since,
+    log_size,
+    produce,
+    unique,
+    wait_until,
+)
 
+import kctl.protocol as kp
+from kctl.protocol.messages.init_producer_id import InitProducerIdRequest
+from kctl.records.builder import RecordBatchBuilder
+
+T0 = 1_700_000_000_000
 SEGMENT_BYTES = 64 * 1024  # small segments: production rolls several, recovery sees more than one
 
 
@@ -318,4 +334,53 @@ def test_idempotent_producer_runs_through_sigkill_and_restart_exactly_once(tmp_p
     finally:
         stop.set()
         thread.join(timeout=30)
+        broker.stop()
+
+
+@pytest.mark.parametrize("clean", [True, False], ids=["clean-restart", "kill-9"])
+def test_idempotent_retry_across_a_segment_roll_and_a_restart_is_deduplicated(
+    tmp_path: Path, clean: bool
+) -> None:
+    """A producer's batch that sits in an older segment is still known after a restart (producer
+    snapshots + header replay): its retry is answered with the original offsets and written nowhere."""
+    broker = start_broker(tmp_path, **{"log.segment.bytes": str(SEGMENT_BYTES)})
+    try:
+        topic = unique("idem-roll")
+        assert create_topic(broker.bootstrap, topic) == 0
+        with RawConnection(broker.bootstrap) as conn:
+            init = conn.request(
+                kp.ApiKey.INIT_PRODUCER_ID,
+                4,
+                InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000),
+            )
+        assert init.error_code == 0
+        pid, epoch = init.producer_id, init.producer_epoch
+
+        def batch(sequence: int) -> bytes:
+            builder = RecordBatchBuilder(producer_id=pid, producer_epoch=epoch, base_sequence=sequence)
+            for i in range(10):
+                builder.append(T0 + sequence + i, b"k%d" % (sequence + i), b"v" * 1000)
+            return builder.build()
+
+        batches = [batch(10 * n) for n in range(20)]  # ~10 KB each: about six to a 64 KiB segment
+        offsets = []
+        for data in batches:
+            answer = produce(broker.bootstrap, topic, 0, data, acks=-1)
+            assert answer.error_code == 0
+            offsets.append(answer.base_offset)
+        assert offsets == list(range(0, 200, 10))
+        segments = sorted(int(p.stem) for p in (broker.data_dir / f"{topic}_0").glob("*.log"))
+        older = [n for n in range(15, 20) if offsets[n] < segments[-1]]  # recent batches in older segments
+        assert older, f"the test wants one of the last five batches before the active segment {segments}"
+
+        broker.restart(clean=clean)
+        for n in (older[0], 19):
+            retry = produce(broker.bootstrap, topic, 0, batches[n], acks=-1)
+            assert (retry.error_code, retry.base_offset) == (0, offsets[n])
+        gap = produce(broker.bootstrap, topic, 0, batch(10 * 21), acks=-1)
+        assert gap.error_code == kp.ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        follow_on = produce(broker.bootstrap, topic, 0, batch(10 * 20), acks=-1)
+        assert (follow_on.error_code, follow_on.base_offset) == (0, 200)
+        assert [offset for offset, _, _ in read_partition(broker, topic, 0)] == list(range(210))
+    finally:
         broker.stop()
