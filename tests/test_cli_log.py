@@ -225,3 +225,42 @@ def test_usage_and_missing_paths(tmp_path):
     bad.write_text("x")
     assert kctl("log", "dump", str(bad)).returncode == 2
     assert kctl("log", "verify", str(tmp_path), "-X", "no.such.key=1").returncode == 2
+
+
+def _idempotent_batch(producer_id: int, sequence: int, count: int = 3) -> bytes:
+    from kctl.records.builder import RecordBatchBuilder
+
+    builder = RecordBatchBuilder(producer_id=producer_id, producer_epoch=2, base_sequence=sequence)
+    for i in range(count):
+        builder.append(T0 + sequence + i, None, b"v%d" % i)
+    return builder.build()
+
+
+def test_dump_a_producer_snapshot(tmp_path):
+    log = Log(tmp_path / "idem_0", TopicPartition("idem", 0), LogConfig(), needs_recovery=False)
+    for sequence in range(0, 21, 3):  # producer 7: seven batches, the snapshot keeps the last five
+        log.append(_idempotent_batch(7, sequence))
+    log.append(_idempotent_batch(9, 0, count=2))
+    log.close()
+    [snapshot] = sorted(log.directory.glob("*.snapshot"))
+    result = kctl("log", "dump", str(snapshot), "-f", "jsonl")
+    assert result.returncode == 0, result.stderr
+    rows = jsonl(result.stdout)
+    assert {r["type"] for r in rows} == {"snapshot"}
+    assert [
+        (r["producer_id"], r["producer_epoch"], r["first_sequence"], r["first_offset"]) for r in rows
+    ] == [
+        (7, 2, 6, 6),
+        (7, 2, 9, 9),
+        (7, 2, 12, 12),
+        (7, 2, 15, 15),
+        (7, 2, 18, 18),
+        (9, 2, 0, 21),
+    ]
+    assert (rows[-1]["last_sequence"], rows[-1]["last_offset"]) == (1, 22)
+    table = kctl("log", "dump", str(snapshot))
+    assert table.returncode == 0 and table.stdout.split()[:3] == ["PRODUCER-ID", "EPOCH", "FIRST-SEQ"]
+
+    snapshot.write_bytes(snapshot.read_bytes()[:-1])
+    torn = kctl("log", "dump", str(snapshot))
+    assert torn.returncode == 1 and "cannot be trusted" in torn.stderr and torn.stdout == ""

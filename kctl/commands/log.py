@@ -32,7 +32,15 @@ from kctl.log.inspect import (
     segment_logs,
     verify,
 )
-from kctl.log.naming import INDEX_SUFFIX, TIME_INDEX_SUFFIX, base_offset_of, index_file, time_index_file
+from kctl.log.naming import (
+    INDEX_SUFFIX,
+    SNAPSHOT_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    base_offset_of,
+    index_file,
+    time_index_file,
+)
+from kctl.log.producer_state import CorruptSnapshotError, read_snapshot
 from kctl.log.recovery import KEEP
 from kctl.log.tools import DirectoryInUseError, purge, recover
 from kctl.records.header import InvalidRecordBatch
@@ -163,10 +171,18 @@ def dump(
 ) -> None:
     """List the batches of a partition directory or segment, with their offsets, sizes, codecs and CRCs.
 
-    Naming a .index or .timeindex file lists that index. In json/jsonl every object has a "type":
-    batch, index, timeindex or unreadable; keys and values that are not UTF-8 appear as
+    Naming a .index or .timeindex file lists that index; naming a .snapshot file lists the
+    idempotent producers it remembers (one row per remembered batch). In json/jsonl every object has
+    a "type": batch, index, timeindex, unreadable or snapshot; keys and values that are not UTF-8 appear as
     {"base64": "..."}. Exit status 0, also when invalid batches are listed (see `kctl log verify`)."""
     _log_config(config_file, overrides)
+    if path.is_file() and path.name.endswith(SNAPSHOT_SUFFIX):
+        rows = _snapshot_documents(path)
+        if fmt is OutputFormat.TABLE:
+            render_rows(rows, SNAPSHOT_COLUMNS, fmt, title="producer snapshot")
+        else:
+            render_documents(rows, fmt)
+        return
     segments = _segments(path)
     only_index = path.is_file() and path.name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX))
     problems: list[str] = []
@@ -190,6 +206,50 @@ def dump(
         render_documents(documents(), fmt)
     for problem in problems:
         warn(problem)
+
+
+SNAPSHOT_COLUMNS = [
+    Column("producer_id", "PRODUCER-ID"),
+    Column("producer_epoch", "EPOCH"),
+    Column("first_sequence", "FIRST-SEQ"),
+    Column("last_sequence", "LAST-SEQ"),
+    Column("first_offset", "FIRST-OFFSET"),
+    Column("last_offset", "LAST-OFFSET"),
+    Column("max_timestamp", "MAX-TS"),
+]
+
+
+def _snapshot_documents(path: Path) -> list[dict[str, Any]]:
+    """One row per remembered batch of each producer in a producer snapshot (a producer with none
+    gets one row without batch fields). Exit 1 if the snapshot cannot be trusted."""
+    try:
+        producers = read_snapshot(path)
+    except CorruptSnapshotError as error:
+        raise KctlError(f"{path}: producer snapshot cannot be trusted: {error}") from None
+    except OSError as error:
+        raise KctlError(f"{path}: {error.strerror or error}", ExitCode.NOT_FOUND) from None
+    rows: list[dict[str, Any]] = []
+    for producer_id, entry in sorted(producers.items()):
+        base = {
+            "type": "snapshot",
+            "file": path.name,
+            "producer_id": producer_id,
+            "producer_epoch": entry.epoch,
+        }
+        if not entry.batches:
+            rows.append(base)
+        for batch in entry.batches:
+            rows.append(
+                {
+                    **base,
+                    "first_sequence": batch.first_sequence,
+                    "last_sequence": batch.last_sequence,
+                    "first_offset": batch.first_offset,
+                    "last_offset": batch.last_offset,
+                    "max_timestamp": batch.max_timestamp,
+                }
+            )
+    return rows
 
 
 def _dump_tables(documents: Iterator[Mapping[str, Any]], deep: bool) -> None:
