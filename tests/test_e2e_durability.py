@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import confluent_kafka as ck
@@ -382,5 +383,37 @@ def test_idempotent_retry_across_a_segment_roll_and_a_restart_is_deduplicated(
         follow_on = produce(broker.bootstrap, topic, 0, batch(10 * 20), acks=-1)
         assert (follow_on.error_code, follow_on.base_offset) == (0, 200)
         assert [offset for offset, _, _ in read_partition(broker, topic, 0)] == list(range(210))
+    finally:
+        broker.stop()
+
+
+def test_the_broker_forgets_producers_silent_past_producer_id_expiration(tmp_path: Path) -> None:
+    """producer.id.expiration.ms on the broker's schedule: while a producer is remembered, a gap in
+    its sequence is refused; once it has expired, the same batch is accepted as from a new producer."""
+    broker = start_broker(
+        tmp_path, **{"producer.id.expiration.ms": "3000", "producer.id.expiration.check.interval.ms": "100"}
+    )
+    try:
+        topic = unique("idem-expiry")
+        assert create_topic(broker.bootstrap, topic) == 0
+        pid, epoch = 9_000, 0
+
+        def batch(sequence: int) -> bytes:
+            builder = RecordBatchBuilder(producer_id=pid, producer_epoch=epoch, base_sequence=sequence)
+            builder.append(int(time.time() * 1000), None, b"seq-%d" % sequence)
+            return builder.build()
+
+        assert produce(broker.bootstrap, topic, 0, batch(0), acks=-1).error_code == 0
+        refused = produce(broker.bootstrap, topic, 0, batch(50), acks=-1)
+        assert refused.error_code == kp.ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        gap = batch(50)  # its timestamp is now: it will not itself count as expired
+        accepted = wait_until(
+            lambda: produce(broker.bootstrap, topic, 0, gap, acks=-1).error_code == 0,
+            timeout=30,
+            what="the producer to expire",
+        )
+        assert accepted
+        assert [value for _, _, value in read_partition(broker, topic, 0)] == ["seq-0", "seq-50"]
+        assert "forgot 1 idempotent producer" in broker.log_tail()
     finally:
         broker.stop()

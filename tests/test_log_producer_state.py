@@ -439,3 +439,40 @@ def test_log_manager_restarts_keep_producer_state(tmp_path):
     with pytest.raises(OutOfOrderSequenceError):
         log.append(idempotent_batch(9))
     manager.close()
+
+
+def test_producers_silent_past_the_expiration_are_forgotten(open_log, clock):
+    log = open_log()
+    log.append(idempotent_batch(0, producer_id=1))  # timestamps 1_700_000_000_000 + 0..4
+    clock.advance(60_000)
+    fresh = RecordBatchBuilder(producer_id=2, producer_epoch=EPOCH, base_sequence=0)
+    fresh.append(clock.time_ms(), None, b"recent")
+    log.append(fresh.build())
+    gap = RecordBatchBuilder(producer_id=2, producer_epoch=EPOCH, base_sequence=7)
+    gap.append(clock.time_ms(), None, b"gap")
+
+    assert log.remove_expired_producers(expiration_ms=30_000) == 1
+    assert set(log.producer_state.producers) == {2}
+    # producer 1 is forgotten: a batch far ahead in its sequence is accepted as from a new producer
+    log.append(idempotent_batch(0, producer_id=1, sequence=500))
+    with pytest.raises(OutOfOrderSequenceError):  # producer 2 is still known: a gap is refused
+        log.append(gap.build())
+    assert log.remove_expired_producers(expiration_ms=30_000) == 1  # the new batch's timestamps are old too
+    log.close()
+    [snapshot] = snapshots(log)
+    assert set(read_snapshot(log.directory / snapshot)) == {2}
+
+
+def test_the_log_manager_expires_producers_in_every_log(tmp_path, clock):
+    with LogManager([tmp_path / "data"], LogConfig(), clock=clock) as manager:
+        old, recent = (
+            manager.get_or_create_log(TopicPartition("a", 0)),
+            manager.get_or_create_log(TopicPartition("b", 0)),
+        )
+        old.append(idempotent_batch(0, producer_id=1))
+        clock.advance(10_000)
+        batch = RecordBatchBuilder(producer_id=2, producer_epoch=EPOCH, base_sequence=0)
+        batch.append(clock.time_ms(), None, b"x")
+        recent.append(batch.build())
+        assert manager.remove_expired_producers(5_000) == {TopicPartition("a", 0): 1}
+        assert manager.remove_expired_producers(5_000) == {}

@@ -246,6 +246,9 @@ class Broker:
         self._every(
             config["offsets.retention.check.interval.ms"], "offset-expiry", self.groups.expire_offsets
         )
+        self._every(
+            config["producer.id.expiration.check.interval.ms"], "producer-expiry", self._expire_producers
+        )
         if config["log.cleaner.enable"]:
             self._every(config["log.cleaner.backoff.ms"], "compaction", self._run_compaction, in_thread=True)
 
@@ -280,6 +283,11 @@ class Broker:
                 ", ".join(sorted({d.reason for d in decisions})),
                 (time.monotonic() - started) * 1000,
             )
+
+    def _expire_producers(self) -> None:
+        removed = self._logs().remove_expired_producers(self.config["producer.id.expiration.ms"])
+        for tp, count in removed.items():
+            log.info("%s: forgot %d idempotent producer(s) silent past producer.id.expiration.ms", tp, count)
 
     def _run_compaction(self) -> None:
         for tp, plog in self._logs().all_logs().items():

@@ -203,6 +203,18 @@ _PROPERTIES = [
         "offsets.retention.check.interval.ms", _int(1), "600000", "How often expired offsets are removed."
     ),
     BrokerProperty(
+        "producer.id.expiration.ms",
+        _int(1),
+        "86400000",
+        "How long a partition remembers an idempotent producer after its last batch's timestamp.",
+    ),
+    BrokerProperty(
+        "producer.id.expiration.check.interval.ms",
+        _int(1),
+        "600000",
+        "How often partitions forget expired idempotent producers.",
+    ),
+    BrokerProperty(
         "max.decompressed.batch.bytes",
         _int(1),
         "268435456",

@@ -631,6 +631,12 @@ class Log:
             log_start_offset=self.log_start_offset if log_start_offset is None else log_start_offset,
         )
 
+    def remove_expired_producers(self, expiration_ms: int) -> int:
+        """Forget idempotent producers silent for longer than ``expiration_ms`` (by their last batch's
+        max timestamp); the next snapshot no longer holds them. Returns how many were forgotten."""
+        with self._lock:
+            return len(self.producer_state.remove_expired(self._clock.time_ms(), expiration_ms))
+
     def delete_old_segments(self, **rules: int | None) -> list[RetentionDecision]:
         """Apply retention (see :meth:`plan_retention`); delete whole segments, oldest first, and move the
         log start offset up. The active segment is rolled first when it must go too."""

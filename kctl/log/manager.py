@@ -300,6 +300,12 @@ class LogManager:
                 results[tp] = decisions
         return results
 
+    def remove_expired_producers(self, expiration_ms: int) -> dict[TopicPartition, int]:
+        """Forget, in every log, the idempotent producers silent for longer than ``expiration_ms``;
+        how many per partition (only partitions that forgot some)."""
+        removed = {tp: log.remove_expired_producers(expiration_ms) for tp, log in self.all_logs().items()}
+        return {tp: count for tp, count in removed.items() if count}
+
     def checkpoint(self) -> None:
         """Write the recovery-point and log-start-offset checkpoints of every directory."""
         with self._lock:

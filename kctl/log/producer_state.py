@@ -279,6 +279,20 @@ class ProducerStateManager:
     def clear(self) -> None:
         self.producers = {}
 
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> list[int]:
+        """Forget the producers whose last batch's max timestamp is more than ``expiration_ms`` before
+        ``now_ms`` (Kafka's ``producer.id.expiration.ms``); returns their ids. A forgotten producer's
+        next batch is accepted at any sequence, as for a new one."""
+        cutoff = now_ms - expiration_ms
+        expired = [
+            producer_id
+            for producer_id, entry in self.producers.items()
+            if not entry.batches or entry.batches[-1].max_timestamp < cutoff
+        ]
+        for producer_id in expired:
+            del self.producers[producer_id]
+        return expired
+
     # -- snapshots ---------------------------------------------------------------------------------
     def _directory(self) -> Path:
         if self.directory is None:
