@@ -716,8 +716,10 @@ class Bench:
         preceded by a sequential write of that batch, as much as the run may append, and the runs' MB/s
         are compared with their own paired write (this machine's page-cache write speed varies a lot
         from one moment to the next)."""
+        if self.args.cases and not any(c in f"{case}, {load}" for c in self.args.cases.split(";")):
+            return
         runs, writes, ratios = [], [], []
-        for _ in range(1 if self.args.profile else self.sizes.repeat):
+        for _ in range(1 if self.args.profile else self.args.repeat or self.sizes.repeat):
             if paired is not None:
                 writes.append(sequential_write(self.base, paired, self.sizes.produce_bytes, fsync=False))
             runs.append(measure())
@@ -1114,6 +1116,13 @@ def main() -> None:
         "--profile", type=Path, default=None, metavar="DIR", help="run brokers under cProfile"
     )
     parser.add_argument("--top", type=int, default=20, help="functions shown per profile")
+    parser.add_argument(
+        "--cases",
+        default="",
+        help="produce lines to run: substrings of 'case, load' separated by ';' (e.g. '~1 MiB;100 B "
+        "records, batches')",
+    )
+    parser.add_argument("--repeat", type=int, default=0, help="runs of each produce line (median shown)")
     args = parser.parse_args()
     sections = set(args.only.split(","))
     if args.profile is not None:

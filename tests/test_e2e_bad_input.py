@@ -7,8 +7,11 @@ KAFKA_STORAGE_ERROR without losing acknowledged records, and the broker recovers
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import random
+import select
+import socket
 import struct
 import subprocess
 from collections.abc import Iterator
@@ -37,7 +40,12 @@ from raw_kafka import (
 )
 
 import kctl.protocol as kp
+from kctl.broker.server import KafkaServer, RequestContext
+from kctl.protocol.messages.api_versions import ApiVersionsRequest
 from kctl.protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest
+from kctl.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+from kctl.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
+from kctl.protocol.messages.produce import ProduceResponse
 from kctl.records.builder import RecordBatchBuilder
 
 MAX_REQUEST = 1_048_576
@@ -403,6 +411,266 @@ def test_produce_below_v3_is_unsupported_version(
         assert part.error_code == UNSUPPORTED_VERSION
         assert api_versions(conn).error_code == NONE  # the connection stays usable
     guard.check()
+
+
+# ------------------------------------------------------------------- pipelining, framing, flow control
+
+
+def _fetch_body(topic: str, offset: int = 0, max_bytes: int = 32 << 20) -> FetchRequest:
+    return FetchRequest(
+        max_wait_ms=0,
+        min_bytes=1,
+        max_bytes=max_bytes,
+        topics=[
+            FetchTopic(
+                topic=topic,
+                partitions=[FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=max_bytes)],
+            )
+        ],
+        forgotten_topics_data=[],
+    )
+
+
+def _batches(records: bytes) -> list[bytes]:
+    """The record batches in ``records``, each from its magic byte on (the base offset and the leader
+    epoch before it are the broker's to set)."""
+    out, position = [], 0
+    while position + 12 <= len(records):
+        size = 12 + struct.unpack_from(">i", records, position + 8)[0]
+        out.append(records[position + 16 : position + size])
+        position += size
+    return out
+
+
+def test_pipelined_requests_in_one_write_are_answered_in_order(
+    strict: BrokerProcess, topic: str, guard: Guard
+) -> None:
+    """300 requests of three APIs in one sendall, a few Produce with acks=0 among them: all the others
+    are answered, in request order, and the batches are appended in that order too."""
+    with RawConnection(strict.bootstrap) as conn:
+        stream = bytearray()
+        answered: list[kp.RequestHeader] = []
+        relative: list[int] = []  # the answered batches' offsets after the first batch's
+        produced = 0
+        for i in range(300):
+            kind = i % 3
+            if kind == 0:
+                header = conn.header(kp.ApiKey.API_VERSIONS, 3)
+                body: Any = ApiVersionsRequest(client_software_name="raw-e2e", client_software_version="1")
+            elif kind == 1:
+                header = conn.header(kp.ApiKey.METADATA, 12)
+                body = MetadataRequest(
+                    topics=[MetadataRequestTopic(name=topic)],
+                    allow_auto_topic_creation=False,
+                    include_cluster_authorized_operations=False,
+                    include_topic_authorized_operations=False,
+                )
+            else:
+                header = conn.header(kp.ApiKey.PRODUCE, 9)
+                acks = 0 if i % 30 == 2 else 1
+                body = produce_body(topic, 0, record_batch(2, value_size=20 + i), acks=acks)
+                produced += 2
+                if acks == 0:
+                    stream += kp.encode_request(header, body)
+                    continue
+                relative.append(produced - 2)
+            stream += kp.encode_request(header, body)
+            answered.append(header)
+        conn.send(bytes(stream))
+        offsets = []
+        for header in answered:  # decode_response checks the correlation id
+            response = kp.decode_response(header, conn.recv_frame())[1]
+            if header.api_key == kp.ApiKey.PRODUCE:
+                [part] = response.responses[0].partition_responses
+                assert part.error_code == NONE, part
+                offsets.append(part.base_offset)
+            elif header.api_key == kp.ApiKey.METADATA:
+                assert [t.name for t in response.topics] == [topic]
+            else:
+                assert response.error_code == NONE
+        # the acks=0 batches (every tenth produce) took their offsets in between, unanswered
+        assert relative[0] == 2, "the first produce is sent with acks=0"
+        assert offsets == [offsets[0] - 2 + r for r in relative]
+        assert api_versions(conn).error_code == NONE, "a response was left over"
+    guard.check()
+
+
+def test_requests_split_across_many_writes(strict: BrokerProcess, topic: str, guard: Guard) -> None:
+    """Three requests — ApiVersions, a ~100 KiB Produce (bigger than the broker's first receive
+    buffer) and a ~150 KiB one (received in place) — sent a byte per send for their first 2 KiB, then
+    in random slices of 1 to 97 bytes: all are reassembled (the broker checks each batch's CRC),
+    answered in order, and the batches read back byte for byte."""
+    batches = [record_batch(20, value_size=2500, key=b"k%d-" % i) for i in range(5)]  # ~50 KiB each
+    assert all(40_000 < len(b) < MAX_MESSAGE for b in batches)
+    with RawConnection(strict.bootstrap) as conn:
+        first = conn.header(kp.ApiKey.API_VERSIONS, 3)
+        second = conn.header(kp.ApiKey.PRODUCE, 9)
+        third = conn.header(kp.ApiKey.PRODUCE, 9)
+        versions = ApiVersionsRequest(client_software_name="a", client_software_version="1")
+        stream = kp.encode_request(first, versions)
+        stream += kp.encode_request(second, produce_body(topic, 0, b"".join(batches[:2])))
+        stream += kp.encode_request(third, produce_body(topic, 0, b"".join(batches[2:])))
+        assert 250_000 < len(stream) < MAX_REQUEST
+        rng = random.Random(3)
+        position = 0
+        while position < len(stream):
+            step = 1 if position < 2048 else rng.randint(1, 97)
+            conn.send(stream[position : position + step])
+            position += step
+        assert kp.decode_response(first, conn.recv_frame())[1].error_code == NONE
+        offsets = []
+        for header in (second, third):
+            [part] = kp.decode_response(header, conn.recv_frame())[1].responses[0].partition_responses
+            assert part.error_code == NONE, part
+            offsets.append(part.base_offset)
+        assert offsets[1] == offsets[0] + 40
+        fetched = conn.request(kp.ApiKey.FETCH, 12, _fetch_body(topic, offsets[0], 1 << 20))
+        [stored] = fetched.responses[0].partitions
+        assert _batches(bytes(stored.records))[:5] == [b[16:] for b in batches]
+    guard.check()
+
+
+def test_large_produce_then_small_ones_on_one_connection(
+    lenient: BrokerProcess, lenient_guard: Guard
+) -> None:
+    """An 8 MiB Produce request (eight ~1 MiB batches) pipelined with a small one, then another large
+    one with other bytes, all in one sendall: all are answered in order and every batch reads back
+    byte for byte (a receive buffer reused too early would show here)."""
+    name = unique("large")
+    assert create_topic(lenient.bootstrap, name) == NONE
+    rng = random.Random(8)
+
+    def batch(seed: int) -> bytes:
+        builder = RecordBatchBuilder()
+        builder.append(1_700_000_000_000, None, random.Random(seed).randbytes(1_000_000))
+        return builder.build()
+
+    large = [b"".join(batch(rng.randrange(1 << 30)) for _ in range(8)) for _ in range(2)]
+    small = record_batch(3)
+    assert len(large[0]) > 8_000_000
+    with RawConnection(lenient.bootstrap) as conn:
+        requests = [large[0], small, large[1], small]
+        headers = [conn.header(kp.ApiKey.PRODUCE, 9) for _ in requests]
+        conn.send(
+            b"".join(
+                kp.encode_request(h, produce_body(name, 0, r)) for h, r in zip(headers, requests, strict=True)
+            )
+        )
+        offsets = []
+        for header in headers:
+            [part] = kp.decode_response(header, conn.recv_frame())[1].responses[0].partition_responses
+            assert part.error_code == NONE, part
+            offsets.append(part.base_offset)
+        assert offsets == [0, 8, 11, 19]  # 8 + 3 + 8 + 3 records
+        fetched = conn.request(kp.ApiKey.FETCH, 12, _fetch_body(name))  # all of it: ~16 MB of 32 MiB
+        [part] = fetched.responses[0].partitions
+        assert part.error_code == NONE
+        stored = _batches(bytes(part.records))
+    sent = [b for records in requests for b in _batches(records)]
+    assert len(stored) == len(sent) == 18
+    for i, (got, want) in enumerate(zip(stored, sent, strict=True)):
+        assert got == want, f"batch {i} differs"
+    lenient_guard.check()
+
+
+def test_a_request_buffer_a_handler_keeps_is_not_reused() -> None:
+    """In process, with a handler that keeps a view of the records of every third Produce request: a
+    connection receives a large request into the buffer of an earlier one only once no view of that
+    is left, so the kept views still hold their own bytes after the later requests."""
+    kept: list[tuple[bytes, memoryview]] = []
+
+    async def dispatch(context: RequestContext, body: Any) -> ProduceResponse:
+        records = body.topic_data[0].partition_data[0].records
+        if context.header.correlation_id % 3 == 0:
+            kept.append((bytes(records), records))
+        return ProduceResponse(responses=[], throttle_time_ms=0)
+
+    def client(port: int) -> None:
+        with RawConnection(f"127.0.0.1:{port}") as conn:
+            for i in range(30):
+                builder = RecordBatchBuilder()  # each request a little smaller: it fits the last's buffer
+                builder.append(1_700_000_000_000, None, bytes([i]) * (300_000 - 1000 * i))
+                response = conn.request(kp.ApiKey.PRODUCE, 9, produce_body("t", 0, builder.build()))
+                assert response.responses == []
+
+    async def main() -> None:
+        server = KafkaServer("127.0.0.1", 0, dispatch, {kp.ApiKey.PRODUCE: (3, 11)}, max_request_size=1 << 24)
+        await server.start()
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, client, server.port)
+        finally:
+            await server.stop()
+
+    asyncio.run(main())
+    assert len(kept) == 10
+    for copy, view in kept:
+        assert bytes(view) == copy, "a buffer still in use received another request"
+
+
+STALL_SECONDS = 2.0
+FLOOD_LIMIT = 32 << 20
+
+
+def _flood(conn: RawConnection, request: bytes) -> int:
+    """With small socket buffers, send ``request`` over and over without reading a response, until
+    the socket stays unwritable for STALL_SECONDS (the broker stopped reading it) or FLOOD_LIMIT bytes
+    went out; returns the bytes sent."""
+    sock = conn.sock
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16384)
+    sock.setblocking(False)
+    chunk = request * max(1, 65536 // len(request))
+    sent = 0
+    while sent < FLOOD_LIMIT:
+        _, writable, _ = select.select([], [sock], [], STALL_SECONDS)
+        if not writable:
+            break
+        offset = sent % len(request)
+        try:
+            sent += sock.send(chunk[offset:])
+        except BlockingIOError:
+            continue
+    sock.setblocking(True)
+    return sent
+
+
+@pytest.mark.parametrize("api", ["fetch", "api-versions"])
+def test_a_client_that_never_reads_stalls_only_itself(
+    lenient: BrokerProcess, lenient_guard: Guard, api: str
+) -> None:
+    """A client pipelines requests without reading a response: the broker stops reading it (its sends
+    stall long before the flood limit) and serves other clients meanwhile. Fetch responses are file
+    regions (sendfile blocks); ApiVersions responses are bytes (the transport asks to stop writing).
+    Once the client reads, every request it sent whole is answered."""
+    name = unique("stall")
+    assert create_topic(lenient.bootstrap, name) == NONE
+    assert produce(lenient.bootstrap, name, 0, record_batch(1, value_size=1_000_000)).error_code == NONE
+    if api == "fetch":
+        header = kp.RequestHeader(kp.ApiKey.FETCH, 12, 7, "flood")
+        request = kp.encode_request(header, _fetch_body(name))
+    else:
+        header = kp.RequestHeader(kp.ApiKey.API_VERSIONS, 3, 7, "flood")
+        versions = ApiVersionsRequest(client_software_name="f", client_software_version="1")
+        request = kp.encode_request(header, versions)
+    with RawConnection(lenient.bootstrap, client_id="flood") as flooder:
+        sent = _flood(flooder, request)
+        assert 0 < sent < FLOOD_LIMIT, f"the broker kept reading a client that reads nothing ({sent} bytes)"
+        with RawConnection(lenient.bootstrap, client_id="other") as other:
+            assert api_versions(other).error_code == NONE
+            part = produce(lenient.bootstrap, name, 0, record_batch(2))
+            assert (part.error_code, part.base_offset) == (NONE, 1)
+            fetched = other.request(kp.ApiKey.FETCH, 12, _fetch_body(name, 1))
+            [stored] = fetched.responses[0].partitions
+            assert stored.error_code == NONE and len(_batches(bytes(stored.records))) == 1
+        if api == "api-versions":  # the stalled client reads at last: all its whole requests are answered
+            count = sent // len(request)
+            correlation_id = struct.pack(">i", header.correlation_id)
+            for i in range(count):
+                response = flooder.recv_frame()
+                assert response[:4] == correlation_id
+                if i in (0, count - 1):
+                    assert kp.decode_response(header, response)[1].error_code == NONE
+    lenient_guard.check()
 
 
 # ------------------------------------------------------------------------------------------ disk full

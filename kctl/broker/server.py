@@ -1,18 +1,40 @@
 """The broker's network layer: an asyncio TCP server speaking the Kafka framing.
 
-Each connection reads frames (size-limited before anything is buffered), handles its requests one at a
-time in arrival order (as Kafka does, so responses leave in request order), and writes each response
-as byte chunks plus file regions sent with ``sendfile`` (zero copy). Bad input — oversized or negative
-frame sizes, malformed headers or bodies, unknown APIs — is answered with an error where the protocol
-allows it, otherwise that one connection is closed; it is always logged and never affects others."""
+Each connection is an ``asyncio.BufferedProtocol``, so the kernel copies what arrives straight into
+buffers of ours. A frame's 4-byte size is checked — negative, or above ``socket.request.max.bytes`` —
+before anything of the frame is allocated or buffered. Frames up to ``SMALL_FRAME`` are copied out of
+the connection's receive buffer, several per ``recv`` (the buffer grows from ``READ_SIZE`` to
+``LARGE_READ_SIZE`` for a connection sending frames it cannot hold). A larger frame is received in
+place, ``get_buffer`` handing the transport the rest of the frame's own buffer: a ``bytearray`` of
+exactly its size, or the connection's spare — an earlier large frame's buffer, kept once no view of
+it outlived its request — which saves zero-filling and page-faulting a new one.
+
+Complete frames queue up for the connection's task, which handles them one at a time in arrival
+order (as Kafka does, so responses leave in request order; Produce with acks=0 gets none). Reading
+pauses once ``MAX_QUEUED_FRAMES`` frames or ``MAX_QUEUED_BYTES`` bytes are queued (what was already
+received waits in the receive buffer) and resumes when half that is left; the task takes no further
+request while the transport's write buffer is above its high-water mark, so a client that never reads
+its responses stalls only its own connection. A response is byte chunks and file regions. The bytes
+of consecutive responses are coalesced into one write, made when the task has no request left, when
+a handler awaits (at the next turn of the event loop), before a file region, or once ``FLUSH_BYTES``
+gathered; the regions are sent with ``sendfile`` (zero copy) and released in every case.
+
+Bad input — oversized or negative frame sizes, malformed headers or bodies, unknown APIs — is
+answered with an error where the protocol allows it (ApiVersions at an unknown version gets the v0
+error reply listing the supported versions), otherwise that one connection is closed after the
+responses to its earlier requests; it is always logged and never affects others. Neither does a bug
+in a handler: it is logged and costs only its connection."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import os
 import socket
+import struct
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +43,24 @@ import kctl.protocol as kp
 
 log = logging.getLogger("kctl.broker.server")
 
-READ_SIZE = 256 * 1024
+#: bytes of each connection's receive buffer (at most this much is asked of one ``recv``), and what it
+#: grows to for a connection sending frames too large for it but small enough to be copied out
+READ_SIZE = 64 * 1024
+LARGE_READ_SIZE = 256 * 1024
+#: frames up to this size are copied out of the receive buffer (several per ``recv``); larger ones are
+#: received in place
+SMALL_FRAME = LARGE_READ_SIZE // 2
+#: a read into the receive buffer asks for at least this much (what is left there moves to its start)
+MIN_READ = 16 * 1024
+#: a large frame's buffer up to this size is kept, once handled, to receive the connection's next one
+MAX_SPARE = 8 * 1024 * 1024
+#: reading from a connection pauses while this many frames, or bytes of frames, await handling
+MAX_QUEUED_FRAMES = 32
+MAX_QUEUED_BYTES = 8 * 1024 * 1024
+#: response bytes held back (to be coalesced with the next responses) before they are written anyway
+FLUSH_BYTES = 256 * 1024
+
+_SIZE = struct.Struct(">i")
 
 
 @dataclass(slots=True)
@@ -42,6 +81,18 @@ class ConnectionClosed(Exception):
     pass
 
 
+def _unexported(buffer: bytearray) -> bool:
+    """Whether no view of the bytearray ``buffer`` is alive (anything still holding part of a request
+    holds a memoryview of it): a bytearray cannot be resized while exported. O(1): the shrink and the
+    growth back stay within its allocation."""
+    try:
+        del buffer[-1]
+    except BufferError:
+        return False
+    buffer.append(0)
+    return True
+
+
 class KafkaServer:
     """Accepts connections on one listener and feeds requests to ``dispatch``."""
 
@@ -60,96 +111,272 @@ class KafkaServer:
         self._supported = supported
         self._max_request_size = max_request_size
         self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task[None]] = set()
+        self._connections: set[_Connection] = set()
         self._ids = itertools.count(1)
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(
-            self._serve_connection, self.host, self.port, reuse_address=True, limit=READ_SIZE, backlog=1024
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            self._new_connection, self.host, self.port, reuse_address=True, backlog=1024
         )
         sockets = self._server.sockets or ()
         if sockets:
             self.port = sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
+        """Stop listening, drop every connection (its task is cancelled, its transport aborted, even
+        one still closing because its client reads nothing) and wait for them."""
         if self._server is not None:
             self._server.close()
-        for task in list(self._connections):
-            task.cancel()
-        if self._connections:
-            await asyncio.gather(*self._connections, return_exceptions=True)
+        connections = list(self._connections)
+        for connection in connections:
+            connection.abort()
+        tasks = [c.task for c in connections if c.task is not None]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
 
-    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections.add(task)
-        peer = writer.get_extra_info("peername") or ("?", 0)
-        sock: socket.socket | None = writer.get_extra_info("socket")
+    def _new_connection(self) -> _Connection:
+        return _Connection(self, next(self._ids))
+
+
+class _Connection(asyncio.BufferedProtocol):
+    """One client connection: the protocol callbacks receive frames, ``task`` handles them in order."""
+
+    def __init__(self, server: KafkaServer, connection_id: int) -> None:
+        self.server = server
+        self.connection_id = connection_id
+        self.dispatch = server._dispatch
+        self.supported = server._supported
+        self.max_request_size = server._max_request_size
+        self.host = "?"
+        self.port = 0
+        self.transport: asyncio.Transport | None = None
+        self.task: asyncio.Task[None] | None = None
+        self.loop = asyncio.get_running_loop()
+        # receiving: _buffer[_start:_end] is received but not yet cut into frames
+        self._buffer = bytearray(READ_SIZE)
+        self._view = memoryview(self._buffer)
+        self._start = 0
+        self._end = 0
+        self._need = 4  # bytes from _start on that the next frame needs: its size, then its whole self
+        self._frame: memoryview | None = None  # a large frame being received in place
+        self._fill = 0
+        self._spare: bytearray | None = None  # a handled large frame's buffer, to receive the next in
+        # frames for the task; a str is why the connection must close, None is the end of the stream
+        self._queue: deque[memoryview | str | None] = deque()
+        self._queued_bytes = 0
+        self._reading_paused = False
+        self._receiving = True  # until the end of the stream, a bad frame size, or the connection is lost
+        self._lost = False
+        self._waiter: asyncio.Future[None] | None = None
+        # sending: response bytes not yet written, and the transport's flow control
+        self._out: list[Any] = []
+        self._out_bytes = 0
+        self._flush_handle: asyncio.Handle | None = None
+        self._writing_paused = False
+        self._drain_waiter: asyncio.Future[None] | None = None
+
+    # -- protocol callbacks ---------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername") or ("?", 0)
+        self.host, self.port = str(peer[0]), int(peer[1])
+        sock: socket.socket | None = transport.get_extra_info("socket")
         if sock is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        connection = _Connection(
-            next(self._ids),
-            str(peer[0]),
-            int(peer[1]),
-            reader,
-            writer,
-            self._dispatch,
-            self._supported,
-            self._max_request_size,
-        )
+            with contextlib.suppress(OSError):  # already reset by the peer: the transport will tell
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.server._connections.add(self)
+        self.task = self.loop.create_task(self._run(), name=f"kctl-connection-{self.connection_id}")
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._frame is not None:
+            return self._frame[self._fill :]
+        start = self._start
+        if start and (start + self._need > len(self._buffer) or len(self._buffer) - self._end < MIN_READ):
+            # what is left is part of a small frame (or of a size): move it to the front
+            pending = self._end - start
+            self._buffer[:pending] = self._buffer[start : self._end]  # a copy: the ranges may overlap
+            self._start, self._end = 0, pending
+        return self._view[self._end :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        frame = self._frame
+        if frame is not None:
+            self._fill += nbytes
+            if self._fill == len(frame):
+                self._frame = None
+                self._enqueue(frame)
+            return
+        self._end += nbytes
+        self._cut_frames()
+
+    def eof_received(self) -> bool:
+        # keep the transport open: the requests already received are answered, then the task closes it
+        if self._receiving:
+            self._receiving = False
+            self._queue.append(None)
+            self._wake()
+        return True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.server._connections.discard(self)
+        self._lost = True
+        self._receiving = False
+        self._queue.clear()
+        self._queued_bytes = 0
+        self._frame = self._spare = None
+        self._out.clear()
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_handle = None
+        self._wake()
+        if self._drain_waiter is not None and not self._drain_waiter.done():
+            self._drain_waiter.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        if self._drain_waiter is not None and not self._drain_waiter.done():
+            self._drain_waiter.set_result(None)
+
+    # -- receiving ----------------------------------------------------------------------------
+    def _cut_frames(self) -> None:
+        """Queue the complete frames in the receive buffer, until the queue is full (the rest waits
+        there for reading to resume); start receiving a large frame in place."""
+        buffer = self._buffer
+        start, end = self._start, self._end
+        self._need = 4
+        while end - start >= 4 and not self._reading_paused:
+            (size,) = _SIZE.unpack_from(buffer, start)
+            if size < 0:
+                self._refuse(f"invalid negative frame size {size}")
+                return
+            if size > self.max_request_size:
+                self._refuse(
+                    f"request of {size} bytes exceeds socket.request.max.bytes ({self.max_request_size})"
+                )
+                return
+            stop = start + 4 + size
+            if stop <= end:
+                self._enqueue(memoryview(buffer[start + 4 : stop]))
+                start = stop
+                continue
+            if size > SMALL_FRAME:
+                spare = self._spare
+                if spare is not None and len(spare) >= size:
+                    self._spare = None
+                    frame = memoryview(spare)[:size]
+                else:  # zero-filled by bytearray(): a reused buffer saves that and the page faults
+                    frame = memoryview(bytearray(size))
+                have = end - start - 4
+                frame[:have] = self._view[start + 4 : end]
+                self._frame, self._fill = frame, have
+                start = end
+            else:
+                self._need = 4 + size
+                if self._need > len(buffer):  # grow the receive buffer for frames of this size
+                    grown = bytearray(LARGE_READ_SIZE)
+                    grown[: end - start] = self._view[start:end]
+                    self._buffer, self._view = grown, memoryview(grown)
+                    start, end = 0, end - start
+            break
+        if start == end:
+            start = end = 0
+        self._start, self._end = start, end
+
+    def _enqueue(self, frame: memoryview) -> None:
+        self._queue.append(frame)
+        self._queued_bytes += len(frame)
+        if not self._reading_paused and (
+            len(self._queue) >= MAX_QUEUED_FRAMES or self._queued_bytes >= MAX_QUEUED_BYTES
+        ):
+            self._reading_paused = True
+            assert self.transport is not None
+            self.transport.pause_reading()
+        self._wake()
+
+    def _resume_reading(self) -> None:
+        self._reading_paused = False
+        self._cut_frames()  # first the frames left in the receive buffer when reading paused
+        if not self._reading_paused and self._receiving:
+            assert self.transport is not None
+            self.transport.resume_reading()
+
+    def _refuse(self, why: str) -> None:
+        """A bad frame size: read nothing more; the task answers what came before, then closes."""
+        self._receiving = False
+        if not self._reading_paused:
+            self._reading_paused = True
+            assert self.transport is not None
+            self.transport.pause_reading()
+        self._queue.append(why)
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # -- the connection's task ------------------------------------------------------------------
+    async def _run(self) -> None:
         try:
-            await connection.run()
-        except (ConnectionError, ConnectionClosed, asyncio.IncompleteReadError):
+            await self._serve()
+        except (ConnectionError, ConnectionClosed):
             pass
         except asyncio.CancelledError:
             pass
         except Exception:  # a bug must cost one connection, never the broker
-            log.exception("connection %s:%s failed", peer[0], peer[1])
+            log.exception("connection %s:%s failed", self.host, self.port)
         finally:
-            self._connections.discard(task)
-            writer.close()
+            transport = self.transport
+            if transport is not None and not transport.is_closing():
+                if not self._lost:
+                    self._flush()
+                transport.close()
 
-
-class _Connection:
-    def __init__(
-        self,
-        connection_id: int,
-        host: str,
-        port: int,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        dispatch: Dispatch,
-        supported: SupportedVersions,
-        max_request_size: int,
-    ) -> None:
-        self.connection_id = connection_id
-        self.host = host
-        self.port = port
-        self.reader = reader
-        self.writer = writer
-        self.dispatch = dispatch
-        self.supported = supported
-        self.frames = kp.FrameReader(max_request_size)
+    async def _serve(self) -> None:
+        queue = self._queue
+        while not self._lost:
+            if not queue:
+                self._flush()
+                self._waiter = self.loop.create_future()
+                try:
+                    await self._waiter
+                finally:
+                    self._waiter = None
+                continue
+            item = queue.popleft()
+            if type(item) is memoryview:
+                size = len(item)
+                self._queued_bytes -= size
+                if (
+                    self._reading_paused
+                    and self._receiving
+                    and len(queue) <= MAX_QUEUED_FRAMES // 2
+                    and self._queued_bytes <= MAX_QUEUED_BYTES // 2
+                ):
+                    self._resume_reading()
+                if self._writing_paused:
+                    await self._drain()
+                await self._handle(item)
+                if size > SMALL_FRAME and self._spare is None:
+                    buffer = item.obj
+                    del item  # the last view of ours: is any left elsewhere (in what the handler kept)?
+                    if isinstance(buffer, bytearray) and len(buffer) <= MAX_SPARE and _unexported(buffer):
+                        self._spare = buffer
+            elif item is None:  # the client ended the stream; everything before it is answered
+                return
+            else:
+                self._close_because(item)
 
     def _close_because(self, why: str) -> None:
         log.warning("closing connection from %s:%s: %s", self.host, self.port, why)
         raise ConnectionClosed(why)
-
-    async def run(self) -> None:
-        while True:
-            data = await self.reader.read(READ_SIZE)
-            if not data:
-                return
-            try:
-                frames = self.frames.feed(data)
-            except kp.FrameTooLarge as error:
-                self._close_because(f"request of {error.size} bytes exceeds socket.request.max.bytes")
-            except kp.ProtocolDecodeError as error:
-                self._close_because(str(error))
-            for frame in frames:
-                await self._handle(frame)
 
     async def _handle(self, frame: memoryview) -> None:
         try:
@@ -183,37 +410,81 @@ class _Connection:
         chunks = kp.encode_response_chunks(header, response)
         await self._send(chunks)
 
+    # -- sending ------------------------------------------------------------------------------
     async def _send(self, chunks: list[Any]) -> None:
-        """Write byte chunks with the transport and file regions with sendfile; release the regions."""
-        writer = self.writer
+        """Queue a response's byte chunks for writing (coalesced with the next responses until the
+        task waits or enough has gathered) and send its file regions with sendfile; release the
+        regions whatever happens."""
         try:
-            pending: list[Any] = []
+            if self._lost:
+                raise ConnectionClosed("connection lost")
+            out = self._out
             for chunk in chunks:
-                if isinstance(chunk, bytes | bytearray | memoryview):
-                    pending.append(chunk)
-                    continue
-                if pending:
-                    writer.writelines(pending)
-                    pending = []
-                await _sendfile(writer, chunk)
-            if pending:
-                writer.writelines(pending)
-            await writer.drain()
+                t = type(chunk)
+                if t is bytes or t is bytearray or t is memoryview:
+                    out.append(chunk)
+                    self._out_bytes += len(chunk)
+                else:
+                    self._flush()
+                    await self._sendfile(chunk)
+                    out = self._out
+            if self._out_bytes >= FLUSH_BYTES:
+                self._flush()
+            elif out and self._flush_handle is None:
+                # written at the next turn of the event loop, unless this task has more to add first
+                self._flush_handle = self.loop.call_soon(self._flush)
         finally:
             for chunk in chunks:
                 release = getattr(chunk, "release", None)
                 if release is not None and not isinstance(chunk, memoryview):
                     release()
 
+    def _flush(self) -> None:
+        """Write the response bytes held back, in one write."""
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_handle = None
+        out = self._out
+        if not out:
+            return
+        self._out = []
+        self._out_bytes = 0
+        transport = self.transport
+        if self._lost or transport is None:
+            return
+        if len(out) == 1:
+            transport.write(out[0])
+        else:
+            transport.writelines(out)
 
-async def _sendfile(writer: asyncio.StreamWriter, region: Any) -> None:
-    """Send ``region`` (fd, position, size) on the writer's socket with os.sendfile."""
-    loop = asyncio.get_running_loop()
-    await writer.drain()
-    transport = writer.transport
-    # closefd=False: the descriptor belongs to the segment (the region holds a reference on it);
-    # sendfile's seek on it is harmless, the log appends with O_APPEND and reads with pread.
-    with os.fdopen(region.fd, "rb", closefd=False) as file:
-        sent = await loop.sendfile(transport, file, region.position, region.size, fallback=True)
-    if sent != region.size:
-        raise ConnectionClosed(f"sendfile sent {sent} of {region.size} bytes")
+    async def _drain(self) -> None:
+        """Wait until the transport's write buffer is below its low-water mark."""
+        self._flush()
+        while self._writing_paused and not self._lost:
+            self._drain_waiter = self.loop.create_future()
+            try:
+                await self._drain_waiter
+            finally:
+                self._drain_waiter = None
+        if self._lost:
+            raise ConnectionClosed("connection lost")
+
+    async def _sendfile(self, region: Any) -> None:
+        """Send ``region`` (fd, position, size) on the connection's socket with os.sendfile (the loop
+        first waits for the transport's write buffer to empty)."""
+        transport = self.transport
+        if self._lost or transport is None or transport.is_closing():
+            raise ConnectionClosed("connection lost")
+        # closefd=False: the descriptor belongs to the segment (the region holds a reference on it);
+        # sendfile's seek on it is harmless, the log appends with O_APPEND and reads with pread.
+        with os.fdopen(region.fd, "rb", closefd=False) as file:
+            sent = await self.loop.sendfile(transport, file, region.position, region.size, fallback=True)
+        if sent != region.size:
+            raise ConnectionClosed(f"sendfile sent {sent} of {region.size} bytes")
+
+    def abort(self) -> None:
+        """Drop the connection now (the broker stops): cancel the task, abort the transport."""
+        if self.task is not None:
+            self.task.cancel()
+        if self.transport is not None:
+            self.transport.abort()
