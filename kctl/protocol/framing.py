@@ -3,8 +3,9 @@
 ``FrameReader`` turns whatever arrives from a socket into complete frames; it checks each size prefix
 as soon as it has its 4 bytes — a negative size or one above the limit raises before anything of the
 frame is buffered. Each frame is returned as a writable ``memoryview`` over its own ``bytearray``
-(one copy from the socket's chunks), so the broker may patch record batches in place (base offset,
-leader epoch) without another copy. ``frame()`` prefixes a payload with its size.
+(one copy from the socket's chunks). The client's connections use it; the broker receives frames in
+place with its own ``asyncio.BufferedProtocol`` (``kctl.broker.server``), the same checks first.
+``frame()`` prefixes a payload with its size.
 """
 
 from __future__ import annotations
