@@ -30,14 +30,14 @@ import json
 import os
 import platform
 import resource
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from bench_broker_subprocess import Broker
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -331,54 +331,6 @@ def _peer_encode(builder_class: Any) -> None:
     builder.build()
 
 
-# ------------------------------------------------------------------------------------------ broker
-
-
-class Broker:
-    """A `kctl broker start` subprocess with a fresh log directory."""
-
-    def __init__(self, partitions: int) -> None:
-        self.partitions = partitions
-        self.directory = Path(tempfile.mkdtemp(prefix="kctl-bench-clients-"))
-        command = [
-            sys.executable, "-m", "kctl", "broker", "start",
-            "-X", "listeners=PLAINTEXT://127.0.0.1:0",
-            "-X", f"log.dirs={self.directory / 'data'}",
-            "-X", f"num.partitions={partitions}",
-        ]  # fmt: skip
-        self.log = open(self.directory / "broker.log", "wb")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=self.log, cwd=ROOT)
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline().decode().strip()
-        if not line:
-            raise RuntimeError(
-                f"the broker did not start: {(self.directory / 'broker.log').read_text()[-2000:]}"
-            )
-        self.bootstrap = line.split(",")[0]
-
-    def records(self, topic: str) -> int:
-        """How many records the topic holds (the sum of its partitions' end offsets)."""
-        from kctl.client import AdminClient, TopicPartition
-
-        with AdminClient(self.bootstrap) as admin:
-            partitions = [TopicPartition(topic, p) for p in range(self.partitions)]
-            return sum(result.offset for result in admin.list_offsets(partitions, "latest").values())
-
-    def cpu(self) -> float:
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(60)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self.log.close()
-        shutil.rmtree(self.directory, ignore_errors=True)
-
-
 def run_client(args: argparse.Namespace, name: str, broker: Broker, topic: str) -> dict[str, float] | str:
     command = [
         sys.executable, str(Path(__file__).resolve()), "--worker", name, "--topic", topic,
@@ -454,7 +406,7 @@ def main() -> None:
             print(f"  {label:<32} {rate:>12,.0f} records/s")
 
     print("\n## produce to one kctl broker (the same broker for every client)")
-    broker = Broker(args.partitions)
+    broker = Broker(args.partitions, "kctl-bench-clients-")
     results: dict[str, dict[str, float]] = {}
     try:
         for run in range(args.repeat):

@@ -33,13 +33,13 @@ import json
 import os
 import platform
 import resource
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from bench_broker_subprocess import Broker
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -209,45 +209,6 @@ def worker_main(args: argparse.Namespace) -> None:
     print(json.dumps({"records": count, "bytes": size, **timing}))
 
 
-# ------------------------------------------------------------------------------------------ broker
-
-
-class Broker:
-    """A `kctl broker start` subprocess with a fresh log directory."""
-
-    def __init__(self, partitions: int) -> None:
-        self.directory = Path(tempfile.mkdtemp(prefix="kctl-bench-consumer-"))
-        command = [
-            sys.executable, "-m", "kctl", "broker", "start",
-            "-X", "listeners=PLAINTEXT://127.0.0.1:0",
-            "-X", f"log.dirs={self.directory / 'data'}",
-            "-X", f"num.partitions={partitions}",
-        ]  # fmt: skip
-        self.log = open(self.directory / "broker.log", "wb")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=self.log, cwd=ROOT)
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline().decode().strip()
-        if not line:
-            raise RuntimeError(
-                f"the broker did not start: {(self.directory / 'broker.log').read_text()[-2000:]}"
-            )
-        self.bootstrap = line.split(",")[0]
-
-    def cpu(self) -> float:
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(60)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self.log.close()
-        shutil.rmtree(self.directory, ignore_errors=True)
-
-
 def preload(args: argparse.Namespace, bootstrap: str) -> int:
     """Write the records with raw Produce requests (acks=1, a few in flight); returns the bytes of
     record batches written."""
@@ -362,7 +323,7 @@ def main() -> None:
         f"# {args.records:,} records of {args.size} B, no key, batches of {args.batch_records}, "
         f"compression={args.compression}, {args.partitions} partition(s); best of {args.repeat}"
     )
-    broker = Broker(args.partitions)
+    broker = Broker(args.partitions, "kctl-bench-consumer-")
     results: dict[str, dict[str, float]] = {}
     try:
         started = time.perf_counter()
