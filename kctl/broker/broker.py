@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kctl.broker.apis import HANDLER_MODULES, supported_versions
+from kctl.broker.apis.registry import handlers, supported_versions
 from kctl.broker.config import BrokerConfig
 from kctl.broker.errors import ApiError
 from kctl.broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
@@ -37,7 +37,7 @@ class Broker:
         self.broker_id = config.broker_id
         self.clock = clock
         self.supported_versions = supported_versions()
-        self._handlers = {int(module.API_KEY): module.handle for module in HANDLER_MODULES}
+        self._handlers = {key: handler.handle for key, handler in handlers().items()}
         self.log_manager: LogManager | None = None
         self.registry: Any = None
         self.metadata: MetadataCache = None  # type: ignore[assignment]

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
-from kctl.protocol.messages.api_versions import ApiVersion, ApiVersionsResponse
+from kctl.broker.apis.registry import api_handler
+from kctl.protocol.messages.api_versions import ApiVersion, ApiVersionsRequest, ApiVersionsResponse
 from kctl.protocol.registry import ApiKey
 
-API_KEY = ApiKey.API_VERSIONS
-VERSIONS = (0, 4)
+if TYPE_CHECKING:
+    from kctl.broker.broker import Broker
+    from kctl.broker.server import RequestContext
 
 
-async def handle(broker: Any, context: Any, request: Any) -> ApiVersionsResponse:
+@api_handler(ApiKey.API_VERSIONS, versions=(0, 4))
+async def handle(broker: Broker, context: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
     return ApiVersionsResponse(
         error_code=0,
         api_keys=[

@@ -3,24 +3,30 @@ assignment, topic configs, validate-only."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kctl.broker.apis.describe_configs import topic_config_entries
+from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.create_topics import (
     CreatableTopicConfigs,
     CreatableTopicResult,
+    CreateTopicsRequest,
     CreateTopicsResponse,
 )
 from kctl.protocol.registry import ApiKey
+
+if TYPE_CHECKING:
+    from kctl.broker.broker import Broker
+    from kctl.broker.server import RequestContext
 from kctl.protocol.types import ZERO_UUID
 
-API_KEY = ApiKey.CREATE_TOPICS
-VERSIONS = (0, 7)
 
-
-async def handle(broker: Any, context: Any, request: Any) -> CreateTopicsResponse:
+@api_handler(ApiKey.CREATE_TOPICS, versions=(0, 7))
+async def handle(
+    broker: Broker, context: RequestContext, request: CreateTopicsRequest
+) -> CreateTopicsResponse:
     results = []
     seen: dict[str, int] = {}
     for topic in request.topics:

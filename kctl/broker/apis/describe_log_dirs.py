@@ -5,21 +5,24 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from kctl.broker.apis.registry import api_handler
 from kctl.broker.partition import Partition
 from kctl.log.naming import TopicPartition
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.describe_log_dirs import (
     DescribeLogDirsPartition,
+    DescribeLogDirsRequest,
     DescribeLogDirsResponse,
     DescribeLogDirsResult,
     DescribeLogDirsTopic,
 )
 from kctl.protocol.registry import ApiKey
 
-API_KEY = ApiKey.DESCRIBE_LOG_DIRS
-VERSIONS = (0, 4)
+if TYPE_CHECKING:
+    from kctl.broker.broker import Broker
+    from kctl.broker.server import RequestContext
 
 
 def _wanted(request: Any) -> Any:
@@ -58,7 +61,10 @@ def _dir_result(log_dir: Path, partitions: list[Partition]) -> DescribeLogDirsRe
     )
 
 
-async def handle(broker: Any, context: Any, request: Any) -> DescribeLogDirsResponse:
+@api_handler(ApiKey.DESCRIBE_LOG_DIRS, versions=(0, 4))
+async def handle(
+    broker: Broker, context: RequestContext, request: DescribeLogDirsRequest
+) -> DescribeLogDirsResponse:
     wanted = _wanted(request)
     log_dirs: list[Path] = list(broker.log_manager.log_dirs)
     hosted: dict[Path, list[Partition]] = {log_dir: [] for log_dir in log_dirs}

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
+from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.broker.group.membership import JoinResult
-from kctl.protocol.messages.join_group import JoinGroupResponse, JoinGroupResponseMember
+from kctl.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse, JoinGroupResponseMember
 from kctl.protocol.registry import ApiKey
 
-API_KEY = ApiKey.JOIN_GROUP
-VERSIONS = (0, 9)
+if TYPE_CHECKING:
+    from kctl.broker.broker import Broker
+    from kctl.broker.server import RequestContext
 
 
-async def handle(broker: Any, context: Any, request: Any) -> JoinGroupResponse:
+@api_handler(ApiKey.JOIN_GROUP, versions=(0, 9))
+async def handle(broker: Broker, context: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
     try:
         result = await broker.groups.join_group(
             request, context.header.api_version, context.header.client_id or "", context.client_host

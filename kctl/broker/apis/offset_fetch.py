@@ -3,11 +3,13 @@ per request from v8)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.offset_fetch import (
+    OffsetFetchRequest,
     OffsetFetchResponse,
     OffsetFetchResponseGroup,
     OffsetFetchResponsePartition,
@@ -17,12 +19,14 @@ from kctl.protocol.messages.offset_fetch import (
 )
 from kctl.protocol.registry import ApiKey
 
-API_KEY = ApiKey.OFFSET_FETCH
-VERSIONS = (0, 9)
+if TYPE_CHECKING:
+    from kctl.broker.broker import Broker
+    from kctl.broker.server import RequestContext
+
 FIRST_BATCHED_VERSION = 8
 
 
-def _fetch(broker: Any, group_id: str, topics: Any) -> tuple[int, dict[str, list[tuple[int, Any]]]]:
+def _fetch(broker: Broker, group_id: str, topics: Any) -> tuple[int, dict[str, list[tuple[int, Any]]]]:
     """(group error, topic -> [(partition, OffsetValue | None)])."""
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     try:
@@ -39,7 +43,8 @@ def _fetch(broker: Any, group_id: str, topics: Any) -> tuple[int, dict[str, list
     return ErrorCode.NONE, by_topic
 
 
-async def handle(broker: Any, context: Any, request: Any) -> OffsetFetchResponse:
+@api_handler(ApiKey.OFFSET_FETCH, versions=(0, 9))
+async def handle(broker: Broker, context: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
     version = context.header.api_version
     if version >= FIRST_BATCHED_VERSION:
         groups = []

@@ -5,16 +5,24 @@ acks=-1 are both satisfied once the append returns."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
+from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.log.naming import TopicPartition
 from kctl.protocol.errors import ErrorCode
-from kctl.protocol.messages.produce import PartitionProduceResponse, ProduceResponse, TopicProduceResponse
+from kctl.protocol.messages.produce import (
+    PartitionProduceResponse,
+    ProduceRequest,
+    ProduceResponse,
+    TopicProduceResponse,
+)
 from kctl.protocol.registry import ApiKey
 
-API_KEY = ApiKey.PRODUCE
-VERSIONS = (0, 11)
+if TYPE_CHECKING:
+    from kctl.broker.broker import Broker
+    from kctl.broker.server import RequestContext
+
 FIRST_RECORD_BATCH_VERSION = 3  # v0-2 carry the pre-0.11 message formats, which kctl does not store
 
 log = logging.getLogger("kctl.broker.produce")
@@ -32,7 +40,8 @@ def _partition_response(index: int, code: int, message: str | None = None) -> Pa
     )
 
 
-async def handle(broker: Any, context: Any, request: Any) -> ProduceResponse | None:
+@api_handler(ApiKey.PRODUCE, versions=(0, 11))
+async def handle(broker: Broker, context: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
     version = context.header.api_version
     acks = request.acks
     responses = []
