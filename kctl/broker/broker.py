@@ -238,10 +238,10 @@ class Broker:
     # -- periodic tasks ------------------------------------------------------------------------
     def _start_periodic_tasks(self) -> None:
         config = self.config
-        self._every(config["log.flush.scheduler.interval.ms"], "flush", lambda: self._logs().flush_due_logs())
+        self._every(config["log.flush.scheduler.interval.ms"], "flush", lambda: self.logs.flush_due_logs())
         self._every(config["log.retention.check.interval.ms"], "retention", self._run_retention)
         self._every(
-            config["log.flush.offset.checkpoint.interval.ms"], "checkpoint", lambda: self._logs().checkpoint()
+            config["log.flush.offset.checkpoint.interval.ms"], "checkpoint", lambda: self.logs.checkpoint()
         )
         self._every(
             config["offsets.retention.check.interval.ms"], "offset-expiry", self.groups.expire_offsets
@@ -252,8 +252,11 @@ class Broker:
         if config["log.cleaner.enable"]:
             self._every(config["log.cleaner.backoff.ms"], "compaction", self._run_compaction, in_thread=True)
 
-    def _logs(self) -> LogManager:
-        assert self.log_manager is not None
+    @property
+    def logs(self) -> LogManager:
+        """The log manager of a started broker (RuntimeError before start or after stop)."""
+        if self.log_manager is None:
+            raise RuntimeError(f"broker {self.broker_id} is not running")
         return self.log_manager
 
     def _every(
@@ -274,7 +277,7 @@ class Broker:
 
     def _run_retention(self) -> None:
         started = time.monotonic()
-        results = self._logs().run_retention()
+        results = self.logs.run_retention()
         for tp, decisions in results.items():
             log.info(
                 "retention deleted %d segment(s) of %s (%s) in %.0f ms",
@@ -285,12 +288,12 @@ class Broker:
             )
 
     def _expire_producers(self) -> None:
-        removed = self._logs().remove_expired_producers(self.config["producer.id.expiration.ms"])
+        removed = self.logs.remove_expired_producers(self.config["producer.id.expiration.ms"])
         for tp, count in removed.items():
             log.info("%s: forgot %d idempotent producer(s) silent past producer.id.expiration.ms", tp, count)
 
     def _run_compaction(self) -> None:
-        for tp, plog in self._logs().all_logs().items():
+        for tp, plog in self.logs.all_logs().items():
             if plog.config.compact and needs_cleaning(plog):
                 result = clean_log(
                     plog, self.clock, max_decompressed_size=self.config["max.decompressed.batch.bytes"]

@@ -382,7 +382,8 @@ class _Connection(asyncio.BufferedProtocol):
         try:
             header = kp.parse_request_header(frame)
         except kp.UnsupportedVersionError as error:
-            if error.api_key == kp.ApiKey.API_VERSIONS:
+            # parse_request_header always reports the correlation id it read
+            if error.api_key == kp.ApiKey.API_VERSIONS and error.correlation_id is not None:
                 await self._send([kp.api_versions_error_response(error.correlation_id, self.supported)])
                 return
             self._close_because(f"unsupported {error}")

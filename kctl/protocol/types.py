@@ -17,7 +17,7 @@ import dataclasses
 import re
 import sys
 import uuid
-from typing import Any
+from typing import Any, TypeGuard
 
 MAX_VERSION = 0x7FFF
 
@@ -202,7 +202,8 @@ def _type_default(t: FieldType) -> Any:
     return None  # struct: a fresh default instance, see StructSchema
 
 
-def is_struct_type(t: object) -> bool:
+def is_struct_type(t: object) -> TypeGuard[type]:
+    """Whether ``t`` is a ``struct()`` class."""
     return isinstance(t, type) and hasattr(t, "__kafka_schema__")
 
 
@@ -266,6 +267,6 @@ def struct(name: str, *fields: Field) -> type:
 def schema_of(cls: type) -> StructSchema:
     """The ``StructSchema`` of a ``struct()`` class."""
     try:
-        return cls.__kafka_schema__  # type: ignore[attr-defined,no-any-return]
+        return cls.__kafka_schema__  # type: ignore[attr-defined]
     except AttributeError:
         raise TypeError(f"{cls!r} is not a struct() class") from None

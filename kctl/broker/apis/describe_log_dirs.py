@@ -66,7 +66,7 @@ async def handle(
     broker: Broker, context: RequestContext, request: DescribeLogDirsRequest
 ) -> DescribeLogDirsResponse:
     wanted = _wanted(request)
-    log_dirs: list[Path] = list(broker.log_manager.log_dirs)
+    log_dirs: list[Path] = list(broker.logs.log_dirs)
     hosted: dict[Path, list[Partition]] = {log_dir: [] for log_dir in log_dirs}
     partitions: dict[TopicPartition, Partition] = broker.replicas.partitions
     for tp, partition in partitions.items():

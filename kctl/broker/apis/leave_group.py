@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 @api_handler(ApiKey.LEAVE_GROUP, versions=(0, 5))
 async def handle(broker: Broker, context: RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse:
     version = context.header.api_version
-    members = (
+    members: list[tuple[str, str | None]] = (
         [(m.member_id, m.group_instance_id) for m in request.members]
         if version >= 3
         else [(request.member_id, None)]
