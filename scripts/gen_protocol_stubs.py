@@ -35,6 +35,7 @@ from kctl.protocol.types import (  # noqa: E402
     schema_of,
 )
 
+MESSAGES_DIR = Path(messages.__file__).parent
 HEADER = "# Generated from {source} by scripts/gen_protocol_stubs.py.\n# Do not edit: run `make gen`.\n"
 
 
@@ -94,33 +95,51 @@ def render(module_name: str) -> str:
     return HEADER.format(source=source) + "\n" + "".join(imports) + text + "\n"
 
 
-def stubs() -> dict[Path, str]:
-    """Every stub's path and text."""
-    directory = Path(messages.__file__).parent
+def stubs(directory: Path = MESSAGES_DIR) -> dict[Path, str]:
+    """Every stub's path (in ``directory``) and text."""
     return {
         directory / f"{info.name}.pyi": render(info.name)
         for info in sorted(pkgutil.iter_modules(messages.__path__), key=lambda i: i.name)
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="fail if a stub is missing or stale")
-    args = parser.parse_args(argv)
-    generated = stubs()
-    directory = Path(messages.__file__).parent
-    orphans = sorted(set(directory.glob("*.pyi")) - set(generated))
-    if args.check:
-        stale = [p for p, text in generated.items() if not p.exists() or p.read_text() != text]
-        for path in [*stale, *orphans]:
-            print(f"stale: {path.relative_to(ROOT)} (run scripts/gen_protocol_stubs.py)", file=sys.stderr)
-        return 1 if stale or orphans else 0
-    for path in orphans:
+def problems(generated: dict[Path, str], directory: Path = MESSAGES_DIR) -> list[str]:
+    """What differs between the stubs in ``directory`` and ``generated``: missing, stale, extra."""
+    found = []
+    for path, text in generated.items():
+        if not path.exists():
+            found.append(f"missing: {path.name}")
+        elif path.read_text() != text:
+            found.append(f"stale: {path.name}")
+    found.extend(f"extra: {path.name}" for path in sorted(set(directory.glob("*.pyi")) - set(generated)))
+    return found
+
+
+def write(generated: dict[Path, str], directory: Path = MESSAGES_DIR) -> list[str]:
+    """Bring ``directory`` in line with ``generated``; the names of the files written or removed."""
+    touched = []
+    for path in sorted(set(directory.glob("*.pyi")) - set(generated)):
         path.unlink()
+        touched.append(path.name)
     for path, text in generated.items():
         if not path.exists() or path.read_text() != text:
             path.write_text(text)
-            print(f"wrote {path.relative_to(ROOT)}")
+            touched.append(path.name)
+    return touched
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="fail if a stub is missing, stale or extra")
+    args = parser.parse_args(argv)
+    generated = stubs()
+    if args.check:
+        found = problems(generated)
+        for problem in found:
+            print(f"gen_protocol_stubs: {problem} (run scripts/gen_protocol_stubs.py)", file=sys.stderr)
+        return 1 if found else 0
+    for name in write(generated):
+        print(f"wrote {name}")
     return 0
 
 

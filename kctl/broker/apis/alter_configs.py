@@ -1,4 +1,7 @@
-"""AlterConfigs: replace a topic's config overrides (the legacy, non-incremental API)."""
+"""AlterConfigs: replace a topic's config overrides (the legacy, non-incremental API).
+
+Versions: v0-2. The versions differ only in encoding (v2 is flexible); the request and the answer are the
+same."""
 
 from __future__ import annotations
 

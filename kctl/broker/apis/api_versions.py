@@ -1,4 +1,9 @@
-"""ApiVersions: the versions of every API this broker answers (derived from the handler modules)."""
+"""ApiVersions: the versions of every API this broker answers (derived from the handler registry).
+
+Versions: v0-4. v1+ answer with throttle_time_ms; v3+ are flexible and carry the client's software name
+and version (not used) and the supported/finalized feature lists (kctl sends none). A request at a version
+above 4 is answered with the v0 error reply listing the supported versions (by the server, before any
+handler)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""CreatePartitions (answered by the controller): raise a topic's partition count."""
+"""CreatePartitions (answered by the controller): raise a topic's partition count.
+
+Versions: v0-3. The versions differ only in encoding (v2+ are flexible); the request and the answer are
+the same."""
 
 from __future__ import annotations
 

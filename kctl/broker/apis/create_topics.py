@@ -1,5 +1,8 @@
 """CreateTopics (answered by the controller): partitions, replication factor or an explicit
-assignment, topic configs, validate-only."""
+assignment, topic configs, validate-only.
+
+Versions: v0-7. v1+ may be validate-only and answer with an error message per topic; v5+ (flexible) answer
+with each created topic's partition count, replication factor and configs; v7+ with its topic id."""
 
 from __future__ import annotations
 

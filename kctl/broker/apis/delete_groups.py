@@ -1,4 +1,6 @@
-"""DeleteGroups: delete empty groups and their committed offsets (NON_EMPTY_GROUP while members remain)."""
+"""DeleteGroups: delete empty groups and their committed offsets (NON_EMPTY_GROUP while members remain).
+
+Versions: v0-2. The versions differ only in encoding (v2 is flexible)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """DeleteRecords: raise a partition's log start offset (-1 means the high watermark); whole segments
-below it are deleted at once."""
+below it are deleted at once.
+
+Versions: v0-2. The versions differ only in encoding (v2 is flexible)."""
 
 from __future__ import annotations
 

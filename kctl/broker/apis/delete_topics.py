@@ -1,4 +1,7 @@
-"""DeleteTopics (answered by the controller), by name (v0-5) or by topic id (v6+)."""
+"""DeleteTopics (answered by the controller), by name (v0-5) or by topic id (v6+).
+
+Versions: v0-6. v0-5 name the topics; v6+ name them or give their topic ids, and answer with both. v4+ are
+flexible; v5+ answer with an error message per topic."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""DescribeCluster: cluster id, controller and live brokers."""
+"""DescribeCluster: cluster id, controller and live brokers.
+
+Versions: v0-1, all flexible. v1+ ask for an endpoint type; only brokers (1) are known, so the answer is
+the same."""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """DescribeConfigs: a topic's effective configs (override, broker default or built-in default, with
-synonyms) and a broker's static configs."""
+synonyms) and a broker's static configs.
+
+Versions: v0-4. v0 answers with is_default, v1+ with config_source and, when asked, synonyms; v3+ with
+config_type and, when asked, documentation; v4 is flexible."""
 
 from __future__ import annotations
 

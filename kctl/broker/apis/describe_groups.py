@@ -1,4 +1,7 @@
-"""DescribeGroups: state, protocol and members (with their metadata and assignments) of groups."""
+"""DescribeGroups: state, protocol and members (with their metadata and assignments) of groups.
+
+Versions: v0-5. v3+ may ask for authorized operations (not tracked: answered as unknown); v4+ answer with
+each member's group instance id; v5 is flexible."""
 
 from __future__ import annotations
 

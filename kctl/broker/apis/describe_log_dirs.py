@@ -1,11 +1,15 @@
 """DescribeLogDirs: this broker's log directories, the partitions each holds, their size on disk and
-the volume's total and usable bytes."""
+the volume's total and usable bytes.
+
+Versions: v0-4. v2+ are flexible; v3+ answer with a top-level error code; v4+ with each log directory's
+total and usable bytes."""
 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.partition import Partition
@@ -25,7 +29,7 @@ if TYPE_CHECKING:
     from kctl.broker.server import RequestContext
 
 
-def _wanted(request: Any) -> Any:
+def _wanted(request: DescribeLogDirsRequest) -> Callable[[TopicPartition], bool]:
     """A predicate on topic partitions: every one when the request's topics are null."""
     if request.topics is None:
         return lambda tp: True

@@ -2,7 +2,11 @@
 ``min_bytes`` are available or ``max_wait_ms`` passes, woken as soon as a partition gets data.
 
 No fetch sessions (a session id of 0 tells clients to send full requests), no transactions (the last
-stable offset is the high watermark)."""
+stable offset is the high watermark).
+
+Versions: v0-17. v3+ bound the response by max_bytes; v4+ answer with the last stable offset and aborted
+transactions (none); v5+ with the log start offset; v7+ carry fetch sessions (answered with session id 0);
+v12+ are flexible; v13+ name topics by topic id instead of name."""
 
 from __future__ import annotations
 
@@ -36,7 +40,7 @@ def _error(index: int, code: int) -> PartitionData:
 
 
 def _read_all(
-    broker: Broker, request: Any, version: int
+    broker: Broker, request: FetchRequest, version: int
 ) -> tuple[list[FetchableTopicResponse], int, list[Any], bool]:
     """One pass over the request: (topic responses, bytes found, partitions read, any error)."""
     remaining = request.max_bytes if version >= 3 else 0x7FFFFFFF

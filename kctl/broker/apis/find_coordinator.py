@@ -1,6 +1,9 @@
 """FindCoordinator: which broker coordinates a consumer group — the leader of the group's
 ``__consumer_offsets`` partition (the topic is created on first use). Transactions are not
-supported: COORDINATOR_NOT_AVAILABLE."""
+supported: COORDINATOR_NOT_AVAILABLE.
+
+Versions: v0-6. v1+ carry a key type (only groups are coordinated here) and answer with an error message;
+v3+ are flexible; v4+ ask for several keys at once and answer with a list of coordinators."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Heartbeat: keep a member's session alive; REBALANCE_IN_PROGRESS tells it to rejoin."""
+"""Heartbeat: keep a member's session alive; REBALANCE_IN_PROGRESS tells it to rejoin.
+
+Versions: v0-4. v1+ answer with throttle_time_ms; v3+ carry a group instance id (static membership); v4 is
+flexible."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT single topic configs."""
+"""IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT single topic configs.
+
+Versions: v0-1. The versions differ only in encoding (v1 is flexible)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
 """InitProducerId: a producer id and epoch for an idempotent producer (a new id, or the same id with
 its epoch bumped when the producer asks, KIP-360). Transactions are not supported: a request with a
-transactional id is refused."""
+transactional id is refused.
+
+Versions: v0-5. v2+ are flexible; v3+ carry the producer's current id and epoch, so an idempotent producer
+can ask for its epoch to be bumped (KIP-360)."""
 
 from __future__ import annotations
 

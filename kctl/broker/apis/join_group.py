@@ -1,4 +1,9 @@
-"""JoinGroup: join (or rejoin) a consumer group; answered when the group's rebalance completes."""
+"""JoinGroup: join (or rejoin) a consumer group; answered when the group's rebalance completes.
+
+Versions: v0-9. v1+ carry a rebalance timeout (v0 uses the session timeout); v4+ make a new member rejoin
+with the member id it is given (MEMBER_ID_REQUIRED); v5+ carry a group instance id (static membership);
+v6+ are flexible; v7+ answer with the protocol type and a nullable protocol name; v9 lets the leader skip
+computing the assignment when it is only a static member's replacement."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""LeaveGroup: members leave (one by member id before v3, a batch by member or instance id from v3)."""
+"""LeaveGroup: members leave (one by member id before v3, a batch by member or instance id from v3).
+
+Versions: v0-5. v0-2 remove one member by member id; v3+ remove a batch of members by member or group
+instance id, with an error per member; v4+ are flexible; v5+ carry a reason."""
 
 from __future__ import annotations
 

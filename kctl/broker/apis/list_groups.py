@@ -1,4 +1,7 @@
-"""ListGroups: the groups this broker coordinates, optionally filtered by state (v4+)."""
+"""ListGroups: the groups this broker coordinates, optionally filtered by state (v4+).
+
+Versions: v0-5. v3+ are flexible; v4+ filter by group state and answer with each group's state; v5+ filter
+by group type (only classic groups exist here) and answer with it."""
 
 from __future__ import annotations
 

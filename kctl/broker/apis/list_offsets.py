@@ -1,9 +1,13 @@
 """ListOffsets: the earliest (-2), latest (-1), max-timestamp (-3) offset, or the first offset whose
-timestamp is at or after a given time."""
+timestamp is at or after a given time.
+
+Versions: v0-9. v0 asks for several old-style offsets (answered with at most one); v1+ answer with one
+offset and its timestamp; v2+ carry an isolation level; v4+ carry and answer with a leader epoch; v6+ are
+flexible; v7+ may ask for the offset of the max timestamp (-3)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
@@ -19,13 +23,14 @@ from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
     from kctl.broker.broker import Broker
+    from kctl.broker.partition import Partition
     from kctl.broker.server import RequestContext
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 EARLIEST_LOCAL, LATEST_TIERED = -4, -5  # tiered storage (v8+/v9): no tiers here, the log is all local
 
 
-def _lookup(partition: Any, timestamp: int) -> tuple[int, int]:
+def _lookup(partition: Partition, timestamp: int) -> tuple[int, int]:
     """(offset, timestamp) for the request's timestamp; (-1, -1) when no record is that recent."""
     log = partition.log
     if timestamp == LATEST:

@@ -1,5 +1,10 @@
 """Metadata: brokers, cluster id, controller, and topics with their partitions' leaders and replicas.
-Auto-creates requested topics when allowed by the request and ``auto.create.topics.enable``."""
+Auto-creates requested topics when allowed by the request and ``auto.create.topics.enable``.
+
+Versions: v0-12. v0 with an empty topic list means all topics (v1+: null does); v1+ answer with racks, the
+controller and internal flags; v2+ with the cluster id; v4+ carry allow_auto_topic_creation (before,
+creation is allowed); v7+ answer with leader epochs; v9+ are flexible; v10+ carry and answer with topic
+ids."""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""OffsetCommit: store a group's positions in __consumer_offsets; acknowledged once written."""
+"""OffsetCommit: store a group's positions in __consumer_offsets; acknowledged once written.
+
+Versions: v0-9. v0 commits without a group generation (simple consumers); v1 carries a per-partition
+commit timestamp; v1+ a generation and member id; v2-4 carry a retention time (ignored:
+offsets.retention.minutes rules); v6+ a committed leader epoch; v7+ a group instance id; v8+ are flexible."""
 
 from __future__ import annotations
 

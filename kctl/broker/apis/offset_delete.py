@@ -1,4 +1,6 @@
-"""OffsetDelete: delete a group's committed offsets for topics its members do not subscribe to."""
+"""OffsetDelete: delete a group's committed offsets for topics its members do not subscribe to.
+
+Versions: v0 only (not flexible)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """OffsetFetch: a group's committed offsets (all of them when no topics are named; several groups
-per request from v8)."""
+per request from v8).
+
+Versions: v0-9. v0-1 report a group error per partition, v2+ once at the top level; v5+ answer with
+committed leader epochs; v6+ are flexible; v7+ carry require_stable (no pending transactions here, so all
+offsets are stable); v8+ ask for several groups at once."""
 
 from __future__ import annotations
 

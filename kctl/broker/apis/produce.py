@@ -1,6 +1,12 @@
 """Produce: append each partition's record batches (validated and offset-assigned as bytes) and
 answer with the base offsets; acks=0 sends no response. With one replica per partition, acks=1 and
-acks=-1 are both satisfied once the append returns."""
+acks=-1 are both satisfied once the append returns.
+
+Versions: v0-11. v0-2 carry the pre-0.11 message formats, which kctl does not store: each partition gets
+UNSUPPORTED_VERSION (the versions are advertised because librdkafka before 2.11.1 requires them). v3+
+carry record batches and a transactional id (transactions are not supported); v2+ answer with
+log_append_time_ms, v5+ with the log start offset, v8+ with record errors and an error message; v9+ are
+flexible."""
 
 from __future__ import annotations
 

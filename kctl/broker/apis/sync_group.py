@@ -1,4 +1,7 @@
-"""SyncGroup: the leader hands in the assignment; every member receives its own."""
+"""SyncGroup: the leader hands in the assignment; every member receives its own.
+
+Versions: v0-5. v1+ answer with throttle_time_ms; v3+ carry a group instance id (static membership); v4+
+are flexible; v5+ carry and answer with the protocol type and name."""
 
 from __future__ import annotations
 
