@@ -25,13 +25,24 @@ from kctl.log.clock import SYSTEM_CLOCK, Clock
 from kctl.log.manager import LogManager
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.registry import ApiKey
-from kctl.zk import open_registry
+from kctl.zk import Registry, open_registry
 from kctl.zk.model import BrokerRegistration
 
 log = logging.getLogger("kctl.broker")
 
 
 class Broker:
+    """One broker. What its API handlers use of it: ``config``, ``broker_id``, ``clock``,
+    ``supported_versions``, and — once started — ``logs``, ``metadata``, ``replicas``, ``topics``,
+    ``groups``, ``producer_ids`` and the methods below."""
+
+    # set by start()
+    metadata: MetadataCache
+    replicas: ReplicaManager
+    topics: TopicAdmin
+    producer_ids: ProducerIdManager
+    groups: GroupCoordinator
+
     def __init__(self, config: BrokerConfig, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
         self.broker_id = config.broker_id
@@ -39,10 +50,7 @@ class Broker:
         self.supported_versions = supported_versions()
         self._handlers = {key: handler.handle for key, handler in handlers().items()}
         self.log_manager: LogManager | None = None
-        self.registry: Any = None
-        self.metadata: MetadataCache = None  # type: ignore[assignment]
-        self.replicas: ReplicaManager = None  # type: ignore[assignment]
-        self.topics: TopicAdmin = None  # type: ignore[assignment]
+        self.registry: Registry | None = None
         self.servers: list[KafkaServer] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -54,15 +62,15 @@ class Broker:
         config = self.config
         metadata_dir = Path(config.log_dirs[0])
         metadata_dir.mkdir(parents=True, exist_ok=True)
-        self.registry = open_registry(
+        registry = self.registry = open_registry(
             config.zookeeper_connect,
             metadata_dir,
             session_timeout_ms=config["zookeeper.session.timeout.ms"],
             connection_timeout_ms=config["zookeeper.connection.timeout.ms"],
         )
-        self.registry.start()
+        registry.start()
         try:
-            cluster_id = self.registry.cluster_id()
+            cluster_id = registry.cluster_id()
             self.log_manager = LogManager(
                 config.log_dirs,
                 config.log_config,
@@ -70,9 +78,9 @@ class Broker:
                 cluster_id=cluster_id,
                 clock=self.clock,
             )
-            self.metadata = MetadataCache(self.registry)
+            self.metadata = MetadataCache(registry)
             self.replicas = ReplicaManager(self.broker_id, self.log_manager, self.metadata)
-            self.topics = TopicAdmin(config, self.registry, self.metadata, self.broker_id)
+            self.topics = TopicAdmin(config, registry, self.metadata, self.broker_id)
             self.producer_ids = ProducerIdManager(self.broker_id, metadata_dir)
             self.groups = GroupCoordinator(self)
             for listener in config.listeners:
@@ -85,8 +93,8 @@ class Broker:
                 )
                 await server.start()
                 self.servers.append(server)
-            self._register()
-            self.registry.add_listener(self._on_registry_change)
+            self._register(registry)
+            registry.add_listener(self._on_registry_change)
             self.metadata.refresh()
             self._sync_partitions()
         except BaseException:
@@ -101,7 +109,7 @@ class Broker:
             ", ".join(self.bootstrap_addresses),
         )
 
-    def _register(self) -> None:
+    def _register(self, registry: Registry) -> None:
         advertised = []
         for listener, server in zip(self.config.advertised_listeners, self.servers, strict=False):
             port = listener.port or server.port
@@ -109,7 +117,7 @@ class Broker:
         if not advertised:
             raise RuntimeError("no listener to advertise")
         _name, host, port = advertised[0]
-        self.registry.register_broker(
+        registry.register_broker(
             BrokerRegistration(
                 broker_id=self.broker_id,
                 host=host,
@@ -117,7 +125,7 @@ class Broker:
                 listeners=tuple(f"{n}://{h}:{p}" for n, h, p in advertised),
             )
         )
-        self.registry.try_become_controller(self.broker_id)
+        registry.try_become_controller(self.broker_id)
 
     @property
     def bootstrap_addresses(self) -> list[str]:

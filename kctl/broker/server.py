@@ -65,6 +65,9 @@ _SIZE = struct.Struct(">i")
 
 @dataclass(slots=True)
 class RequestContext:
+    """What a handler knows of a request besides its body: the decoded header (api key and version,
+    correlation id, client id), the client's address and the id of its connection."""
+
     header: kp.RequestHeader
     client_host: str
     client_port: int
