@@ -260,13 +260,13 @@ def struct(name: str, *fields: Field) -> type:
         spec.append((f.name, _annotation(f.type), dc_field))
     cls = dataclasses.make_dataclass(name, spec, slots=True, eq=True, repr=True)
     cls.__module__ = sys._getframe(1).f_globals.get("__name__", __name__)
-    cls.__kafka_schema__ = StructSchema(name, tuple(fields), cls)  # type: ignore[attr-defined]
+    cls.__kafka_schema__ = StructSchema(name, tuple(fields), cls)  # type: ignore[attr-defined]  # set on the generated class here
     return cls
 
 
 def schema_of(cls: type) -> StructSchema:
     """The ``StructSchema`` of a ``struct()`` class."""
     try:
-        return cls.__kafka_schema__  # type: ignore[attr-defined]
+        return cls.__kafka_schema__  # type: ignore[attr-defined]  # AttributeError is the answer for other classes
     except AttributeError:
         raise TypeError(f"{cls!r} is not a struct() class") from None
