@@ -103,7 +103,7 @@ def test_a_type_checker_sees_the_message_fields(tmp_path: Path) -> None:
     )
     assert MYPY is not None
     proc = subprocess.run(
-        [MYPY, "--no-incremental", "--follow-imports=silent", str(program)],
+        [MYPY, "--cache-dir", str(tmp_path / "cache"), "--follow-imports=silent", str(program)],
         capture_output=True,
         text=True,
         cwd=REPO,
