@@ -22,12 +22,15 @@ run: install
 
 lint: install
 	$(BIN)/ruff check kctl tests bench scripts
+	$(BIN)/mypy
 
 gen: install
 	$(BIN)/python scripts/gen_docs.py
+	$(BIN)/python scripts/gen_protocol_stubs.py
 
 check-gen: install
 	$(BIN)/python scripts/gen_docs.py --check
+	$(BIN)/python scripts/gen_protocol_stubs.py --check
 
 test: install system-deps lint check-gen
 	$(BIN)/pytest

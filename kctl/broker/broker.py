@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kctl.broker.apis import HANDLER_MODULES, supported_versions
+from kctl.broker.apis.registry import handlers, supported_versions
 from kctl.broker.config import BrokerConfig
 from kctl.broker.errors import ApiError
 from kctl.broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
@@ -25,24 +25,32 @@ from kctl.log.clock import SYSTEM_CLOCK, Clock
 from kctl.log.manager import LogManager
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.registry import ApiKey
-from kctl.zk import open_registry
+from kctl.zk import Registry, open_registry
 from kctl.zk.model import BrokerRegistration
 
 log = logging.getLogger("kctl.broker")
 
 
 class Broker:
+    """One broker. What its API handlers use of it: ``config``, ``broker_id``, ``clock``,
+    ``supported_versions``, and — once started — ``logs``, ``metadata``, ``replicas``, ``topics``,
+    ``groups``, ``producer_ids`` and the methods below."""
+
+    # set by start()
+    metadata: MetadataCache
+    replicas: ReplicaManager
+    topics: TopicAdmin
+    producer_ids: ProducerIdManager
+    groups: GroupCoordinator
+
     def __init__(self, config: BrokerConfig, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
         self.broker_id = config.broker_id
         self.clock = clock
         self.supported_versions = supported_versions()
-        self._handlers = {int(module.API_KEY): module.handle for module in HANDLER_MODULES}
+        self._handlers = {key: handler.handle for key, handler in handlers().items()}
         self.log_manager: LogManager | None = None
-        self.registry: Any = None
-        self.metadata: MetadataCache = None  # type: ignore[assignment]
-        self.replicas: ReplicaManager = None  # type: ignore[assignment]
-        self.topics: TopicAdmin = None  # type: ignore[assignment]
+        self.registry: Registry | None = None
         self.servers: list[KafkaServer] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -54,15 +62,15 @@ class Broker:
         config = self.config
         metadata_dir = Path(config.log_dirs[0])
         metadata_dir.mkdir(parents=True, exist_ok=True)
-        self.registry = open_registry(
+        registry = self.registry = open_registry(
             config.zookeeper_connect,
             metadata_dir,
             session_timeout_ms=config["zookeeper.session.timeout.ms"],
             connection_timeout_ms=config["zookeeper.connection.timeout.ms"],
         )
-        self.registry.start()
+        registry.start()
         try:
-            cluster_id = self.registry.cluster_id()
+            cluster_id = registry.cluster_id()
             self.log_manager = LogManager(
                 config.log_dirs,
                 config.log_config,
@@ -70,9 +78,9 @@ class Broker:
                 cluster_id=cluster_id,
                 clock=self.clock,
             )
-            self.metadata = MetadataCache(self.registry)
+            self.metadata = MetadataCache(registry)
             self.replicas = ReplicaManager(self.broker_id, self.log_manager, self.metadata)
-            self.topics = TopicAdmin(config, self.registry, self.metadata, self.broker_id)
+            self.topics = TopicAdmin(config, registry, self.metadata, self.broker_id)
             self.producer_ids = ProducerIdManager(self.broker_id, metadata_dir)
             self.groups = GroupCoordinator(self)
             for listener in config.listeners:
@@ -85,8 +93,8 @@ class Broker:
                 )
                 await server.start()
                 self.servers.append(server)
-            self._register()
-            self.registry.add_listener(self._on_registry_change)
+            self._register(registry)
+            registry.add_listener(self._on_registry_change)
             self.metadata.refresh()
             self._sync_partitions()
         except BaseException:
@@ -101,7 +109,7 @@ class Broker:
             ", ".join(self.bootstrap_addresses),
         )
 
-    def _register(self) -> None:
+    def _register(self, registry: Registry) -> None:
         advertised = []
         for listener, server in zip(self.config.advertised_listeners, self.servers, strict=False):
             port = listener.port or server.port
@@ -109,7 +117,7 @@ class Broker:
         if not advertised:
             raise RuntimeError("no listener to advertise")
         _name, host, port = advertised[0]
-        self.registry.register_broker(
+        registry.register_broker(
             BrokerRegistration(
                 broker_id=self.broker_id,
                 host=host,
@@ -117,7 +125,7 @@ class Broker:
                 listeners=tuple(f"{n}://{h}:{p}" for n, h, p in advertised),
             )
         )
-        self.registry.try_become_controller(self.broker_id)
+        registry.try_become_controller(self.broker_id)
 
     @property
     def bootstrap_addresses(self) -> list[str]:
@@ -238,10 +246,10 @@ class Broker:
     # -- periodic tasks ------------------------------------------------------------------------
     def _start_periodic_tasks(self) -> None:
         config = self.config
-        self._every(config["log.flush.scheduler.interval.ms"], "flush", lambda: self._logs().flush_due_logs())
+        self._every(config["log.flush.scheduler.interval.ms"], "flush", lambda: self.logs.flush_due_logs())
         self._every(config["log.retention.check.interval.ms"], "retention", self._run_retention)
         self._every(
-            config["log.flush.offset.checkpoint.interval.ms"], "checkpoint", lambda: self._logs().checkpoint()
+            config["log.flush.offset.checkpoint.interval.ms"], "checkpoint", lambda: self.logs.checkpoint()
         )
         self._every(
             config["offsets.retention.check.interval.ms"], "offset-expiry", self.groups.expire_offsets
@@ -252,8 +260,11 @@ class Broker:
         if config["log.cleaner.enable"]:
             self._every(config["log.cleaner.backoff.ms"], "compaction", self._run_compaction, in_thread=True)
 
-    def _logs(self) -> LogManager:
-        assert self.log_manager is not None
+    @property
+    def logs(self) -> LogManager:
+        """The log manager of a started broker (RuntimeError before start or after stop)."""
+        if self.log_manager is None:
+            raise RuntimeError(f"broker {self.broker_id} is not running")
         return self.log_manager
 
     def _every(
@@ -274,7 +285,7 @@ class Broker:
 
     def _run_retention(self) -> None:
         started = time.monotonic()
-        results = self._logs().run_retention()
+        results = self.logs.run_retention()
         for tp, decisions in results.items():
             log.info(
                 "retention deleted %d segment(s) of %s (%s) in %.0f ms",
@@ -285,12 +296,12 @@ class Broker:
             )
 
     def _expire_producers(self) -> None:
-        removed = self._logs().remove_expired_producers(self.config["producer.id.expiration.ms"])
+        removed = self.logs.remove_expired_producers(self.config["producer.id.expiration.ms"])
         for tp, count in removed.items():
             log.info("%s: forgot %d idempotent producer(s) silent past producer.id.expiration.ms", tp, count)
 
     def _run_compaction(self) -> None:
-        for tp, plog in self._logs().all_logs().items():
+        for tp, plog in self.logs.all_logs().items():
             if plog.config.compact and needs_cleaning(plog):
                 result = clean_log(
                     plog, self.clock, max_decompressed_size=self.config["max.decompressed.batch.bytes"]

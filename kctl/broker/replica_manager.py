@@ -54,8 +54,8 @@ class ReplicaManager:
                     existing.leader_id, existing.leader_epoch = leader, epoch
                     existing.replicas, existing.isr = tuple(replicas), isr
         for tp in [tp for tp in self.partitions if tp not in wanted]:
-            partition = self.partitions.pop(tp)
-            partition.notify_append()
+            removed = self.partitions.pop(tp)
+            removed.notify_append()
             if tp.topic not in topics:
                 self.log_manager.delete_log(tp)
                 log.info("deleted the log of %s", tp)

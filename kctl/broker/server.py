@@ -65,6 +65,9 @@ _SIZE = struct.Struct(">i")
 
 @dataclass(slots=True)
 class RequestContext:
+    """What a handler knows of a request besides its body: the decoded header (api key and version,
+    correlation id, client id), the client's address and the id of its connection."""
+
     header: kp.RequestHeader
     client_host: str
     client_port: int
@@ -382,7 +385,8 @@ class _Connection(asyncio.BufferedProtocol):
         try:
             header = kp.parse_request_header(frame)
         except kp.UnsupportedVersionError as error:
-            if error.api_key == kp.ApiKey.API_VERSIONS:
+            # parse_request_header always reports the correlation id it read
+            if error.api_key == kp.ApiKey.API_VERSIONS and error.correlation_id is not None:
                 await self._send([kp.api_versions_error_response(error.correlation_id, self.supported)])
                 return
             self._close_because(f"unsupported {error}")

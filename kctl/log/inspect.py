@@ -227,10 +227,10 @@ def read_batches(log_path: Path) -> Iterator[tuple[BatchInfo, bytes] | Unreadabl
                 return
             data = os.pread(handle.fileno(), header.size, position)
             crc = compute_crc(data, 0, header.size)
-            error = (
+            problem = (
                 None if crc == header.crc else (f"CRC mismatch: stored {header.crc:08x}, computed {crc:08x}")
             )
-            yield _batch_info(log_path.name, position, header, crc, error), data
+            yield _batch_info(log_path.name, position, header, crc, problem), data
             position += header.size
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import struct as _struct
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from kctl.protocol import primitives as P
 from kctl.protocol.exceptions import ProtocolEncodeError
@@ -180,7 +180,9 @@ class _Generator:
             self.ns[name] = value
         return name
 
-    def child(self, cls: type) -> CompiledStruct:
+    def child(self, cls: object) -> CompiledStruct:
+        if not is_struct_type(cls):  # pragma: no cover - schema construction rejects other types
+            raise TypeError(f"unknown field type {cls!r}")
         return compile_struct(cls, self.version, self.flexible)
 
     def literal(self, value: Any) -> str:
@@ -221,7 +223,7 @@ class _Generator:
         def flush() -> None:
             if not run:
                 return
-            fmt = ">" + "".join(f.type.fmt for f in run)
+            fmt = ">" + "".join(cast(PrimitiveType, f.type).fmt for f in run)
             size = _struct.calcsize(fmt)
             s = self.const(_struct.Struct(fmt), "_S")
             what = f"{name}." + (run[0].name if len(run) == 1 else f"{run[0].name}..{run[-1].name}")
@@ -330,7 +332,7 @@ class _Generator:
         def flush(pad: bool = False) -> None:
             if not run:
                 return
-            fmt = ">" + "".join(f.type.fmt for f in run) + ("x" if pad else "")
+            fmt = ">" + "".join(cast(PrimitiveType, f.type).fmt for f in run) + ("x" if pad else "")
             s = self.const(_struct.Struct(fmt), "_S")
             args = ", ".join(f"_ub(o.{f.name})" if f.type is UUID else f"o.{f.name}" for f in run)
             lines.append(f"    out.append({s}.pack({args}))")

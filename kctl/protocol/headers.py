@@ -49,7 +49,7 @@ def read_request_prefix(buf: memoryview) -> tuple[int, int, int]:
     """``(api_key, api_version, correlation_id)``: the 8 bytes every request header version starts with."""
     if buf.nbytes < 8:
         raise ProtocolDecodeError(f"truncated request header: {buf.nbytes} of at least 8 bytes")
-    return _PREFIX.unpack_from(buf, 0)  # type: ignore[return-value]
+    return _PREFIX.unpack_from(buf, 0)
 
 
 def read_client_id(buf: memoryview) -> tuple[str | None, int]:

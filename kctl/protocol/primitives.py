@@ -282,23 +282,27 @@ def flat(view: memoryview) -> memoryview:
     return view.cast("B")
 
 
+#: what the bytes writers accept
+BytesLike = bytes | bytearray | memoryview
+
+
 def _bytes_len(value: Any, name: str) -> int:
     t = type(value)
     if t is bytes or t is bytearray:
         return len(value)
     if t is memoryview:
-        return value.nbytes  # type: ignore[no-any-return]
+        return value.nbytes
     raise ProtocolEncodeError(f"{name}: expected bytes, bytearray or memoryview, got {t.__name__}")
 
 
-def write_bytes(out: list[Any], value: bytes, name: str) -> None:
+def write_bytes(out: list[Any], value: BytesLike, name: str) -> None:
     if value is None:
         raise null_not_allowed(name)
     out.append(INT32.pack(_bytes_len(value, name)))
     out.append(flat(value) if type(value) is memoryview else value)
 
 
-def write_nullable_bytes(out: list[Any], value: bytes | None, name: str) -> None:
+def write_nullable_bytes(out: list[Any], value: BytesLike | None, name: str) -> None:
     if value is None:
         out.append(NULL_INT32)
         return
@@ -306,14 +310,14 @@ def write_nullable_bytes(out: list[Any], value: bytes | None, name: str) -> None
     out.append(flat(value) if type(value) is memoryview else value)
 
 
-def write_compact_bytes(out: list[Any], value: bytes, name: str) -> None:
+def write_compact_bytes(out: list[Any], value: BytesLike, name: str) -> None:
     if value is None:
         raise null_not_allowed(name)
     out.append(uvarint(_bytes_len(value, name) + 1))
     out.append(flat(value) if type(value) is memoryview else value)
 
 
-def write_compact_nullable_bytes(out: list[Any], value: bytes | None, name: str) -> None:
+def write_compact_nullable_bytes(out: list[Any], value: BytesLike | None, name: str) -> None:
     if value is None:
         out.append(NULL_COMPACT)
         return
@@ -360,7 +364,7 @@ def records_size(value: Any, name: str) -> int:
     if t is bytes or t is bytearray:
         return len(value)
     if t is memoryview:
-        return value.nbytes  # type: ignore[no-any-return]
+        return value.nbytes
     size = getattr(value, "size", None)
     if type(size) is not int or size < 0:
         raise ProtocolEncodeError(

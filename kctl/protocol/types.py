@@ -17,7 +17,7 @@ import dataclasses
 import re
 import sys
 import uuid
-from typing import Any
+from typing import Any, TypeGuard
 
 MAX_VERSION = 0x7FFF
 
@@ -202,7 +202,8 @@ def _type_default(t: FieldType) -> Any:
     return None  # struct: a fresh default instance, see StructSchema
 
 
-def is_struct_type(t: object) -> bool:
+def is_struct_type(t: object) -> TypeGuard[type]:
+    """Whether ``t`` is a ``struct()`` class."""
     return isinstance(t, type) and hasattr(t, "__kafka_schema__")
 
 
@@ -259,13 +260,13 @@ def struct(name: str, *fields: Field) -> type:
         spec.append((f.name, _annotation(f.type), dc_field))
     cls = dataclasses.make_dataclass(name, spec, slots=True, eq=True, repr=True)
     cls.__module__ = sys._getframe(1).f_globals.get("__name__", __name__)
-    cls.__kafka_schema__ = StructSchema(name, tuple(fields), cls)  # type: ignore[attr-defined]
+    cls.__kafka_schema__ = StructSchema(name, tuple(fields), cls)  # type: ignore[attr-defined]  # set on the generated class here
     return cls
 
 
 def schema_of(cls: type) -> StructSchema:
     """The ``StructSchema`` of a ``struct()`` class."""
     try:
-        return cls.__kafka_schema__  # type: ignore[attr-defined,no-any-return]
+        return cls.__kafka_schema__  # type: ignore[attr-defined]  # AttributeError is the answer for other classes
     except AttributeError:
         raise TypeError(f"{cls!r} is not a struct() class") from None

@@ -1,20 +1,32 @@
-"""AlterConfigs: replace a topic's config overrides (the legacy, non-incremental API)."""
+"""AlterConfigs: replace a topic's config overrides (the legacy, non-incremental API).
+
+Versions: v0-2. The versions differ only in encoding (v2 is flexible); the request and the answer are the
+same."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kctl.broker.apis.describe_configs import TOPIC_RESOURCE
+from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.protocol.errors import ErrorCode
-from kctl.protocol.messages.configs import AlterConfigsResourceResponse, AlterConfigsResponse
+from kctl.protocol.messages.configs import (
+    AlterConfigsRequest,
+    AlterConfigsResourceResponse,
+    AlterConfigsResponse,
+)
 from kctl.protocol.registry import ApiKey
 
-API_KEY = ApiKey.ALTER_CONFIGS
-VERSIONS = (0, 2)
+if TYPE_CHECKING:
+    from kctl.broker.broker import Broker
+    from kctl.broker.server import RequestContext
 
 
-async def handle(broker: Any, context: Any, request: Any) -> AlterConfigsResponse:
+@api_handler(ApiKey.ALTER_CONFIGS, versions=(0, 2))
+async def handle(
+    broker: Broker, context: RequestContext, request: AlterConfigsRequest
+) -> AlterConfigsResponse:
     responses = []
     for resource in request.resources:
         try:

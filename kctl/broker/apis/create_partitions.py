@@ -1,19 +1,31 @@
-"""CreatePartitions (answered by the controller): raise a topic's partition count."""
+"""CreatePartitions (answered by the controller): raise a topic's partition count.
+
+Versions: v0-3. The versions differ only in encoding (v2+ are flexible); the request and the answer are
+the same."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
+from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.protocol.errors import ErrorCode
-from kctl.protocol.messages.create_partitions import CreatePartitionsResponse, CreatePartitionsTopicResult
+from kctl.protocol.messages.create_partitions import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreatePartitionsTopicResult,
+)
 from kctl.protocol.registry import ApiKey
 
-API_KEY = ApiKey.CREATE_PARTITIONS
-VERSIONS = (0, 3)
+if TYPE_CHECKING:
+    from kctl.broker.broker import Broker
+    from kctl.broker.server import RequestContext
 
 
-async def handle(broker: Any, context: Any, request: Any) -> CreatePartitionsResponse:
+@api_handler(ApiKey.CREATE_PARTITIONS, versions=(0, 3))
+async def handle(
+    broker: Broker, context: RequestContext, request: CreatePartitionsRequest
+) -> CreatePartitionsResponse:
     results = []
     for topic in request.topics:
         try:

@@ -1,26 +1,35 @@
 """CreateTopics (answered by the controller): partitions, replication factor or an explicit
-assignment, topic configs, validate-only."""
+assignment, topic configs, validate-only.
+
+Versions: v0-7. v1+ may be validate-only and answer with an error message per topic; v5+ (flexible) answer
+with each created topic's partition count, replication factor and configs; v7+ with its topic id."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kctl.broker.apis.describe_configs import topic_config_entries
+from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.create_topics import (
     CreatableTopicConfigs,
     CreatableTopicResult,
+    CreateTopicsRequest,
     CreateTopicsResponse,
 )
 from kctl.protocol.registry import ApiKey
+
+if TYPE_CHECKING:
+    from kctl.broker.broker import Broker
+    from kctl.broker.server import RequestContext
 from kctl.protocol.types import ZERO_UUID
 
-API_KEY = ApiKey.CREATE_TOPICS
-VERSIONS = (0, 7)
 
-
-async def handle(broker: Any, context: Any, request: Any) -> CreateTopicsResponse:
+@api_handler(ApiKey.CREATE_TOPICS, versions=(0, 7))
+async def handle(
+    broker: Broker, context: RequestContext, request: CreateTopicsRequest
+) -> CreateTopicsResponse:
     results = []
     seen: dict[str, int] = {}
     for topic in request.topics:

@@ -1,18 +1,29 @@
-"""DeleteGroups: delete empty groups and their committed offsets (NON_EMPTY_GROUP while members remain)."""
+"""DeleteGroups: delete empty groups and their committed offsets (NON_EMPTY_GROUP while members remain).
+
+Versions: v0-2. The versions differ only in encoding (v2 is flexible)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
+from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
-from kctl.protocol.messages.delete_groups import DeletableGroupResult, DeleteGroupsResponse
+from kctl.protocol.messages.delete_groups import (
+    DeletableGroupResult,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+)
 from kctl.protocol.registry import ApiKey
 
-API_KEY = ApiKey.DELETE_GROUPS
-VERSIONS = (0, 2)
+if TYPE_CHECKING:
+    from kctl.broker.broker import Broker
+    from kctl.broker.server import RequestContext
 
 
-async def handle(broker: Any, context: Any, request: Any) -> DeleteGroupsResponse:
+@api_handler(ApiKey.DELETE_GROUPS, versions=(0, 2))
+async def handle(
+    broker: Broker, context: RequestContext, request: DeleteGroupsRequest
+) -> DeleteGroupsResponse:
     results = []
     for group_id in request.groups_names:
         try:

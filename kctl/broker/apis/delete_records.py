@@ -1,26 +1,34 @@
 """DeleteRecords: raise a partition's log start offset (-1 means the high watermark); whole segments
-below it are deleted at once."""
+below it are deleted at once.
+
+Versions: v0-2. The versions differ only in encoding (v2 is flexible)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
+from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.log.log import OffsetOutOfRangeError
 from kctl.log.naming import TopicPartition
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.delete_records import (
     DeleteRecordsPartitionResult,
+    DeleteRecordsRequest,
     DeleteRecordsResponse,
     DeleteRecordsTopicResult,
 )
 from kctl.protocol.registry import ApiKey
 
-API_KEY = ApiKey.DELETE_RECORDS
-VERSIONS = (0, 2)
+if TYPE_CHECKING:
+    from kctl.broker.broker import Broker
+    from kctl.broker.server import RequestContext
 
 
-async def handle(broker: Any, context: Any, request: Any) -> DeleteRecordsResponse:
+@api_handler(ApiKey.DELETE_RECORDS, versions=(0, 2))
+async def handle(
+    broker: Broker, context: RequestContext, request: DeleteRecordsRequest
+) -> DeleteRecordsResponse:
     topics = []
     for topic in request.topics:
         partitions = []

@@ -1,20 +1,32 @@
-"""DeleteTopics (answered by the controller), by name (v0-5) or by topic id (v6+)."""
+"""DeleteTopics (answered by the controller), by name (v0-5) or by topic id (v6+).
+
+Versions: v0-6. v0-5 name the topics; v6+ name them or give their topic ids, and answer with both. v4+ are
+flexible; v5+ answer with an error message per topic."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
+from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.protocol.errors import ErrorCode
-from kctl.protocol.messages.delete_topics import DeletableTopicResult, DeleteTopicsResponse
+from kctl.protocol.messages.delete_topics import (
+    DeletableTopicResult,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
 from kctl.protocol.registry import ApiKey
+
+if TYPE_CHECKING:
+    from kctl.broker.broker import Broker
+    from kctl.broker.server import RequestContext
 from kctl.protocol.types import ZERO_UUID
 
-API_KEY = ApiKey.DELETE_TOPICS
-VERSIONS = (0, 6)
 
-
-async def handle(broker: Any, context: Any, request: Any) -> DeleteTopicsResponse:
+@api_handler(ApiKey.DELETE_TOPICS, versions=(0, 6))
+async def handle(
+    broker: Broker, context: RequestContext, request: DeleteTopicsRequest
+) -> DeleteTopicsResponse:
     version = context.header.api_version
     wanted = (
         [(t.name, t.topic_id) for t in request.topics]

@@ -1,17 +1,29 @@
-"""DescribeCluster: cluster id, controller and live brokers."""
+"""DescribeCluster: cluster id, controller and live brokers.
+
+Versions: v0-1, all flexible. v1+ ask for an endpoint type; only brokers (1) are known, so the answer is
+the same."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
-from kctl.protocol.messages.describe_cluster import DescribeClusterBroker, DescribeClusterResponse
+from kctl.broker.apis.registry import api_handler
+from kctl.protocol.messages.describe_cluster import (
+    DescribeClusterBroker,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+)
 from kctl.protocol.registry import ApiKey
 
-API_KEY = ApiKey.DESCRIBE_CLUSTER
-VERSIONS = (0, 1)
+if TYPE_CHECKING:
+    from kctl.broker.broker import Broker
+    from kctl.broker.server import RequestContext
 
 
-async def handle(broker: Any, context: Any, request: Any) -> DescribeClusterResponse:
+@api_handler(ApiKey.DESCRIBE_CLUSTER, versions=(0, 1))
+async def handle(
+    broker: Broker, context: RequestContext, request: DescribeClusterRequest
+) -> DescribeClusterResponse:
     controller = broker.metadata.controller_id
     return DescribeClusterResponse(
         throttle_time_ms=0,

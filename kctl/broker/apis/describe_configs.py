@@ -1,15 +1,20 @@
 """DescribeConfigs: a topic's effective configs (override, broker default or built-in default, with
-synonyms) and a broker's static configs."""
+synonyms) and a broker's static configs.
+
+Versions: v0-4. v0 answers with is_default, v1+ with config_source and, when asked, synonyms; v3+ with
+config_type and, when asked, documentation; v4 is flexible."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
+from kctl.broker.apis.registry import api_handler
 from kctl.broker.config import BROKER_PROPERTIES, TOPIC_CONFIG_SYNONYMS
 from kctl.log.config import TOPIC_CONFIGS, LogConfig
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.configs import (
+    DescribeConfigsRequest,
     DescribeConfigsResourceResult,
     DescribeConfigsResponse,
     DescribeConfigsResult,
@@ -17,8 +22,10 @@ from kctl.protocol.messages.configs import (
 )
 from kctl.protocol.registry import ApiKey
 
-API_KEY = ApiKey.DESCRIBE_CONFIGS
-VERSIONS = (0, 4)
+if TYPE_CHECKING:
+    from kctl.broker.broker import Broker
+    from kctl.broker.server import RequestContext
+
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
@@ -61,7 +68,7 @@ class ConfigEntry:
 
 
 def topic_config_entries(
-    broker: Any, topic: str, keys: list[str] | None, include_synonyms: bool, include_documentation: bool
+    broker: Broker, topic: str, keys: list[str] | None, include_synonyms: bool, include_documentation: bool
 ) -> list[ConfigEntry]:
     record = broker.metadata.topic(topic)
     overrides = record.configs if record else {}
@@ -104,7 +111,7 @@ def topic_config_entries(
 
 
 def broker_config_entries(
-    broker: Any, keys: list[str] | None, include_documentation: bool
+    broker: Broker, keys: list[str] | None, include_documentation: bool
 ) -> list[ConfigEntry]:
     entries = []
     for name, prop in BROKER_PROPERTIES.items():
@@ -140,7 +147,10 @@ def _result(entry: ConfigEntry, version: int) -> DescribeConfigsResourceResult:
     )
 
 
-async def handle(broker: Any, context: Any, request: Any) -> DescribeConfigsResponse:
+@api_handler(ApiKey.DESCRIBE_CONFIGS, versions=(0, 4))
+async def handle(
+    broker: Broker, context: RequestContext, request: DescribeConfigsRequest
+) -> DescribeConfigsResponse:
     version = context.header.api_version
     results = []
     for resource in request.resources:

@@ -1,28 +1,35 @@
 """DescribeLogDirs: this broker's log directories, the partitions each holds, their size on disk and
-the volume's total and usable bytes."""
+the volume's total and usable bytes.
+
+Versions: v0-4. v2+ are flexible; v3+ answer with a top-level error code; v4+ with each log directory's
+total and usable bytes."""
 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
+from kctl.broker.apis.registry import api_handler
 from kctl.broker.partition import Partition
 from kctl.log.naming import TopicPartition
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.describe_log_dirs import (
     DescribeLogDirsPartition,
+    DescribeLogDirsRequest,
     DescribeLogDirsResponse,
     DescribeLogDirsResult,
     DescribeLogDirsTopic,
 )
 from kctl.protocol.registry import ApiKey
 
-API_KEY = ApiKey.DESCRIBE_LOG_DIRS
-VERSIONS = (0, 4)
+if TYPE_CHECKING:
+    from kctl.broker.broker import Broker
+    from kctl.broker.server import RequestContext
 
 
-def _wanted(request: Any) -> Any:
+def _wanted(request: DescribeLogDirsRequest) -> Callable[[TopicPartition], bool]:
     """A predicate on topic partitions: every one when the request's topics are null."""
     if request.topics is None:
         return lambda tp: True
@@ -58,9 +65,12 @@ def _dir_result(log_dir: Path, partitions: list[Partition]) -> DescribeLogDirsRe
     )
 
 
-async def handle(broker: Any, context: Any, request: Any) -> DescribeLogDirsResponse:
+@api_handler(ApiKey.DESCRIBE_LOG_DIRS, versions=(0, 4))
+async def handle(
+    broker: Broker, context: RequestContext, request: DescribeLogDirsRequest
+) -> DescribeLogDirsResponse:
     wanted = _wanted(request)
-    log_dirs: list[Path] = list(broker.log_manager.log_dirs)
+    log_dirs: list[Path] = list(broker.logs.log_dirs)
     hosted: dict[Path, list[Partition]] = {log_dir: [] for log_dir in log_dirs}
     partitions: dict[TopicPartition, Partition] = broker.replicas.partitions
     for tp, partition in partitions.items():

@@ -2,21 +2,28 @@
 ``min_bytes`` are available or ``max_wait_ms`` passes, woken as soon as a partition gets data.
 
 No fetch sessions (a session id of 0 tells clients to send full requests), no transactions (the last
-stable offset is the high watermark)."""
+stable offset is the high watermark).
+
+Versions: v0-17. v3+ bound the response by max_bytes; v4+ answer with the last stable offset and aborted
+transactions (none); v5+ with the log start offset; v7+ carry fetch sessions (answered with session id 0);
+v12+ are flexible; v13+ name topics by topic id instead of name."""
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.log.naming import TopicPartition
 from kctl.protocol.errors import ErrorCode
-from kctl.protocol.messages.fetch import FetchableTopicResponse, FetchResponse, PartitionData
+from kctl.protocol.messages.fetch import FetchableTopicResponse, FetchRequest, FetchResponse, PartitionData
 from kctl.protocol.registry import ApiKey
 
-API_KEY = ApiKey.FETCH
-VERSIONS = (0, 17)
+if TYPE_CHECKING:
+    from kctl.broker.broker import Broker
+    from kctl.broker.server import RequestContext
+
 FIRST_TOPIC_ID_VERSION = 13
 
 
@@ -33,7 +40,7 @@ def _error(index: int, code: int) -> PartitionData:
 
 
 def _read_all(
-    broker: Any, request: Any, version: int
+    broker: Broker, request: FetchRequest, version: int
 ) -> tuple[list[FetchableTopicResponse], int, list[Any], bool]:
     """One pass over the request: (topic responses, bytes found, partitions read, any error)."""
     remaining = request.max_bytes if version >= 3 else 0x7FFFFFFF
@@ -89,7 +96,8 @@ def _release(responses: list[FetchableTopicResponse]) -> None:
                 release()
 
 
-async def handle(broker: Any, context: Any, request: Any) -> FetchResponse:
+@api_handler(ApiKey.FETCH, versions=(0, 17))
+async def handle(broker: Broker, context: RequestContext, request: FetchRequest) -> FetchResponse:
     version = context.header.api_version
     deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
     while True:

@@ -1,18 +1,28 @@
 """FindCoordinator: which broker coordinates a consumer group — the leader of the group's
 ``__consumer_offsets`` partition (the topic is created on first use). Transactions are not
-supported: COORDINATOR_NOT_AVAILABLE."""
+supported: COORDINATOR_NOT_AVAILABLE.
+
+Versions: v0-6. v1+ carry a key type (only groups are coordinated here) and answer with an error message;
+v3+ are flexible; v4+ ask for several keys at once and answer with a list of coordinators."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
+from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.protocol.errors import ErrorCode
-from kctl.protocol.messages.find_coordinator import Coordinator, FindCoordinatorResponse
+from kctl.protocol.messages.find_coordinator import (
+    Coordinator,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
 from kctl.protocol.registry import ApiKey
 
-API_KEY = ApiKey.FIND_COORDINATOR
-VERSIONS = (0, 6)
+if TYPE_CHECKING:
+    from kctl.broker.broker import Broker
+    from kctl.broker.server import RequestContext
+
 GROUP, TRANSACTION = 0, 1
 FIRST_BATCHED_VERSION = 4
 
@@ -21,7 +31,7 @@ def _unavailable(key: str, message: str, code: int = ErrorCode.COORDINATOR_NOT_A
     return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=code, error_message=message)
 
 
-def _coordinator(broker: Any, key: str, key_type: int) -> Coordinator:
+def _coordinator(broker: Broker, key: str, key_type: int) -> Coordinator:
     if key_type != GROUP:
         return _unavailable(key, "transactions are not supported")
     if not key:
@@ -38,7 +48,10 @@ def _coordinator(broker: Any, key: str, key_type: int) -> Coordinator:
     )
 
 
-async def handle(broker: Any, context: Any, request: Any) -> FindCoordinatorResponse:
+@api_handler(ApiKey.FIND_COORDINATOR, versions=(0, 6))
+async def handle(
+    broker: Broker, context: RequestContext, request: FindCoordinatorRequest
+) -> FindCoordinatorResponse:
     version = context.header.api_version
     if version >= FIRST_BATCHED_VERSION:
         coordinators = [_coordinator(broker, key, request.key_type) for key in request.coordinator_keys]

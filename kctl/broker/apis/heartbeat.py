@@ -1,18 +1,24 @@
-"""Heartbeat: keep a member's session alive; REBALANCE_IN_PROGRESS tells it to rejoin."""
+"""Heartbeat: keep a member's session alive; REBALANCE_IN_PROGRESS tells it to rejoin.
+
+Versions: v0-4. v1+ answer with throttle_time_ms; v3+ carry a group instance id (static membership); v4 is
+flexible."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
+from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
-from kctl.protocol.messages.heartbeat import HeartbeatResponse
+from kctl.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 from kctl.protocol.registry import ApiKey
 
-API_KEY = ApiKey.HEARTBEAT
-VERSIONS = (0, 4)
+if TYPE_CHECKING:
+    from kctl.broker.broker import Broker
+    from kctl.broker.server import RequestContext
 
 
-async def handle(broker: Any, context: Any, request: Any) -> HeartbeatResponse:
+@api_handler(ApiKey.HEARTBEAT, versions=(0, 4))
+async def handle(broker: Broker, context: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:
     try:
         code = broker.groups.heartbeat(request, context.header.api_version)
     except ApiError as error:

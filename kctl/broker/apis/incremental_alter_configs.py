@@ -1,26 +1,32 @@
-"""IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT single topic configs."""
+"""IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT single topic configs.
+
+Versions: v0-1. The versions differ only in encoding (v1 is flexible)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kctl.broker.apis.describe_configs import TOPIC_RESOURCE
+from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.log.config import TOPIC_CONFIGS
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.configs import (
+    IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResourceResponse,
     IncrementalAlterConfigsResponse,
 )
 from kctl.protocol.registry import ApiKey
 
-API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
-VERSIONS = (0, 1)
+if TYPE_CHECKING:
+    from kctl.broker.broker import Broker
+    from kctl.broker.server import RequestContext
+
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 LIST_CONFIGS = frozenset({"cleanup.policy"})
 
 
-def apply_operations(broker: Any, topic: str, operations: list[Any]) -> dict[str, str]:
+def apply_operations(broker: Broker, topic: str, operations: list[Any]) -> dict[str, str]:
     record = broker.metadata.topic(topic)
     if record is None:
         raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist")
@@ -50,7 +56,10 @@ def apply_operations(broker: Any, topic: str, operations: list[Any]) -> dict[str
     return configs
 
 
-async def handle(broker: Any, context: Any, request: Any) -> IncrementalAlterConfigsResponse:
+@api_handler(ApiKey.INCREMENTAL_ALTER_CONFIGS, versions=(0, 1))
+async def handle(
+    broker: Broker, context: RequestContext, request: IncrementalAlterConfigsRequest
+) -> IncrementalAlterConfigsResponse:
     responses = []
     for resource in request.resources:
         try:

@@ -1,21 +1,30 @@
 """InitProducerId: a producer id and epoch for an idempotent producer (a new id, or the same id with
 its epoch bumped when the producer asks, KIP-360). Transactions are not supported: a request with a
-transactional id is refused."""
+transactional id is refused.
+
+Versions: v0-5. v2+ are flexible; v3+ carry the producer's current id and epoch, so an idempotent producer
+can ask for its epoch to be bumped (KIP-360)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
+from kctl.broker.apis.registry import api_handler
 from kctl.protocol.errors import ErrorCode
-from kctl.protocol.messages.init_producer_id import InitProducerIdResponse
+from kctl.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from kctl.protocol.registry import ApiKey
 
-API_KEY = ApiKey.INIT_PRODUCER_ID
-VERSIONS = (0, 5)
+if TYPE_CHECKING:
+    from kctl.broker.broker import Broker
+    from kctl.broker.server import RequestContext
+
 MAX_EPOCH = 32767
 
 
-async def handle(broker: Any, context: Any, request: Any) -> InitProducerIdResponse:
+@api_handler(ApiKey.INIT_PRODUCER_ID, versions=(0, 5))
+async def handle(
+    broker: Broker, context: RequestContext, request: InitProducerIdRequest
+) -> InitProducerIdResponse:
     if request.transactional_id is not None:
         return InitProducerIdResponse(
             throttle_time_ms=0,

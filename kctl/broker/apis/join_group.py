@@ -1,19 +1,27 @@
-"""JoinGroup: join (or rejoin) a consumer group; answered when the group's rebalance completes."""
+"""JoinGroup: join (or rejoin) a consumer group; answered when the group's rebalance completes.
+
+Versions: v0-9. v1+ carry a rebalance timeout (v0 uses the session timeout); v4+ make a new member rejoin
+with the member id it is given (MEMBER_ID_REQUIRED); v5+ carry a group instance id (static membership);
+v6+ are flexible; v7+ answer with the protocol type and a nullable protocol name; v9 lets the leader skip
+computing the assignment when it is only a static member's replacement."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
+from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.broker.group.membership import JoinResult
-from kctl.protocol.messages.join_group import JoinGroupResponse, JoinGroupResponseMember
+from kctl.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse, JoinGroupResponseMember
 from kctl.protocol.registry import ApiKey
 
-API_KEY = ApiKey.JOIN_GROUP
-VERSIONS = (0, 9)
+if TYPE_CHECKING:
+    from kctl.broker.broker import Broker
+    from kctl.broker.server import RequestContext
 
 
-async def handle(broker: Any, context: Any, request: Any) -> JoinGroupResponse:
+@api_handler(ApiKey.JOIN_GROUP, versions=(0, 9))
+async def handle(broker: Broker, context: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
     try:
         result = await broker.groups.join_group(
             request, context.header.api_version, context.header.client_id or "", context.client_host

@@ -1,21 +1,27 @@
-"""LeaveGroup: members leave (one by member id before v3, a batch by member or instance id from v3)."""
+"""LeaveGroup: members leave (one by member id before v3, a batch by member or instance id from v3).
+
+Versions: v0-5. v0-2 remove one member by member id; v3+ remove a batch of members by member or group
+instance id, with an error per member; v4+ are flexible; v5+ carry a reason."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
+from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.protocol.errors import ErrorCode
-from kctl.protocol.messages.leave_group import LeaveGroupResponse, MemberResponse
+from kctl.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse, MemberResponse
 from kctl.protocol.registry import ApiKey
 
-API_KEY = ApiKey.LEAVE_GROUP
-VERSIONS = (0, 5)
+if TYPE_CHECKING:
+    from kctl.broker.broker import Broker
+    from kctl.broker.server import RequestContext
 
 
-async def handle(broker: Any, context: Any, request: Any) -> LeaveGroupResponse:
+@api_handler(ApiKey.LEAVE_GROUP, versions=(0, 5))
+async def handle(broker: Broker, context: RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse:
     version = context.header.api_version
-    members = (
+    members: list[tuple[str, str | None]] = (
         [(m.member_id, m.group_instance_id) for m in request.members]
         if version >= 3
         else [(request.member_id, None)]

@@ -1,17 +1,23 @@
-"""ListGroups: the groups this broker coordinates, optionally filtered by state (v4+)."""
+"""ListGroups: the groups this broker coordinates, optionally filtered by state (v4+).
+
+Versions: v0-5. v3+ are flexible; v4+ filter by group state and answer with each group's state; v5+ filter
+by group type (only classic groups exist here) and answer with it."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
-from kctl.protocol.messages.list_groups import ListedGroup, ListGroupsResponse
+from kctl.broker.apis.registry import api_handler
+from kctl.protocol.messages.list_groups import ListedGroup, ListGroupsRequest, ListGroupsResponse
 from kctl.protocol.registry import ApiKey
 
-API_KEY = ApiKey.LIST_GROUPS
-VERSIONS = (0, 5)
+if TYPE_CHECKING:
+    from kctl.broker.broker import Broker
+    from kctl.broker.server import RequestContext
 
 
-async def handle(broker: Any, context: Any, request: Any) -> ListGroupsResponse:
+@api_handler(ApiKey.LIST_GROUPS, versions=(0, 5))
+async def handle(broker: Broker, context: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
     version = context.header.api_version
     states = set(request.states_filter) if version >= 4 and request.states_filter else None
     if version >= 5 and request.types_filter and "classic" not in {t.lower() for t in request.types_filter}:

@@ -1,27 +1,36 @@
 """ListOffsets: the earliest (-2), latest (-1), max-timestamp (-3) offset, or the first offset whose
-timestamp is at or after a given time."""
+timestamp is at or after a given time.
+
+Versions: v0-9. v0 asks for several old-style offsets (answered with at most one); v1+ answer with one
+offset and its timestamp; v2+ carry an isolation level; v4+ carry and answer with a leader epoch; v6+ are
+flexible; v7+ may ask for the offset of the max timestamp (-3)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
+from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.log.naming import TopicPartition
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.list_offsets import (
     ListOffsetsPartitionResponse,
+    ListOffsetsRequest,
     ListOffsetsResponse,
     ListOffsetsTopicResponse,
 )
 from kctl.protocol.registry import ApiKey
 
-API_KEY = ApiKey.LIST_OFFSETS
-VERSIONS = (0, 9)
+if TYPE_CHECKING:
+    from kctl.broker.broker import Broker
+    from kctl.broker.partition import Partition
+    from kctl.broker.server import RequestContext
+
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 EARLIEST_LOCAL, LATEST_TIERED = -4, -5  # tiered storage (v8+/v9): no tiers here, the log is all local
 
 
-def _lookup(partition: Any, timestamp: int) -> tuple[int, int]:
+def _lookup(partition: Partition, timestamp: int) -> tuple[int, int]:
     """(offset, timestamp) for the request's timestamp; (-1, -1) when no record is that recent."""
     log = partition.log
     if timestamp == LATEST:
@@ -37,7 +46,8 @@ def _lookup(partition: Any, timestamp: int) -> tuple[int, int]:
     return found if found is not None else (-1, -1)
 
 
-async def handle(broker: Any, context: Any, request: Any) -> ListOffsetsResponse:
+@api_handler(ApiKey.LIST_OFFSETS, versions=(0, 9))
+async def handle(broker: Broker, context: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
     version = context.header.api_version
     topics = []
     for topic in request.topics:

@@ -1,14 +1,21 @@
 """Metadata: brokers, cluster id, controller, and topics with their partitions' leaders and replicas.
-Auto-creates requested topics when allowed by the request and ``auto.create.topics.enable``."""
+Auto-creates requested topics when allowed by the request and ``auto.create.topics.enable``.
+
+Versions: v0-12. v0 with an empty topic list means all topics (v1+: null does); v1+ answer with racks, the
+controller and internal flags; v2+ with the cluster id; v4+ carry allow_auto_topic_creation (before,
+creation is allowed); v7+ answer with leader epochs; v9+ are flexible; v10+ carry and answer with topic
+ids."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
+from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.broker.metadata_cache import INTERNAL_TOPICS
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.metadata import (
+    MetadataRequest,
     MetadataResponse,
     MetadataResponseBroker,
     MetadataResponsePartition,
@@ -16,11 +23,12 @@ from kctl.protocol.messages.metadata import (
 )
 from kctl.protocol.registry import ApiKey
 
-API_KEY = ApiKey.METADATA
-VERSIONS = (0, 12)
+if TYPE_CHECKING:
+    from kctl.broker.broker import Broker
+    from kctl.broker.server import RequestContext
 
 
-def topic_metadata(broker: Any, name: str) -> MetadataResponseTopic:
+def topic_metadata(broker: Broker, name: str) -> MetadataResponseTopic:
     record = broker.metadata.topic(name)
     if record is None:
         return MetadataResponseTopic(
@@ -52,7 +60,8 @@ def topic_metadata(broker: Any, name: str) -> MetadataResponseTopic:
     )
 
 
-async def handle(broker: Any, context: Any, request: Any) -> MetadataResponse:
+@api_handler(ApiKey.METADATA, versions=(0, 12))
+async def handle(broker: Broker, context: RequestContext, request: MetadataRequest) -> MetadataResponse:
     version = context.header.api_version
     requested = request.topics
     if requested is None or (version == 0 and not requested):

@@ -1,23 +1,33 @@
-"""OffsetCommit: store a group's positions in __consumer_offsets; acknowledged once written."""
+"""OffsetCommit: store a group's positions in __consumer_offsets; acknowledged once written.
+
+Versions: v0-9. v0 commits without a group generation (simple consumers); v1 carries a per-partition
+commit timestamp; v1+ a generation and member id; v2-4 carry a retention time (ignored:
+offsets.retention.minutes rules); v6+ a committed leader epoch; v7+ a group instance id; v8+ are flexible."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
+from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.broker.group.records import OffsetValue
 from kctl.protocol.messages.offset_commit import (
+    OffsetCommitRequest,
     OffsetCommitResponse,
     OffsetCommitResponsePartition,
     OffsetCommitResponseTopic,
 )
 from kctl.protocol.registry import ApiKey
 
-API_KEY = ApiKey.OFFSET_COMMIT
-VERSIONS = (0, 9)
+if TYPE_CHECKING:
+    from kctl.broker.broker import Broker
+    from kctl.broker.server import RequestContext
 
 
-async def handle(broker: Any, context: Any, request: Any) -> OffsetCommitResponse:
+@api_handler(ApiKey.OFFSET_COMMIT, versions=(0, 9))
+async def handle(
+    broker: Broker, context: RequestContext, request: OffsetCommitRequest
+) -> OffsetCommitResponse:
     version = context.header.api_version
     now = broker.clock.time_ms()
     offsets = {}

@@ -1,23 +1,31 @@
-"""OffsetDelete: delete a group's committed offsets for topics its members do not subscribe to."""
+"""OffsetDelete: delete a group's committed offsets for topics its members do not subscribe to.
+
+Versions: v0 only (not flexible)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
+from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.offset_delete import (
+    OffsetDeleteRequest,
     OffsetDeleteResponse,
     OffsetDeleteResponsePartition,
     OffsetDeleteResponseTopic,
 )
 from kctl.protocol.registry import ApiKey
 
-API_KEY = ApiKey.OFFSET_DELETE
-VERSIONS = (0, 0)
+if TYPE_CHECKING:
+    from kctl.broker.broker import Broker
+    from kctl.broker.server import RequestContext
 
 
-async def handle(broker: Any, context: Any, request: Any) -> OffsetDeleteResponse:
+@api_handler(ApiKey.OFFSET_DELETE, versions=(0, 0))
+async def handle(
+    broker: Broker, context: RequestContext, request: OffsetDeleteRequest
+) -> OffsetDeleteResponse:
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     try:
         results = broker.groups.delete_offsets(request.group_id, wanted)

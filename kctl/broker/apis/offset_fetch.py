@@ -1,13 +1,19 @@
 """OffsetFetch: a group's committed offsets (all of them when no topics are named; several groups
-per request from v8)."""
+per request from v8).
+
+Versions: v0-9. v0-1 report a group error per partition, v2+ once at the top level; v5+ answer with
+committed leader epochs; v6+ are flexible; v7+ carry require_stable (no pending transactions here, so all
+offsets are stable); v8+ ask for several groups at once."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.offset_fetch import (
+    OffsetFetchRequest,
     OffsetFetchResponse,
     OffsetFetchResponseGroup,
     OffsetFetchResponsePartition,
@@ -17,12 +23,14 @@ from kctl.protocol.messages.offset_fetch import (
 )
 from kctl.protocol.registry import ApiKey
 
-API_KEY = ApiKey.OFFSET_FETCH
-VERSIONS = (0, 9)
+if TYPE_CHECKING:
+    from kctl.broker.broker import Broker
+    from kctl.broker.server import RequestContext
+
 FIRST_BATCHED_VERSION = 8
 
 
-def _fetch(broker: Any, group_id: str, topics: Any) -> tuple[int, dict[str, list[tuple[int, Any]]]]:
+def _fetch(broker: Broker, group_id: str, topics: Any) -> tuple[int, dict[str, list[tuple[int, Any]]]]:
     """(group error, topic -> [(partition, OffsetValue | None)])."""
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     try:
@@ -39,7 +47,8 @@ def _fetch(broker: Any, group_id: str, topics: Any) -> tuple[int, dict[str, list
     return ErrorCode.NONE, by_topic
 
 
-async def handle(broker: Any, context: Any, request: Any) -> OffsetFetchResponse:
+@api_handler(ApiKey.OFFSET_FETCH, versions=(0, 9))
+async def handle(broker: Broker, context: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
     version = context.header.api_version
     if version >= FIRST_BATCHED_VERSION:
         groups = []

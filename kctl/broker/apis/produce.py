@@ -1,20 +1,34 @@
 """Produce: append each partition's record batches (validated and offset-assigned as bytes) and
 answer with the base offsets; acks=0 sends no response. With one replica per partition, acks=1 and
-acks=-1 are both satisfied once the append returns."""
+acks=-1 are both satisfied once the append returns.
+
+Versions: v0-11. v0-2 carry the pre-0.11 message formats, which kctl does not store: each partition gets
+UNSUPPORTED_VERSION (the versions are advertised because librdkafka before 2.11.1 requires them). v3+
+carry record batches and a transactional id (transactions are not supported); v2+ answer with
+log_append_time_ms, v5+ with the log start offset, v8+ with record errors and an error message; v9+ are
+flexible."""
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
+from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.log.naming import TopicPartition
 from kctl.protocol.errors import ErrorCode
-from kctl.protocol.messages.produce import PartitionProduceResponse, ProduceResponse, TopicProduceResponse
+from kctl.protocol.messages.produce import (
+    PartitionProduceResponse,
+    ProduceRequest,
+    ProduceResponse,
+    TopicProduceResponse,
+)
 from kctl.protocol.registry import ApiKey
 
-API_KEY = ApiKey.PRODUCE
-VERSIONS = (0, 11)
+if TYPE_CHECKING:
+    from kctl.broker.broker import Broker
+    from kctl.broker.server import RequestContext
+
 FIRST_RECORD_BATCH_VERSION = 3  # v0-2 carry the pre-0.11 message formats, which kctl does not store
 
 log = logging.getLogger("kctl.broker.produce")
@@ -32,7 +46,8 @@ def _partition_response(index: int, code: int, message: str | None = None) -> Pa
     )
 
 
-async def handle(broker: Any, context: Any, request: Any) -> ProduceResponse | None:
+@api_handler(ApiKey.PRODUCE, versions=(0, 11))
+async def handle(broker: Broker, context: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
     version = context.header.api_version
     acks = request.acks
     responses = []

@@ -1,19 +1,25 @@
-"""SyncGroup: the leader hands in the assignment; every member receives its own."""
+"""SyncGroup: the leader hands in the assignment; every member receives its own.
+
+Versions: v0-5. v1+ answer with throttle_time_ms; v3+ carry a group instance id (static membership); v4+
+are flexible; v5+ carry and answer with the protocol type and name."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
+from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.broker.group.membership import SyncResult
-from kctl.protocol.messages.sync_group import SyncGroupResponse
+from kctl.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 from kctl.protocol.registry import ApiKey
 
-API_KEY = ApiKey.SYNC_GROUP
-VERSIONS = (0, 5)
+if TYPE_CHECKING:
+    from kctl.broker.broker import Broker
+    from kctl.broker.server import RequestContext
 
 
-async def handle(broker: Any, context: Any, request: Any) -> SyncGroupResponse:
+@api_handler(ApiKey.SYNC_GROUP, versions=(0, 5))
+async def handle(broker: Broker, context: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse:
     try:
         result = await broker.groups.sync_group(request, context.header.api_version)
     except ApiError as error:

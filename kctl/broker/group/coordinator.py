@@ -13,7 +13,7 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from kctl.broker.errors import ApiError
 from kctl.broker.group.membership import Group, GroupState, JoinResult, Member, SyncResult
@@ -37,6 +37,15 @@ from kctl.protocol.errors import ErrorCode
 from kctl.records.builder import RecordBatchBuilder
 from kctl.records.reader import iter_batches
 
+if TYPE_CHECKING:
+    from kctl.broker.config import BrokerConfig
+    from kctl.broker.metadata_cache import MetadataCache
+    from kctl.broker.replica_manager import ReplicaManager
+    from kctl.log.clock import Clock
+    from kctl.protocol.messages.heartbeat import HeartbeatRequest
+    from kctl.protocol.messages.join_group import JoinGroupRequest
+    from kctl.protocol.messages.sync_group import SyncGroupRequest
+
 log = logging.getLogger("kctl.broker.group")
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -44,8 +53,23 @@ SKIP_ASSIGNMENT_VERSION = 9
 READ_CHUNK = 4 * 1024 * 1024
 
 
+class CoordinatorBroker(Protocol):
+    """What the group coordinator uses of its broker (``kctl.broker.broker.Broker`` is one)."""
+
+    @property
+    def broker_id(self) -> int: ...
+    @property
+    def config(self) -> BrokerConfig: ...
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def metadata(self) -> MetadataCache: ...
+    @property
+    def replicas(self) -> ReplicaManager: ...
+
+
 class GroupCoordinator:
-    def __init__(self, broker: Any) -> None:
+    def __init__(self, broker: CoordinatorBroker) -> None:
         self.broker = broker
         config = broker.config
         self.partitions: int = config["offsets.topic.num.partitions"]
@@ -375,7 +399,9 @@ class GroupCoordinator:
             everyone,
         )
 
-    async def join_group(self, request: Any, version: int, client_id: str, client_host: str) -> JoinResult:
+    async def join_group(
+        self, request: JoinGroupRequest, version: int, client_id: str, client_host: str
+    ) -> JoinResult:
         group_id = request.group_id
         self.check_owner(group_id)
         session = request.session_timeout_ms
@@ -411,7 +437,7 @@ class GroupCoordinator:
             group.pending_members.add(member_id)
         if member_id in group.pending_members:
             group.pending_members.discard(member_id)
-            member = Member(
+            joining = Member(
                 member_id,
                 instance_id,
                 client_id,
@@ -423,11 +449,11 @@ class GroupCoordinator:
             )
             if not group.members:
                 group.protocol_type = request.protocol_type
-            group.members[member_id] = member
+            group.members[member_id] = joining
             if instance_id:
                 group.static_members[instance_id] = member_id
-            future = member.join_future = loop.create_future()
-            self._schedule_expiry(group, member)
+            future = joining.join_future = loop.create_future()
+            self._schedule_expiry(group, joining)
             if group.state == GroupState.PREPARING_REBALANCE:
                 self._try_complete_join(group)
             else:
@@ -529,7 +555,7 @@ class GroupCoordinator:
             raise ApiError(ErrorCode.ILLEGAL_GENERATION)
         return group, member
 
-    async def sync_group(self, request: Any, version: int) -> SyncResult:
+    async def sync_group(self, request: SyncGroupRequest, version: int) -> SyncResult:
         self.check_owner(request.group_id)
         instance_id = request.group_instance_id if version >= 3 else None
         group, member = self._member(request.group_id, request.member_id, instance_id, request.generation_id)
@@ -569,7 +595,7 @@ class GroupCoordinator:
             return SyncResult(ErrorCode.NONE, member.assignment, group.protocol_type, group.protocol_name)
         return await future
 
-    def heartbeat(self, request: Any, version: int) -> int:
+    def heartbeat(self, request: HeartbeatRequest, version: int) -> int:
         self.check_owner(request.group_id)
         instance_id = request.group_instance_id if version >= 3 else None
         group = self.groups.get(request.group_id)
@@ -585,7 +611,7 @@ class GroupCoordinator:
         """Remove (member id, instance id) pairs; returns an error code per pair."""
         self.check_owner(group_id)
         group = self.groups.get(group_id)
-        codes = []
+        codes: list[int] = []
         for member_id, instance_id in members:
             if group is None:
                 codes.append(ErrorCode.UNKNOWN_MEMBER_ID)
@@ -666,7 +692,7 @@ class GroupCoordinator:
         if group is None:
             raise ApiError(ErrorCode.GROUP_ID_NOT_FOUND)
         subscribed = self._subscribed_topics(group)
-        results = {}
+        results: dict[tuple[str, int], int] = {}
         records = []
         for tp in partitions:
             if tp[0] in subscribed:

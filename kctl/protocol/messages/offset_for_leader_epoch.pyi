@@ -1,0 +1,49 @@
+# Generated from kctl/protocol/messages/offset_for_leader_epoch.py by scripts/gen_protocol_stubs.py.
+# Do not edit: run `make gen`.
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from kctl.protocol.schema import ApiSchema
+from kctl.protocol.types import StructSchema
+
+@dataclass(slots=True)
+class OffsetForLeaderPartition:
+    __kafka_schema__: ClassVar[StructSchema]
+    partition: int = ...
+    current_leader_epoch: int = ...
+    leader_epoch: int = ...
+
+@dataclass(slots=True)
+class OffsetForLeaderTopic:
+    __kafka_schema__: ClassVar[StructSchema]
+    topic: str = ...
+    partitions: list[OffsetForLeaderPartition] = ...
+
+@dataclass(slots=True)
+class OffsetForLeaderEpochRequest:
+    __kafka_schema__: ClassVar[StructSchema]
+    replica_id: int = ...
+    topics: list[OffsetForLeaderTopic] = ...
+
+@dataclass(slots=True)
+class EpochEndOffset:
+    __kafka_schema__: ClassVar[StructSchema]
+    error_code: int = ...
+    partition: int = ...
+    leader_epoch: int = ...
+    end_offset: int = ...
+
+@dataclass(slots=True)
+class OffsetForLeaderTopicResult:
+    __kafka_schema__: ClassVar[StructSchema]
+    topic: str = ...
+    partitions: list[EpochEndOffset] = ...
+
+@dataclass(slots=True)
+class OffsetForLeaderEpochResponse:
+    __kafka_schema__: ClassVar[StructSchema]
+    throttle_time_ms: int = ...
+    topics: list[OffsetForLeaderTopicResult] = ...
+
+SCHEMA: ApiSchema
