@@ -385,11 +385,7 @@ def produce(
     require_topic(bootstrap, config, topic)
 
     payload = make_payload(record_size)
-    if latency_every is not None:
-        sampler = Sampler(latency_every)
-    else:  # adaptive; start from the rate cap, or sparse until the first rate is known
-        sampler = Sampler(1, adaptive=True)
-        sampler.adapt(limit if limit is not None else 500_000.0)
+    sampler = Sampler.measuring(latency_every, limit if limit is not None else 500_000.0)
     reporter = Reporter(
         f"produce {topic}",
         interval=every_seconds,
@@ -519,9 +515,7 @@ def consume(
     until = default_end(spec, num_records, seconds)
     bootstrap, config = consumer_config(config_file, overrides, bootstrap_server)
     consumer = connect(Consumer, bootstrap, config)
-    sampler = Sampler(latency_every) if latency_every is not None else Sampler(1, adaptive=True)
-    if latency_every is None:
-        sampler.adapt(500_000.0)
+    sampler = Sampler.measuring(latency_every)
     with consumer, client_errors():
         selected = select_topics(consumer.cluster, names, None)
         tps = select_partitions(consumer.cluster, selected, partitions or [])

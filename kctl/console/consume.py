@@ -107,7 +107,8 @@ def consume_as_group(
     `pattern` until `max_records` or an interrupt; offsets are committed as it goes
     (enable.auto.commit) and when it leaves the group. Returns the number of records written."""
     count = 0
-    with GroupConsumer(bootstrap, properties) as consumer:
+    consumer = GroupConsumer(bootstrap, properties)
+    with consumer:
         if pattern is not None:
             consumer.subscribe(pattern=pattern)
         else:

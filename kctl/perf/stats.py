@@ -252,6 +252,16 @@ class Sampler:
         self.rng = random.Random(seed)
         self.next = 0  # the index of the next record to measure
 
+    @classmethod
+    def measuring(cls, every: int | None, expected_rate: float = 500_000.0) -> Sampler:
+        """One record in about `every`, or with None adaptive: starting as sparse as `expected_rate`
+        (records/s, e.g. a throughput cap) needs, until the first rate is observed."""
+        if every is not None:
+            return cls(every)
+        sampler = cls(1, adaptive=True)
+        sampler.adapt(expected_rate)
+        return sampler
+
     def pick(self, index: int) -> None:
         """Choose the next record to measure after `index` (the one just measured)."""
         k = self.every
