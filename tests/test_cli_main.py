@@ -272,15 +272,16 @@ def test_every_group_module_is_registered() -> None:
             )
 
 
-def test_absent_group_modules_are_skipped_but_broken_ones_fail(
+def test_a_group_module_that_fails_to_import_is_an_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / "kctl_broken_group.py").write_text("import kctl_module_that_does_not_exist\n")
     (tmp_path / "kctl_good_group.py").write_text("import typer\napp = typer.Typer(help='Good.')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     root = typer.Typer()
-    assert app_module.register_groups(root, [("kctl.commands.not_written_yet", "later")]) == []
     assert app_module.register_groups(root, [("kctl_good_group", "good")]) == ["good"]
+    with pytest.raises(ModuleNotFoundError, match=r"kctl\.commands\.not_written_yet"):
+        app_module.register_groups(root, [("kctl.commands.not_written_yet", "later")])
     with pytest.raises(ModuleNotFoundError, match="kctl_module_that_does_not_exist"):
         app_module.register_groups(root, [("kctl_broken_group", "broken")])
 

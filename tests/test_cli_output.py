@@ -16,13 +16,13 @@ from kctl.commands import output
 from kctl.commands.output import (
     Column,
     OutputFormat,
-    bytes_from_json,
     format_cell,
     json_safe,
     render_documents,
     render_object,
     render_rows,
 )
+from kctl.console.formats import bytes_from_json
 
 
 class Tty(io.StringIO):

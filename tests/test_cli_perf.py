@@ -23,21 +23,10 @@ from raw_kafka import running_broker, unique
 
 from kctl.client import AdminClient, NewTopic, TopicPartition
 from kctl.client.consumer import Consumer
-from kctl.commands.perf_stats import (
-    BUCKETS,
-    LatencyHistogram,
-    Sampler,
-    TokenBucket,
-    Warmup,
-    _bucket_index,
-    _bucket_range,
-    interval_line,
-    make_keys,
-    make_payload,
-    parse_duration,
-    parse_warmup,
-)
-from kctl.commands.perf_stats import Interval as IntervalFigures
+from kctl.commands.perf import interval_line
+from kctl.perf.stats import BUCKETS, LatencyHistogram, Sampler, _bucket_index, _bucket_range
+from kctl.perf.stats import Interval as IntervalFigures
+from kctl.perf.workload import TokenBucket, Warmup, make_keys, make_payload, parse_duration, parse_warmup
 
 pytest_plugins = ("broker_process",)
 

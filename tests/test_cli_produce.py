@@ -199,7 +199,6 @@ def test_jsonl_envelope_binary_safe_with_partitions_and_timestamps(broker: Broke
 
 
 def test_consume_jsonl_piped_into_produce_copies_a_topic(broker: BrokerProcess) -> None:
-    pytest.importorskip("kctl.commands.consume")
     source, target = create_topic(broker, 2, "src"), create_topic(broker, 2, "dst")
     producer = ck.Producer({"bootstrap.servers": broker.bootstrap})
     for i in range(50):

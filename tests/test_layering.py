@@ -17,7 +17,7 @@ KCTL = Path(__file__).resolve().parent.parent / "kctl"
 
 TOP_LEVEL = frozenset({"__init__", "properties"})
 EVERYTHING = frozenset(
-    {"records", "log", "protocol", "zk", "client", "broker", "mirror", "spark", "commands"}
+    {"records", "log", "protocol", "zk", "client", "broker", "mirror", "spark", "console", "perf", "commands"}
 )
 ALLOWED: dict[str, frozenset[str]] = {
     "records": frozenset({"records"}),
@@ -28,9 +28,14 @@ ALLOWED: dict[str, frozenset[str]] = {
     "broker": frozenset({"broker", "log", "protocol", "records", "zk"}),
     "mirror": frozenset({"mirror", "client", "protocol", "records", "zk"}),
     "spark": frozenset({"spark", "client", "protocol", "records"}),
+    "console": frozenset({"console", "client", "protocol", "records", "zk"}),
+    "perf": frozenset({"perf", "console", "client", "protocol", "records", "zk"}),
     "commands": EVERYTHING,
     "__main__": EVERYTHING,
 }
+SHARED_COMMAND_MODULES = frozenset({"options", "output", "errors", "clients"})
+"""The kctl.commands modules other command modules may import: commands stay thin (parse options,
+call a library, render) and never reach into each other."""
 FORBIDDEN_EXTERNAL: dict[str, frozenset[str]] = {
     "log": frozenset({"asyncio", "socket", "selectors", "kazoo"}),
     "records": frozenset({"asyncio", "socket", "selectors", "kazoo"}),
@@ -90,6 +95,14 @@ def target_layer(module: str, kctl_dir: Path) -> str | None:
     return "__init__"  # an attribute of kctl/__init__.py, e.g. `from kctl import __version__`
 
 
+def _shared_command_module(module: str) -> bool:
+    """Whether an import of `module` from a command module is allowed: `kctl.commands` itself
+    (the package, e.g. `from kctl.commands import output`) or a shared helper module (and names in
+    it, e.g. `kctl.commands.output.info`)."""
+    parts = module.split(".")
+    return len(parts) == 2 or parts[2] in SHARED_COMMAND_MODULES
+
+
 def violations(kctl_dir: Path) -> list[str]:
     """Every broken rule, one line each: `file:line: what is wrong`."""
     problems: list[str] = []
@@ -114,6 +127,12 @@ def violations(kctl_dir: Path) -> list[str]:
             elif target == "commands" and layer not in ("commands", "__main__"):
                 problems.append(
                     f"{where}: only kctl/__main__.py and kctl/commands may import kctl.commands "
+                    f"(imports {imp.module})"
+                )
+            elif target == "commands" and layer == "commands" and not _shared_command_module(imp.module):
+                problems.append(
+                    f"{where}: a command module may import only kctl.commands."
+                    f"{{{','.join(sorted(SHARED_COMMAND_MODULES))}}} of kctl.commands "
                     f"(imports {imp.module})"
                 )
             elif target not in allowed:
@@ -195,3 +214,52 @@ def test_checker_reports_forbidden_frameworks_and_commands_imports(tmp_path: Pat
     assert "kctl/client/__init__.py:1: only kctl/__main__.py and kctl/commands may import" in text
     assert "kctl/properties.py:1: 'properties' may import only ['__init__', 'properties']" in text
     assert "kctl/util.py: 'util' is not in the layering table" in text
+
+
+def test_checker_reports_a_command_module_importing_another(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "commands/__init__.py": "",
+            "commands/output.py": "",
+            "commands/clients.py": "from kctl.commands.errors import KctlError\n",
+            "commands/errors.py": "",
+            "commands/produce.py": (
+                "from kctl.commands import output\nfrom kctl.commands.output import info\n"
+            ),
+            "commands/perf.py": "import typer\nfrom kctl.commands.produce import check_topic\n",
+            "commands/topic.py": "from kctl.commands import consume\n",
+        },
+    )
+    problems = violations(root)
+    assert problems == [
+        "kctl/commands/perf.py:2: a command module may import only "
+        "kctl.commands.{clients,errors,options,output} of kctl.commands (imports kctl.commands.produce)",
+        "kctl/commands/perf.py:2: a command module may import only "
+        "kctl.commands.{clients,errors,options,output} of kctl.commands "
+        "(imports kctl.commands.produce.check_topic)",
+        "kctl/commands/topic.py:1: a command module may import only "
+        "kctl.commands.{clients,errors,options,output} of kctl.commands (imports kctl.commands.consume)",
+    ]
+
+
+def test_the_load_generators_sit_between_the_client_and_the_commands(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "client/__init__.py": "from kctl.perf import stats\n",
+            "console/__init__.py": "from kctl.client import Consumer\nfrom kctl.perf import stats\n",
+            "perf/__init__.py": "from kctl.console import selection\nfrom kctl.broker import server\n",
+            "perf/stats.py": "",
+            "broker/__init__.py": "",
+            "commands/__init__.py": "",
+            "commands/perf.py": "from kctl.perf import stats\nfrom kctl.console import selection\n",
+        },
+    )
+    text = "\n".join(violations(root))
+    assert "kctl/client/__init__.py:1: 'client' may import only" in text and "kctl.perf" in text
+    assert "kctl/console/__init__.py:2: 'console' may import only" in text
+    assert "kctl/perf/__init__.py:2: 'perf' may import only" in text and "kctl.broker" in text
+    assert "kctl/perf/__init__.py:1" not in text
+    assert "kctl/commands/perf.py" not in text
+    assert "kctl/console/__init__.py:1" not in text

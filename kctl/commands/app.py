@@ -1,15 +1,14 @@
 """The root `kctl` Typer application; command groups are registered from `COMMAND_GROUPS`.
 
 Adding a command group is one line in `COMMAND_GROUPS`: a module that defines a Typer sub-app
-named `app`, and the group's name on the command line. A listed module that does not exist (yet)
-is skipped; one that exists but fails to import is an error, never silently dropped. After any
-change to the command tree, regenerate the man pages and completions: `python scripts/gen_docs.py`.
+named `app`, and the group's name on the command line. A listed module that fails to import is
+an error, never silently dropped. After any change to the command tree, regenerate the man pages
+and completions: `python scripts/gen_docs.py`.
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.util
 from collections.abc import Iterable
 from typing import Annotated
 
@@ -60,11 +59,10 @@ def root(
 
 
 def register_groups(root_app: typer.Typer, groups: Iterable[tuple[str, str]]) -> list[str]:
-    """Add each existing group module's `app` to `root_app`; returns the names registered."""
+    """Add each group module's `app` to `root_app`; returns the names registered. A module that
+    cannot be imported raises (ImportError or whatever its import raised)."""
     registered = []
     for module_path, name in groups:
-        if importlib.util.find_spec(module_path) is None:
-            continue
         module = importlib.import_module(module_path)
         root_app.add_typer(module.app, name=name)
         registered.append(name)

@@ -1,15 +1,14 @@
 """`kctl consume TOPIC...`: read records from a running cluster and write them to stdout.
 
-The command resolves what to read (topics by name or `--pattern`, `--partition`), positions each
-partition with the offset grammar of `kctl.client.offsets_spec` (`--offset`, `--until`), reads with
-`kctl.client.Consumer` and renders each record as it arrives (table, json, jsonl, raw or a
-template), flushing after every record so that pipelines see records at once. Consumer groups
-(`--group`) plug in where the partitions are assigned (`_assign`).
+The command parses what to read (topics by name or `--pattern`, `--partition`) and where (the
+offset grammar of `kctl.client.offsets_spec`: `--offset`, `--until`), reads with the console
+consumer of `kctl.console` (`ReadLoop`, or `consume_as_group` with `--group`) and renders each
+record as it arrives (table, json, jsonl, raw or a template), flushing after every record so that
+pipelines see records at once.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import difflib
 import json
 import os
@@ -17,32 +16,24 @@ import re
 import select
 import stat
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, BinaryIO, TextIO
+from typing import Annotated, BinaryIO, TextIO
 
 import typer
 
-from kctl.client import (
-    BrokerResponseError,
-    ClientConfigError,
-    TopicPartition,
-)
-from kctl.client.cluster import ClusterClient
 from kctl.client.consumer import Consumer, ConsumerConfig
 from kctl.client.fetcher import ConsumerRecord
 from kctl.client.group_config import GroupConfig
-from kctl.client.group_consumer import GroupConsumer
 from kctl.client.offsets_spec import (
     OffsetPoint,
-    OffsetRange,
     OffsetSpec,
     OffsetSpecError,
     parse_offset_point,
     parse_offset_spec,
     resolve_ranges,
 )
-from kctl.commands.clients import client_errors
+from kctl.commands.clients import CONSUMER_DEFAULTS, client_errors, connect, consumer_config
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
     DEFAULT_BOOTSTRAP_SERVER,
@@ -52,8 +43,10 @@ from kctl.commands.options import (
     known_properties,
     load_config,
 )
-from kctl.commands.output import format_cell, info, json_safe
-from kctl.protocol import ErrorCode
+from kctl.commands.output import format_cell, info
+from kctl.console.consume import ReadLoop, consume_as_group, default_spec
+from kctl.console.formats import RecordTemplate, readable_timestamp, record_envelope
+from kctl.console.selection import assign_ranges, select_partitions, select_topics
 
 app = typer.Typer(  # one command: its help is the docstring of `consume`
     invoke_without_command=True,
@@ -62,41 +55,10 @@ app = typer.Typer(  # one command: its help is the docstring of `consume`
     context_settings={"allow_interspersed_args": True},
 )
 
-CONSUMER_DEFAULTS = {"auto.offset.reset": "earliest"}
-"""Client properties the command sets unless --config or -X do: records deleted under a running
-`kctl consume` make it go on from the log start rather than jump to the end."""
-
 FORMAT_NAMES = ("table", "json", "jsonl", "raw")
 
 
 # -- output ----------------------------------------------------------------------------------------
-def readable_timestamp(ms: int) -> str:
-    """Epoch milliseconds as RFC 3339 UTC with milliseconds (`2026-11-22T10:00:00.123Z`); `-` if none."""
-    if ms < 0:
-        return "-"
-    try:
-        moment = dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
-    except (OverflowError, OSError, ValueError):
-        return str(ms)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
-
-
-def record_envelope(record: ConsumerRecord) -> dict[str, Any]:
-    """The JSON object of a record (what `--format jsonl` writes and `kctl produce --format jsonl`
-    reads): key, value and header values as a string when valid UTF-8, else {"base64": ...}; headers
-    as a list of [key, value] pairs (keys may repeat, values may be null)."""
-    return {
-        "topic": record.topic,
-        "partition": record.partition,
-        "offset": record.offset,
-        "timestamp": record.timestamp,
-        "timestamp_type": record.timestamp_type.label,
-        "key": json_safe(record.key),
-        "value": json_safe(record.value),
-        "headers": [[k, json_safe(v)] for k, v in record.headers],
-    }
-
-
 class Writer:
     """Writes records to stdout in one format; `close` ends the output."""
 
@@ -188,70 +150,15 @@ class TableWriter(Writer):
         self.out.flush()
 
 
-_TEMPLATE_ESCAPES = {"t": b"\t", "n": b"\n", "r": b"\r", "0": b"\0", "\\": b"\\"}
-_TEMPLATE_FIELDS = "tpoTkvh"
-
-
-def _headers_bytes(record: ConsumerRecord) -> bytes:
-    return b",".join(k.encode() + b"=" + (v if v is not None else b"") for k, v in record.headers)
-
-
-_FIELD_BYTES: dict[str, Callable[[ConsumerRecord], bytes]] = {
-    "t": lambda r: r.topic.encode(),
-    "p": lambda r: b"%d" % r.partition,
-    "o": lambda r: b"%d" % r.offset,
-    "T": lambda r: b"%d" % r.timestamp,
-    "k": lambda r: r.key if r.key is not None else b"",
-    "v": lambda r: r.value if r.value is not None else b"",
-    "h": _headers_bytes,
-}
-
-
-def compile_template(template: str) -> list[bytes | Callable[[ConsumerRecord], bytes]]:
-    """Parse a `--format` template into literal bytes and field getters. `%t` topic, `%p` partition,
-    `%o` offset, `%T` timestamp (epoch ms), `%k` key, `%v` value (raw bytes; null as empty), `%h`
-    headers (`k=v,k2=v2`), `%%` a percent sign; escapes `\\t`, `\\n`, `\\r`, `\\0`, `\\\\`.
-    Raises ValueError for an unknown field or escape."""
-    parts: list[bytes | Callable[[ConsumerRecord], bytes]] = []
-    literal = bytearray()
-    i = 0
-    while i < len(template):
-        ch = template[i]
-        if ch in "%\\" and i + 1 >= len(template):
-            raise ValueError(f"template ends with a lone {ch!r}")
-        if ch == "%":
-            name = template[i + 1]
-            if name == "%":
-                literal += b"%"
-            elif name in _FIELD_BYTES:
-                if literal:
-                    parts.append(bytes(literal))
-                    literal.clear()
-                parts.append(_FIELD_BYTES[name])
-            else:
-                raise ValueError(f"unknown field %{name} (known: %t %p %o %T %k %v %h %%)")
-            i += 2
-        elif ch == "\\":
-            name = template[i + 1]
-            if name not in _TEMPLATE_ESCAPES:
-                raise ValueError(f"unknown escape \\{name} (known: \\t \\n \\r \\0 \\\\)")
-            literal += _TEMPLATE_ESCAPES[name]
-            i += 2
-        else:
-            literal += ch.encode()
-            i += 1
-    if literal:
-        parts.append(bytes(literal))
-    return parts
-
-
 class TemplateWriter(Writer):
+    """Each record in a template (`kctl.console.formats.RecordTemplate`), as raw bytes."""
+
     def __init__(self, out: BinaryIO, template: str) -> None:
         self.out = out
-        self.parts = compile_template(template)
+        self.render = RecordTemplate(template).render
 
     def write(self, record: ConsumerRecord) -> None:
-        self.out.write(b"".join(p if type(p) is bytes else p(record) for p in self.parts))  # type: ignore[operator,misc]
+        self.out.write(self.render(record))
         self.out.flush()
 
 
@@ -280,21 +187,7 @@ def make_writer(fmt: str, topics: Sequence[str]) -> Writer:
         raise KctlError(f"invalid --format template {fmt!r}: {error}", ExitCode.USAGE) from None
 
 
-# -- configuration and partitions ------------------------------------------------------------------
-def consumer_config(
-    config_file: Path | None, overrides: list[str] | None, bootstrap_server: str
-) -> tuple[str, ConsumerConfig]:
-    """The bootstrap servers and consumer settings from --config, -X and --bootstrap-server."""
-    resolved = load_config(config_file, overrides, CONSUMER_DEFAULTS, bootstrap_server=bootstrap_server)
-    known = ConsumerConfig.known_keys()
-    properties = known_properties(resolved, known, "consumer")
-    try:
-        config = ConsumerConfig.from_properties(properties)
-    except ClientConfigError as error:
-        raise KctlError(f"invalid consumer property {error}", ExitCode.USAGE) from None
-    return resolved.bootstrap_servers, config  # type: ignore[return-value]
-
-
+# -- configuration ----------------------------------------------------------------------------------
 def group_properties(
     config_file: Path | None,
     overrides: list[str] | None,
@@ -321,95 +214,7 @@ def group_properties(
     return resolved.bootstrap_servers, properties
 
 
-def consume_as_group(
-    bootstrap: str,
-    properties: dict[str, str],
-    names: list[str],
-    pattern: str | None,
-    writer: Writer,
-    max_records: int | None,
-) -> int:
-    """Read as a member of the group until --max records or Ctrl-C; offsets are committed as it
-    goes (enable.auto.commit) and when it leaves the group."""
-    count = 0
-    pipe = PipeWatch(sys.stdout)
-    with GroupConsumer(bootstrap, properties) as consumer:
-        if pattern is not None:
-            consumer.subscribe(pattern=pattern)
-        else:
-            consumer.subscribe(names)
-        while max_records is None or count < max_records:
-            records = consumer.poll(1.0, max_records=None if max_records is None else max_records - count)
-            if not records:
-                pipe.check()
-            for record in records:
-                writer.write(record)
-                count += 1
-        consumer.commit()
-    writer.close()
-    return count
-
-
-def select_topics(cluster: ClusterClient, names: Sequence[str], pattern: re.Pattern[str] | None) -> list[str]:
-    """The named topics (each must exist) and the non-internal topics whose whole name matches
-    `pattern`, in that order without duplicates."""
-    selected: list[str] = []
-    if names:
-        metadata = cluster.refresh_metadata(names)
-        missing = []
-        for name in names:
-            topic = metadata.topic(name)
-            if topic is None or topic.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                missing.append(name)
-            elif topic.error_code:
-                raise BrokerResponseError(topic.error_code, context=f"topic {name!r}")
-        if missing:
-            listing = ", ".join(repr(n) for n in missing)
-            raise KctlError(f"topic {listing} does not exist", ExitCode.NOT_FOUND)
-        selected += names
-    if pattern is not None:
-        metadata = cluster.refresh_metadata(None)
-        matched = sorted(
-            t.name
-            for t in metadata.topics.values()
-            if not t.is_internal and not t.error_code and pattern.fullmatch(t.name)
-        )
-        if not matched:
-            raise KctlError(f"no topic matches --pattern {pattern.pattern!r}", ExitCode.NOT_FOUND)
-        selected += [t for t in matched if t not in selected]
-    return selected
-
-
-def select_partitions(
-    cluster: ClusterClient, topics: Sequence[str], wanted: Sequence[int]
-) -> list[TopicPartition]:
-    """Every partition of the topics, or those numbered in `wanted` (each topic must have them)."""
-    partitions: list[TopicPartition] = []
-    for name in topics:
-        topic = cluster.topic_metadata(name)
-        numbers = [p.partition for p in topic.partitions]
-        if wanted:
-            absent = [p for p in wanted if p not in numbers]
-            if absent:
-                raise KctlError(
-                    f"topic {name!r} has no partition {', '.join(map(str, absent))} "
-                    f"(it has {len(numbers)}: 0-{len(numbers) - 1})",
-                    ExitCode.NOT_FOUND,
-                )
-            numbers = [p for p in numbers if p in wanted]
-        partitions += [TopicPartition(name, p) for p in numbers]
-    return partitions
-
-
-def _assign(consumer: Consumer, ranges: dict[TopicPartition, OffsetRange]) -> None:
-    """Assign the partitions and seek each to its start. (Group mode replaces this with a
-    subscription whose positions come from the group's committed offsets.)"""
-    consumer.assign(list(ranges))
-    for tp, offset_range in ranges.items():
-        consumer.seek(tp, offset_range.start)
-
-
-# -- the read loop ---------------------------------------------------------------------------------
+# -- the reader of stdout --------------------------------------------------------------------------
 class PipeWatch:
     """Notices, without writing, that the reader of a stdout pipe has gone (`| head` exited while
     the command waits for new records): the pipe's write end then reports POLLERR."""
@@ -432,76 +237,7 @@ class PipeWatch:
                     raise BrokenPipeError("stdout was closed")
 
 
-class ReadLoop:
-    """Polls the consumer and writes records until every partition reached its range's end, `--max`
-    records were written, or forever. A partition whose end is reached is paused."""
-
-    def __init__(
-        self,
-        consumer: Consumer,
-        ranges: dict[TopicPartition, OffsetRange],
-        writer: Writer,
-        max_records: int | None,
-    ) -> None:
-        self.consumer = consumer
-        self.writer = writer
-        self.max_records = max_records
-        self.count = 0
-        self.bounded = {
-            tp: r for tp, r in ranges.items() if r.stop is not None or r.stop_timestamp is not None
-        }
-        self.follow = len(self.bounded) < len(ranges)  # some partition has no end
-        self.done: set[TopicPartition] = {tp for tp, r in self.bounded.items() if r.empty}
-        self.pipe = PipeWatch(sys.stdout)
-
-    def finished(self) -> bool:
-        if self.max_records is not None and self.count >= self.max_records:
-            return True
-        return not self.follow and len(self.done) >= len(self.bounded)
-
-    def _finish(self, tp: TopicPartition) -> None:
-        self.done.add(tp)
-        self.consumer.pause([tp])
-
-    def run(self) -> int:
-        consumer, write, bounded, done = self.consumer, self.writer.write, self.bounded, self.done
-        if self.done:
-            consumer.pause(list(self.done))
-        while not self.finished():
-            records = consumer.poll(1.0)
-            if not records:
-                self.pipe.check()
-            for record in records:
-                end = None
-                if bounded:
-                    tp = TopicPartition(record.topic, record.partition)
-                    if tp in done:
-                        continue
-                    end = bounded.get(tp)
-                    if end is not None and end.reached(record.offset, record.timestamp):
-                        self._finish(tp)
-                        continue
-                write(record)
-                self.count += 1
-                if self.max_records is not None and self.count >= self.max_records:
-                    return self.count
-                if end is not None and end.stop is not None and record.offset + 1 >= end.stop:
-                    self._finish(tp)
-            for tp, end in bounded.items():  # ends reached without a record (control batches, gaps)
-                if tp not in done and end.stop is not None and consumer.position(tp) >= end.stop:
-                    self._finish(tp)
-        return self.count
-
-
 # -- the command -----------------------------------------------------------------------------------
-def _default_spec(offset: str | None, until: str | None) -> str:
-    """Without --offset: `end` (new records, as kcat and kafka-console-consumer do), but `beginning`
-    when an end is given with --until (`--until end` alone dumps what is there)."""
-    if offset is not None:
-        return offset
-    return "beginning" if until is not None else "end"
-
-
 @app.callback()
 def consume(
     topics: Annotated[
@@ -608,7 +344,7 @@ def consume(
         except re.error as error:
             raise KctlError(f"invalid --pattern {pattern!r}: {error}", ExitCode.USAGE) from None
     try:
-        spec: OffsetSpec = parse_offset_spec(_default_spec(offset, until))
+        spec: OffsetSpec = parse_offset_spec(default_spec(offset, until))
     except OffsetSpecError as error:
         raise KctlError(f"invalid --offset: {error}", ExitCode.USAGE) from None
     try:
@@ -623,26 +359,25 @@ def consume(
         if names and pattern is not None:
             raise KctlError("with --group, name topics or give --pattern, not both", ExitCode.USAGE)
         bootstrap, properties = group_properties(config_file, overrides, bootstrap_server, group, offset)
+        writer = make_writer(fmt, names)
         with client_errors():
             count = consume_as_group(
-                bootstrap, properties, names, pattern, make_writer(fmt, names), max_records
+                bootstrap, properties, names, pattern, writer.write, max_records, PipeWatch(sys.stdout).check
             )
+            writer.close()
         if not quiet:
             info(f"consumed {count} record{'s' if count != 1 else ''} as a member of group {group}")
         return
     bootstrap, config = consumer_config(config_file, overrides, bootstrap_server)
-    try:
-        consumer = Consumer(bootstrap, config)
-    except ValueError as error:
-        raise KctlError(f"invalid bootstrap servers {bootstrap!r}: {error}", ExitCode.USAGE) from None
+    consumer = connect(Consumer, bootstrap, config)
     count = 0
     with client_errors(), consumer:
         selected = select_topics(consumer.cluster, names, regex)
         tps = select_partitions(consumer.cluster, selected, partitions or [])
         ranges = resolve_ranges(spec, tps, consumer, until=end_point)
         writer = make_writer(fmt, selected)
-        _assign(consumer, ranges)
-        count = ReadLoop(consumer, ranges, writer, max_records).run()
+        assign_ranges(consumer, ranges)
+        count = ReadLoop(consumer, ranges, writer.write, max_records, PipeWatch(sys.stdout).check).run()
         writer.close()
     if not quiet:
         info(f"consumed {count} record{'s' if count != 1 else ''} from {len(ranges)} partition(s)")

@@ -8,14 +8,14 @@ Formats (`--format`):
 - ``jsonl``: one compact JSON object per line, flushed line by line (for pipelines and streams).
 
 JSON conventions (`json_safe`): bytes that are valid UTF-8 become a JSON string, other bytes
-``{"base64": "<standard base64>"}`` (lossless both ways: `bytes_from_json` reverses it); None
+``{"base64": "<standard base64>"}`` (`kctl.console.formats.bytes_to_json`, lossless both ways:
+`bytes_from_json` there reverses it); None
 becomes null, non-finite floats the strings "NaN", "Infinity", "-Infinity", enums their value,
 datetimes ISO 8601 strings, paths strings, dataclasses objects, sets sorted arrays.
 """
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import datetime as dt
 import enum
@@ -41,6 +41,8 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 from tabulate import tabulate
+
+from kctl.console.formats import bytes_to_json
 
 
 class OutputFormat(enum.StrEnum):
@@ -85,11 +87,7 @@ def json_safe(value: Any) -> Any:
             return "Infinity" if value > 0 else "-Infinity"
         return value
     if isinstance(value, bytes | bytearray | memoryview):
-        data = bytes(value)
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError:
-            return {"base64": base64.b64encode(data).decode("ascii")}
+        return bytes_to_json(value)
     if isinstance(value, dt.datetime | dt.date | dt.time):
         return value.isoformat()
     if isinstance(value, PurePath):
@@ -107,15 +105,6 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [json_safe(v) for v in value]
     return str(value)
-
-
-def bytes_from_json(value: str | Mapping[str, str]) -> bytes:
-    """The bytes that `json_safe` rendered as `value` (a UTF-8 string or ``{"base64": ...}``)."""
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    if isinstance(value, Mapping) and set(value) == {"base64"}:
-        return base64.b64decode(value["base64"], validate=True)
-    raise ValueError(f'expected a string or {{"base64": ...}}, got {value!r}')
 
 
 def _dumps(value: Any, *, pretty: bool) -> str:

@@ -1,50 +1,26 @@
 """`kctl perf produce|consume`: measure throughput and latency against a running cluster, like
 Kafka's kafka-producer-perf-test.sh and kafka-consumer-perf-test.sh.
 
-Both commands print progress on stderr every `--interval` (a live display when stderr is a
-terminal, one plain line per interval otherwise) and a summary on stdout at the end: a KEY/VALUE
-table, or one JSON object with `--format json|jsonl`. The instruments (histogram, pacing,
-sampling) are in `kctl.commands.perf_stats`.
-
-How the producer side measures, and why:
-
-- Records are sent with `Producer.send` in chunks; with `--throughput` a token bucket grants each
-  chunk, so the pacing costs a clock read per chunk, not a sleep per record.
-- Latency is send -> acknowledgement (monotonic clock), taken by a done-callback on the record's
-  future. A per-record callback costs the Python producer more than the send itself, so by default
-  only a random sample of records carries one (every record below about 4,000 records/s, then
-  about 4,000 per second), each sample weighted by how many records it stands for; `--latency-every 1`
-  measures every record.
-- Delivery is checked for every record: the futures wait in send order and are collected as they
-  complete, so the failed count is exact.
+The commands parse their options, run a load generator of `kctl.perf` (`ProduceRun`,
+`ConsumeRun`; how they measure is described there) and render: progress on stderr every
+`--interval` (a live display when stderr is a terminal, one plain line per interval otherwise,
+`Reporter`) and the summary on stdout at the end: a KEY/VALUE table, or one JSON object with
+`--format json|jsonl`.
 """
 
 from __future__ import annotations
 
-import collections
 import math
-import signal
 import sys
-import time
-from collections.abc import Sequence
 from typing import Annotated, Any
 
 import typer
 from rich.progress import BarColumn, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
-from kctl.client import KafkaError, TopicPartition
 from kctl.client.consumer import Consumer
-from kctl.client.fetcher import ConsumerRecord
-from kctl.client.offsets_spec import (
-    OffsetRange,
-    OffsetSpecError,
-    parse_offset_point,
-    parse_offset_spec,
-    resolve_ranges,
-)
-from kctl.client.producer import Producer, ProducerClosedError, ProducerConfig, RecordFuture
-from kctl.commands.clients import client_errors
-from kctl.commands.consume import consumer_config, select_partitions, select_topics
+from kctl.client.offsets_spec import OffsetSpecError, parse_offset_spec, resolve_ranges
+from kctl.client.producer import Producer
+from kctl.commands.clients import client_errors, connect, consumer_config, producer_config, require_topic
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
     DEFAULT_BOOTSTRAP_SERVER,
@@ -54,21 +30,23 @@ from kctl.commands.options import (
     ConfigOverrideOption,
 )
 from kctl.commands.output import OutputFormat, progress, render_object, warn
-from kctl.commands.perf_stats import (
-    MB,
+from kctl.console.selection import assign_ranges, select_partitions, select_topics
+from kctl.perf import (
+    METADATA_TIMEOUT,
+    ConsumeRun,
+    Interrupts,
+    Interval,
     IntervalStats,
-    LatencyHistogram,
+    ProduceRun,
     Sampler,
-    TokenBucket,
     Warmup,
-    human_count,
-    interval_line,
+    default_end,
     make_keys,
     make_payload,
     parse_duration,
     parse_warmup,
+    records_expected,
 )
-from kctl.commands.produce import check_topic, producer_config
 
 app = typer.Typer(
     help=(
@@ -78,19 +56,8 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 
-CHUNK = 256
-"""Records sent between two looks at the clock (progress, end of run, pacing)."""
-TICK = 0.05
-"""Seconds between two rounds of bookkeeping (collecting futures, progress, sampling rate)."""
 LIVE_REFRESH = 0.25
 """Seconds between two updates of the live display."""
-INTERRUPT_FLUSH = 5.0
-"""After Ctrl-C, how long the records on their way may take to be acknowledged (a second Ctrl-C
-stops waiting)."""
-METADATA_TIMEOUT = 15.0
-"""How long the producer may wait for the topic's partitions and leaders before the run starts."""
-
-_monotonic = time.monotonic
 
 
 # -- shared options and plumbing -------------------------------------------------------------------
@@ -161,43 +128,9 @@ def _duration(value: str | None, option: str) -> float | None:
     return seconds
 
 
-class Interrupts:
-    """Ctrl-C as a request: the first sets `stop` (the run ends and its summary is printed), the
-    second `abort` (stop waiting for what is on its way), the third raises KeyboardInterrupt."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self._previous: Any = None
-        self._installed = False
-
-    @property
-    def stop(self) -> bool:
-        return self.count >= 1
-
-    @property
-    def abort(self) -> bool:
-        return self.count >= 2
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        self.count += 1
-        if self.count >= 2:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-
-    def __enter__(self) -> Interrupts:
-        try:
-            self._previous = signal.signal(signal.SIGINT, self._handle)
-            self._installed = True
-        except ValueError:  # not the main thread (e.g. an embedding test runner): Ctrl-C raises
-            pass
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._installed:
-            signal.signal(signal.SIGINT, self._previous)
-
-
 class Reporter:
-    """Progress on stderr: a line per interval, and a live display when stderr is a terminal."""
+    """A run's `kctl.perf.Progress` on stderr: a line per interval, and a live display when stderr
+    is a terminal."""
 
     def __init__(
         self,
@@ -292,277 +225,39 @@ class Reporter:
         self._progress.update(self._task, completed=completed, stats=text)
 
 
-def _number(value: float | None) -> float | int | None:
-    """A float that holds a whole number as an int (`--throughput 1000` shows as 1000)."""
-    return int(value) if value is not None and float(value).is_integer() else value
+# -- formatting --------------------------------------------------------------------------------------
+def human_count(value: float) -> str:
+    """`950`, `12.3k`, `4.56M`: a count or rate for the live display."""
+    magnitude = abs(value)
+    if magnitude >= 1e9:
+        return f"{value / 1e9:.2f}G"
+    if magnitude >= 1e6:
+        return f"{value / 1e6:.2f}M"
+    if magnitude >= 1e4:
+        return f"{value / 1e3:.1f}k"
+    return f"{value:.0f}"
 
 
-def _render_summary(summary: dict[str, Any], fmt: OutputFormat, title: str) -> None:
-    render_object(summary, fmt, title=title)
+def interval_line(elapsed: float, interval: Interval, *, latency: bool, warmup: bool = False) -> str:
+    """One progress line, in the manner of Kafka's perf tools::
 
-
-def _latency_fields(histogram: LatencyHistogram | None) -> dict[str, Any]:
-    if histogram is None:
-        return {}
-    figures = histogram.summary_ms()
-    fields = {f"latency_{name}_ms": value for name, value in figures.items()}
-    fields["latency_samples"] = histogram.samples
-    return fields
+    5.0s: 1000234 records, 200046.8 records/s (19.08 MB/s), latency avg 3.21 ms, max 45.02 ms
+    """
+    line = (
+        f"{elapsed:.1f}s: {interval.records} records, {interval.records_per_s:.1f} records/s "
+        f"({interval.mb_per_s:.2f} MB/s)"
+    )
+    if latency:
+        if interval.latency_avg_ms is None or interval.latency_max_ms is None:
+            line += ", latency avg - ms, max - ms"
+        else:
+            line += f", latency avg {interval.latency_avg_ms:.2f} ms, max {interval.latency_max_ms:.2f} ms"
+    if warmup:
+        line += " (warm-up)"
+    return line
 
 
 # -- produce ---------------------------------------------------------------------------------------
-class ProduceRun:
-    """One `kctl perf produce` run: send, pace, measure, collect the outcome of every record."""
-
-    def __init__(
-        self,
-        producer: Producer,
-        topic: str,
-        payload: bytes,
-        keys: list[bytes],
-        *,
-        num_records: int | None,
-        duration: float | None,
-        throughput: float | None,
-        warmup: Warmup,
-        sampler: Sampler,
-        reporter: Reporter,
-        interrupts: Interrupts,
-    ) -> None:
-        self.producer = producer
-        self.topic = topic
-        self.payload = payload
-        self.keys = keys
-        self.record_bytes = len(payload) + (len(keys[0]) if keys else 0)
-        self.num_records = num_records
-        self.duration = duration
-        self.throughput = throughput
-        self.warmup = warmup
-        self.sampler = sampler
-        self.reporter = reporter
-        self.interrupts = interrupts
-
-        self.pending: collections.deque[RecordFuture] = collections.deque()
-        self.histogram = LatencyHistogram()  # measured records only
-        self.stats = IntervalStats(0.0)  # every record, warm-up included
-        self.sent = 0
-        self.collected = 0  # futures taken from `pending` (in send order)
-        self.in_warmup = not warmup.none
-        self.warmup_sent = 0  # final once the warm-up is over
-        self.failed_warmup = 0
-        self.failed_measured = 0
-        self.aborted = 0  # not acknowledged when an interrupted run gave up waiting
-        self.aborted_warmup = 0
-        self.send_error: KafkaError | None = None  # send refused (e.g. buffer full for max.block.ms)
-        self.errors: collections.Counter[str] = collections.Counter()
-        self.started = 0.0
-        self.measure_start = 0.0
-        self.finished = 0.0
-        self.interrupted = False
-
-    # the outcome of records ----------------------------------------------------------------------
-    def _on_sample(self, sent_at: float, weight: int, warm: bool, future: RecordFuture) -> None:
-        """Done-callback of a sampled record (on the producer's I/O thread)."""
-        latency_us = int((_monotonic() - sent_at) * 1_000_000)
-        if future.exception() is not None:
-            return  # counted by `collect`
-        self.stats.add_latency(latency_us, weight)
-        if not warm:
-            self.histogram.record(latency_us, weight)
-
-    def collect(self) -> None:
-        """Take the completed futures at the head of `pending` and count their outcomes."""
-        pending = self.pending
-        taken = 0
-        failed = 0
-        while pending:
-            try:  # one look under the producer's lock: done or not, and the error
-                error = pending[0].exception(0)
-            except TimeoutError:
-                break
-            pending.popleft()
-            if error is not None:
-                failed += 1
-                self._failure(self.collected + taken, error)
-            taken += 1
-        if taken:
-            self.collected += taken
-            delivered = taken - failed
-            self.stats.records += delivered
-            self.stats.bytes += delivered * self.record_bytes
-
-    def _failure(self, index: int, error: BaseException) -> None:
-        warm = self.in_warmup or index < self.warmup_sent
-        if self.interrupted and isinstance(error, ProducerClosedError):
-            self.aborted += 1  # given up on after Ctrl-C: not a delivery failure
-            self.aborted_warmup += warm
-            return
-        if warm:
-            self.failed_warmup += 1
-        else:
-            self.failed_measured += 1
-        self.errors[str(error)] += 1
-
-    @property
-    def failed(self) -> int:
-        return self.failed_warmup + self.failed_measured
-
-    @property
-    def delivered(self) -> int:
-        """Records acknowledged so far, warm-up included."""
-        return self.collected - self.failed - self.aborted
-
-    @property
-    def measured(self) -> int:
-        """Records acknowledged so far that were sent after the warm-up."""
-        warm_done = min(self.collected, self.warmup_sent) - self.failed_warmup - self.aborted_warmup
-        return self.delivered - (warm_done if not self.in_warmup else self.delivered)
-
-    # the run -------------------------------------------------------------------------------------
-    def _end_warmup(self, now: float, sent: int) -> None:
-        self.in_warmup = False
-        self.warmup_sent = sent
-        self.measure_start = now
-
-    def _tick(self, now: float) -> None:
-        self.collect()
-        if self.in_warmup:
-            records, since = self.delivered, self.started
-        else:
-            records, since = self.measured, self.measure_start
-        rate = records / max(now - since, 1e-9)
-        mean = self.histogram.mean
-        self.reporter.tick(
-            now,
-            self.stats,
-            records=self.delivered,
-            rate=rate,
-            mb_rate=rate * self.record_bytes / MB,
-            latency_ms=mean / 1000.0 if mean is not None else None,
-            warmup=self.in_warmup,
-        )
-
-    def run(self) -> None:
-        bucket = TokenBucket(self.throughput) if self.throughput else None
-        self.started = now = _monotonic()
-        self.measure_start = now
-        self.reporter.start(now, warmup=self.in_warmup)
-        self.stats.started = now
-        deadline = now + self.duration if self.duration is not None else math.inf
-        warmup_end = now + self.warmup.seconds if self.warmup.seconds else math.inf
-        try:
-            self.sent = self._send_loop(deadline, warmup_end, bucket)
-        except KafkaError as error:  # send refused: stop sending, report what was sent
-            self.send_error = error
-            self.sent = self.collected + len(self.pending)
-        if self.in_warmup:  # the run ended within the warm-up: nothing measured
-            self._end_warmup(_monotonic(), self.sent)
-        self._drain()
-
-    def _send_loop(self, deadline: float, warmup_end: float, bucket: TokenBucket | None) -> int:
-        producer, topic, payload, keys = self.producer, self.topic, self.payload, self.keys
-        send = producer.send
-        append = self.pending.append
-        sampler = self.sampler
-        interrupts = self.interrupts
-        key_count = len(keys)
-        num_records = self.num_records
-        warmup_records = self.warmup.records
-        next_tick = self.started + TICK
-        last_rate_at, last_rate_sent = self.started, 0
-        i = 0
-        while True:
-            now = _monotonic()
-            if interrupts.stop:
-                self.interrupted = True
-                break
-            if (num_records is not None and i >= num_records) or now >= deadline:
-                break
-            if self.in_warmup and (i >= warmup_records if warmup_records else now >= warmup_end):
-                self._end_warmup(now, i)
-            if now >= next_tick:
-                self.sent = i
-                self._tick(now)
-                if now - last_rate_at >= 0.25:
-                    sampler.adapt((i - last_rate_sent) / (now - last_rate_at))
-                    last_rate_at, last_rate_sent = now, i
-                next_tick = now + TICK
-            count = CHUNK
-            if num_records is not None:
-                count = min(count, num_records - i)
-            if self.in_warmup and warmup_records:
-                count = min(count, warmup_records - i)
-            if bucket is not None:
-                count = bucket.take(count)
-                if not count:
-                    time.sleep(min(bucket.wait(), TICK, max(deadline - now, 0.0)))
-                    continue
-            end = i + count
-            while i < end:
-                key = keys[i % key_count] if key_count else None
-                if i == sampler.next:
-                    sent_at = _monotonic()
-                    future = send(topic, payload, key)
-                    weight, warm = sampler.every, self.in_warmup
-                    future.add_done_callback(
-                        lambda f, s=sent_at, w=weight, m=warm: self._on_sample(s, w, m, f)
-                    )
-                    sampler.pick(i)
-                else:
-                    future = send(topic, payload, key)
-                append(future)
-                i += 1
-            self.sent = i
-        return i
-
-    def _drain(self) -> None:
-        """Wait until every record sent is acknowledged or failed (after Ctrl-C: for a while)."""
-        wait_until = math.inf
-        while True:
-            if self.interrupts.stop and not self.interrupted:
-                self.interrupted = True
-            if self.interrupted and wait_until == math.inf:
-                wait_until = _monotonic() + INTERRUPT_FLUSH
-            remaining = self.producer.flush(TICK)
-            now = _monotonic()
-            self._tick(now)
-            if not remaining:
-                break
-            if self.interrupts.abort or now >= wait_until:
-                break
-        self.finished = _monotonic()
-        self.collect()
-        if self.pending:  # given up waiting (interrupted): closing fails them
-            self.producer.close(timeout=0)
-            self.collect()
-
-    def summary(self, config: ProducerConfig, record_size: int) -> dict[str, Any]:
-        measured = self.measured
-        elapsed = max(self.finished - self.measure_start, 1e-9)
-        rate = measured / elapsed if measured else 0.0
-        summary: dict[str, Any] = {
-            "topic": self.topic,
-            "records": measured,
-            "failed": self.failed,
-            "elapsed_s": round(elapsed, 3),
-            "records_per_s": round(rate, 1),
-            "mb_per_s": round(rate * self.record_bytes / MB, 3),
-            "bytes": measured * self.record_bytes,
-            **_latency_fields(self.histogram),
-            "warmup_records": self.warmup_sent,
-            "record_size": record_size,
-            "keys": len(self.keys),
-            "key_size": len(self.keys[0]) if self.keys else 0,
-            "acks": "all" if config.acks == -1 else config.acks,
-            "compression": config.compression_type,
-            "throughput_limit": _number(self.throughput),
-            "interrupted": self.interrupted,
-        }
-        if self.aborted:
-            summary["aborted"] = self.aborted
-        return summary
-
-
 @app.command("produce")
 def produce(
     topic: Annotated[str, typer.Argument(metavar="TOPIC", help="The topic to write to.", show_default=False)],
@@ -687,14 +382,10 @@ def produce(
     if compression is not None:
         explicit["compression.type"] = compression
     bootstrap, config = producer_config(config_file, overrides, bootstrap_server, explicit)
-    check_topic(bootstrap, config, topic)
+    require_topic(bootstrap, config, topic)
 
     payload = make_payload(record_size)
-    if latency_every is not None:
-        sampler = Sampler(latency_every)
-    else:  # adaptive; start from the rate cap, or sparse until the first rate is known
-        sampler = Sampler(1, adaptive=True)
-        sampler.adapt(limit if limit is not None else 500_000.0)
+    sampler = Sampler.measuring(latency_every, limit if limit is not None else 500_000.0)
     reporter = Reporter(
         f"produce {topic}",
         interval=every_seconds,
@@ -703,10 +394,7 @@ def produce(
         total_records=num_records,
         total_seconds=seconds,
     )
-    try:
-        producer = Producer(bootstrap, config)
-    except ValueError as error:
-        raise KctlError(f"invalid bootstrap servers {bootstrap!r}: {error}", ExitCode.USAGE) from None
+    producer = connect(Producer, bootstrap, config)
     try:
         with client_errors():  # the topic's partitions and leaders, before the clock starts
             producer.partitions_for(topic, timeout=METADATA_TIMEOUT)
@@ -721,18 +409,14 @@ def produce(
                 throughput=limit,
                 warmup=warm,
                 sampler=sampler,
-                reporter=reporter,
+                progress=reporter,
                 interrupts=interrupts,
             )
             run.run()
     finally:
         producer.close(timeout=0)
-    _render_summary(run.summary(config, record_size), fmt, f"kctl perf produce {topic}")
-    failures = None
-    if run.failed:
-        first, _ = run.errors.most_common(1)[0]
-        kinds = f" ({len(run.errors)} kinds of error)" if len(run.errors) > 1 else ""
-        failures = f"{run.failed} of {run.sent} records failed delivery{kinds}; most often: {first}"
+    render_object(run.summary(config, record_size).as_dict(), fmt, title=f"kctl perf produce {topic}")
+    failures = run.failure_message()
     if run.interrupted:
         if failures:
             warn(failures)
@@ -746,159 +430,6 @@ def produce(
 
 
 # -- consume ---------------------------------------------------------------------------------------
-class ConsumeRun:
-    """One `kctl perf consume` run: poll, count records and bytes, optionally sample record ages."""
-
-    def __init__(
-        self,
-        consumer: Consumer,
-        ranges: dict[TopicPartition, OffsetRange],
-        *,
-        num_records: int | None,
-        duration: float | None,
-        idle_timeout: float | None,
-        latency: bool,
-        sampler: Sampler,
-        reporter: Reporter,
-        interrupts: Interrupts,
-    ) -> None:
-        self.consumer = consumer
-        self.num_records = num_records
-        self.duration = duration
-        self.idle_timeout = idle_timeout
-        self.sampler = sampler
-        self.reporter = reporter
-        self.interrupts = interrupts
-        self.histogram = LatencyHistogram() if latency else None
-        self.stats = IntervalStats(0.0)
-        self.stops = {tp: r.stop for tp, r in ranges.items() if r.stop is not None}
-        self.done: set[TopicPartition] = {tp for tp, stop in self.stops.items() if ranges[tp].start >= stop}
-        self.bounded = len(self.stops) == len(ranges)  # every partition has an end
-        self.records = 0
-        self.bytes = 0
-        self.started = 0.0
-        self.first_record = 0.0
-        self.last_record = 0.0
-        self.interrupted = False
-        self.idle = False  # ended because nothing came for idle_timeout
-
-    def _finished(self) -> bool:
-        if self.num_records is not None and self.records >= self.num_records:
-            return True
-        return self.num_records is None and self.bounded and len(self.done) >= len(self.stops)
-
-    def _trim(self, records: list[ConsumerRecord]) -> list[ConsumerRecord]:
-        """Drop the records at or past their partition's end, and pause the partitions that got
-        there (or whose position did, over gaps); only partitions with an end are looked at."""
-        consumer, stops, done = self.consumer, self.stops, self.done
-        ended = [tp for tp, stop in stops.items() if tp not in done and consumer.position(tp) >= stop]
-        if not ended:
-            return records
-        done.update(ended)
-        consumer.pause(ended)
-        kept = []
-        for record in records:
-            stop = stops.get(TopicPartition(record.topic, record.partition))
-            if stop is None or record.offset < stop:
-                kept.append(record)
-        return kept
-
-    def _tick(self, now: float) -> None:
-        elapsed = max((self.last_record or now) - self.started, 1e-9)
-        rate = self.records / elapsed
-        self.reporter.tick(
-            now,
-            self.stats,
-            records=self.records,
-            rate=rate,
-            mb_rate=self.bytes / MB / elapsed,
-            latency_ms=(
-                self.histogram.mean / 1000.0
-                if self.histogram is not None and self.histogram.mean is not None
-                else None
-            ),
-        )
-
-    def run(self) -> None:
-        consumer, sampler, stats, histogram = self.consumer, self.sampler, self.stats, self.histogram
-        self.started = now = _monotonic()
-        self.reporter.start(now)
-        stats.started = now
-        deadline = now + self.duration if self.duration is not None else math.inf
-        idle_since = now
-        next_tick = now + TICK
-        last_rate_at, last_rate_count = now, 0
-        if self.done:
-            consumer.pause(list(self.done))
-        while not self._finished():
-            if self.interrupts.stop:
-                self.interrupted = True
-                break
-            now = _monotonic()
-            if now >= deadline:
-                break
-            if self.idle_timeout is not None and now - idle_since >= self.idle_timeout:
-                self.idle = True
-                break
-            if now >= next_tick:
-                self._tick(now)
-                if now - last_rate_at >= 0.25:
-                    sampler.adapt((self.records - last_rate_count) / (now - last_rate_at))
-                    last_rate_at, last_rate_count = now, self.records
-                next_tick = now + TICK
-            records = consumer.poll(max(min(0.25, deadline - now), 0.0))
-            if self.stops:
-                records = self._trim(records)
-            if not records:
-                continue
-            now = _monotonic()
-            idle_since = now
-            if self.num_records is not None and self.records + len(records) > self.num_records:
-                records = records[: self.num_records - self.records]
-            size = 0
-            for record in records:
-                value, key = record.value, record.key
-                if value is not None:
-                    size += len(value)
-                if key is not None:
-                    size += len(key)
-            count = len(records)
-            if histogram is not None:
-                k = sampler.every
-                now_ms = time.time() * 1000.0
-                start = sampler.rng.randrange(k) if k > 1 else 0
-                for index in range(start, count, k):
-                    age_us = int((now_ms - records[index].timestamp) * 1000)
-                    histogram.record(age_us, k)
-                    stats.add_latency(age_us, k)
-            if not self.records:
-                self.first_record = now
-            self.records += count
-            self.bytes += size
-            stats.records += count
-            stats.bytes += size
-            self.last_record = now
-        self._tick(_monotonic())
-
-    def summary(self, topics: Sequence[str], partitions: int) -> dict[str, Any]:
-        end = self.last_record if self.records else _monotonic()
-        elapsed = max(end - self.started, 1e-9)
-        rate = self.records / elapsed if self.records else 0.0
-        summary: dict[str, Any] = {
-            "topics": ",".join(topics),
-            "partitions": partitions,
-            "records": self.records,
-            "elapsed_s": round(elapsed, 3),
-            "records_per_s": round(rate, 1),
-            "mb_per_s": round(self.bytes / MB / elapsed, 3),
-            "bytes": self.bytes,
-            "first_record_ms": round((self.first_record - self.started) * 1000, 1) if self.records else None,
-            **_latency_fields(self.histogram),
-            "interrupted": self.interrupted,
-        }
-        return summary
-
-
 @app.command("consume")
 def consume(
     topics: Annotated[list[str], typer.Argument(metavar="TOPIC...", help="The topics to read.")],
@@ -981,31 +512,16 @@ def consume(
     except OffsetSpecError as error:
         raise KctlError(f"invalid --offset: {error}", ExitCode.USAGE) from None
     # without a count, a time or a range END: read what the topics hold now
-    until = (
-        parse_offset_point("end") if spec.end is None and num_records is None and seconds is None else None
-    )
+    until = default_end(spec, num_records, seconds)
     bootstrap, config = consumer_config(config_file, overrides, bootstrap_server)
-    try:
-        consumer = Consumer(bootstrap, config)
-    except ValueError as error:
-        raise KctlError(f"invalid bootstrap servers {bootstrap!r}: {error}", ExitCode.USAGE) from None
-    sampler = Sampler(latency_every) if latency_every is not None else Sampler(1, adaptive=True)
-    if latency_every is None:
-        sampler.adapt(500_000.0)
+    consumer = connect(Consumer, bootstrap, config)
+    sampler = Sampler.measuring(latency_every)
     with consumer, client_errors():
         selected = select_topics(consumer.cluster, names, None)
         tps = select_partitions(consumer.cluster, selected, partitions or [])
         ranges = resolve_ranges(spec, tps, consumer, until=until)
-        total = None
-        if all(r.stop is not None for r in ranges.values()):
-            total = sum(max(r.stop - r.start, 0) for r in ranges.values() if r.stop is not None)
-            if num_records is not None:
-                total = min(total, num_records)
-        elif num_records is not None:
-            total = num_records
-        consumer.assign(list(ranges))
-        for tp, offset_range in ranges.items():
-            consumer.seek(tp, offset_range.start)
+        total = records_expected(ranges, num_records)
+        assign_ranges(consumer, ranges)
         reporter = Reporter(
             f"consume {','.join(selected)}",
             interval=every_seconds,
@@ -1023,13 +539,14 @@ def consume(
                 idle_timeout=idle,
                 latency=latency,
                 sampler=sampler,
-                reporter=reporter,
+                progress=reporter,
                 interrupts=interrupts,
             )
             run.run()
     if total == 0:
         warn("nothing to read: the partitions hold no records in the range")
-    _render_summary(run.summary(selected, len(ranges)), fmt, f"kctl perf consume {','.join(selected)}")
+    summary = run.summary(selected, len(ranges))
+    render_object(summary.as_dict(), fmt, title=f"kctl perf consume {','.join(selected)}")
     if run.interrupted:
         raise typer.Exit(ExitCode.INTERRUPTED)
     if run.idle and num_records is not None and run.records < num_records:

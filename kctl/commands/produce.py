@@ -1,4 +1,4 @@
-"""`kctl produce TOPIC`: read records from stdin and send them to a topic with `kctl.client.Producer`.
+"""`kctl produce TOPIC`: read records from stdin and send them to a topic (`kctl.console.produce`).
 
 Input (`--format`): `lines` (default) makes one record of every line (optionally `KEY<SEP>VALUE` with
 `--key-separator`); `jsonl` reads the objects `kctl consume --format jsonl` writes. stdin is read as
@@ -12,19 +12,15 @@ the topic does not exist (and is not auto-created); 2 a usage error.
 
 from __future__ import annotations
 
-import collections
 import json
 import sys
-from collections.abc import Callable, Iterable
-from pathlib import Path
-from typing import Annotated, Any, TextIO
+from typing import Annotated, TextIO
 
 import typer
 
-from kctl.client import BrokerResponseError, ClientConfigError, KafkaError
-from kctl.client.cluster import ClusterClient
-from kctl.client.producer import Producer, ProducerConfig, RecordFuture
-from kctl.commands.clients import client_errors
+from kctl.client import KafkaError
+from kctl.client.producer import Producer, RecordMetadata
+from kctl.commands.clients import connect, producer_config, require_topic
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
     DEFAULT_BOOTSTRAP_SERVER,
@@ -32,11 +28,17 @@ from kctl.commands.options import (
     BootstrapServerOption,
     ConfigFileOption,
     ConfigOverrideOption,
-    known_properties,
-    load_config,
 )
-from kctl.commands.output import OutputFormat, bytes_from_json, info, stderr_console
-from kctl.protocol import ErrorCode
+from kctl.commands.output import OutputFormat, info, stderr_console
+from kctl.console.produce import (
+    Headers,
+    Parser,
+    ProduceSession,
+    StoppedReading,
+    jsonl_parser,
+    line_parser,
+    parse_header,
+)
 
 app = typer.Typer(  # one command: its help is the docstring of `produce`
     invoke_without_command=True,
@@ -47,112 +49,8 @@ app = typer.Typer(  # one command: its help is the docstring of `produce`
 
 MAX_ERRORS_SHOWN = 20
 """Failed records reported one by one on stderr; after that only the count."""
-MAX_UNREPORTED = 1_000_000
-"""Records sent whose outcome is not reported yet (kept in input order); more make reading wait."""
-
-Headers = list[tuple[str, bytes | None]]
-Record = tuple[
-    bytes | None, bytes | None, Headers, int | None, int | None
-]  # key, value, headers, partition, ts
 
 
-# -- input -----------------------------------------------------------------------------------------
-class InputError(ValueError):
-    """A line that is not a record."""
-
-
-def _strip_newline(line: bytes) -> bytes:
-    return line[:-1] if line.endswith(b"\n") else line
-
-
-def line_parser(
-    key_separator: bytes | None, null_marker: bytes | None, headers: Headers
-) -> Callable[[bytes], Record]:
-    """`--format lines`: the line is the value; with a separator, the key is what precedes its first
-    occurrence (a line without it has a null key); a value equal to the null marker is null."""
-
-    def parse(line: bytes) -> Record:
-        line = _strip_newline(line)
-        key: bytes | None = None
-        value: bytes | None = line
-        if key_separator is not None:
-            before, found, after = line.partition(key_separator)
-            if found:
-                key, value = before, after
-        if null_marker is not None and value == null_marker:
-            value = None
-        return key, value, headers, None, None
-
-    return parse
-
-
-def _json_bytes(document: dict[str, Any], field: str) -> bytes | None:
-    value = document.get(field)
-    if value is None:
-        return None
-    try:
-        return bytes_from_json(value)
-    except (ValueError, TypeError) as error:  # binascii.Error is a ValueError
-        raise InputError(f'"{field}": {error}') from None
-
-
-def _json_headers(raw: Any) -> Headers:
-    if raw is None:
-        return []
-    items = raw.items() if isinstance(raw, dict) else raw
-    if not isinstance(raw, dict | list):
-        raise InputError('"headers" must be a list of [key, value] pairs or an object')
-    headers: Headers = []
-    for item in items:
-        if not isinstance(item, list | tuple) or len(item) != 2 or not isinstance(item[0], str):
-            raise InputError(f'"headers": expected [key, value] with a string key, got {item!r}')
-        name, value = item
-        try:
-            headers.append((name, None if value is None else bytes_from_json(value)))
-        except (ValueError, TypeError) as error:
-            raise InputError(f'"headers": {name!r}: {error}') from None
-    return headers
-
-
-def jsonl_parser(
-    keep_partition: bool, keep_timestamp: bool, extra: Headers
-) -> Callable[[bytes], Record | None]:
-    """`--format jsonl`: {"key", "value", "headers", "partition", "timestamp", ...} (other fields,
-    e.g. topic and offset, are ignored); a blank line is skipped (None)."""
-
-    def parse(line: bytes) -> Record | None:
-        text = line.strip()
-        if not text:
-            return None
-        try:
-            document = json.loads(text)
-        except (ValueError, UnicodeDecodeError) as error:
-            raise InputError(f"invalid JSON: {error}") from None
-        if not isinstance(document, dict):
-            raise InputError(f"expected a JSON object, got {type(document).__name__}")
-        key = _json_bytes(document, "key")
-        value = _json_bytes(document, "value")
-        headers = _json_headers(document.get("headers"))
-        if extra:
-            headers += extra
-        partition = None
-        if keep_partition:
-            partition = document.get("partition")
-            if partition is not None and (type(partition) is not int or partition < 0):
-                raise InputError(f'"partition" must be an integer >= 0, got {partition!r}')
-        timestamp = None
-        if keep_timestamp:
-            timestamp = document.get("timestamp")
-            if timestamp is not None and type(timestamp) is not int:
-                raise InputError(f'"timestamp" must be an integer (ms since the epoch), got {timestamp!r}')
-            if timestamp is not None and timestamp < 0:
-                timestamp = None
-        return key, value, headers, partition, timestamp
-
-    return parse
-
-
-# -- the report ------------------------------------------------------------------------------------
 class Report:
     """Where each delivered record went (`--print-offsets`), streamed in input order."""
 
@@ -161,7 +59,9 @@ class Report:
         self.out = out
         self.count = 0
 
-    def row(self, line: int, topic: str, partition: int, offset: int, timestamp: int) -> None:
+    def row(self, line: int, metadata: RecordMetadata) -> None:
+        topic, partition, offset = metadata.topic, metadata.partition, metadata.offset
+        timestamp = metadata.timestamp
         row = {"line": line, "topic": topic, "partition": partition, "offset": offset, "timestamp": timestamp}
         if self.fmt == "jsonl":
             self.out.write(json.dumps(row, separators=(",", ":")) + "\n")
@@ -180,145 +80,28 @@ class Report:
         self.out.flush()
 
 
-# -- configuration ---------------------------------------------------------------------------------
-def producer_config(
-    config_file: Path | None,
-    overrides: list[str] | None,
-    bootstrap_server: str,
-    explicit: dict[str, str],
-) -> tuple[str, ProducerConfig]:
-    """The bootstrap servers and producer settings from --config, -X, --bootstrap-server and the
-    command's own options (`explicit`, which win)."""
-    resolved = load_config(config_file, overrides, bootstrap_server=bootstrap_server)
-    known = ProducerConfig.known_keys()
-    properties = known_properties(resolved, known, "producer")
-    properties.update(explicit)
-    try:
-        config = ProducerConfig.from_properties(properties)
-    except ClientConfigError as error:
-        raise KctlError(f"invalid producer property {error}", ExitCode.USAGE) from None
-    return resolved.bootstrap_servers, config  # type: ignore[return-value]
+class ErrorLines:
+    """`kctl: error: line N: ...` on stderr for the first MAX_ERRORS_SHOWN failed records."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, line: int, message: str) -> None:
+        self.count += 1
+        if self.count <= MAX_ERRORS_SHOWN:
+            stderr_console.print(
+                f"kctl: error: line {line}: {message}", markup=False, highlight=False, soft_wrap=True
+            )
 
 
 def _headers_option(values: list[str] | None) -> Headers:
     headers: Headers = []
     for text in values or ():
-        key, sep, value = text.partition("=")
-        if not sep or not key:
-            raise KctlError(f"invalid -H {text!r}: expected KEY=VALUE", ExitCode.USAGE)
-        headers.append((key, value.encode("utf-8")))
+        try:
+            headers.append(parse_header(text))
+        except ValueError as error:
+            raise KctlError(f"invalid -H {text!r}: {error}", ExitCode.USAGE) from None
     return headers
-
-
-def check_topic(bootstrap: str, config: ProducerConfig, topic: str, partition: int | None = None) -> None:
-    """Fail fast (exit 3) when no broker answers, the topic does not exist and is not created, or it
-    has no ``partition``."""
-    try:
-        cluster = ClusterClient(bootstrap, config)
-    except ValueError as error:
-        raise KctlError(f"invalid bootstrap servers {bootstrap!r}: {error}", ExitCode.USAGE) from None
-    try:
-        with client_errors():
-            metadata = cluster.refresh_metadata([topic], allow_auto_create=True)
-    finally:
-        cluster.close()
-    found = metadata.topic(topic)
-    code = found.error_code if found is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-        raise KctlError(
-            f"topic {topic!r} does not exist (and the broker does not create topics on demand)",
-            ExitCode.NOT_FOUND,
-        )
-    if code not in (ErrorCode.NONE, ErrorCode.LEADER_NOT_AVAILABLE):
-        raise KctlError(str(BrokerResponseError(code, context=f"topic {topic!r}")), ExitCode.FAILURE)
-    if (
-        found is not None
-        and partition is not None
-        and found.partitions
-        and found.partition(partition) is None
-    ):
-        count = len(found.partitions)
-        raise KctlError(
-            f"topic {topic!r} has no partition {partition} (it has {count}: 0-{count - 1})",
-            ExitCode.NOT_FOUND,
-        )
-
-
-# -- the command -----------------------------------------------------------------------------------
-class Session:
-    """Sends parsed records and reports each outcome in input order."""
-
-    def __init__(self, producer: Producer, topic: str, report: Report | None) -> None:
-        self.producer = producer
-        self.topic = topic
-        self.report = report
-        self.unreported: collections.deque[tuple[int, RecordFuture]] = collections.deque()
-        self.delivered = 0
-        self.failed = 0
-
-    def error(self, line: int, message: str) -> None:
-        self.failed += 1
-        if self.failed <= MAX_ERRORS_SHOWN:
-            stderr_console.print(
-                f"kctl: error: line {line}: {message}", markup=False, highlight=False, soft_wrap=True
-            )
-
-    def _finish(self, line: int, future: RecordFuture) -> None:
-        error = future.exception()
-        if error is not None:
-            self.error(line, f"not delivered: {error}")
-            return
-        self.delivered += 1
-        if self.report is not None:
-            metadata = future.result()
-            self.report.row(line, metadata.topic, metadata.partition, metadata.offset, metadata.timestamp)
-
-    def finish(self) -> None:
-        self.producer.flush()
-        while self.unreported:
-            self._finish(*self.unreported.popleft())
-        if self.report is not None:
-            self.report.close()
-
-    def run(
-        self,
-        lines: Iterable[tuple[int, bytes]],
-        parse: Callable[[bytes], Record | None],
-        partition: int | None,
-    ) -> None:
-        """Parse and send every line; report outcomes as they come (in input order)."""
-        send, topic = self.producer.send, self.topic
-        unreported = self.unreported
-        remember, oldest, finish = unreported.append, unreported.popleft, self._finish
-        for number, line in lines:
-            try:
-                record = parse(line)
-            except InputError as error:
-                self.error(number, str(error))
-                continue
-            if record is None:
-                continue
-            key, value, headers, record_partition, timestamp = record
-            try:
-                future = send(
-                    topic,
-                    value,
-                    key,
-                    headers or None,
-                    partition if partition is not None else record_partition,
-                    timestamp,
-                )
-            except (TypeError, ValueError) as error:
-                self.error(number, str(error))
-                continue
-            except KafkaError as error:  # the buffer stayed full (broker gone): stop reading
-                self.error(number, f"not sent: {error}")
-                raise KctlError(f"stopped reading at line {number}") from None
-            remember((number, future))
-            while unreported and unreported[0][1].done():
-                finish(*oldest())
-            if len(unreported) > MAX_UNREPORTED:
-                finish(*oldest())  # waits for the oldest
 
 
 @app.callback()
@@ -447,10 +230,10 @@ def produce(
     if acks is not None:
         explicit["acks"] = acks
     bootstrap, config = producer_config(config_file, overrides, bootstrap_server, explicit)
-    check_topic(bootstrap, config, topic, partition)
+    require_topic(bootstrap, config, topic, partition)
 
     if input_format == "lines":
-        parse: Callable[[bytes], Record | None] = line_parser(
+        parse: Parser = line_parser(
             key_separator.encode() if key_separator is not None else None,
             null_marker.encode() if null_marker is not None else None,
             extra_headers,
@@ -458,17 +241,20 @@ def produce(
     else:
         parse = jsonl_parser(keep_partition, keep_timestamp, extra_headers)
     report = Report(report_name, sys.stdout) if print_offsets else None
-    try:
-        producer = Producer(bootstrap, config)
-    except ValueError as error:
-        raise KctlError(f"invalid bootstrap servers {bootstrap!r}: {error}", ExitCode.USAGE) from None
-    session = Session(producer, topic, report)
+    producer = connect(Producer, bootstrap, config)
+    session = ProduceSession(
+        producer, topic, on_error=ErrorLines(), on_delivered=report.row if report is not None else None
+    )
     try:
         with producer:
             try:
                 session.run(enumerate(sys.stdin.buffer, 1), parse, partition)
             finally:
                 session.finish()
+                if report is not None:
+                    report.close()
+    except StoppedReading as error:
+        raise KctlError(str(error)) from None
     except KafkaError as error:
         raise KctlError(str(error), ExitCode.FAILURE) from None
     if session.failed > MAX_ERRORS_SHOWN:

@@ -1,13 +1,11 @@
-"""The measuring instruments of `kctl perf`: a latency histogram, throughput pacing, sampling, and
-the parsing and formatting of the numbers. Pure Python, no I/O, no client: unit-testable on its own.
+"""The measuring instruments of the load generators: a latency histogram, interval figures and
+sampling. Pure Python, no I/O, no client: unit-testable on its own.
 
 - `LatencyHistogram`: HDR-style log-linear buckets of microseconds, fixed memory (about 3,300
   counters up to an hour) and a relative error below 1/128 (0.8 %) for any recorded value, with
   weighted recording (a sampled value stands for `weight` records).
 - `IntervalStats`: what one progress interval saw (records, bytes, latency avg and max).
-- `TokenBucket`: paces sends to a rate without a sleep per record: tokens accrue continuously up to
-  a burst of 50 ms worth (a stall of the sender that long is made up for), the sender takes them in
-  chunks and sleeps only when the bucket is empty.
+- `LatencySummary`: the figures of a histogram (avg, percentiles, max in ms; samples) as a result.
 - `Sampler`: picks which records get their latency measured: every record, or a random record about
   every `k`-th (the histogram weights it by `k`, so the figures stay per-record estimates), with `k`
   adapted to the achieved rate so that measuring never costs more than a few thousand callbacks per
@@ -18,11 +16,9 @@ from __future__ import annotations
 
 import math
 import random
-import re
 import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 MB = 1024 * 1024
 """The MB of the MB/s figures: 2**20 bytes, as Kafka's perf tools count."""
@@ -140,6 +136,38 @@ class LatencyHistogram:
         return result
 
 
+@dataclass(frozen=True)
+class LatencySummary:
+    """A histogram's figures in milliseconds (None when nothing was recorded), and how many values
+    were recorded (`samples`: each may stand for several records)."""
+
+    avg_ms: float | None
+    p50_ms: float | None
+    p95_ms: float | None
+    p99_ms: float | None
+    p99_9_ms: float | None
+    max_ms: float | None
+    samples: int
+
+    @classmethod
+    def of(cls, histogram: LatencyHistogram) -> LatencySummary:
+        figures = histogram.summary_ms()
+        return cls(**{f"{name}_ms": value for name, value in figures.items()}, samples=histogram.samples)
+
+    def fields(self) -> dict[str, Any]:
+        """`latency_avg_ms`, `latency_p50_ms`, ... `latency_max_ms`, `latency_samples`: the summary
+        keys of `kctl perf`, in that order."""
+        return {
+            "latency_avg_ms": self.avg_ms,
+            "latency_p50_ms": self.p50_ms,
+            "latency_p95_ms": self.p95_ms,
+            "latency_p99_ms": self.p99_ms,
+            "latency_p99_9_ms": self.p99_9_ms,
+            "latency_max_ms": self.max_ms,
+            "latency_samples": self.samples,
+        }
+
+
 def _ms(value_us: float | None) -> float | None:
     return None if value_us is None else round(value_us / 1000.0, 3)
 
@@ -203,42 +231,6 @@ class Interval:
         return self.bytes / MB / self.seconds
 
 
-class TokenBucket:
-    """`rate` tokens per second, at most `burst` kept (default: 50 ms worth, at least 1).
-
-    `take(n)` returns how many of `n` wanted tokens are available now (0 to n) and consumes them;
-    `wait()` is how long until the next token. A sender that sends what `take` grants and sleeps
-    `wait()` when it grants nothing keeps to `rate` on average, in bursts of at most `burst`."""
-
-    def __init__(
-        self, rate: float, burst: float | None = None, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        if rate <= 0:
-            raise ValueError(f"rate must be positive, got {rate}")
-        self.rate = float(rate)
-        self.burst = max(1.0, burst if burst is not None else self.rate * 0.05)
-        self.clock = clock
-        self.tokens = 1.0  # the first record goes at once; the rest accrue
-        self.updated = clock()
-
-    def _refill(self) -> None:
-        now = self.clock()
-        self.tokens = min(self.burst, self.tokens + (now - self.updated) * self.rate)
-        self.updated = now
-
-    def take(self, wanted: int) -> int:
-        self._refill()
-        granted = min(int(self.tokens), wanted)
-        if granted > 0:
-            self.tokens -= granted
-        return max(granted, 0)
-
-    def wait(self) -> float:
-        """Seconds until one token is available (0 when one is)."""
-        self._refill()
-        return 0.0 if self.tokens >= 1.0 else (1.0 - self.tokens) / self.rate
-
-
 class Sampler:
     """Which records to measure: `every` = 1 measures each record; `every` = k > 1 measures one
     random record in about k (gaps uniform in 1..2k-1, mean k), each standing for k records.
@@ -260,6 +252,16 @@ class Sampler:
         self.rng = random.Random(seed)
         self.next = 0  # the index of the next record to measure
 
+    @classmethod
+    def measuring(cls, every: int | None, expected_rate: float = 500_000.0) -> Sampler:
+        """One record in about `every`, or with None adaptive: starting as sparse as `expected_rate`
+        (records/s, e.g. a throughput cap) needs, until the first rate is observed."""
+        if every is not None:
+            return cls(every)
+        sampler = cls(1, adaptive=True)
+        sampler.adapt(expected_rate)
+        return sampler
+
     def pick(self, index: int) -> None:
         """Choose the next record to measure after `index` (the one just measured)."""
         k = self.every
@@ -270,119 +272,3 @@ class Sampler:
             return
         wanted = max(1, math.ceil(rate / self.target))
         self.every = 1 << (wanted - 1).bit_length()
-
-
-# -- parsing -----------------------------------------------------------------------------------------
-_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)(ms|s|m|h|d))", re.IGNORECASE)
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
-
-def parse_duration(text: str) -> float:
-    """Seconds from `30s`, `1.5s`, `500ms`, `5m`, `1h30m`, `2d`, or a bare number of seconds.
-
-    Raises ValueError with a message for anything else (or a negative value)."""
-    value = text.strip().lower()
-    if not value:
-        raise ValueError("expected a duration such as 30s, 500ms, 5m or 1h30m, got an empty value")
-    try:
-        seconds = float(value)
-    except ValueError:
-        pass
-    else:
-        if not math.isfinite(seconds) or seconds < 0:
-            raise ValueError(f"expected a non-negative duration, got {text!r}")
-        return seconds
-    position = 0
-    total = 0.0
-    for match in _DURATION.finditer(value):
-        if match.start() != position:
-            break
-        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-        position = match.end()
-    if position != len(value) or position == 0:
-        raise ValueError(f"expected a duration such as 30s, 500ms, 5m or 1h30m, got {text!r}")
-    return total
-
-
-@dataclass(frozen=True)
-class Warmup:
-    """The warm-up: the first `records` records, or the first `seconds` seconds (one of them)."""
-
-    records: int = 0
-    seconds: float = 0.0
-
-    def __str__(self) -> str:
-        if self.seconds:
-            return f"{self.seconds:g}s"
-        return f"{self.records} records"
-
-    @property
-    def none(self) -> bool:
-        return not self.records and not self.seconds
-
-
-def parse_warmup(text: str) -> Warmup:
-    """`--warmup`: a record count (`10000`) or a duration with a unit (`5s`, `500ms`, `1m`)."""
-    value = text.strip()
-    if value.isdigit():
-        return Warmup(records=int(value))
-    try:
-        return Warmup(seconds=parse_duration(value))
-    except ValueError:
-        raise ValueError(
-            f"expected a number of records (10000) or a duration with a unit (5s, 1m), got {text!r}"
-        ) from None
-
-
-# -- payloads ----------------------------------------------------------------------------------------
-_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-
-
-def make_payload(size: int, seed: int | None = None) -> bytes:
-    """`size` random letters and digits, generated once (compressible about as much as text, like the
-    random uppercase payload of kafka-producer-perf-test.sh)."""
-    rng = random.Random(seed)
-    return bytes(rng.choice(_ALPHABET) for _ in range(size))
-
-
-def make_keys(count: int, size: int | None) -> list[bytes]:
-    """`count` distinct keys: zero-padded decimal numbers, `size` bytes each (default: the width of
-    the largest). Raises ValueError when `size` is too small for `count` distinct keys."""
-    width = len(str(max(count - 1, 0)))
-    if size is None:
-        size = width
-    if size < width:
-        raise ValueError(f"{count} distinct keys need at least {width} bytes each, not {size}")
-    return [str(i).zfill(size).encode("ascii") for i in range(count)]
-
-
-# -- formatting --------------------------------------------------------------------------------------
-def human_count(value: float) -> str:
-    """`950`, `12.3k`, `4.56M`: a count or rate for the live display."""
-    magnitude = abs(value)
-    if magnitude >= 1e9:
-        return f"{value / 1e9:.2f}G"
-    if magnitude >= 1e6:
-        return f"{value / 1e6:.2f}M"
-    if magnitude >= 1e4:
-        return f"{value / 1e3:.1f}k"
-    return f"{value:.0f}"
-
-
-def interval_line(elapsed: float, interval: Interval, *, latency: bool, warmup: bool = False) -> str:
-    """One progress line, in the manner of Kafka's perf tools::
-
-    5.0s: 1000234 records, 200046.8 records/s (19.08 MB/s), latency avg 3.21 ms, max 45.02 ms
-    """
-    line = (
-        f"{elapsed:.1f}s: {interval.records} records, {interval.records_per_s:.1f} records/s "
-        f"({interval.mb_per_s:.2f} MB/s)"
-    )
-    if latency:
-        if interval.latency_avg_ms is None or interval.latency_max_ms is None:
-            line += ", latency avg - ms, max - ms"
-        else:
-            line += f", latency avg {interval.latency_avg_ms:.2f} ms, max {interval.latency_max_ms:.2f} ms"
-    if warmup:
-        line += " (warm-up)"
-    return line

@@ -1,0 +1,124 @@
+"""The console consumer: read records from assigned partitions up to each one's range end (or
+forever, or a count), or as a member of a consumer group, handing each record to the caller.
+
+Offset ranges come from `kctl.client.offsets_spec`; `default_spec` is the start the console
+consumer takes without `--offset`. A partition whose end is reached is paused; the loop ends when
+every bounded partition is done and none is unbounded. `on_idle` is called after a poll that
+returned nothing (the CLI checks there whether its reader went away).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from kctl.client import GroupConsumer, TopicPartition
+from kctl.client.consumer import Consumer
+from kctl.client.fetcher import ConsumerRecord
+from kctl.client.offsets_spec import OffsetRange
+
+RecordSink = Callable[[ConsumerRecord], None]
+
+
+def default_spec(offset: str | None, until: str | None) -> str:
+    """The start without an explicit one: `end` (new records, as kcat and kafka-console-consumer
+    do), but `beginning` when an end is given (`--until end` alone dumps what is there)."""
+    if offset is not None:
+        return offset
+    return "beginning" if until is not None else "end"
+
+
+def _nothing() -> None:
+    pass
+
+
+class ReadLoop:
+    """Polls the consumer and hands records to `write` until every partition reached its range's
+    end, `max_records` records were written, or forever. A partition whose end is reached is paused."""
+
+    def __init__(
+        self,
+        consumer: Consumer,
+        ranges: dict[TopicPartition, OffsetRange],
+        write: RecordSink,
+        max_records: int | None,
+        on_idle: Callable[[], None] = _nothing,
+    ) -> None:
+        self.consumer = consumer
+        self.write = write
+        self.max_records = max_records
+        self.on_idle = on_idle
+        self.count = 0
+        self.bounded = {
+            tp: r for tp, r in ranges.items() if r.stop is not None or r.stop_timestamp is not None
+        }
+        self.follow = len(self.bounded) < len(ranges)  # some partition has no end
+        self.done: set[TopicPartition] = {tp for tp, r in self.bounded.items() if r.empty}
+
+    def finished(self) -> bool:
+        if self.max_records is not None and self.count >= self.max_records:
+            return True
+        return not self.follow and len(self.done) >= len(self.bounded)
+
+    def _finish(self, tp: TopicPartition) -> None:
+        self.done.add(tp)
+        self.consumer.pause([tp])
+
+    def run(self) -> int:
+        """Read until finished; returns the number of records written."""
+        consumer, write, bounded, done = self.consumer, self.write, self.bounded, self.done
+        if self.done:
+            consumer.pause(list(self.done))
+        while not self.finished():
+            records = consumer.poll(1.0)
+            if not records:
+                self.on_idle()
+            for record in records:
+                end = None
+                if bounded:
+                    tp = TopicPartition(record.topic, record.partition)
+                    if tp in done:
+                        continue
+                    end = bounded.get(tp)
+                    if end is not None and end.reached(record.offset, record.timestamp):
+                        self._finish(tp)
+                        continue
+                write(record)
+                self.count += 1
+                if self.max_records is not None and self.count >= self.max_records:
+                    return self.count
+                if end is not None and end.stop is not None and record.offset + 1 >= end.stop:
+                    self._finish(tp)
+            for tp, end in bounded.items():  # ends reached without a record (control batches, gaps)
+                if tp not in done and end.stop is not None and consumer.position(tp) >= end.stop:
+                    self._finish(tp)
+        return self.count
+
+
+def consume_as_group(
+    bootstrap: str,
+    properties: dict[str, str],
+    names: Sequence[str],
+    pattern: str | None,
+    write: RecordSink,
+    max_records: int | None,
+    on_idle: Callable[[], None] = _nothing,
+) -> int:
+    """Read as a member of the group (`properties` has group.id) the named topics or those matching
+    `pattern` until `max_records` or an interrupt; offsets are committed as it goes
+    (enable.auto.commit) and when it leaves the group. Returns the number of records written."""
+    count = 0
+    consumer = GroupConsumer(bootstrap, properties)
+    with consumer:
+        if pattern is not None:
+            consumer.subscribe(pattern=pattern)
+        else:
+            consumer.subscribe(list(names))
+        while max_records is None or count < max_records:
+            records = consumer.poll(1.0, max_records=None if max_records is None else max_records - count)
+            if not records:
+                on_idle()
+            for record in records:
+                write(record)
+                count += 1
+        consumer.commit()
+    return count

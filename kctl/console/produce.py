@@ -1,0 +1,226 @@
+"""The console producer: records parsed from lines of input and sent in input order, each outcome
+reported in input order.
+
+Input formats: `line_parser` makes one record of every line (optionally `KEY<SEP>VALUE`, a null
+marker for tombstones); `jsonl_parser` reads the JSON envelope of `kctl.console.formats` (what the
+console consumer writes). `ProduceSession` sends parsed records as they come (constant memory: the
+producer's `buffer.memory` applies back-pressure) and hands each outcome, in input order, to the
+caller's `on_delivered` / `on_error`.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
+
+from kctl.client import KafkaError
+from kctl.client.producer import Producer, RecordFuture, RecordMetadata
+from kctl.console.formats import bytes_from_json
+
+MAX_UNREPORTED = 1_000_000
+"""Records sent whose outcome is not reported yet (kept in input order); more make reading wait."""
+
+Headers = list[tuple[str, bytes | None]]
+
+
+class InputRecord(NamedTuple):
+    """One record parsed from input; partition and timestamp None: the producer picks them."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: Headers
+    partition: int | None = None
+    timestamp: int | None = None
+
+
+Parser = Callable[[bytes], InputRecord | None]
+"""Parses one line of input into a record, or None for a line to skip; raises InputError."""
+
+
+class InputError(ValueError):
+    """A line that is not a record."""
+
+
+class StoppedReading(Exception):
+    """The producer refused a record (its buffer stayed full: the broker is gone); reading stopped."""
+
+    def __init__(self, line: int) -> None:
+        super().__init__(f"stopped reading at line {line}")
+        self.line = line
+
+
+def parse_header(text: str) -> tuple[str, bytes]:
+    """A `KEY=VALUE` header (the value UTF-8 encoded); ValueError for anything else."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise ValueError("expected KEY=VALUE")
+    return key, value.encode("utf-8")
+
+
+def _strip_newline(line: bytes) -> bytes:
+    return line[:-1] if line.endswith(b"\n") else line
+
+
+def line_parser(key_separator: bytes | None, null_marker: bytes | None, headers: Headers) -> Parser:
+    """Lines: the line is the value; with a separator, the key is what precedes its first
+    occurrence (a line without it has a null key); a value equal to the null marker is null.
+    Every record gets `headers`."""
+
+    def parse(line: bytes) -> InputRecord:
+        line = _strip_newline(line)
+        key: bytes | None = None
+        value: bytes | None = line
+        if key_separator is not None:
+            before, found, after = line.partition(key_separator)
+            if found:
+                key, value = before, after
+        if null_marker is not None and value == null_marker:
+            value = None
+        return InputRecord(key, value, headers)
+
+    return parse
+
+
+def _json_bytes(document: dict[str, Any], field: str) -> bytes | None:
+    value = document.get(field)
+    if value is None:
+        return None
+    try:
+        return bytes_from_json(value)
+    except (ValueError, TypeError) as error:  # binascii.Error is a ValueError
+        raise InputError(f'"{field}": {error}') from None
+
+
+def _json_headers(raw: Any) -> Headers:
+    if raw is None:
+        return []
+    items = raw.items() if isinstance(raw, dict) else raw
+    if not isinstance(raw, dict | list):
+        raise InputError('"headers" must be a list of [key, value] pairs or an object')
+    headers: Headers = []
+    for item in items:
+        if not isinstance(item, list | tuple) or len(item) != 2 or not isinstance(item[0], str):
+            raise InputError(f'"headers": expected [key, value] with a string key, got {item!r}')
+        name, value = item
+        try:
+            headers.append((name, None if value is None else bytes_from_json(value)))
+        except (ValueError, TypeError) as error:
+            raise InputError(f'"headers": {name!r}: {error}') from None
+    return headers
+
+
+def jsonl_parser(keep_partition: bool, keep_timestamp: bool, extra: Headers) -> Parser:
+    """JSON lines: {"key", "value", "headers", "partition", "timestamp", ...} (other fields, e.g.
+    topic and offset, are ignored; "partition" and "timestamp" only when kept); `extra` headers are
+    added to each record's own; a blank line is skipped (None)."""
+
+    def parse(line: bytes) -> InputRecord | None:
+        text = line.strip()
+        if not text:
+            return None
+        try:
+            document = json.loads(text)
+        except (ValueError, UnicodeDecodeError) as error:
+            raise InputError(f"invalid JSON: {error}") from None
+        if not isinstance(document, dict):
+            raise InputError(f"expected a JSON object, got {type(document).__name__}")
+        key = _json_bytes(document, "key")
+        value = _json_bytes(document, "value")
+        headers = _json_headers(document.get("headers"))
+        if extra:
+            headers += extra
+        partition = None
+        if keep_partition:
+            partition = document.get("partition")
+            if partition is not None and (type(partition) is not int or partition < 0):
+                raise InputError(f'"partition" must be an integer >= 0, got {partition!r}')
+        timestamp = None
+        if keep_timestamp:
+            timestamp = document.get("timestamp")
+            if timestamp is not None and type(timestamp) is not int:
+                raise InputError(f'"timestamp" must be an integer (ms since the epoch), got {timestamp!r}')
+            if timestamp is not None and timestamp < 0:
+                timestamp = None
+        return InputRecord(key, value, headers, partition, timestamp)
+
+    return parse
+
+
+class ProduceSession:
+    """Sends parsed records to one topic and reports each outcome in input order: `on_delivered(line,
+    metadata)` for an acknowledged record, `on_error(line, message)` for a line that is not a record
+    or a record not delivered. `delivered` and `failed` count them."""
+
+    def __init__(
+        self,
+        producer: Producer,
+        topic: str,
+        *,
+        on_error: Callable[[int, str], None],
+        on_delivered: Callable[[int, RecordMetadata], None] | None = None,
+    ) -> None:
+        self.producer = producer
+        self.topic = topic
+        self.on_error = on_error
+        self.on_delivered = on_delivered
+        self.unreported: collections.deque[tuple[int, RecordFuture]] = collections.deque()
+        self.delivered = 0
+        self.failed = 0
+
+    def error(self, line: int, message: str) -> None:
+        self.failed += 1
+        self.on_error(line, message)
+
+    def _finish(self, line: int, future: RecordFuture) -> None:
+        error = future.exception()
+        if error is not None:
+            self.error(line, f"not delivered: {error}")
+            return
+        self.delivered += 1
+        if self.on_delivered is not None:
+            self.on_delivered(line, future.result())
+
+    def finish(self) -> None:
+        """Wait for every record sent and report the outcomes not reported yet."""
+        self.producer.flush()
+        while self.unreported:
+            self._finish(*self.unreported.popleft())
+
+    def run(self, lines: Iterable[tuple[int, bytes]], parse: Parser, partition: int | None = None) -> None:
+        """Parse and send every (line number, line); report outcomes as they come (in input order).
+        `partition`, when given, wins over the records' own. Raises StoppedReading when the
+        producer refuses a record (the outcomes of those sent are reported by `finish`)."""
+        send, topic = self.producer.send, self.topic
+        unreported = self.unreported
+        remember, oldest, finish = unreported.append, unreported.popleft, self._finish
+        for number, line in lines:
+            try:
+                record = parse(line)
+            except InputError as error:
+                self.error(number, str(error))
+                continue
+            if record is None:
+                continue
+            key, value, headers, record_partition, timestamp = record
+            try:
+                future = send(
+                    topic,
+                    value,
+                    key,
+                    headers or None,
+                    partition if partition is not None else record_partition,
+                    timestamp,
+                )
+            except (TypeError, ValueError) as error:
+                self.error(number, str(error))
+                continue
+            except KafkaError as error:  # the buffer stayed full (broker gone): stop reading
+                self.error(number, f"not sent: {error}")
+                raise StoppedReading(number) from None
+            remember((number, future))
+            while unreported and unreported[0][1].done():
+                finish(*oldest())
+            if len(unreported) > MAX_UNREPORTED:
+                finish(*oldest())  # waits for the oldest
