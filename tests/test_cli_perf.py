@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from broker_process import BrokerProcess
 from raw_kafka import running_broker, unique
 
 from kctl.client import AdminClient, NewTopic, TopicPartition
@@ -38,8 +37,7 @@ from kctl.commands.perf_stats import (
     parse_warmup,
 )
 from kctl.commands.perf_stats import Interval as IntervalFigures
-
-pytest_plugins = ("broker_process",)
+from kctl.testing import BrokerProcess
 
 PARTITIONS = 3
 SUMMARY_KEYS = {

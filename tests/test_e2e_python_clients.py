@@ -13,7 +13,6 @@ from typing import Any
 
 import confluent_kafka as ck
 import pytest
-from broker_process import BrokerProcess
 from confluent_kafka.admin import (
     AdminClient,
     ConfigResource,
@@ -35,6 +34,7 @@ from raw_kafka import running_broker, unique, wait_until
 
 from kctl.log.inspect import read_batches
 from kctl.log.naming import partition_dir_name
+from kctl.testing import BrokerProcess
 
 T0 = 1_700_000_000_000
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
