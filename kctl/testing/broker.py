@@ -9,9 +9,11 @@
 The broker listens on 127.0.0.1 on a port the kernel picks (``listeners=PLAINTEXT://127.0.0.1:0``,
 so two brokers never race for one port) and keeps that port across restarts. ``properties`` are
 broker properties passed as ``-X key=value`` and win over the defaults (``listeners``, ``log.dirs``).
-``start()`` waits, until a deadline and without sleeping, for the bootstrap address the broker prints
-as its first stdout line; the broker's stderr goes to ``log_file`` and is quoted when it fails to
-start. ``pause()``/``resume()`` send SIGSTOP/SIGCONT: a broker that is alive but does not answer.
+``python -m kctl`` runs in ``cwd`` (default: the data directory's parent), so a checkout's kctl
+is the one started when ``cwd`` is that checkout. ``start()`` waits, until a deadline and without
+sleeping, for the bootstrap address the broker prints as its first stdout line; the broker's stderr
+goes to ``log_file`` and is quoted when it fails to start. ``pause()``/``resume()`` send
+SIGSTOP/SIGCONT: a broker that is alive but does not answer.
 """
 
 from __future__ import annotations
@@ -49,12 +51,14 @@ class BrokerProcess:
         log_file: Path | None = None,
         host: str = "127.0.0.1",
         python: str = sys.executable,
+        cwd: Path | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.properties = {key: str(value) for key, value in (properties or {}).items()}
         self.host = host
         self.port = 0
         self.python = python
+        self.cwd = Path(cwd) if cwd is not None else None  # None: the data directory's parent
         self.log_file = (
             Path(log_file) if log_file is not None else self.data_dir.with_name(self.data_dir.name + ".log")
         )
@@ -112,7 +116,7 @@ class BrokerProcess:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=log,
-                cwd=self.data_dir.parent,
+                cwd=self.cwd or self.data_dir.parent,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
         try:
