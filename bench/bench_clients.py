@@ -30,18 +30,20 @@ import json
 import os
 import platform
 import resource
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench_broker_subprocess import Broker
-
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from kctl.testing import BrokerProcess  # noqa: E402 - this checkout's kctl (ROOT is on sys.path)
 
 CLIENTS = ("kctl", "confluent", "aiokafka", "kafka-python")
 
@@ -331,20 +333,31 @@ def _peer_encode(builder_class: Any) -> None:
     builder.build()
 
 
-def run_client(args: argparse.Namespace, name: str, broker: Broker, topic: str) -> dict[str, float] | str:
+def stored_records(bootstrap: str, topic: str, partitions: int) -> int:
+    """How many records the topic holds (the sum of its partitions' end offsets)."""
+    from kctl.client import AdminClient, TopicPartition
+
+    with AdminClient(bootstrap) as admin:
+        wanted = [TopicPartition(topic, p) for p in range(partitions)]
+        return sum(result.offset for result in admin.list_offsets(wanted, "latest").values())
+
+
+def run_client(
+    args: argparse.Namespace, name: str, broker: BrokerProcess, topic: str
+) -> dict[str, float] | str:
     command = [
         sys.executable, str(Path(__file__).resolve()), "--worker", name, "--topic", topic,
         "--bootstrap", broker.bootstrap, "--records", str(args.records), "--size", str(args.size),
         "--acks", str(args.acks), "--linger-ms", str(args.linger_ms), "--batch-size", str(args.batch_size),
         "--compression", args.compression,
     ] + (["--keys"] if args.keys else []) + (["--callbacks"] if args.callbacks else [])  # fmt: skip
-    broker_cpu = broker.cpu()
+    broker_cpu = broker.cpu_seconds()
     result = subprocess.run(command, capture_output=True, timeout=900, check=False, cwd=ROOT)
     if result.returncode != 0:
         return result.stderr.decode(errors="replace").strip().splitlines()[-1]
     outcome = json.loads(result.stdout.decode().strip().splitlines()[-1])
-    outcome["broker_cpu"] = broker.cpu() - broker_cpu
-    stored = broker.records(topic)
+    outcome["broker_cpu"] = broker.cpu_seconds() - broker_cpu
+    stored = stored_records(broker.bootstrap, topic, args.partitions)
     if stored != args.records + 1:
         return f"the topic holds {stored} records, not {args.records + 1}"
     return outcome
@@ -406,7 +419,8 @@ def main() -> None:
             print(f"  {label:<32} {rate:>12,.0f} records/s")
 
     print("\n## produce to one kctl broker (the same broker for every client)")
-    broker = Broker(args.partitions, "kctl-bench-clients-")
+    directory = Path(tempfile.mkdtemp(prefix="kctl-bench-clients-"))
+    broker = BrokerProcess(directory / "data", {"num.partitions": str(args.partitions)}, cwd=ROOT).start()
     results: dict[str, dict[str, float]] = {}
     try:
         for run in range(args.repeat):
@@ -423,7 +437,8 @@ def main() -> None:
                 if best is None or outcome["seconds"] < best["seconds"]:
                     results[name] = outcome
     finally:
-        broker.stop()
+        broker.stop(timeout=60)
+        shutil.rmtree(directory, ignore_errors=True)
     mb = args.records * args.size / 1e6
     reference = results.get("aiokafka")
     header = ("client", "records/s", "MB/s", "seconds", "cpu", "broker cpu", "vs aiokafka")

@@ -33,17 +33,19 @@ import json
 import os
 import platform
 import resource
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench_broker_subprocess import Broker
-
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from kctl.testing import BrokerProcess  # noqa: E402 - this checkout's kctl (ROOT is on sys.path)
 
 CLIENTS = ("kctl", "confluent", "aiokafka", "kafka-python")
 TOPIC = "bench-consume"
@@ -264,12 +266,14 @@ def _check_produce(response: Any) -> None:
                 raise RuntimeError(f"preload failed: error {part.error_code} {part.error_message}")
 
 
-def run_client(args: argparse.Namespace, name: str, bootstrap: str, broker: Broker) -> dict[str, float] | str:
+def run_client(
+    args: argparse.Namespace, name: str, bootstrap: str, broker: BrokerProcess
+) -> dict[str, float] | str:
     command = [
         sys.executable, str(Path(__file__).resolve()), "--worker", name, "--bootstrap", bootstrap,
         "--topic", TOPIC, "--records", str(args.records), "--partitions", str(args.partitions),
     ] + (["--profile"] if args.profile_run else [])  # fmt: skip
-    broker_cpu = broker.cpu()
+    broker_cpu = broker.cpu_seconds()
     result = subprocess.run(command, capture_output=True, timeout=900, check=False, cwd=ROOT)
     if result.returncode != 0:
         lines = result.stderr.decode(errors="replace").strip().splitlines()
@@ -277,7 +281,7 @@ def run_client(args: argparse.Namespace, name: str, bootstrap: str, broker: Brok
     if args.profile_run:
         print(result.stderr.decode(errors="replace"))
     outcome = json.loads(result.stdout.decode().strip().splitlines()[-1])
-    outcome["broker_cpu"] = broker.cpu() - broker_cpu
+    outcome["broker_cpu"] = broker.cpu_seconds() - broker_cpu
     if outcome["records"] != args.records or outcome["bytes"] != args.records * args.size:
         return f"read {outcome['records']} records ({outcome['bytes']} bytes), expected {args.records}"
     return outcome
@@ -323,7 +327,8 @@ def main() -> None:
         f"# {args.records:,} records of {args.size} B, no key, batches of {args.batch_records}, "
         f"compression={args.compression}, {args.partitions} partition(s); best of {args.repeat}"
     )
-    broker = Broker(args.partitions, "kctl-bench-consumer-")
+    directory = Path(tempfile.mkdtemp(prefix="kctl-bench-consumer-"))
+    broker = BrokerProcess(directory / "data", {"num.partitions": str(args.partitions)}, cwd=ROOT).start()
     results: dict[str, dict[str, float]] = {}
     try:
         started = time.perf_counter()
@@ -349,7 +354,8 @@ def main() -> None:
             run_client(args, "kctl", broker.bootstrap, broker)
             args.profile_run = False
     finally:
-        broker.stop()
+        broker.stop(timeout=60)
+        shutil.rmtree(directory, ignore_errors=True)
     reference = results.get("aiokafka")
     header = ("client", "records/s", "MB/s", "seconds", "cpu", "rec/CPU-s", "broker cpu", "vs aiokafka")
     print("  {:<14} {:>12} {:>8} {:>8} {:>6} {:>12} {:>11} {:>12}".format(*header))

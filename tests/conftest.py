@@ -1,4 +1,5 @@
-"""Shared test helpers: record batches built with kctl's own builder, and a log factory."""
+"""Shared test helpers: record batches built with kctl's own builder, a log factory, and the
+kctl.testing pytest plugin (broker and ZooKeeper fixtures, markers) registered for every test module."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from kctl.log.config import LogConfig
 from kctl.log.log import Log
 from kctl.log.naming import TopicPartition
 from kctl.records.builder import RecordBatchBuilder
+
+# kctl's test harness: the zookeeper, broker and local_cluster_factory fixtures and the zk/e2e markers.
+pytest_plugins = ["kctl.testing.pytest_plugin"]
 
 
 def make_batch(

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from broker_process import BrokerProcess
 
 import kctl.protocol as kp
 from kctl.protocol.messages.api_versions import ApiVersionsRequest
@@ -29,6 +28,7 @@ from kctl.protocol.messages.create_topics import CreatableTopic, CreatableTopicC
 from kctl.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 from kctl.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from kctl.records.builder import RecordBatchBuilder
+from kctl.testing import BrokerProcess
 
 IO_TIMEOUT = 10.0
 KCAT = "/usr/bin/kcat"

@@ -240,7 +240,7 @@ def test_sticky_trusts_the_highest_generation_and_drops_conflicting_claims() -> 
 
 
 def test_sticky_reads_kafka_python_user_data() -> None:
-    kp = pytest.importorskip("kafka.coordinator.assignors.sticky.sticky_assignor")
+    from kafka.coordinator.assignors.sticky import sticky_assignor as kp
     from kafka.structs import TopicPartition as KpTopicPartition
 
     subscription = kp.StickyPartitionAssignor._metadata(

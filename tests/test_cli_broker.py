@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from kctl.broker.config import BrokerConfig
 
 
@@ -29,6 +31,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
+@pytest.mark.e2e  # starts `kctl broker start --daemon` and kcat
 def test_daemon_start_serves_and_stop_ends_it(tmp_path: Path) -> None:
     data = tmp_path / "data"
     props = ["-X", "listeners=PLAINTEXT://127.0.0.1:0", "-X", f"log.dirs={data}"]
@@ -49,6 +52,7 @@ def test_daemon_start_serves_and_stop_ends_it(tmp_path: Path) -> None:
     assert again.returncode == 3
 
 
+@pytest.mark.e2e  # starts `kctl broker start --daemon` and kcat
 def test_second_broker_on_the_same_data_dir_is_refused(tmp_path: Path) -> None:
     data = tmp_path / "data"
     props = ["-X", "listeners=PLAINTEXT://127.0.0.1:0", "-X", f"log.dirs={data}"]
@@ -61,6 +65,7 @@ def test_second_broker_on_the_same_data_dir_is_refused(tmp_path: Path) -> None:
         assert kctl("broker", "stop", *props).returncode == 0
 
 
+@pytest.mark.e2e  # starts `kctl broker start --daemon` and kcat
 def test_retention_runs_on_the_broker_schedule(tmp_path: Path) -> None:
     data = tmp_path / "data"
     props = [

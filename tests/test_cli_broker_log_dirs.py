@@ -13,9 +13,7 @@ from kctl.client import TopicPartition
 from kctl.log.naming import partition_dir_name
 
 if TYPE_CHECKING:
-    from broker_process import BrokerProcess
-
-pytest_plugins = ("broker_process",)
+    from kctl.testing import BrokerProcess
 
 
 def kctl(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

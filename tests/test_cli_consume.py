@@ -19,10 +19,10 @@ from typing import Any
 
 import confluent_kafka as ck
 import pytest
-from broker_process import BrokerProcess
 from raw_kafka import kcat, running_broker, unique
 
 from kctl.client import AdminClient, NewTopic, TopicPartition
+from kctl.testing import BrokerProcess
 
 PARTITIONS = 3
 T0 = 1_700_000_000_000  # 2023-11-14T22:13:20Z

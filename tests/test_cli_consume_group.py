@@ -7,8 +7,6 @@ import os
 import subprocess
 import sys
 
-pytest_plugins = ("broker_process",)
-
 GROUP_BROKER = {
     "group.initial.rebalance.delay.ms": "0",
     "group.min.session.timeout.ms": "1000",

@@ -14,11 +14,11 @@ from typing import Any
 
 import confluent_kafka as ck
 import pytest
-from broker_process import BrokerProcess
 from raw_kafka import running_broker, unique
 
 from kctl.client import AdminClient, NewTopic, TopicPartition
 from kctl.client.group_consumer import GroupConsumer
+from kctl.testing import BrokerProcess
 
 pytestmark = pytest.mark.timeout(180)
 

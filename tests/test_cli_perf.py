@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from broker_process import BrokerProcess
 from raw_kafka import running_broker, unique
 
 from kctl.client import AdminClient, NewTopic, TopicPartition
@@ -27,8 +26,7 @@ from kctl.commands.perf import interval_line
 from kctl.perf.stats import BUCKETS, LatencyHistogram, Sampler, _bucket_index, _bucket_range
 from kctl.perf.stats import Interval as IntervalFigures
 from kctl.perf.workload import TokenBucket, Warmup, make_keys, make_payload, parse_duration, parse_warmup
-
-pytest_plugins = ("broker_process",)
+from kctl.testing import BrokerProcess
 
 PARTITIONS = 3
 SUMMARY_KEYS = {

@@ -14,13 +14,11 @@ from typing import Any
 
 import confluent_kafka as ck
 import pytest
-from broker_process import BrokerProcess
 from raw_kafka import dump_batches, kcat, running_broker, unique
 
 from kctl.client import AdminClient, NewTopic
 from kctl.client.partitioner import murmur2_partition
-
-pytest_plugins = ("broker_process",)
+from kctl.testing import BrokerProcess
 
 TIMEOUT = 60.0
 T0 = 1_700_000_000_000

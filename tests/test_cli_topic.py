@@ -19,9 +19,7 @@ from kctl.protocol.messages.produce import PartitionProduceData, ProduceRequest,
 from kctl.records.builder import RecordBatchBuilder
 
 if TYPE_CHECKING:
-    from broker_process import BrokerProcess
-
-pytest_plugins = ("broker_process",)
+    from kctl.testing import BrokerProcess
 
 
 def kctl(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

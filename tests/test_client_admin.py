@@ -32,9 +32,7 @@ from kctl.protocol.messages.produce import PartitionProduceData, ProduceRequest,
 from kctl.records.builder import RecordBatchBuilder
 
 if TYPE_CHECKING:
-    from broker_process import BrokerProcess
-
-pytest_plugins = ("broker_process",)
+    from kctl.testing import BrokerProcess
 
 T0 = 1_700_000_000_000
 

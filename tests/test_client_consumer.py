@@ -15,7 +15,6 @@ from typing import Any
 
 import confluent_kafka as ck
 import pytest
-from broker_process import BrokerProcess
 from raw_kafka import kcat, produce, running_broker, unique
 
 from kctl.client import (
@@ -37,6 +36,7 @@ from kctl.records.builder import RecordBatchBuilder
 from kctl.records.header import HEADER_SIZE, InvalidRecordBatch, iter_headers, parse_header, write_crc
 from kctl.records.reader import decode_batch
 from kctl.records.record import ControlRecord, ControlRecordType
+from kctl.testing import BrokerProcess
 
 PARTITIONS = 3
 T0 = 1_700_000_000_000

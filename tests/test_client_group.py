@@ -27,8 +27,9 @@ from typing import Any
 import pytest
 
 if __name__ != "__main__":
-    from broker_process import BrokerProcess
     from raw_kafka import running_broker, unique
+
+    from kctl.testing import BrokerProcess
 
 from kctl.client import AdminClient, NewTopic, TopicPartition
 from kctl.client.group import CommitFailedError, GroupMembership

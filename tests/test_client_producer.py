@@ -17,9 +17,7 @@ from typing import Any
 
 import confluent_kafka as ck
 import pytest
-from broker_process import BrokerProcess
 from raw_kafka import dump_batches, kcat, running_broker, unique
-from zookeeper_server import ZooKeeperServer, zookeeper  # noqa: F401
 
 from kctl.client import (
     AdminClient,
@@ -39,8 +37,7 @@ from kctl.client.producer import (
     RecordMetadata,
 )
 from kctl.protocol import ErrorCode
-
-pytest_plugins = ("broker_process",)
+from kctl.testing import BrokerProcess, ZooKeeperServer
 
 TIMEOUT = 30.0
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
@@ -562,7 +559,7 @@ def test_a_refused_batch_does_not_take_the_following_ones_with_it(shared: Broker
     assert epoch >= 1  # the sequence numbers were reset
 
 
-def test_partitions_led_by_different_brokers(tmp_path: Path, zookeeper: ZooKeeperServer) -> None:  # noqa: F811
+def test_partitions_led_by_different_brokers(tmp_path: Path, zookeeper: ZooKeeperServer) -> None:
     """Two brokers (ZooKeeper mode): each Produce request goes to the leader of its partitions."""
     chroot = zookeeper.hosts + f"/kctl-producer-{uuid.uuid4().hex[:8]}"
     brokers = [

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from broker_process import BrokerProcess
 from raw_kafka import (
     RawConnection,
     api_versions,
@@ -47,6 +46,7 @@ from kctl.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopi
 from kctl.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 from kctl.protocol.messages.produce import ProduceResponse
 from kctl.records.builder import RecordBatchBuilder
+from kctl.testing import BrokerProcess
 
 MAX_REQUEST = 1_048_576
 MAX_MESSAGE = 65_536

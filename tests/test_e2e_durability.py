@@ -16,7 +16,6 @@ from pathlib import Path
 
 import confluent_kafka as ck
 import pytest
-from broker_process import BrokerProcess
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, ResourceType
 from raw_kafka import (
     RawConnection,
@@ -33,6 +32,7 @@ from raw_kafka import (
 import kctl.protocol as kp
 from kctl.protocol.messages.init_producer_id import InitProducerIdRequest
 from kctl.records.builder import RecordBatchBuilder
+from kctl.testing import BrokerProcess
 
 T0 = 1_700_000_000_000
 SEGMENT_BYTES = 64 * 1024  # small segments: production rolls several, recovery sees more than one

@@ -11,8 +11,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from broker_process import BrokerProcess
 from raw_kafka import dump_batches, kcat, running_broker, unique
+
+from kctl.testing import BrokerProcess
 
 PARTITIONS = 3  # num.partitions of the module's broker: every auto-created topic has 3 partitions
 

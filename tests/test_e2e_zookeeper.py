@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from broker_process import BrokerProcess
 from kazoo.client import KazooClient
 from raw_kafka import RawConnection, create_topic, kcat, metadata, produce, record_batch, unique, wait_until
-from zookeeper_server import ZooKeeperServer, zookeeper  # noqa: F401
+
+from kctl.testing import BrokerProcess, ZooKeeperServer
 
 
 @pytest.fixture
@@ -24,7 +24,7 @@ def chroot() -> str:
 
 
 @pytest.fixture
-def zk(zookeeper: ZooKeeperServer, chroot: str) -> Iterator[KazooClient]:  # noqa: F811
+def zk(zookeeper: ZooKeeperServer, chroot: str) -> Iterator[KazooClient]:
     """A kazoo client looking at the broker's chroot."""
     client = KazooClient(hosts=zookeeper.hosts + chroot, timeout=10)
     client.start(timeout=15)
@@ -36,7 +36,7 @@ def zk(zookeeper: ZooKeeperServer, chroot: str) -> Iterator[KazooClient]:  # noq
 
 
 @pytest.fixture
-def zk_broker(tmp_path: Path, zookeeper: ZooKeeperServer, chroot: str) -> Iterator[BrokerProcess]:  # noqa: F811
+def zk_broker(tmp_path: Path, zookeeper: ZooKeeperServer, chroot: str) -> Iterator[BrokerProcess]:
     broker = BrokerProcess(
         tmp_path / "data",
         {

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from broker_process import BrokerProcess
 from group_clients import BROKER_PROPERTIES, clean_leave_scenario, crash_scenario
 from raw_kafka import running_broker
+
+from kctl.testing import BrokerProcess
 
 pytestmark = pytest.mark.timeout(120)
 

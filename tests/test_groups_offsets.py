@@ -18,7 +18,6 @@ from typing import Any
 
 import confluent_kafka as ck
 import pytest
-from broker_process import START_TIMEOUT, BrokerProcess
 from confluent_kafka.admin import AdminClient
 from group_clients import (
     BROKER_PROPERTIES,
@@ -46,6 +45,7 @@ from kctl.protocol.messages.offset_commit import (
     OffsetCommitRequestTopic,
 )
 from kctl.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRequestGroup
+from kctl.testing.broker import START_TIMEOUT, BrokerProcess
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -60,8 +60,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 
 @pytest.fixture
 def own_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    """A broker of the test's own, for the tests that restart it (like broker_process's broker_factory,
-    without registering that module as a plugin after raw_kafka has imported it)."""
+    """A broker of the test's own, for the tests that restart it."""
     process = BrokerProcess(tmp_path / "data", BROKER_PROPERTIES).start()
     yield process
     process.stop()

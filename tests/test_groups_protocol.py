@@ -18,7 +18,6 @@ from typing import Any
 
 import confluent_kafka as ck
 import pytest
-from broker_process import BrokerProcess
 from group_clients import BROKER_PROPERTIES
 from kafka import KafkaConsumer
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
@@ -37,6 +36,7 @@ from kctl.protocol.messages.offset_commit import (
     OffsetCommitRequestTopic,
 )
 from kctl.protocol.messages.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
+from kctl.testing import BrokerProcess
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -3,8 +3,10 @@
 Each package may import only the kctl packages in its row of ALLOWED (itself and the layers
 below it). The top-level modules (kctl/__init__.py, kctl/properties.py) are the bottom layer:
 anyone may import them, and they import nothing from kctl but each other. kctl/__main__.py is the
-entry point and may import everything. Some packages must also stay free of I/O frameworks
-(FORBIDDEN_EXTERNAL). Imports under `if TYPE_CHECKING:` count too: they are coupling as well.
+entry point and may import everything. kctl/testing (the test harness) is the top layer: it may
+import any layer but kctl.commands, and nothing else under kctl/ imports it. Some packages must also
+stay free of I/O frameworks (FORBIDDEN_EXTERNAL). Imports under `if TYPE_CHECKING:` count too: they
+are coupling as well.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ KCTL = Path(__file__).resolve().parent.parent / "kctl"
 
 TOP_LEVEL = frozenset({"__init__", "properties"})
 EVERYTHING = frozenset(
-    {"records", "log", "protocol", "zk", "client", "broker", "mirror", "spark", "console", "perf", "commands"}
+    {"records", "log", "protocol", "zk", "client", "broker", "console", "perf", "commands"}
 )
 ALLOWED: dict[str, frozenset[str]] = {
     "records": frozenset({"records"}),
@@ -26,11 +28,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     "zk": frozenset({"zk"}),
     "client": frozenset({"client", "protocol", "records", "zk"}),
     "broker": frozenset({"broker", "log", "protocol", "records", "zk"}),
-    "mirror": frozenset({"mirror", "client", "protocol", "records", "zk"}),
-    "spark": frozenset({"spark", "client", "protocol", "records"}),
     "console": frozenset({"console", "client", "protocol", "records", "zk"}),
     "perf": frozenset({"perf", "console", "client", "protocol", "records", "zk"}),
     "commands": EVERYTHING,
+    "testing": (EVERYTHING - {"commands"}) | {"testing"},
     "__main__": EVERYTHING,
 }
 SHARED_COMMAND_MODULES = frozenset({"options", "output", "errors", "clients"})
@@ -134,6 +135,11 @@ def violations(kctl_dir: Path) -> list[str]:
                     f"{where}: a command module may import only kctl.commands."
                     f"{{{','.join(sorted(SHARED_COMMAND_MODULES))}}} of kctl.commands "
                     f"(imports {imp.module})"
+                )
+            elif target == "testing" and layer != "testing":
+                problems.append(
+                    f"{where}: kctl.testing is the top layer: nothing under kctl/ but itself may import "
+                    f"it (imports {imp.module})"
                 )
             elif target not in allowed:
                 problems.append(
@@ -263,3 +269,31 @@ def test_the_load_generators_sit_between_the_client_and_the_commands(tmp_path: P
     assert "kctl/perf/__init__.py:1" not in text
     assert "kctl/commands/perf.py" not in text
     assert "kctl/console/__init__.py:1" not in text
+
+
+def test_checker_reports_imports_of_the_test_harness(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "testing/__init__.py": "from kctl.testing.broker import BrokerProcess\nimport kctl.client\n",
+            "testing/broker.py": "from kctl.broker import server\nfrom kctl.commands import app\n",
+            "commands/__init__.py": "",
+            "commands/app.py": "import kctl.testing\n",
+            "broker/__init__.py": "",
+            "broker/server.py": "from kctl.testing import BrokerProcess\n",
+            "client/__init__.py": "",
+        },
+    )
+    problems = violations(root)
+    assert problems == [
+        "kctl/broker/server.py:1: kctl.testing is the top layer: nothing under kctl/ but itself may import "
+        "it (imports kctl.testing)",
+        "kctl/broker/server.py:1: kctl.testing is the top layer: nothing under kctl/ but itself may import "
+        "it (imports kctl.testing.BrokerProcess)",
+        "kctl/commands/app.py:1: kctl.testing is the top layer: nothing under kctl/ but itself may import "
+        "it (imports kctl.testing)",
+        "kctl/testing/broker.py:2: only kctl/__main__.py and kctl/commands may import kctl.commands "
+        "(imports kctl.commands)",
+        "kctl/testing/broker.py:2: only kctl/__main__.py and kctl/commands may import kctl.commands "
+        "(imports kctl.commands.app)",
+    ], problems

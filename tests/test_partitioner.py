@@ -11,7 +11,6 @@ from collections.abc import Sequence
 
 import confluent_kafka as ck
 import pytest
-from broker_process import BrokerProcess
 from raw_kafka import unique
 
 from kctl.client import AdminClient, NewTopic
@@ -24,8 +23,7 @@ from kctl.client.partitioner import (
     murmur2_partition,
 )
 from kctl.client.producer import Producer
-
-pytest_plugins = ("broker_process",)
+from kctl.testing import BrokerProcess
 
 PARTITIONS = tuple(range(7))
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import inspect
 
+import kafka.errors as kafka_errors
 import pytest
 
 from kctl.protocol.errors import ErrorCode, error_name, is_retriable
-
-kafka_errors = pytest.importorskip("kafka.errors")
 
 # Kafka's CorruptRecordException is a RetriableException; kafka-python marks it non-retriable.
 _KNOWN_RETRIABLE_DIFFERENCES = {2}

@@ -20,11 +20,8 @@ import pkgutil
 import uuid
 from typing import Any
 
-import pytest
-
-pytest.importorskip("kafka.protocol.api_message")
-
 import kafka.protocol.old as kp_old
+import pytest
 from kafka.protocol import admin as kp_admin
 from kafka.protocol import consumer as kp_consumer
 from kafka.protocol import metadata as kp_metadata

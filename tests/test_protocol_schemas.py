@@ -11,12 +11,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import kafka.protocol.schemas as kp_schemas
 import pytest
 
-kp_schemas = pytest.importorskip("kafka.protocol.schemas")
-
-from kctl.protocol.registry import SCHEMAS  # noqa: E402
-from kctl.protocol.types import (  # noqa: E402
+from kctl.protocol.registry import SCHEMAS
+from kctl.protocol.types import (
     ArrayType,
     Field,
     PrimitiveType,

@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from zookeeper_server import Notifications, ZooKeeperServer, zookeeper  # noqa: F401
 
+from kctl.testing import Notifications, ZooKeeperServer
 from kctl.zk import open_registry
 from kctl.zk.embedded import EmbeddedRegistry
 from kctl.zk.model import (
@@ -51,7 +51,7 @@ class Cluster:
             registry.close()
 
 
-@pytest.fixture(params=["embedded", "zookeeper"])
+@pytest.fixture(params=["embedded", pytest.param("zookeeper", marks=pytest.mark.zk)])
 def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
     if request.param == "embedded":
         directory = tmp_path / "metadata"

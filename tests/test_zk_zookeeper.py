@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
-from zookeeper_server import Notifications, ZooKeeperServer, start_zookeeper, zookeeper  # noqa: F401
 
+from kctl.testing import Notifications, ZooKeeperServer, start_zookeeper
 from kctl.zk.model import (
     BrokerIdInUseError,
     BrokerRegistration,
@@ -64,7 +64,7 @@ class Brokers:
 
 
 @pytest.fixture
-def brokers(zookeeper: ZooKeeperServer) -> Iterator[Brokers]:  # noqa: F811
+def brokers(zookeeper: ZooKeeperServer) -> Iterator[Brokers]:
     result = Brokers(zookeeper)
     yield result
     result.close()
@@ -243,7 +243,7 @@ def test_expired_config_change_notifications_are_purged(
     assert brokers.raw.get_children("/config/changes") == ["config_change_0000000003"]
 
 
-def test_chroot_is_created(zookeeper: ZooKeeperServer) -> None:  # noqa: F811
+def test_chroot_is_created(zookeeper: ZooKeeperServer) -> None:
     connect = zookeeper.connect_string(f"deep-{uuid.uuid4().hex[:8]}/a/b")
     assert split_connect(connect)[1].endswith("/a/b")
     with ZooKeeperRegistry(connect) as registry:
@@ -379,7 +379,7 @@ def test_config_changes_written_by_kafka_tools_are_heard(brokers: Brokers) -> No
 
 
 # -- sessions and connections ---------------------------------------------------------------------
-def expire_session(zookeeper: ZooKeeperServer, registry: ZooKeeperRegistry) -> None:  # noqa: F811
+def expire_session(zookeeper: ZooKeeperServer, registry: ZooKeeperRegistry) -> None:
     """Make ZooKeeper expire the registry's session: join it from a second client, then close it."""
     session_id, password = registry.kazoo_client.client_id
     intruder = KazooClient(hosts=zookeeper.hosts, client_id=(session_id, password))
@@ -389,7 +389,7 @@ def expire_session(zookeeper: ZooKeeperServer, registry: ZooKeeperRegistry) -> N
 
 
 def test_the_broker_registers_again_after_session_expiry(
-    zookeeper: ZooKeeperServer,  # noqa: F811
+    zookeeper: ZooKeeperServer,
     brokers: Brokers,
 ) -> None:
     broker, observer = brokers.open(session_timeout_ms=4000), brokers.open()
@@ -454,7 +454,7 @@ def test_connection_loss_makes_the_registry_unavailable_until_it_is_back(tmp_pat
 
 
 def test_no_server_means_unavailable_at_start(tmp_path: Path) -> None:
-    from zookeeper_server import free_port
+    from kctl.testing import free_port
 
     registry = ZooKeeperRegistry(f"127.0.0.1:{free_port()}", connection_timeout_ms=300)
     with pytest.raises(RegistryUnavailableError, match=r"could not connect to ZooKeeper .* within 300 ms"):

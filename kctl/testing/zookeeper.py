@@ -1,20 +1,19 @@
-"""A real ZooKeeper server for tests (the Debian ``zookeeper`` package), and its pytest fixture.
+"""A real, standalone ZooKeeper server for tests (Debian's ``zookeeper`` package), with a chroot helper.
 
-Test modules that need ZooKeeper import the session-scoped fixture::
-
-    from zookeeper_server import zookeeper  # noqa: F401
-
-One standalone server (``ZooKeeperServerMain``) serves the whole test session on 127.0.0.1 and a
-free port, with its data directory under pytest's temporary directory. Tests isolate themselves
-with a chroot of their own (``zookeeper.connect_string()``). The server's classpath is
+One ``ZooKeeperServer`` runs ``ZooKeeperServerMain`` on 127.0.0.1 and a free port, with its config,
+data directory and output under a directory of its own. Tests sharing one server isolate themselves
+with a fresh chroot each (``chroot()``, ``connect_string()``). The classpath is
 ``/usr/share/java/zookeeper.jar``, which is enough: Debian's jar names its dependencies (slf4j-api,
 netty, zookeeper-jute, jetty9, metrics-core, commons-cli/io, jackson, snappy-java) in its manifest
-``Class-Path``; ``slf4j-simple.jar`` is added when present so the server's log (``zookeeper.out``
-in its directory) explains failures. Readiness is the ``srvr`` four-letter
-word reporting a ``Mode`` (the server is serving), polled with a deadline.
+``Class-Path``; ``slf4j-simple.jar`` is added when present so the server's log (``zookeeper.out`` in
+its directory) explains failures. Readiness is the ``srvr`` four-letter word reporting a ``Mode`` (the
+server is serving), polled until a deadline. ``stop()`` then ``start()`` is a restart on the same port
+and data: sessions younger than their timeout survive it.
 
-``Notifications`` is the registry tests' way to wait for a change another process (or ZooKeeper)
-makes: a registry listener that wakes waiters, with a timeout, instead of sleeping.
+    server = ZooKeeperServer(tmp_path / "zk").start()
+    connect = server.connect_string()          # 127.0.0.1:PORT/kctl-test-<random>
+    ...
+    server.stop()
 """
 
 from __future__ import annotations
@@ -23,13 +22,12 @@ import os
 import shutil
 import socket
 import subprocess
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import TracebackType
 
-import pytest
+from kctl.testing import guard
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 SLF4J_SIMPLE_JAR = Path("/usr/share/java/slf4j-simple.jar")  # optional: the server's log, for failures
@@ -38,36 +36,19 @@ START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
 
 
-class Notifications:
-    """A registry listener recording the reasons it is called with; ``wait_for`` blocks until a
-    condition holds, re-checking it after every notification, up to a timeout."""
+class ZooKeeperUnavailableError(RuntimeError):
+    """No Java runtime or no ZooKeeper jar on this machine."""
 
-    def __init__(self) -> None:
-        self.reasons: list[str] = []
-        self._condition = threading.Condition()
 
-    def __call__(self, reason: str) -> None:
-        with self._condition:
-            self.reasons.append(reason)
-            self._condition.notify_all()
-
-    def clear(self) -> None:
-        with self._condition:
-            self.reasons.clear()
-
-    def wait_for(self, predicate: Callable[[], object], timeout: float = 10.0) -> bool:
-        """True once ``predicate()`` is true; False if it is still false after ``timeout`` s."""
-        with self._condition:
-            return bool(self._condition.wait_for(predicate, timeout))
-
-    def wait_for_reason(self, reason: str, timeout: float = 10.0) -> bool:
-        return self.wait_for(lambda: reason in self.reasons, timeout)
+class ZooKeeperStartError(RuntimeError):
+    """The server exited, or did not serve before the deadline."""
 
 
 def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        return int(sock.getsockname()[1])
 
 
 def four_letter_word(port: int, word: str, timeout: float = 1.0) -> str:
@@ -83,33 +64,36 @@ def four_letter_word(port: int, word: str, timeout: float = 1.0) -> str:
         return ""
 
 
+def new_chroot(prefix: str = "kctl-test") -> str:
+    """A fresh, unique chroot path such as ``/kctl-test-0123456789ab``."""
+    return f"/{prefix}-{uuid.uuid4().hex[:12]}"
+
+
 class ZooKeeperServer:
     """A standalone ZooKeeper server on 127.0.0.1:``port`` with its config, data and output under
-    ``directory``. ``start()`` waits until it serves; ``stop()`` then ``start()`` again is a server
-    restart on the same port and data (sessions younger than their timeout survive it)."""
+    ``directory``. ``start()`` waits until it serves; ``stop()`` then ``start()`` again is a restart."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, port: int | None = None) -> None:
         java = shutil.which("java")
         if java is None or not ZOOKEEPER_JAR.is_file():
-            pytest.fail(
+            raise ZooKeeperUnavailableError(
                 f"a real ZooKeeper is needed: install the Debian packages 'zookeeper' ({ZOOKEEPER_JAR}) "
-                "and a Java runtime",
-                pytrace=False,
+                "and a Java runtime"
             )
-        self.directory = directory
-        self.port = free_port()
+        self.directory = Path(directory)
+        self.port = port or free_port()
         self.process: subprocess.Popen[bytes] | None = None
-        directory.mkdir(parents=True, exist_ok=True)
-        data_dir = directory / "data"
-        data_dir.mkdir(exist_ok=True)
-        config = directory / "zoo.cfg"
-        config.write_text(
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.data_dir = self.directory / "data"
+        self.data_dir.mkdir(exist_ok=True)
+        self.config_file = self.directory / "zoo.cfg"
+        self.config_file.write_text(
             "\n".join(
                 [
                     "tickTime=500",
                     "initLimit=10",
                     "syncLimit=5",
-                    f"dataDir={data_dir}",
+                    f"dataDir={self.data_dir}",
                     f"clientPort={self.port}",
                     "clientPortAddress=127.0.0.1",
                     "admin.enableServer=false",
@@ -133,16 +117,38 @@ class ZooKeeperServer:
             "-cp",
             os.pathsep.join(str(jar) for jar in (ZOOKEEPER_JAR, SLF4J_SIMPLE_JAR) if jar.is_file()),
             MAIN_CLASS,
-            str(config),
+            str(self.config_file),
         ]
+
+    def __repr__(self) -> str:
+        state = f"pid {self.process.pid}" if self.running else "stopped"
+        return f"<ZooKeeperServer {self.hosts} {state} {self.directory}>"
+
+    def __enter__(self) -> ZooKeeperServer:
+        return self.start()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
 
     @property
     def hosts(self) -> str:
+        """``127.0.0.1:PORT``: the connect string without a chroot."""
         return f"127.0.0.1:{self.port}"
 
+    def chroot(self, prefix: str = "kctl-test") -> str:
+        """A fresh, unique chroot path (``/kctl-test-<random>``) for one test or one cluster."""
+        return new_chroot(prefix)
+
     def connect_string(self, chroot: str | None = None) -> str:
-        """``127.0.0.1:port/<chroot>``; a fresh unique chroot when none is given."""
-        return f"{self.hosts}/{chroot or 'kctl-test-' + uuid.uuid4().hex[:12]}"
+        """``127.0.0.1:PORT/<chroot>``: a fresh unique chroot when none is given."""
+        path = chroot or self.chroot()
+        return f"{self.hosts}/{path.lstrip('/')}"
 
     @property
     def log_path(self) -> Path:
@@ -154,7 +160,11 @@ class ZooKeeperServer:
         except OSError:
             return "(no server output)"
 
-    def start(self) -> ZooKeeperServer:
+    def start(self, timeout: float = START_TIMEOUT_S) -> ZooKeeperServer:
+        """Start the server and wait until it serves; raises `ZooKeeperStartError` otherwise."""
+        if self.running:
+            raise RuntimeError(f"{self!r} is already running")
+        guard.check("zk", "a ZooKeeper server")
         with open(self.log_path, "ab") as output:
             process = subprocess.Popen(
                 self.command,
@@ -165,24 +175,23 @@ class ZooKeeperServer:
                 env={**os.environ, "JVMFLAGS": ""},
             )
         self.process = process
-        deadline = time.monotonic() + START_TIMEOUT_S
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if process.poll() is not None:
-                pytest.fail(
-                    f"ZooKeeper exited with status {process.returncode} at start:\n{self.log_tail()}",
-                    pytrace=False,
+                raise ZooKeeperStartError(
+                    f"ZooKeeper exited with status {process.returncode} at start:\n{self.log_tail()}"
                 )
             # 'ruok' answers imok as soon as the process listens; 'srvr' reports a Mode once it serves.
             if "Mode:" in four_letter_word(self.port, "srvr", timeout=0.5):
                 return self
             time.sleep(0.05)  # polling interval of the readiness probe, bounded by the deadline
         self.stop()
-        pytest.fail(
-            f"ZooKeeper did not serve on port {self.port} within {START_TIMEOUT_S} s:\n{self.log_tail()}",
-            pytrace=False,
+        raise ZooKeeperStartError(
+            f"ZooKeeper did not serve on port {self.port} within {timeout:g} s:\n{self.log_tail()}"
         )
 
     def stop(self) -> None:
+        """SIGTERM and wait (SIGKILL if it does not exit in time)."""
         process = self.process
         if process is not None and process.poll() is None:
             process.terminate()
@@ -192,30 +201,12 @@ class ZooKeeperServer:
                 process.kill()
                 process.wait(timeout=STOP_TIMEOUT_S)
 
+    def restart(self) -> ZooKeeperServer:
+        """Stop and start again on the same port with the same data."""
+        self.stop()
+        return self.start()
+
 
 def start_zookeeper(directory: Path) -> ZooKeeperServer:
     """Start a standalone server with its config, data and output under ``directory``."""
     return ZooKeeperServer(directory).start()
-
-
-_shared: ZooKeeperServer | None = None
-_shared_users = 0
-
-
-@pytest.fixture(scope="session")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
-    """One real ZooKeeper server for the whole test session. Each test module importing this
-    fixture gets its own session-scoped fixture definition; they share one server, stopped when
-    the last of them is torn down."""
-    global _shared, _shared_users
-    if _shared is None:
-        _shared = start_zookeeper(tmp_path_factory.mktemp("zookeeper"))
-    server = _shared
-    _shared_users += 1
-    try:
-        yield server
-    finally:
-        _shared_users -= 1
-        if _shared_users == 0:
-            _shared = None
-            server.stop()

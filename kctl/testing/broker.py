@@ -1,18 +1,19 @@
-"""A real `kctl broker start` in a subprocess, for end-to-end tests; import it from a test module.
+"""A real ``kctl broker start`` in a subprocess: for end-to-end tests and for benchmarks.
 
-    pytest_plugins = ("broker_process",)       # makes the `broker` and `broker_factory` fixtures available
+    broker = BrokerProcess(tmp_path / "data", {"num.partitions": "3"}).start()
+    client = AdminClient(broker.bootstrap)
+    broker.kill()              # SIGKILL: an unclean stop; the next start recovers the logs
+    broker.restart()           # same port, same data directory
+    broker.stop()              # SIGTERM: a clean stop
 
-    def test_something(broker: BrokerProcess) -> None:
-        admin = AdminClient(broker.bootstrap)
-
-    def test_other(broker_factory) -> None:
-        b = broker_factory({"auto.create.topics.enable": "false"})   # extra -X broker properties
-
-The broker listens on 127.0.0.1 on a free port (port 0) and stores its logs in a temporary
-directory. `start()` waits (with a deadline, no sleeping) for the bootstrap address the broker prints
-as its first stdout line; its stderr goes to `log_file` and is quoted when it fails to start.
-`stop()` sends SIGTERM (clean shutdown), `kill()` SIGKILL (unclean: the next start recovers the
-logs), `restart()` stops and starts it again on the same port with the same data directory.
+The broker listens on 127.0.0.1 on a port the kernel picks (``listeners=PLAINTEXT://127.0.0.1:0``,
+so two brokers never race for one port) and keeps that port across restarts. ``properties`` are
+broker properties passed as ``-X key=value`` and win over the defaults (``listeners``, ``log.dirs``).
+``python -m kctl`` runs in ``cwd`` (default: the data directory's parent), so a checkout's kctl
+is the one started when ``cwd`` is that checkout. ``start()`` waits, until a deadline and without
+sleeping, for the bootstrap address the broker prints as its first stdout line; the broker's stderr
+goes to ``log_file`` and is quoted when it fails to start. ``pause()``/``resume()`` send
+SIGSTOP/SIGCONT: a broker that is alive but does not answer.
 """
 
 from __future__ import annotations
@@ -25,10 +26,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
+from types import TracebackType
 
-import pytest
+from kctl.testing import guard
 
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 15.0
@@ -39,7 +41,7 @@ class BrokerStartError(RuntimeError):
 
 
 class BrokerProcess:
-    """One broker subprocess; `bootstrap` is its HOST:PORT once started."""
+    """One broker subprocess; ``bootstrap`` is its HOST:PORT once started."""
 
     def __init__(
         self,
@@ -48,11 +50,15 @@ class BrokerProcess:
         *,
         log_file: Path | None = None,
         host: str = "127.0.0.1",
+        python: str = sys.executable,
+        cwd: Path | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
-        self.properties = dict(properties or {})
+        self.properties = {key: str(value) for key, value in (properties or {}).items()}
         self.host = host
         self.port = 0
+        self.python = python
+        self.cwd = Path(cwd) if cwd is not None else None  # None: the data directory's parent
         self.log_file = (
             Path(log_file) if log_file is not None else self.data_dir.with_name(self.data_dir.name + ".log")
         )
@@ -64,6 +70,14 @@ class BrokerProcess:
         state = f"pid {self.process.pid}" if self.running else "stopped"
         return f"<BrokerProcess {self.bootstrap or '-'} {state} {self.data_dir}>"
 
+    def __enter__(self) -> BrokerProcess:
+        return self if self.running else self.start()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
     @property
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -72,13 +86,17 @@ class BrokerProcess:
     def pid(self) -> int | None:
         return self.process.pid if self.process is not None else None
 
+    @property
+    def broker_id(self) -> int:
+        return int(self.properties.get("broker.id", "0"))
+
     def argv(self) -> list[str]:
         props = {
             "listeners": f"PLAINTEXT://{self.host}:{self.port}",
             "log.dirs": str(self.data_dir),
             **self.properties,
         }
-        args = [sys.executable, "-m", "kctl", "broker", "start"]
+        args = [self.python, "-m", "kctl", "broker", "start"]
         for key, value in props.items():
             args += ["-X", f"{key}={value}"]
         return args
@@ -87,6 +105,7 @@ class BrokerProcess:
         """Start the broker and wait for its address; raises `BrokerStartError` if it does not come up."""
         if self.running:
             raise RuntimeError(f"{self!r} is already running")
+        guard.check("e2e", "a broker process")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.starts += 1
         with open(self.log_file, "ab") as log:
@@ -97,7 +116,7 @@ class BrokerProcess:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=log,
-                cwd=self.data_dir.parent,
+                cwd=self.cwd or self.data_dir.parent,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
         try:
@@ -167,10 +186,11 @@ class BrokerProcess:
             return self.process.wait(timeout=timeout)
 
     def stop(self, timeout: float = STOP_TIMEOUT) -> int | None:
-        """SIGTERM, wait for a clean exit (SIGKILL after `timeout`); returns the exit status."""
+        """SIGTERM, wait for a clean exit (SIGKILL after ``timeout``); returns the exit status."""
         if self.process is None:
             return None
         if self.process.poll() is None:
+            self.process.send_signal(signal.SIGCONT)  # a paused broker cannot handle SIGTERM
             self.process.send_signal(signal.SIGTERM)
         code = self._wait(timeout)
         self._close_pipe()
@@ -186,41 +206,31 @@ class BrokerProcess:
         self._close_pipe()
         return code
 
+    def pause(self) -> None:
+        """SIGSTOP: the process stays, its sockets stay open, nothing is answered."""
+        assert self.process is not None and self.running, f"{self!r} is not running"
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after `pause()`."""
+        assert self.process is not None and self.running, f"{self!r} is not running"
+        self.process.send_signal(signal.SIGCONT)
+
     def _close_pipe(self) -> None:
         if self.process is not None and self.process.stdout is not None:
             with contextlib.suppress(OSError):
                 self.process.stdout.close()
 
     def restart(self, *, clean: bool = True, timeout: float = START_TIMEOUT) -> BrokerProcess:
-        """Stop (SIGTERM, or SIGKILL with `clean=False`) and start again on the same port."""
+        """Stop (SIGTERM, or SIGKILL with ``clean=False``) and start again on the same port."""
         if clean:
             self.stop()
         else:
             self.kill()
         return self.start(timeout)
 
-
-BrokerFactory = Callable[..., BrokerProcess]
-
-
-@pytest.fixture
-def broker_factory(tmp_path: Path) -> Iterator[BrokerFactory]:
-    """`broker_factory(properties=None, **kw) -> BrokerProcess`: start a broker with extra -X
-    properties, each in its own data directory under tmp_path; all are stopped at teardown."""
-    started: list[BrokerProcess] = []
-
-    def factory(properties: Mapping[str, str] | None = None, **kwargs: object) -> BrokerProcess:
-        data_dir = tmp_path / f"broker-{len(started)}"
-        process = BrokerProcess(data_dir, properties, **kwargs)  # type: ignore[arg-type]
-        started.append(process)
-        return process.start()
-
-    yield factory
-    for process in started:
-        process.stop()
-
-
-@pytest.fixture
-def broker(broker_factory: BrokerFactory) -> BrokerProcess:
-    """A started broker with default properties (stopped at teardown)."""
-    return broker_factory()
+    def cpu_seconds(self) -> float:
+        """The broker process's CPU time so far (user + system, from /proc), for benchmarks."""
+        assert self.process is not None, f"{self!r} was never started"
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

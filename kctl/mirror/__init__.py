@@ -1,1 +1,0 @@
-"""Mirror maker: consume from source clusters and produce to a target cluster."""

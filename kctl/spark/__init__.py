@@ -1,1 +1,0 @@
-"""PySpark data source and batch-load pipeline (optional extra: pip install kctl[spark])."""

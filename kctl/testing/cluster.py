@@ -1,0 +1,119 @@
+"""``LocalCluster``: one ZooKeeper server and N ``kctl broker start`` processes on this machine.
+
+    with LocalCluster(tmp_path, size=3) as cluster:
+        admin = AdminClient(cluster.bootstrap_servers)
+        cluster.kill(2)                  # SIGKILL broker 2; its /brokers/ids/2 goes when its session expires
+        cluster.restart(2)               # same port, same log directory
+
+Brokers have ``broker.id`` 1..N and share one ``zookeeper.connect`` with a chroot of the cluster's
+own; each keeps its log directory under ``base_dir`` (``broker-<id>/data``, stderr in
+``broker-<id>/data.log``). The ZooKeeper server is started under ``base_dir/zookeeper`` unless one is
+passed in (the shared test-session server), in which case the cluster leaves it running at stop.
+What the brokers do together is what the broker implements: today each registers itself in
+ZooKeeper and serves the partitions it leads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+
+from kctl.testing.broker import BrokerProcess
+from kctl.testing.zookeeper import ZooKeeperServer, new_chroot
+
+
+class LocalCluster:
+    """A ZooKeeper server and ``size`` broker processes, started by `start()`."""
+
+    def __init__(
+        self,
+        base_dir: Path,
+        size: int = 3,
+        *,
+        properties: Mapping[str, str] | None = None,
+        zookeeper: ZooKeeperServer | None = None,
+        chroot: str | None = None,
+    ) -> None:
+        if size < 1:
+            raise ValueError(f"a cluster needs at least one broker, not {size}")
+        self.base_dir = Path(base_dir)
+        self.size = size
+        self.properties = dict(properties or {})
+        self._own_zookeeper = zookeeper is None
+        self.zookeeper = zookeeper if zookeeper is not None else ZooKeeperServer(self.base_dir / "zookeeper")
+        self.chroot = chroot or new_chroot("kctl-cluster")
+        self.brokers: dict[int, BrokerProcess] = {
+            broker_id: BrokerProcess(
+                self.base_dir / f"broker-{broker_id}" / "data",
+                {
+                    "broker.id": str(broker_id),
+                    "zookeeper.connect": self.zookeeper_connect,
+                    **self.properties,
+                },
+            )
+            for broker_id in range(1, size + 1)
+        }
+
+    def __repr__(self) -> str:
+        return f"<LocalCluster {self.size} brokers {self.zookeeper_connect}>"
+
+    def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    @property
+    def zookeeper_connect(self) -> str:
+        """The brokers' ``zookeeper.connect``: ``127.0.0.1:PORT/<chroot>``."""
+        return self.zookeeper.connect_string(self.chroot)
+
+    def start(self) -> LocalCluster:
+        """Start ZooKeeper (when the cluster owns it), then every broker, each waited for."""
+        if self._own_zookeeper and not self.zookeeper.running:
+            self.zookeeper.start()
+        try:
+            for broker in self.brokers.values():
+                if not broker.running:
+                    broker.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stop every broker cleanly (SIGTERM), then ZooKeeper when the cluster owns it."""
+        for broker in self.brokers.values():
+            broker.stop()
+        if self._own_zookeeper:
+            self.zookeeper.stop()
+
+    def broker(self, broker_id: int) -> BrokerProcess:
+        """The broker with ``broker.id`` ``broker_id`` (1..size)."""
+        try:
+            return self.brokers[broker_id]
+        except KeyError:
+            raise KeyError(f"no broker {broker_id} in {self!r} (ids 1..{self.size})") from None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """``host:port,host:port,...`` of the running brokers, in broker.id order."""
+        return ",".join(broker.bootstrap for broker in self.brokers.values() if broker.running)
+
+    def kill(self, broker_id: int) -> None:
+        """SIGKILL one broker (an unclean stop)."""
+        self.broker(broker_id).kill()
+
+    def stop_broker(self, broker_id: int) -> None:
+        """SIGTERM one broker (a clean stop)."""
+        self.broker(broker_id).stop()
+
+    def restart(self, broker_id: int, *, clean: bool = True) -> BrokerProcess:
+        """Stop one broker (if running) and start it again on the same port and log directory."""
+        broker = self.broker(broker_id)
+        if broker.running:
+            return broker.restart(clean=clean)
+        return broker.start()

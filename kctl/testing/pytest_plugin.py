@@ -1,0 +1,154 @@
+"""pytest fixtures and markers for tests that run real ZooKeeper servers and kctl brokers.
+
+Register the plugin once, in the top-level conftest.py::
+
+    pytest_plugins = ["kctl.testing.pytest_plugin"]
+
+Fixtures:
+
+- ``zookeeper`` (session): one real ZooKeeper server for the whole session; tests isolate
+  themselves with a chroot each (``zookeeper.connect_string()``).
+- ``broker_factory`` (function) / ``module_broker_factory`` (module):
+  ``factory(properties=None, **kwargs) -> BrokerProcess`` starts a broker with extra ``-X``
+  properties in a data directory of its own; all are stopped at the end of the test / module.
+- ``broker`` (function): one started broker with default properties.
+- ``local_cluster_factory`` (function): ``factory(size=3, properties=None) -> LocalCluster`` on the
+  session's ZooKeeper server, each cluster in a chroot of its own.
+
+Markers: ``zk`` (needs ZooKeeper), ``e2e`` (starts broker processes or external clients), ``spark``,
+``slow``. Tests get ``zk`` and ``e2e`` automatically from the fixtures they use (directly or through
+other fixtures), from a module holding `BrokerProcess`, `LocalCluster` or `start_zookeeper`, and
+(``e2e``) from a module named ``test_e2e_*``; so ``pytest -m "not e2e and not zk"`` runs the unit
+tests alone. A test that starts a broker or ZooKeeper without its marker fails
+(`kctl.testing.guard`), so a missing marker cannot go unnoticed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kctl.testing import guard
+from kctl.testing.broker import BrokerProcess
+from kctl.testing.cluster import LocalCluster
+from kctl.testing.zookeeper import (
+    ZooKeeperServer,
+    ZooKeeperStartError,
+    ZooKeeperUnavailableError,
+    start_zookeeper,
+)
+
+MARKERS = {
+    "zk": "needs a real ZooKeeper server",
+    "e2e": "starts broker processes or external clients (kcat, confluent-kafka, kafka-python)",
+    "spark": "needs pyspark",
+    "slow": "takes more than a few seconds on its own",
+}
+E2E_FIXTURES = frozenset({"broker", "broker_factory", "module_broker_factory", "local_cluster_factory"})
+ZK_FIXTURES = frozenset({"zookeeper", "local_cluster_factory"})
+E2E_OBJECTS: tuple[object, ...] = (BrokerProcess, LocalCluster)
+ZK_OBJECTS: tuple[object, ...] = (LocalCluster, start_zookeeper)
+
+BrokerFactory = Callable[..., BrokerProcess]
+ClusterFactory = Callable[..., LocalCluster]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, description in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {description}")
+
+
+def _holds(module: object, objects: tuple[object, ...]) -> bool:
+    values = vars(module).values() if module is not None else ()
+    return any(value is obj for value in values for obj in objects)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark ``e2e``/``zk`` every test that uses a broker or ZooKeeper (see the module docstring)."""
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        module = getattr(item, "module", None)
+        module_name = getattr(module, "__name__", "").rpartition(".")[2]
+        if fixtures & E2E_FIXTURES or _holds(module, E2E_OBJECTS) or module_name.startswith("test_e2e_"):
+            item.add_marker(pytest.mark.e2e)
+        if fixtures & ZK_FIXTURES or _holds(module, ZK_OBJECTS):
+            item.add_marker(pytest.mark.zk)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """While a test runs, it may start only the processes its markers declare (`kctl.testing.guard`)."""
+    with guard.running_test(item.nodeid, {mark.name for mark in item.iter_markers()}):
+        yield
+
+
+def _started_zookeeper(directory: Path) -> ZooKeeperServer:
+    try:
+        return start_zookeeper(directory)
+    except (ZooKeeperUnavailableError, ZooKeeperStartError) as error:
+        pytest.fail(str(error), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    """One real ZooKeeper server for the whole test session (stopped at its end)."""
+    server = _started_zookeeper(tmp_path_factory.mktemp("zookeeper"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _broker_factory(directory: Callable[[int], Path], started: list[BrokerProcess]) -> BrokerFactory:
+    def factory(properties: Mapping[str, str] | None = None, **kwargs: Any) -> BrokerProcess:
+        process = BrokerProcess(directory(len(started)), properties, **kwargs)
+        started.append(process)
+        return process.start()
+
+    return factory
+
+
+@pytest.fixture
+def broker_factory(tmp_path: Path) -> Iterator[BrokerFactory]:
+    """``broker_factory(properties=None, **kw) -> BrokerProcess``: a started broker with extra -X
+    properties, each in its own data directory under tmp_path; all are stopped at teardown."""
+    started: list[BrokerProcess] = []
+    yield _broker_factory(lambda n: tmp_path / f"broker-{n}", started)
+    for process in started:
+        process.stop()
+
+
+@pytest.fixture(scope="module")
+def module_broker_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerFactory]:
+    """Like `broker_factory`, for brokers a whole test module shares (stopped after its last test)."""
+    started: list[BrokerProcess] = []
+    yield _broker_factory(lambda n: tmp_path_factory.mktemp(f"broker-{n}") / "data", started)
+    for process in started:
+        process.stop()
+
+
+@pytest.fixture
+def broker(broker_factory: BrokerFactory) -> BrokerProcess:
+    """A started broker with default properties (stopped at teardown)."""
+    return broker_factory()
+
+
+@pytest.fixture
+def local_cluster_factory(tmp_path: Path, zookeeper: ZooKeeperServer) -> Iterator[ClusterFactory]:
+    """``local_cluster_factory(size=3, properties=None) -> LocalCluster``, started, on the session's
+    ZooKeeper server in a chroot of its own; all are stopped at teardown."""
+    started: list[LocalCluster] = []
+
+    def factory(size: int = 3, properties: Mapping[str, str] | None = None) -> LocalCluster:
+        cluster = LocalCluster(
+            tmp_path / f"cluster-{len(started)}", size, properties=properties, zookeeper=zookeeper
+        )
+        started.append(cluster)
+        return cluster.start()
+
+    yield factory
+    for cluster in started:
+        cluster.stop()
