@@ -29,8 +29,7 @@ from kctl.client import (
     TopicPartition,
 )
 from kctl.client.cluster import ClusterClient
-from kctl.client.consumer import Consumer, ConsumerConfig
-from kctl.client.fetcher import ConsumerRecord
+from kctl.client.consumer import Consumer, ConsumerConfig, ConsumerRecord
 from kctl.client.group_config import GroupConfig
 from kctl.client.group_consumer import GroupConsumer
 from kctl.client.offsets_spec import (

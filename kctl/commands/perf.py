@@ -33,8 +33,7 @@ import typer
 from rich.progress import BarColumn, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
 from kctl.client import KafkaError, TopicPartition
-from kctl.client.consumer import Consumer
-from kctl.client.fetcher import ConsumerRecord
+from kctl.client.consumer import Consumer, ConsumerRecord
 from kctl.client.offsets_spec import (
     OffsetRange,
     OffsetSpecError,
