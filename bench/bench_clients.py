@@ -301,9 +301,9 @@ def encode_only(args: argparse.Namespace) -> list[tuple[str, float]]:
 
 
 def _topic_info(partitions: int) -> Any:
-    from kctl.client.producer import _TopicInfo
+    from kctl.client.producer.accumulator import TopicInfo
 
-    return _TopicInfo(tuple(range(partitions)), tuple(range(partitions)))
+    return TopicInfo(tuple(range(partitions)), tuple(range(partitions)))
 
 
 _ENCODE_ARGS: argparse.Namespace | None = None

@@ -31,7 +31,13 @@ from kctl.client.consumer import (
     NoOffsetForPartitionError,
     OffsetOutOfRangeError,
 )
-from kctl.client.fetcher import ConsumerRecord, CorruptRecordError, TimestampType, decode_partition, fetch
+from kctl.client.consumer.fetcher import (
+    ConsumerRecord,
+    CorruptRecordError,
+    TimestampType,
+    decode_partition,
+    fetch,
+)
 from kctl.records.builder import RecordBatchBuilder
 from kctl.records.header import HEADER_SIZE, InvalidRecordBatch, iter_headers, parse_header, write_crc
 from kctl.records.reader import decode_batch

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from kctl.client.fetcher import ConsumerRecord, TimestampType
+from kctl.client.consumer import ConsumerRecord, TimestampType
 from kctl.console.consume import default_spec
 from kctl.console.formats import (
     RecordTemplate,

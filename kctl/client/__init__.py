@@ -40,7 +40,16 @@ from kctl.client.admin import (
 from kctl.client.cluster import ClusterClient, Deadline
 from kctl.client.config import ClientConfig, ClientConfigError
 from kctl.client.connection import BrokerConnection, InFlightRequest, negotiate_version, parse_bootstrap
-from kctl.client.consumer import Consumer, ConsumerConfig, NoOffsetForPartitionError, OffsetOutOfRangeError
+from kctl.client.consumer import (
+    Consumer,
+    ConsumerConfig,
+    ConsumerRecord,
+    CorruptRecordError,
+    NoOffsetForPartitionError,
+    OffsetOutOfRangeError,
+    TimestampType,
+    fetch,
+)
 from kctl.client.errors import (
     BrokerResponseError,
     IncompatibleBrokerError,
@@ -49,7 +58,6 @@ from kctl.client.errors import (
     KafkaProtocolError,
     KafkaTimeoutError,
 )
-from kctl.client.fetcher import ConsumerRecord, CorruptRecordError, TimestampType, fetch
 from kctl.client.group import CommitFailedError, GroupMembership, GroupMembershipError
 from kctl.client.group_admin import GroupAdmin, GroupDescription, GroupNotEmptyError
 from kctl.client.group_consumer import GroupConsumer

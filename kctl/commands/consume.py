@@ -22,8 +22,7 @@ from typing import Annotated, BinaryIO, TextIO
 
 import typer
 
-from kctl.client.consumer import Consumer, ConsumerConfig
-from kctl.client.fetcher import ConsumerRecord
+from kctl.client.consumer import Consumer, ConsumerConfig, ConsumerRecord
 from kctl.client.group_config import GroupConfig
 from kctl.client.offsets_spec import (
     OffsetPoint,

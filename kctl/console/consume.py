@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from kctl.client import GroupConsumer, TopicPartition
-from kctl.client.consumer import Consumer
-from kctl.client.fetcher import ConsumerRecord
+from kctl.client.consumer import Consumer, ConsumerRecord
 from kctl.client.offsets_spec import OffsetRange
 
 RecordSink = Callable[[ConsumerRecord], None]

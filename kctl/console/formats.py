@@ -16,7 +16,7 @@ import datetime as dt
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kctl.client.fetcher import ConsumerRecord
+from kctl.client.consumer import ConsumerRecord
 
 
 def bytes_to_json(data: bytes | bytearray | memoryview | None) -> str | dict[str, str] | None:

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kctl.client import TopicPartition
-from kctl.client.consumer import Consumer
-from kctl.client.fetcher import ConsumerRecord
+from kctl.client.consumer import Consumer, ConsumerRecord
 from kctl.client.offsets_spec import OffsetPoint, OffsetRange, OffsetSpec, parse_offset_point
 from kctl.perf.run import TICK, Interrupts, Progress, monotonic
 from kctl.perf.stats import MB, IntervalStats, LatencyHistogram, LatencySummary, Sampler

@@ -44,6 +44,11 @@ with ``_attach_membership`` is called at every poll (heartbeats, rebalances, aut
 for committed offsets when a partition has no position (before ``auto.offset.reset`` applies), and
 told when the consumer closes. ``positions()`` gives what to commit.
 
+This module is the ``Consumer`` and its fetch pipeline; the package's other modules hold its parts:
+``positions`` (the assignment and each partition's position, reset, pause and backoff), ``offsets``
+(the ListOffsets lookup), ``fetcher`` (Fetch requests, decoding, ``ConsumerRecord``) and ``config``
+(``ConsumerConfig``).
+
 Not thread-safe: use a consumer from one thread.
 """
 
@@ -52,21 +57,17 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
-import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, ClassVar, Protocol
+from typing import Any, Protocol
 
-from kctl.client.admin import AdminClient
 from kctl.client.cluster import ClusterClient
-from kctl.client.config import ClientConfig, ClientConfigError
+from kctl.client.config import ClientConfig
 from kctl.client.connection import BrokerConnection, InFlightRequest
-from kctl.client.errors import BrokerResponseError, KafkaError
-from kctl.client.fetcher import (
+from kctl.client.consumer.config import _ISOLATION, coerce_consumer_config
+from kctl.client.consumer.fetcher import (
     FETCH_MAX_VERSION,
     FETCH_MIN_VERSION,
-    READ_COMMITTED,
-    READ_UNCOMMITTED,
     ConsumerRecord,
     CorruptRecordError,
     FetchedRecords,
@@ -74,32 +75,22 @@ from kctl.client.fetcher import (
     fetch,
     iter_partition_data,
 )
+from kctl.client.consumer.offsets import list_offsets
+from kctl.client.consumer.positions import (
+    NoOffsetForPartitionError,
+    OffsetOutOfRangeError,
+    PartitionState,
+    SubscriptionState,
+)
+from kctl.client.errors import BrokerResponseError, KafkaError
 from kctl.client.offsets_spec import OffsetAndTimestamp
 from kctl.client.types import TopicPartition
 from kctl.protocol import ApiKey, ErrorCode
 
-__all__ = [
-    "Consumer",
-    "ConsumerConfig",
-    "MembershipHooks",
-    "NoOffsetForPartitionError",
-    "OffsetOutOfRangeError",
-]
+__all__ = ["MAX_BUFFERED_FETCHES", "Consumer", "MembershipHooks"]
 
 MAX_BUFFERED_FETCHES = 2
 """Fetched responses kept per partition: the one being consumed and one prefetched."""
-
-_RESET_ALIASES = {
-    "earliest": "earliest",
-    "smallest": "earliest",
-    "beginning": "earliest",
-    "latest": "latest",
-    "largest": "latest",
-    "end": "latest",
-    "none": "none",
-    "error": "none",
-}
-_ISOLATION = {"read_uncommitted": READ_UNCOMMITTED, "read_committed": READ_COMMITTED}
 
 # partition errors after which a fetch is retried (after a metadata refresh and a backoff)
 _RETRY_FETCH = frozenset(
@@ -122,132 +113,6 @@ _RETRY_FETCH = frozenset(
 )
 
 
-# ----------------------------------------------------------------------------------------- config
-
-
-def _parse_int(minimum: int) -> Callable[[str, str], int]:
-    def parse(key: str, text: str) -> int:
-        try:
-            value = int(text.strip())
-        except ValueError:
-            raise ClientConfigError(f"{key}: expected an integer, got {text!r}") from None
-        if value < minimum:
-            raise ClientConfigError(f"{key}: must be at least {minimum}, got {value}")
-        return value
-
-    return parse
-
-
-def _parse_bool(key: str, text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("true", "1", "yes"):
-        return True
-    if value in ("false", "0", "no"):
-        return False
-    raise ClientConfigError(f"{key}: expected true or false, got {text!r}")
-
-
-def _parse_reset(key: str, text: str) -> str:
-    value = _RESET_ALIASES.get(text.strip().lower())
-    if value is None:
-        raise ClientConfigError(f"{key}: expected earliest, latest or none, got {text!r}")
-    return value
-
-
-def _parse_isolation(key: str, text: str) -> str:
-    value = text.strip().lower()
-    if value not in _ISOLATION:
-        raise ClientConfigError(f"{key}: expected read_uncommitted or read_committed, got {text!r}")
-    return value
-
-
-@dataclasses.dataclass(frozen=True)
-class ConsumerConfig(ClientConfig):
-    """Consumer settings under Kafka's consumer property names; defaults are Kafka's."""
-
-    fetch_min_bytes: int = 1
-    """The broker answers a fetch once this much data is there (or ``fetch_max_wait_ms`` passed)."""
-    fetch_max_wait_ms: int = 500
-    """The longest a broker holds a fetch waiting for ``fetch_min_bytes``."""
-    fetch_max_bytes: int = 52_428_800
-    """The most data one fetch response may carry (a larger first batch still comes back whole)."""
-    max_partition_fetch_bytes: int = 1_048_576
-    """The most data per partition in one fetch response."""
-    max_poll_records: int = 500
-    """The most records one ``poll`` returns."""
-    auto_offset_reset: str = "latest"
-    """Where a partition without a valid position starts: earliest, latest, or none (an error)."""
-    check_crcs: bool = True
-    """Verify each fetched batch's CRC-32C."""
-    isolation_level: str = "read_uncommitted"
-    """Sent with each fetch; the kctl broker has no transactions, so both levels read the same."""
-
-    PROPERTIES: ClassVar[dict[str, tuple[str, Callable[[str, str], Any]]]] = {
-        **ClientConfig.PROPERTIES,
-        "fetch.min.bytes": ("fetch_min_bytes", _parse_int(0)),
-        "fetch.max.wait.ms": ("fetch_max_wait_ms", _parse_int(0)),
-        "fetch.max.bytes": ("fetch_max_bytes", _parse_int(1)),
-        "max.partition.fetch.bytes": ("max_partition_fetch_bytes", _parse_int(1)),
-        "max.poll.records": ("max_poll_records", _parse_int(1)),
-        "auto.offset.reset": ("auto_offset_reset", _parse_reset),
-        "check.crcs": ("check_crcs", _parse_bool),
-        "isolation.level": ("isolation_level", _parse_isolation),
-    }
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        reset = _RESET_ALIASES.get(str(self.auto_offset_reset).lower())
-        if reset is None:
-            raise ClientConfigError(f"auto.offset.reset: expected earliest, latest or none, got {reset!r}")
-        object.__setattr__(self, "auto_offset_reset", reset)
-        if self.isolation_level not in _ISOLATION:
-            raise ClientConfigError(
-                f"isolation.level: expected read_uncommitted or read_committed, got {self.isolation_level!r}"
-            )
-
-    @property
-    def fetch_max_wait(self) -> float:
-        """``fetch.max.wait.ms`` in seconds."""
-        return self.fetch_max_wait_ms / 1000.0
-
-
-def coerce_consumer_config(
-    config: ClientConfig | Mapping[str, str] | None, **overrides: Any
-) -> ConsumerConfig:
-    """A ``ConsumerConfig`` from a config object, Kafka properties, or None; ``overrides`` are Python
-    field names and win. A plain ``ClientConfig`` keeps its shared settings."""
-    if config is None:
-        return ConsumerConfig(**overrides)
-    if isinstance(config, ConsumerConfig):
-        return dataclasses.replace(config, **overrides) if overrides else config
-    if isinstance(config, ClientConfig):
-        shared = {f.name: getattr(config, f.name) for f in dataclasses.fields(ClientConfig)}
-        return ConsumerConfig(**{**shared, **overrides})
-    return ConsumerConfig.from_properties(config, **overrides)  # type: ignore[return-value]
-
-
-# ----------------------------------------------------------------------------------------- errors
-
-
-class OffsetOutOfRangeError(KafkaError):
-    """A fetch offset was outside the partition's log and ``auto.offset.reset`` is none.
-    ``offsets``: the offending offset of each partition."""
-
-    def __init__(self, offsets: Mapping[TopicPartition, int]) -> None:
-        self.offsets = dict(offsets)
-        text = ", ".join(f"{tp} at {o}" for tp, o in self.offsets.items())
-        super().__init__(f"offsets out of range with no reset policy: {text}")
-
-
-class NoOffsetForPartitionError(KafkaError):
-    """A partition has no position, no committed offset, and ``auto.offset.reset`` is none."""
-
-    def __init__(self, partitions: Iterable[TopicPartition]) -> None:
-        self.partitions = list(partitions)
-        names = ", ".join(str(tp) for tp in self.partitions)
-        super().__init__(f"no position and no reset policy for: {names}")
-
-
 # ----------------------------------------------------------------------------------------- hooks
 
 
@@ -267,34 +132,7 @@ class MembershipHooks(Protocol):
         """When the consumer closes (final commit, leave the group)."""
 
 
-# ----------------------------------------------------------------------------------------- state
-
-
-class _PartitionState:
-    __slots__ = (
-        "backoff",
-        "high_watermark",
-        "last_stable_offset",
-        "log_start_offset",
-        "out_of_range",
-        "partial",
-        "paused",
-        "position",
-        "reset",
-        "retry_at",
-    )
-
-    def __init__(self) -> None:
-        self.position: int | None = None
-        self.paused = False
-        self.reset: str | None = None  # "earliest" / "latest" / "auto" (auto.offset.reset) pending
-        self.out_of_range: int | None = None  # the fetch offset that got OFFSET_OUT_OF_RANGE
-        self.retry_at = 0.0
-        self.backoff = 0.0
-        self.partial = False  # the last fetch returned only part of a batch
-        self.high_watermark: int | None = None
-        self.last_stable_offset: int | None = None
-        self.log_start_offset: int | None = None
+# ----------------------------------------------------------------------------------------- fetched
 
 
 class _Completed:
@@ -346,9 +184,9 @@ class Consumer:
             self.config = coerce_consumer_config(config, **overrides)
             self._cluster = ClusterClient(bootstrap_servers, self.config)
             self._owns_cluster = True
-        self._admin = AdminClient(self._cluster)
-        self._states: dict[TopicPartition, _PartitionState] = {}
-        self._order: list[TopicPartition] = []
+        self._subscription = SubscriptionState(
+            self.config.retry_backoff_ms / 1000.0, self.config.retry_backoff_max_ms / 1000.0
+        )
         self._ready: collections.deque[_Completed] = collections.deque()
         self._buffered: dict[TopicPartition, int] = {}
         self._newest: dict[TopicPartition, _Completed] = {}
@@ -374,7 +212,7 @@ class Consumer:
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else f"{len(self._states)} partitions"
+        state = "closed" if self._closed else f"{len(self._subscription.states)} partitions"
         return f"<Consumer {state}>"
 
     @property
@@ -417,7 +255,7 @@ class Consumer:
 
     def assignment(self) -> set[TopicPartition]:
         """The assigned partitions."""
-        return set(self._states)
+        return set(self._subscription.states)
 
     def unassign(self) -> None:
         """Drop every partition."""
@@ -428,26 +266,14 @@ class Consumer:
     ) -> None:
         """Replace the assignment (and, for those given, the positions): the hook group membership
         uses after a rebalance. Partitions that stay keep their positions and buffered records."""
-        wanted = list(dict.fromkeys(TopicPartition(*tp) for tp in partitions))
-        old = self._states
-        states = {tp: old.get(tp) or _PartitionState() for tp in wanted}
-        for tp in old:
-            if tp not in states:
-                self._purge(tp)
-        self._states = states
-        self._order = wanted
+        for tp in self._subscription.assign(partitions):
+            self._purge(tp)
         for tp, offset in (positions or {}).items():
             self.seek(tp, offset)
 
     def _attach_membership(self, hooks: MembershipHooks | None) -> None:
         """Plug group membership in (None: take it out); see ``MembershipHooks``."""
         self._membership = hooks
-
-    def _state(self, tp: TopicPartition) -> _PartitionState:
-        state = self._states.get(TopicPartition(*tp))
-        if state is None:
-            raise ValueError(f"partition {TopicPartition(*tp)} is not assigned to this consumer")
-        return state
 
     def _purge(self, tp: TopicPartition) -> None:
         """Forget the records fetched for ``tp`` (responses still in flight are ignored on arrival)."""
@@ -459,14 +285,7 @@ class Consumer:
 
     def seek(self, partition: TopicPartition, offset: int) -> None:
         """Make ``offset`` the next offset to read from ``partition``."""
-        if offset < 0:
-            raise ValueError(f"offset must not be negative, got {offset}")
-        state = self._state(partition)
-        tp = TopicPartition(*partition)
-        state.position = int(offset)
-        state.reset = None
-        state.out_of_range = None
-        self._purge(tp)
+        self._purge(self._subscription.seek(partition, offset))
 
     def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
         """Move to the log start offset of each partition (default: every assigned one)."""
@@ -478,9 +297,10 @@ class Consumer:
 
     def _seek_to(self, which: str, partitions: Iterable[TopicPartition] | None) -> None:
         self._check_open()
-        tps = list(self._states) if partitions is None else [TopicPartition(*tp) for tp in partitions]
+        subscription = self._subscription
+        tps = list(subscription.states) if partitions is None else [TopicPartition(*tp) for tp in partitions]
         for tp in tps:
-            self._state(tp)
+            subscription.state(tp)
         for tp, offset in self._list_offsets(tps, which).items():
             self.seek(tp, offset)
 
@@ -488,7 +308,7 @@ class Consumer:
         """The offset of the next record ``poll`` returns for ``partition`` (looked up, per committed
         offsets or ``auto.offset.reset``, if it has none yet)."""
         self._check_open()
-        state = self._state(partition)
+        state = self._subscription.state(partition)
         if state.position is None or state.reset is not None:
             self._resolve_positions(strict=True)
         assert state.position is not None
@@ -496,36 +316,34 @@ class Consumer:
 
     def positions(self) -> dict[TopicPartition, int]:
         """The next offset of every assigned partition that has a position (what a group commits)."""
-        return {
-            tp: s.position for tp, s in self._states.items() if s.position is not None and s.reset is None
-        }
+        return self._subscription.positions()
 
     def highwater(self, partition: TopicPartition) -> int | None:
         """The high watermark of ``partition`` in its last fetch response (None before one)."""
-        return self._state(partition).high_watermark
+        return self._subscription.state(partition).high_watermark
 
     def _resolve_positions(self, *, strict: bool = False) -> None:
         """Give a position to every partition that lacks one: committed offsets (membership hooks),
         then the reset policy. ``strict``: raise the lookup's error instead of backing off."""
-        lacking = [tp for tp, s in self._states.items() if s.position is None or s.reset is not None]
+        subscription = self._subscription
+        lacking = subscription.lacking()
         if not lacking:
             return
         if self._membership is not None:
-            fresh = [tp for tp in lacking if self._states[tp].reset is None]
+            fresh = [tp for tp in lacking if subscription.states[tp].reset is None]
             if fresh:
                 for tp, offset in self._membership.committed_offsets(fresh).items():
-                    state = self._states.get(tp)
+                    state = subscription.states.get(tp)
                     if state is not None and offset is not None and offset >= 0 and state.reset is None:
                         state.position = offset
-                lacking = [
-                    tp for tp in lacking if self._states[tp].position is None or self._states[tp].reset
-                ]
+                states = subscription.states
+                lacking = [tp for tp in lacking if states[tp].position is None or states[tp].reset]
         by_strategy: dict[str, list[TopicPartition]] = {}
         out_of_range: dict[TopicPartition, int] = {}
         no_offset: list[TopicPartition] = []
         now = time.monotonic()
         for tp in lacking:
-            state = self._states[tp]
+            state = subscription.states[tp]
             if not strict and state.retry_at > now:
                 continue
             strategy = state.reset if state.reset in ("earliest", "latest") else self.config.auto_offset_reset
@@ -542,19 +360,19 @@ class Consumer:
             raise NoOffsetForPartitionError(no_offset)
         for strategy, tps in by_strategy.items():
             try:  # within a poll: one request's time, then back off rather than block the poll
-                results = self._admin.list_offsets(
-                    tps, strategy, timeout=None if strict else self.config.request_timeout
+                results = list_offsets(
+                    self._cluster, tps, strategy, timeout=None if strict else self.config.request_timeout
                 )
             except KafkaError as error:
                 if strict or not error.retriable:
                     raise
                 self._cluster.mark_stale()
                 for tp in tps:
-                    if tp in self._states:
-                        self._back_off(self._states[tp], now)
+                    if tp in subscription.states:
+                        subscription.back_off(subscription.states[tp], now)
                 continue
             for tp, result in results.items():
-                state = self._states.get(tp)
+                state = subscription.states.get(tp)
                 if state is None:
                     continue
                 if result.ok and result.offset >= 0:
@@ -568,13 +386,13 @@ class Consumer:
                         result.error_code, result.error_message, context=f"partition {tp}"
                     )
                 else:
-                    self._back_off(state, now)
+                    subscription.back_off(state, now)
 
     # ------------------------------------------------------------------------------ offsets
 
     def _list_offsets(self, partitions: list[TopicPartition], spec: str) -> dict[TopicPartition, int]:
         self._check_open()
-        results = self._admin.list_offsets(partitions, spec)
+        results = list_offsets(self._cluster, partitions, spec)
         offsets = {}
         for tp, result in results.items():
             if not result.ok:
@@ -600,7 +418,7 @@ class Consumer:
         for tp, ts in specs.items():
             if ts < 0:
                 raise ValueError(f"timestamp of {tp} must not be negative, got {ts}")
-        results = self._admin.list_offsets(specs)
+        results = list_offsets(self._cluster, specs)
         found: dict[TopicPartition, OffsetAndTimestamp | None] = {}
         for tp, result in results.items():
             if not result.ok:
@@ -612,16 +430,14 @@ class Consumer:
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
         """Stop fetching these partitions (their buffered records are kept, not returned)."""
-        for tp in partitions:
-            self._state(tp).paused = True
+        self._subscription.pause(partitions)
 
     def resume(self, partitions: Iterable[TopicPartition]) -> None:
         """Fetch these partitions again."""
-        for tp in partitions:
-            self._state(tp).paused = False
+        self._subscription.pause(partitions, paused=False)
 
     def paused(self) -> set[TopicPartition]:
-        return {tp for tp, s in self._states.items() if s.paused}
+        return self._subscription.paused()
 
     # ------------------------------------------------------------------------------ polling
 
@@ -662,7 +478,8 @@ class Consumer:
             else:  # nothing to fetch: no assignment, all paused, or backing off
                 if now >= deadline:
                     return []
-                pause = min(deadline - now, self._next_retry(now) - now, max_wait_ms / 1000.0)
+                retry_at = self._subscription.next_retry(now, now + self.config.fetch_max_wait)
+                pause = min(deadline - now, retry_at - now, max_wait_ms / 1000.0)
                 time.sleep(max(pause, 0.001))
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
@@ -707,7 +524,7 @@ class Consumer:
         if not ready:
             return []
         out: list[ConsumerRecord] = []
-        states = self._states
+        states = self._subscription.states
         i = 0
         while i < len(ready) and len(out) < limit:
             completed = ready[i]
@@ -765,26 +582,19 @@ class Consumer:
         if self._newest.get(tp) is completed:
             del self._newest[tp]
 
-    def _fetch_position(self, tp: TopicPartition, state: _PartitionState) -> int | None:
+    def _fetch_position(self, tp: TopicPartition, state: PartitionState) -> int | None:
         """Where the next fetch of ``tp`` starts: after the newest buffered response, else the position."""
         newest = self._newest.get(tp)
         return newest.next_offset if newest is not None else state.position
 
-    def _back_off(self, state: _PartitionState, now: float) -> None:
-        base = self.config.retry_backoff_ms / 1000.0
-        state.backoff = min(max(state.backoff * 2, base), self.config.retry_backoff_max_ms / 1000.0)
-        state.retry_at = now + state.backoff * random.uniform(0.8, 1.2)
-
-    def _next_retry(self, now: float) -> float:
-        times = [s.retry_at for s in self._states.values() if s.retry_at > now and not s.paused]
-        return min(times) if times else now + self.config.fetch_max_wait
 
     def _send_fetches(self, max_wait_ms: int) -> None:
         """Send one Fetch to each leader that leads a fetchable partition and has none in flight."""
-        order = self._order
+        subscription = self._subscription
+        order = subscription.order
         if not order:
             return
-        states = self._states
+        states = subscription.states
         now = time.monotonic()
         shift = self._rotation % len(order)
         self._rotation += 1
@@ -801,7 +611,7 @@ class Consumer:
                 node = self._cluster.leader_for(tp)
             except KafkaError:
                 self._cluster.mark_stale()
-                self._back_off(state, now)
+                subscription.back_off(state, now)
                 continue
             if node in self._pending:
                 continue
@@ -829,7 +639,7 @@ class Consumer:
                     raise
                 self._cluster.mark_stale()
                 for tp, _ in parts:
-                    self._back_off(states[tp], now)
+                    subscription.back_off(states[tp], now)
                 continue
             offsets = dict(parts)
             self._pending[node] = _PendingFetch(conn, request, offsets, max_wait_ms / 1000.0, parts[0][0])
@@ -850,10 +660,11 @@ class Consumer:
                     raise
                 self._cluster.mark_stale()
                 now = time.monotonic()
+                subscription = self._subscription
                 for tp in pending.offsets:
-                    state = self._states.get(tp)
+                    state = subscription.states.get(tp)
                     if state is not None:
-                        self._back_off(state, now)
+                        subscription.back_off(state, now)
                 continue
             try:
                 self._handle_response(pending, response)
@@ -866,7 +677,8 @@ class Consumer:
 
     def _handle_response(self, pending: _PendingFetch, response: Any) -> None:
         now = time.monotonic()
-        states = self._states
+        subscription = self._subscription
+        states = subscription.states
         offsets = pending.offsets
         top_error = getattr(response, "error_code", 0)
         if top_error:
@@ -874,7 +686,7 @@ class Consumer:
             for tp in offsets:
                 state = states.get(tp)
                 if state is not None:
-                    self._back_off(state, now)
+                    subscription.back_off(state, now)
             if top_error in _RETRY_FETCH:
                 return
             raise BrokerResponseError(top_error, context="fetch")
@@ -912,9 +724,9 @@ class Consumer:
                 self._purge(tp)
             elif code in _RETRY_FETCH:
                 self._cluster.mark_stale()
-                self._back_off(state, now)
+                subscription.back_off(state, now)
             else:
-                self._back_off(state, now)
+                subscription.back_off(state, now)
                 error = error or BrokerResponseError(code, context=f"fetch {tp} at offset {fetch_offset}")
         if error is not None:
             raise error

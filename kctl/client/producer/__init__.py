@@ -1,0 +1,23 @@
+"""The producer package (see ``kctl.client.producer.producer`` for how a record travels): the public
+names callers import from ``kctl.client.producer``."""
+
+from kctl.client.producer.batch import (
+    DeliveryCallback,
+    DeliveryTimeoutError,
+    ProducerClosedError,
+    RecordFuture,
+    RecordMetadata,
+)
+from kctl.client.producer.producer import HeadersInput, Producer
+from kctl.client.producer_config import ProducerConfig
+
+__all__ = [
+    "DeliveryCallback",
+    "DeliveryTimeoutError",
+    "HeadersInput",
+    "Producer",
+    "ProducerClosedError",
+    "ProducerConfig",
+    "RecordFuture",
+    "RecordMetadata",
+]
