@@ -264,3 +264,40 @@ def test_dump_a_producer_snapshot(tmp_path):
     snapshot.write_bytes(snapshot.read_bytes()[:-1])
     torn = kctl("log", "dump", str(snapshot))
     assert torn.returncode == 1 and "cannot be trusted" in torn.stderr and torn.stdout == ""
+
+
+def test_dump_and_verify_leader_epochs_and_the_replication_checkpoint(tmp_path):
+    manager = LogManager([tmp_path], broker_id=0, high_watermark_follows_log_end=False)
+    log = manager.get_or_create_log(TopicPartition("rep", 0))
+    for epoch in (0, 0, 3, 4):
+        log.append(make_batch(10), leader_epoch=epoch)
+    log.update_high_watermark(25)
+    manager.close()
+    partition = tmp_path / "rep_0"
+    epochs = partition / "leader-epoch-checkpoint"
+
+    batches = jsonl(kctl("log", "dump", str(partition), "-f", "jsonl").stdout)
+    assert [(b["base_offset"], b["leader_epoch"]) for b in batches] == [(0, 0), (10, 0), (20, 3), (30, 4)]
+    result = kctl("log", "dump", str(epochs), "-f", "jsonl")
+    assert result.returncode == 0, result.stderr
+    assert [(r["type"], r["epoch"], r["start_offset"]) for r in jsonl(result.stdout)] == [
+        ("leader_epoch", 0, 0),
+        ("leader_epoch", 3, 20),
+        ("leader_epoch", 4, 30),
+    ]
+    table = kctl("log", "dump", str(epochs))
+    assert table.returncode == 0 and "START-OFFSET" in table.stdout
+    result = kctl("log", "dump", str(tmp_path / "replication-offset-checkpoint"), "-f", "jsonl")
+    assert result.returncode == 0, result.stderr
+    assert [(r["topic"], r["partition"], r["offset"]) for r in jsonl(result.stdout)] == [("rep", 0, 25)]
+
+    assert kctl("log", "verify", str(partition), str(epochs)).returncode == 0
+    epochs.write_text("0\n2\n0 0\n9 55\n")  # an epoch starting past the log end offset (40)
+    result = kctl("log", "verify", str(partition), "-f", "jsonl")
+    assert result.returncode == 1
+    [finding] = jsonl(result.stdout)
+    assert finding["file"] == "leader-epoch-checkpoint" and "past the log end offset 40" in finding["problem"]
+    epochs.write_text("0\n2\n3 0\n1 5\n")  # epochs going down
+    result = kctl("log", "verify", str(epochs), "-f", "jsonl")
+    assert result.returncode == 1 and "cannot be trusted" in jsonl(result.stdout)[0]["problem"]
+    assert kctl("log", "dump", str(epochs)).returncode == 1

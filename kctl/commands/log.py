@@ -25,7 +25,9 @@ from kctl.log.config import TOPIC_CONFIGS, InvalidConfigError, LogConfig
 from kctl.log.inspect import (
     NotASegmentError,
     Unreadable,
+    checkpoint_rows,
     decode_records,
+    is_checkpoint_file,
     read_batches,
     read_offset_index,
     read_time_index,
@@ -183,6 +185,16 @@ def dump(
         else:
             render_documents(rows, fmt)
         return
+    if is_checkpoint_file(path):
+        try:
+            rows = checkpoint_rows(path)
+        except ValueError as error:  # a corrupt checkpoint
+            raise KctlError(f"{path}: {error}") from None
+        if fmt is OutputFormat.TABLE:
+            render_rows(rows, CHECKPOINT_COLUMNS[rows[0]["type"]] if rows else ["file"], fmt, title=path.name)
+        else:
+            render_documents(rows, fmt)
+        return
     segments = _segments(path)
     only_index = path.is_file() and path.name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX))
     problems: list[str] = []
@@ -208,6 +220,10 @@ def dump(
         warn(problem)
 
 
+CHECKPOINT_COLUMNS = {
+    "leader_epoch": [Column("epoch"), Column("start_offset", "START-OFFSET")],
+    "checkpoint": [Column("topic"), Column("partition"), Column("offset")],
+}
 SNAPSHOT_COLUMNS = [
     Column("producer_id", "PRODUCER-ID"),
     Column("producer_epoch", "EPOCH"),
@@ -299,7 +315,8 @@ def verify_command(
     totals = {"segments": 0, "batches": 0, "records": 0, "bytes": 0}
     notes: list[str] = []
     for path in paths:
-        _segments(path)  # raises NOT_FOUND / USAGE early, before any output
+        if not is_checkpoint_file(path):
+            _segments(path)  # raises NOT_FOUND / USAGE early, before any output
     with progress() as bar:
         task = bar.add_task("verifying", total=len(paths))
         for path in paths:

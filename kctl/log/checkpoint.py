@@ -1,5 +1,6 @@
 """Offset checkpoint files (``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
-``cleaner-offset-checkpoint``): versioned text, written atomically (temp file, fsync, rename).
+``replication-offset-checkpoint`` (high watermarks), ``cleaner-offset-checkpoint``): versioned text,
+written atomically (temp file, fsync, rename).
 
 Format (Kafka's): a version line (``0``), a count line, then one ``<topic> <partition> <offset>`` line
 per partition."""
@@ -15,6 +16,7 @@ from kctl.log.naming import TopicPartition
 CHECKPOINT_VERSION = 0
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"  # each partition's high watermark
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 
 

@@ -4,7 +4,12 @@ batch listings (``kctl log dump``) and consistency findings (``kctl log verify``
 Everything here opens files read-only and works without a broker; it shares the validation rules
 of recovery (:func:`kctl.log.segment.scan_file`) so verify reports what recovery would cut. Producer
 snapshots (``<offset>.snapshot``) are not segments: listings skip them, and verify checks that each one
-decodes (version, CRC, contents) and notes those above the log end, which the broker deletes."""
+decodes (version, CRC, contents) and notes those above the log end, which the broker deletes.
+
+Checkpoint files are listed by :func:`checkpoint_rows` and checked by :func:`verify` when named: a
+partition's ``leader-epoch-checkpoint`` (also checked by verify of its partition directory: it must
+parse, epochs and start offsets rise, none starts past the log end) and a log directory's offset
+checkpoints (``replication-offset-checkpoint``, ``recovery-point-offset-checkpoint``, ...)."""
 
 from __future__ import annotations
 
@@ -15,6 +20,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kctl.log.checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    CorruptCheckpointError,
+    read_checkpoint,
+)
+from kctl.log.leader_epoch import (
+    LEADER_EPOCH_CHECKPOINT,
+    CorruptLeaderEpochCheckpointError,
+    read_leader_epoch_checkpoint,
+)
 from kctl.log.naming import (
     CLEANED_SUFFIX,
     INDEX_SUFFIX,
@@ -39,6 +57,14 @@ from kctl.records.header import (
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 _CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+OFFSET_CHECKPOINTS = frozenset(
+    {
+        RECOVERY_POINT_CHECKPOINT,
+        LOG_START_OFFSET_CHECKPOINT,
+        REPLICATION_OFFSET_CHECKPOINT,
+        CLEANER_OFFSET_CHECKPOINT,
+    }
+)
 READ_CHUNK = 4 * 1024 * 1024
 
 
@@ -140,6 +166,11 @@ def segment_logs(path: Path) -> list[tuple[int, Path]]:
         return sorted(found)
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist")
+    if is_checkpoint_file(path):
+        raise NotASegmentError(
+            f"{path} is a checkpoint, not a segment file (`kctl log dump` lists it, `kctl log verify` "
+            "checks it)"
+        )
     base = base_offset_of(path)
     if base is None:
         raise NotASegmentError(f"{path} is not named by a 20-digit base offset")
@@ -149,6 +180,89 @@ def segment_logs(path: Path) -> list[tuple[int, Path]]:
             "directory checks it)"
         )
     return [(base, path.with_name(path.name.split(".", 1)[0] + LOG_SUFFIX))]
+
+
+# -- checkpoints ---------------------------------------------------------------------------------
+def is_checkpoint_file(path: Path) -> bool:
+    """Whether ``path`` is a leader epoch checkpoint or a log directory's offset checkpoint."""
+    return path.is_file() and (path.name == LEADER_EPOCH_CHECKPOINT or path.name in OFFSET_CHECKPOINTS)
+
+
+def checkpoint_rows(path: Path) -> list[dict[str, Any]]:
+    """The entries of a checkpoint file: ``{"type": "leader_epoch", "file", "epoch", "start_offset"}``
+    rows for a leader-epoch-checkpoint, ``{"type": "checkpoint", "file", "topic", "partition",
+    "offset"}`` rows for an offset checkpoint. Raises CorruptLeaderEpochCheckpointError /
+    CorruptCheckpointError when it does not parse."""
+    if path.name == LEADER_EPOCH_CHECKPOINT:
+        entries = read_leader_epoch_checkpoint(path) or []
+        return [
+            {"type": "leader_epoch", "file": path.name, "epoch": e.epoch, "start_offset": e.start_offset}
+            for e in entries
+        ]
+    return [
+        {
+            "type": "checkpoint",
+            "file": path.name,
+            "topic": tp.topic,
+            "partition": tp.partition,
+            "offset": offset,
+        }
+        for tp, offset in sorted(read_checkpoint(path).items())
+    ]
+
+
+def _verify_checkpoint_file(path: Path, report: VerifyReport) -> None:
+    """A named checkpoint file: it must parse; a leader epoch checkpoint is also held against its
+    partition directory's log."""
+    if path.name == LEADER_EPOCH_CHECKPOINT:
+        segments = segment_logs(path.parent)
+        log_start = segments[0][0] if segments else 0
+        log_end = log_start
+        for base_offset, log_path in segments:
+            log_end = max(log_end, base_offset)
+            for item in read_batches(log_path):
+                if isinstance(item, Unreadable):
+                    break
+                log_end = item[0].last_offset + 1
+        _verify_leader_epochs(path, log_start, log_end, report)
+        return
+    try:
+        read_checkpoint(path)
+    except CorruptCheckpointError as error:
+        report.findings.append(Finding(path.name, None, None, f"checkpoint cannot be parsed: {error}"))
+
+
+def _verify_leader_epochs(path: Path, log_start: int, log_end: int, report: VerifyReport) -> None:
+    """The leader epoch checkpoint of a partition whose segments span [log_start, log_end)."""
+    try:
+        entries = read_leader_epoch_checkpoint(path)
+    except (CorruptLeaderEpochCheckpointError, OSError) as error:
+        report.findings.append(
+            Finding(
+                path.name,
+                None,
+                None,
+                f"leader epoch checkpoint cannot be trusted ({error}); the broker rebuilds it from the "
+                "batches' leader epochs",
+            )
+        )
+        return
+    for entry in entries or []:
+        if entry.start_offset > log_end:
+            report.findings.append(
+                Finding(
+                    path.name,
+                    None,
+                    entry.start_offset,
+                    f"epoch {entry.epoch} starts at offset {entry.start_offset}, past the log end offset "
+                    f"{log_end}",
+                )
+            )
+        elif entry.start_offset < log_start:
+            report.notes.append(
+                f"{path.name}: epoch {entry.epoch} starts at offset {entry.start_offset}, below the first "
+                f"segment's base offset {log_start}; the broker moves it up at start"
+            )
 
 
 # -- reading batches -----------------------------------------------------------------------------
@@ -277,6 +391,9 @@ def verify(path: Path) -> VerifyReport:
     garbage, and the consistency of each ``.index`` and ``.timeindex`` with its log."""
     path = Path(path)
     report = VerifyReport(str(path))
+    if is_checkpoint_file(path):
+        _verify_checkpoint_file(path, report)
+        return report
     segments = segment_logs(path)
     previous_last: int | None = None
     for base_offset, log_path in segments:
@@ -289,6 +406,9 @@ def verify(path: Path) -> VerifyReport:
         _verify_orphans(path, {base for base, _ in segments}, report)
         log_end = previous_last + 1 if previous_last is not None else (segments[-1][0] if segments else 0)
         _verify_snapshots(path, log_end, report)
+        if (path / LEADER_EPOCH_CHECKPOINT).exists():
+            log_start = segments[0][0] if segments else 0
+            _verify_leader_epochs(path / LEADER_EPOCH_CHECKPOINT, log_start, log_end, report)
     return report
 
 

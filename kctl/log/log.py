@@ -1,8 +1,17 @@
 """A partition's log: an ordered list of segments with one active segment at the end.
 
 Owns offset assignment, rolling, the flush policy and recovery point, reads by offset and by timestamp,
-truncation, the log start offset, and retention. Batches are appended as opaque bytes: only their
-61-byte headers are read (to validate, assign offsets and index).
+truncation, the log start offset, the high watermark, and retention. Batches are appended as opaque
+bytes: only their 61-byte headers are read (to validate, assign offsets and index). Loading a directory
+(and recovery) is :mod:`kctl.log.loader`'s.
+
+Replication primitives: the leader appends with :meth:`Log.append` (``leader_epoch`` stamps each batch
+and feeds the leader epoch cache, :mod:`kctl.log.leader_epoch`), a follower with
+:meth:`Log.append_as_follower` (the leader's bytes, offsets and epochs kept); truncation and log start
+offset increases keep the cache in step. The high watermark lies in [log start offset, log end offset];
+in single-replica mode (``high_watermark_follows_log_end``, the default) each append moves it to the log
+end offset, otherwise only :meth:`Log.update_high_watermark` does. Retention never deletes a segment
+that is not wholly below it.
 
 Idempotent-producer state (:mod:`kctl.log.producer_state`) lives in memory and in producer snapshots,
 ``<offset>.snapshot`` files beside the segments:
@@ -26,27 +35,17 @@ import logging
 import shutil
 import threading
 from bisect import bisect_right
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kctl.log import recovery
 from kctl.log.clock import SYSTEM_CLOCK, Clock
 from kctl.log.config import LogConfig
 from kctl.log.files import DEFAULT_FILE_IO, FileIO, FileRegion
-from kctl.log.index import CorruptIndexError
-from kctl.log.naming import (
-    CLEANED_SUFFIX,
-    DELETED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    TopicPartition,
-    base_offset_of,
-)
+from kctl.log.leader_epoch import LeaderEpochCache
+from kctl.log.loader import TruncateHook, load_leader_epochs, load_segments
+from kctl.log.naming import TopicPartition
 from kctl.log.producer_state import ProducerStateManager
-from kctl.log.recovery import DELETE, TRUNCATE, SegmentRecovery, plan_recovery
+from kctl.log.recovery import SegmentRecovery
 from kctl.log.retention import RetentionDecision, SegmentSummary, plan_retention
 from kctl.log.segment import MAX_RELATIVE_OFFSET, LogSegment
 from kctl.records.header import (
@@ -59,7 +58,6 @@ from kctl.records.header import (
 )
 
 logger = logging.getLogger("kctl.log")
-TruncateHook = Callable[[SegmentRecovery], None]
 
 
 class OffsetOutOfRangeError(Exception):
@@ -74,6 +72,16 @@ class OffsetOutOfRangeError(Exception):
 
 class RecordBatchTooLargeError(ValueError):
     """A batch larger than ``max.message.bytes``."""
+
+
+class UnexpectedAppendOffsetError(InvalidRecordBatch):
+    """A follower append whose batches do not continue the log: the first one starts below the log end
+    offset (they overlap what the log holds), or offsets do not rise from batch to batch."""
+
+    def __init__(self, message: str, first_offset: int, log_end_offset: int, position: int = 0) -> None:
+        super().__init__(message, position)
+        self.first_offset = first_offset
+        self.log_end_offset = log_end_offset
 
 
 @dataclass(frozen=True)
@@ -107,6 +115,8 @@ class Log:
         file_io: FileIO = DEFAULT_FILE_IO,
         clock: Clock = SYSTEM_CLOCK,
         on_truncate: TruncateHook | None = None,
+        high_watermark: int | None = None,
+        high_watermark_follows_log_end: bool = True,
     ) -> None:
         self.directory = Path(directory)
         self.topic_partition = topic_partition
@@ -127,6 +137,19 @@ class Log:
         self.first_dirty_offset = self.log_start_offset  # compaction: everything below is clean
         self.producer_state = ProducerStateManager(self.directory, file_io)
         self._load_producer_state(self.recovery_point if needs_recovery else self.log_end_offset)
+        self.leader_epoch_cache = LeaderEpochCache(self.directory, file_io)
+        load_leader_epochs(
+            self.leader_epoch_cache,
+            self.segments,
+            {step.base_offset for step in self.recovery_plan},
+            log_start_offset=self.log_start_offset,
+            log_end_offset=self.log_end_offset,
+        )
+        self._high_watermark_follows_log_end = high_watermark_follows_log_end
+        self.high_watermark = self.log_start_offset
+        if high_watermark_follows_log_end:
+            high_watermark = self.log_end_offset
+        self.update_high_watermark(self.log_start_offset if high_watermark is None else high_watermark)
         if self.recovery_plan:
             for step in self.recovery_plan:
                 if step.action != "keep":
@@ -159,46 +182,17 @@ class Log:
         log_start_offset: int,
         on_truncate: TruncateHook | None,
     ) -> None:
-        self._remove_temporary_files()
-        self._complete_swaps()
-        bases = sorted(
-            base
-            for path in self.directory.iterdir()
-            if path.name.endswith(LOG_SUFFIX) and (base := base_offset_of(path)) is not None
+        self.segments, self.recovery_plan = load_segments(
+            self.directory,
+            self._file_io,
+            self._new_segment,
+            needs_recovery=needs_recovery,
+            recovery_point=recovery_point,
+            on_truncate=on_truncate,
         )
-        for path in self.directory.iterdir():  # indexes whose segment is gone
-            base = base_offset_of(path)
-            if (
-                base is not None
-                and base not in bases
-                and path.name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX))
-            ):
-                self._file_io.remove(path)
-        if needs_recovery and bases:
-            start = max(0, bisect_right(bases, recovery_point) - 1)
-            candidates = [(base, self.directory / f"{base:020d}{LOG_SUFFIX}") for base in bases[start:]]
-            self.recovery_plan = plan_recovery(candidates, self._file_io)
-        damaged = {step.base_offset: step for step in self.recovery_plan if step.action != "keep"}
-        recovered = {step.base_offset for step in self.recovery_plan}
-        for base in bases:
-            step = damaged.get(base)
-            if step is not None and on_truncate is not None:
-                on_truncate(step)
-            segment = self._new_segment(base)
-            if step is not None and step.action == DELETE:
-                segment.delete()
-                continue
-            if step is not None and step.action == TRUNCATE:
-                segment.truncate_bytes(step.valid_bytes)
-            if base in recovered:
-                segment.rebuild_indexes()
-            else:
-                self._check_indexes(segment)
-            self.segments.append(segment)
-            self._base_offsets.append(base)
+        self._base_offsets = [segment.base_offset for segment in self.segments]
         if not self.segments:
-            start = bases[0] if bases else max(log_start_offset, 0)
-            self._append_segment(self._new_segment(start))
+            self._append_segment(self._new_segment(max(log_start_offset, 0)))
         self.segments[-1].created_ms = self._rolling_base(self.segments[-1])
 
     def _load_producer_state(self, trusted_end: int) -> None:
@@ -242,43 +236,6 @@ class Log:
         first = segment.first_batch_max_timestamp() if segment.size else None
         return now if first is None or first < 0 else min(first, now)
 
-    def _check_indexes(self, segment: LogSegment) -> None:
-        try:
-            segment.offset_index.sanity_check(segment.size)
-            segment.time_index.sanity_check(segment.next_offset - 1 if segment.size else segment.base_offset)
-        except CorruptIndexError:
-            segment.rebuild_indexes()
-        if segment.size and not segment.offset_index.path.exists():
-            segment.rebuild_indexes()
-
-    def _remove_temporary_files(self) -> None:
-        for path in list(self.directory.iterdir()):
-            if path.name.endswith((CLEANED_SUFFIX, DELETED_SUFFIX, ".tmp")):
-                self._file_io.remove(path)
-
-    def _complete_swaps(self) -> None:
-        """Finish a compaction swap interrupted by a crash: a ``.log.swap`` replaces what it covers."""
-        swaps = sorted(p for p in self.directory.iterdir() if p.name.endswith(LOG_SUFFIX + SWAP_SUFFIX))
-        for swap in swaps:
-            base = base_offset_of(swap)
-            if base is None:
-                continue
-            scan = recovery.scan_path(swap, base, self._file_io)
-            last = scan.last_offset if scan.last_offset is not None else base
-            for path in list(self.directory.iterdir()):
-                other = base_offset_of(path)
-                if (
-                    other is not None
-                    and base <= other <= last
-                    and path.name.endswith((LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX))
-                ):
-                    self._file_io.remove(path)
-            self._file_io.rename(swap, swap.with_name(swap.name.removesuffix(SWAP_SUFFIX)))
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):  # rebuilt from the log on load
-                stale = swap.with_name(f"{base:020d}{suffix}{SWAP_SUFFIX}")
-                if stale.exists():
-                    self._file_io.remove(stale)
-
     def _append_segment(self, segment: LogSegment) -> None:
         self.segments.append(segment)
         self._base_offsets.append(segment.base_offset)
@@ -302,42 +259,32 @@ class Log:
 
     # -- appending -----------------------------------------------------------------------------
     def append(
-        self,
-        records: bytes | bytearray | memoryview,
-        *,
-        assign_offsets: bool = True,
-        leader_epoch: int | None = None,
+        self, records: bytes | bytearray | memoryview, *, leader_epoch: int | None = None
     ) -> AppendInfo:
-        """Validate and append one or more whole batches.
+        """Validate and append one or more whole batches as the leader (the producer path).
 
-        With ``assign_offsets`` (the producer path) each batch gets the next offsets by rewriting its
-        base offset; otherwise (replication, compaction) offsets must rise above the log end offset.
-        Raises InvalidRecordBatch (corrupt or malformed; CORRUPT_MESSAGE), RecordBatchTooLargeError, or
-        LogStorageError (nothing of this append is acknowledged, and none of it is left in the file)."""
+        Each batch gets the next offsets by rewriting its base offset; with ``leader_epoch`` its
+        partition_leader_epoch is stamped too (both outside the CRC: byte rewrites, no per-record work),
+        and an epoch larger than the cache's latest is recorded as starting at the first offset.
+        Raises InvalidRecordBatch (corrupt or malformed; CORRUPT_MESSAGE), RecordBatchTooLargeError,
+        ProducerStateError, or LogStorageError (nothing of this append is acknowledged, and none of it is
+        left in the file)."""
         # patched in place: a writable view (a request frame the broker owns) is used as is
         data = records if isinstance(records, memoryview) and not records.readonly else bytearray(records)
-        batches = self._validate(data, assign_offsets)
+        batches = self._validate(data, leader=True)
         with self._lock:
-            if assign_offsets:
-                duplicate, data, batches = self._drop_duplicates(data, batches)
-                if duplicate is not None:
-                    return duplicate
+            duplicate, data, batches = self._drop_duplicates(data, batches)
+            if duplicate is not None:
+                return duplicate
             now = self._clock.time_ms()
             append_time = now if self.config.log_append_time else -1
-            next_offset = self.log_end_offset
-            first_offset = next_offset if assign_offsets else batches[0][1].base_offset
+            first_offset = next_offset = self.log_end_offset
             records_count = 0
             max_timestamp, offset_of_max = -1, first_offset
             assigned: list[tuple[int, BatchHeader]] = []
             for position, header in batches:
-                if assign_offsets:
-                    set_base_offset(data, position, next_offset)
-                    header = header._replace(base_offset=next_offset)
-                elif header.base_offset < next_offset:
-                    raise InvalidRecordBatch(
-                        f"batch base offset {header.base_offset} is below the log end offset {next_offset}",
-                        position,
-                    )
+                set_base_offset(data, position, next_offset)
+                header = header._replace(base_offset=next_offset)
                 if leader_epoch is not None:
                     set_partition_leader_epoch(data, position, leader_epoch)
                 if append_time >= 0:
@@ -348,16 +295,13 @@ class Log:
                 records_count += header.records_count
                 next_offset = header.next_offset
                 assigned.append((position, header))
-            last_offset = next_offset - 1
-            segment = self._maybe_roll(len(data), first_offset, last_offset, now)
-            segment.append(data, assigned)
-            for _, header in assigned:
-                self.producer_state.record(header)
-            self._unflushed_messages += records_count
-            self._maybe_flush()
+            if leader_epoch is not None and leader_epoch > self.leader_epoch_cache.latest_epoch:
+                # recorded before the batches are written: the checkpoint never misses an epoch on disk
+                self.leader_epoch_cache.assign(leader_epoch, first_offset)
+            self._write_batches(data, assigned, first_offset, next_offset - 1, records_count, now)
             return AppendInfo(
                 first_offset,
-                last_offset,
+                next_offset - 1,
                 max_timestamp,
                 offset_of_max,
                 append_time,
@@ -366,6 +310,78 @@ class Log:
                 len(data),
                 self.log_start_offset,
             )
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
+        """Append batches copied from the leader's log, as they are: offsets, timestamps and leader
+        epochs are kept (the bytes written are the leader's bytes).
+
+        Validates framing and CRCs; the first batch must not start below the log end offset and offsets
+        must rise from batch to batch (UnexpectedAppendOffsetError). A gap is accepted, as Kafka does:
+        compaction removes whole batches, so the leader's next batch may start above the offset fetched.
+        ``max.message.bytes`` is not applied (the leader accepted the batches). Every leader epoch newer
+        than the cache's latest is recorded at the base offset of its first batch; producer state is
+        updated as on the leader."""
+        batches = self._validate(records, leader=False)
+        with self._lock:
+            log_end_offset = self.log_end_offset
+            first_offset = batches[0][1].base_offset
+            previous_last = log_end_offset - 1
+            records_count = 0
+            max_timestamp, offset_of_max = -1, first_offset
+            for position, header in batches:
+                if header.base_offset <= previous_last:
+                    where = (
+                        f"the log end offset {log_end_offset}"
+                        if position == 0
+                        else f"the previous batch's last offset {previous_last} (offsets must rise)"
+                    )
+                    raise UnexpectedAppendOffsetError(
+                        f"follower append: batch at position {position} starts at offset "
+                        f"{header.base_offset}, below {where}",
+                        first_offset,
+                        log_end_offset,
+                        position,
+                    )
+                if header.max_timestamp > max_timestamp:
+                    max_timestamp, offset_of_max = header.max_timestamp, header.last_offset
+                records_count += header.records_count
+                previous_last = header.last_offset
+            cache = self.leader_epoch_cache
+            for _, header in batches:
+                if header.partition_leader_epoch > cache.latest_epoch:
+                    cache.assign(header.partition_leader_epoch, header.base_offset)
+            now = self._clock.time_ms()
+            self._write_batches(records, batches, first_offset, previous_last, records_count, now)
+            return AppendInfo(
+                first_offset,
+                previous_last,
+                max_timestamp,
+                offset_of_max,
+                -1,
+                records_count,
+                len(batches),
+                len(records),
+                self.log_start_offset,
+            )
+
+    def _write_batches(
+        self,
+        data: bytes | bytearray | memoryview,
+        batches: list[tuple[int, BatchHeader]],
+        first_offset: int,
+        last_offset: int,
+        records_count: int,
+        now: int,
+    ) -> None:
+        """Write validated batches with their final offsets to the (possibly new) active segment."""
+        segment = self._maybe_roll(len(data), first_offset, last_offset, now)
+        segment.append(data, batches)
+        for _, header in batches:
+            self.producer_state.record(header)
+        self._unflushed_messages += records_count
+        self._maybe_flush()
+        if self._high_watermark_follows_log_end:
+            self.high_watermark = last_offset + 1
 
     def _drop_duplicates(
         self, data: bytearray | memoryview, batches: list[tuple[int, BatchHeader]]
@@ -402,22 +418,26 @@ class Log:
                 kept += data[position : position + header.size]
         return None, kept, kept_batches
 
-    def _validate(self, data: bytearray | memoryview, assign_offsets: bool) -> list[tuple[int, BatchHeader]]:
+    def _validate(
+        self, data: bytes | bytearray | memoryview, *, leader: bool
+    ) -> list[tuple[int, BatchHeader]]:
+        """(position, header) of every batch; the leader also refuses control batches, batches over
+        ``max.message.bytes`` and record counts that disagree with the offset delta."""
         batches: list[tuple[int, BatchHeader]] = []
         end = 0
         limit = self.config.max_message_bytes
         for position, header in iter_headers(data, check_crc=True):
-            if header.size > limit:
+            if leader and header.size > limit:
                 raise RecordBatchTooLargeError(
                     f"batch of {header.size} bytes exceeds max.message.bytes={limit}"
                 )
             if header.records_count <= 0:
                 raise InvalidRecordBatch("batch has no records", position)
-            if assign_offsets and header.is_control:
+            if leader and header.is_control:
                 raise InvalidRecordBatch(
                     "control batches are written by the broker, not by producers", position
                 )
-            if assign_offsets and header.records_count != header.last_offset_delta + 1:
+            if leader and header.records_count != header.last_offset_delta + 1:
                 raise InvalidRecordBatch(
                     f"batch declares {header.records_count} records but last_offset_delta "
                     f"{header.last_offset_delta}",
@@ -567,9 +587,11 @@ class Log:
                 self._base_offsets.pop()
             self.active_segment.truncate_to(offset)
             self.recovery_point = min(self.recovery_point, self.log_end_offset)
+            self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
             if self.producer_state.delete_snapshots_above(self.log_end_offset):
                 self._file_io.fsync_dir(self.directory)  # a deleted snapshot must not come back
             self._reload_producer_state()
+            self.update_high_watermark(min(self.high_watermark, self.log_end_offset))
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and start an empty log at ``offset``."""
@@ -580,19 +602,64 @@ class Log:
             self.producer_state.delete_all_snapshots()
             self.producer_state.clear()
             self._append_segment(self._new_segment(offset))
+            self.leader_epoch_cache.clear()
             self._file_io.fsync_dir(self.directory)
-            self.log_start_offset = self.recovery_point = offset
+            self.log_start_offset = self.recovery_point = self.high_watermark = offset
 
     def maybe_increment_log_start_offset(self, offset: int) -> bool:
-        """Raise the log start offset (DeleteRecords); whole segments below it go at the next
-        retention run."""
+        """Raise the log start offset (DeleteRecords; never above the high watermark); whole segments
+        below it go at the next retention run, and the leader epoch cache forgets the epochs below it."""
         with self._lock:
-            if offset > self.log_end_offset:
-                raise OffsetOutOfRangeError(offset, self.log_start_offset, self.log_end_offset)
+            if offset > self.high_watermark:
+                raise OffsetOutOfRangeError(offset, self.log_start_offset, self.high_watermark)
             if offset <= self.log_start_offset:
                 return False
-            self.log_start_offset = offset
+            self._set_log_start_offset(offset)
             return True
+
+    def _set_log_start_offset(self, offset: int) -> None:
+        self.log_start_offset = offset
+        self.leader_epoch_cache.truncate_from_start(offset)
+        self.high_watermark = max(self.high_watermark, offset)
+
+    # -- high watermark and leader epochs ------------------------------------------------------
+    @property
+    def high_watermark_follows_log_end(self) -> bool:
+        """True in single-replica (embedded) mode: every append moves the high watermark to the log end
+        offset. Replication turns it off and moves the high watermark with update_high_watermark."""
+        return self._high_watermark_follows_log_end
+
+    @high_watermark_follows_log_end.setter
+    def high_watermark_follows_log_end(self, follows: bool) -> None:
+        with self._lock:
+            self._high_watermark_follows_log_end = follows
+            if follows:
+                self.high_watermark = self.log_end_offset
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark to ``offset`` clamped to [log start offset, log end offset]; return it.
+        Consumers read below it (the caller passes it as ``max_offset`` to :meth:`read`)."""
+        with self._lock:
+            self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+            return self.high_watermark
+
+    @property
+    def latest_epoch(self) -> int:
+        """The newest leader epoch in the log's cache, -1 when none."""
+        return self.leader_epoch_cache.latest_epoch
+
+    def end_offset_for_epoch(self, requested_epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) of ``requested_epoch`` as OffsetsForLeaderEpoch answers it (see
+        :meth:`LeaderEpochCache.end_offset_for`)."""
+        with self._lock:
+            return self.leader_epoch_cache.end_offset_for(requested_epoch, self.log_end_offset)
+
+    def assign_epoch_start_offset(self, leader_epoch: int, start_offset: int | None = None) -> bool:
+        """Record that ``leader_epoch`` starts at ``start_offset`` (default: the log end offset), as a
+        new leader does on election before it appends anything; ignored unless the epoch is new."""
+        with self._lock:
+            offset = self.log_end_offset if start_offset is None else start_offset
+            return self.leader_epoch_cache.assign(leader_epoch, offset)
 
     # -- retention -----------------------------------------------------------------------------
     def segment_summaries(self) -> list[SegmentSummary]:
@@ -617,9 +684,10 @@ class Log:
         log_start_offset: int | None = None,
     ) -> list[RetentionDecision]:
         """The segments the retention rules would delete now (nothing is changed). Rules default to the
-        config (time and size only when cleanup.policy includes delete) and the log start offset."""
+        config (time and size only when cleanup.policy includes delete) and the log start offset. Only
+        segments wholly below the high watermark qualify: what followers may lack is never deleted."""
         delete_policy = self.config.delete
-        return plan_retention(
+        decisions = plan_retention(
             self.segment_summaries(),
             now_ms=self._clock.time_ms(),
             retention_ms=retention_ms
@@ -630,6 +698,10 @@ class Log:
             else (self.config.retention_bytes if delete_policy else -1),
             log_start_offset=self.log_start_offset if log_start_offset is None else log_start_offset,
         )
+        below = 0
+        while below < len(decisions) and decisions[below].next_offset <= self.high_watermark:
+            below += 1
+        return decisions[:below]
 
     def remove_expired_producers(self, expiration_ms: int) -> int:
         """Forget idempotent producers silent for longer than ``expiration_ms`` (by their last batch's
@@ -654,14 +726,14 @@ class Log:
             self.segments = keep
             self._base_offsets = [segment.base_offset for segment in keep]
             self.producer_state.delete_snapshots_before(self.segments[0].base_offset)
-            self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+            self._set_log_start_offset(max(self.log_start_offset, self.segments[0].base_offset))
             self.recovery_point = max(self.recovery_point, self.log_start_offset)
             return decisions
 
     # -- compaction support --------------------------------------------------------------------
     def swap_in_segment(self, old: LogSegment, swap_path: Path) -> None:
         """Replace ``old`` by a finished ``<base>.log.swap`` file (compaction output) and rebuild its
-        indexes. A crash between the steps is completed by recovery (see ``_complete_swaps``)."""
+        indexes. A crash between the steps is completed at load (:func:`kctl.log.loader.complete_swaps`)."""
         with self._lock:
             index = self.segments.index(old)
             old.delete()

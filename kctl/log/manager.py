@@ -1,8 +1,10 @@
 """The LogManager: every partition log across one or more data directories.
 
 Owns each directory's lock file (two brokers cannot open the same directory), ``meta.properties``, the
-clean-shutdown marker, the recovery-point and log-start-offset checkpoints, placing new partitions, and
-the periodic flush / retention / compaction passes the broker schedules."""
+clean-shutdown marker, the recovery-point, log-start-offset and replication-offset (high watermark)
+checkpoints, placing new partitions, and the periodic flush / retention / compaction passes the broker
+schedules. High watermarks are restored from ``replication-offset-checkpoint`` at start, each clamped to
+its log's recovered log end offset."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from pathlib import Path
 from kctl.log.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
     CorruptCheckpointError,
     read_checkpoint,
     write_checkpoint,
@@ -143,7 +146,10 @@ class LogManager:
         topic_configs: Mapping[str, LogConfig] | None = None,
         file_io: FileIO = DEFAULT_FILE_IO,
         clock: Clock = SYSTEM_CLOCK,
+        high_watermark_follows_log_end: bool = True,
     ) -> None:
+        """``high_watermark_follows_log_end``: single-replica mode (see :class:`Log`); replication
+        passes False and moves each log's high watermark itself."""
         self.log_dirs = [Path(directory).resolve() for directory in log_dirs]
         if not self.log_dirs:
             raise ValueError("at least one log directory is required")
@@ -153,6 +159,7 @@ class LogManager:
         self.cluster_id = cluster_id
         self._file_io = file_io
         self._clock = clock
+        self.high_watermark_follows_log_end = high_watermark_follows_log_end
         self._logs: dict[TopicPartition, Log] = {}
         self._lock = threading.RLock()
         self._dir_locks: list[LogDirLock] = []
@@ -196,6 +203,11 @@ class LogManager:
             start_offsets = read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
         except CorruptCheckpointError:
             recovery_points, start_offsets, clean = {}, {}, False
+        try:
+            high_watermarks = read_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT)
+        except CorruptCheckpointError as error:
+            log_module.warning("%s; high watermarks start at the log start offsets", error)
+            high_watermarks = {}
         for child in sorted(log_dir.iterdir()):
             if not child.is_dir():
                 continue
@@ -214,6 +226,8 @@ class LogManager:
                 needs_recovery=not clean,
                 file_io=self._file_io,
                 clock=self._clock,
+                high_watermark=high_watermarks.get(tp),
+                high_watermark_follows_log_end=self.high_watermark_follows_log_end,
             )
         if clean:
             marker.unlink()
@@ -256,6 +270,7 @@ class LogManager:
                 needs_recovery=False,
                 file_io=self._file_io,
                 clock=self._clock,
+                high_watermark_follows_log_end=self.high_watermark_follows_log_end,
             )
             self._logs[tp] = log
             return log
@@ -307,7 +322,8 @@ class LogManager:
         return {tp: count for tp, count in removed.items() if count}
 
     def checkpoint(self) -> None:
-        """Write the recovery-point and log-start-offset checkpoints of every directory."""
+        """Write the recovery-point, log-start-offset and replication-offset (high watermark)
+        checkpoints of every directory."""
         with self._lock:
             by_dir: dict[Path, dict[TopicPartition, Log]] = {log_dir: {} for log_dir in self.log_dirs}
             for tp, log in self._logs.items():
@@ -319,6 +335,10 @@ class LogManager:
                 write_checkpoint(
                     log_dir / LOG_START_OFFSET_CHECKPOINT,
                     {tp: log.log_start_offset for tp, log in logs.items()},
+                )
+                write_checkpoint(
+                    log_dir / REPLICATION_OFFSET_CHECKPOINT,
+                    {tp: log.high_watermark for tp, log in logs.items()},
                 )
 
     # -- shutdown ------------------------------------------------------------------------------
