@@ -18,7 +18,7 @@ from broker_process import BrokerProcess
 from raw_kafka import running_broker, unique
 
 from kctl.client import AdminClient, NewTopic, TopicPartition
-from kctl.client.group_consumer import GroupConsumer
+from kctl.client.group.consumer import GroupConsumer
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -31,8 +31,8 @@ from kctl.client import (
 from kctl.client.cluster import ClusterClient
 from kctl.client.consumer import Consumer, ConsumerConfig
 from kctl.client.fetcher import ConsumerRecord
+from kctl.client.group import GroupConsumer
 from kctl.client.group_config import GroupConfig
-from kctl.client.group_consumer import GroupConsumer
 from kctl.client.offsets_spec import (
     OffsetPoint,
     OffsetRange,

@@ -25,7 +25,7 @@ from kctl.client import (
     BrokerResponseError,
     TopicPartition,
 )
-from kctl.client.group_admin import (
+from kctl.client.group.admin import (
     STATES,
     GroupAdmin,
     GroupDescription,

@@ -1,6 +1,6 @@
 """Talking to a group's coordinator: FindCoordinator, dedicated coordinator connections, and the
-OffsetCommit/OffsetFetch encoding shared by group members (``group``) and admin calls
-(``group_admin``).
+OffsetCommit/OffsetFetch encoding shared by group members (``membership``, ``committer``) and
+admin calls (``admin``).
 
 A member's group requests go over connections of their own (``CoordinatorChannel``), not the
 pooled per-broker connections its fetches use, as Kafka's clients do: a JoinGroup waits for the whole

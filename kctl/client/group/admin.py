@@ -31,7 +31,7 @@ from kctl.client.admin import AdminClient, Result
 from kctl.client.cluster import ClusterClient, Deadline
 from kctl.client.consumer_protocol import PROTOCOL_TYPE, Assignment, ConsumerProtocolError, Subscription
 from kctl.client.errors import BrokerResponseError, KafkaError
-from kctl.client.group_coordinator import (
+from kctl.client.group.coordinator import (
     COORDINATOR_ERRORS,
     OffsetAndMetadata,
     find_coordinators,
