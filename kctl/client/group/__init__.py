@@ -28,6 +28,21 @@ from kctl.client.group.admin import (
 from kctl.client.group.consumer import GroupConsumer
 from kctl.client.group.coordinator import OffsetAndMetadata
 from kctl.client.group.membership import GroupMembership
+from kctl.client.group.rewind import (
+    NothingToRewindError,
+    OffsetsFileError,
+    PlannedOffset,
+    RewindPlan,
+    ShiftBy,
+    Strategy,
+    ToCurrent,
+    ToGroup,
+    ToOffsets,
+    TopicError,
+    ToPoint,
+    execute,
+    plan_rewind,
+)
 from kctl.client.group.state import CommitFailedError, GroupMembershipError, MemberState
 
 __all__ = [
@@ -42,6 +57,19 @@ __all__ = [
     "GroupNotEmptyError",
     "MemberDescription",
     "MemberState",
+    "NothingToRewindError",
     "OffsetAndMetadata",
+    "OffsetsFileError",
     "PartitionOffsets",
+    "PlannedOffset",
+    "RewindPlan",
+    "ShiftBy",
+    "Strategy",
+    "ToCurrent",
+    "ToGroup",
+    "ToOffsets",
+    "ToPoint",
+    "TopicError",
+    "execute",
+    "plan_rewind",
 ]

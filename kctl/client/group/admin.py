@@ -1,6 +1,6 @@
 """Admin calls for consumer groups: list, describe (members, assignments, committed offsets, lag),
-reset ("rewind") committed offsets, delete groups and offsets — what ``kafka-consumer-groups.sh`` and
-``rpk group`` do, as a library.
+alter committed offsets, delete groups and offsets — what ``kafka-consumer-groups.sh`` and ``rpk
+group`` do, as a library (resetting offsets by a strategy: ``kctl.client.group.rewind``).
 
 ::
 
@@ -9,8 +9,7 @@ reset ("rewind") committed offsets, delete groups and offsets — what ``kafka-c
         listed = groups.list_groups(states={"Stable"})
         [billing] = groups.describe_groups(["billing"])
         lag = groups.offsets_with_lag("billing")                # committed, log end, lag per partition
-        plan = groups.plan_reset("billing", {TopicPartition("orders", 0): OffsetPoint(PointKind.BEGINNING)})
-        groups.apply_reset("billing", plan)                      # OffsetCommit (generation -1)
+        groups.alter_offsets("billing", {TopicPartition("orders", 0): 42})   # OffsetCommit (generation -1)
 
 Routing: ListGroups goes to every broker (each lists the groups it coordinates); DescribeGroups,
 OffsetFetch, OffsetCommit, DeleteGroups and OffsetDelete to each group's coordinator (FindCoordinator,
@@ -24,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from kctl.client.admin import AdminClient, Result
@@ -40,9 +39,8 @@ from kctl.client.group.coordinator import (
     offset_fetch_request,
     offset_fetch_results,
 )
-from kctl.client.offsets_spec import OffsetAndTimestamp, OffsetPoint, PointKind, resolve_points
 from kctl.client.types import BrokerInfo, TopicPartition
-from kctl.protocol import ApiKey, ErrorCode, error_name
+from kctl.protocol import ApiKey, ErrorCode
 from kctl.protocol.messages.delete_groups import DeleteGroupsRequest
 from kctl.protocol.messages.describe_groups import DescribeGroupsRequest
 from kctl.protocol.messages.list_groups import ListGroupsRequest
@@ -127,28 +125,6 @@ class PartitionOffsets:
         if self.committed is None or self.log_end is None:
             return None
         return max(self.log_end - self.committed, 0)
-
-
-@dataclasses.dataclass(frozen=True)
-class PlannedOffset:
-    """One partition of an offset reset: the committed offset now (None: none), the new one, the
-    log's bounds, and what happened on the way (``note``: e.g. clamped) or went wrong (``error``)."""
-
-    topic_partition: TopicPartition
-    current: int | None
-    target: int | None
-    log_start: int | None
-    log_end: int | None
-    note: str | None = None
-    error: str | None = None
-
-    @property
-    def lag_before(self) -> int | None:
-        return None if self.current is None or self.log_end is None else max(self.log_end - self.current, 0)
-
-    @property
-    def lag_after(self) -> int | None:
-        return None if self.target is None or self.log_end is None else max(self.log_end - self.target, 0)
 
 
 class GroupNotEmptyError(KafkaError):
@@ -434,75 +410,6 @@ class GroupAdmin:
                 out[description.name] = description.error or "UNKNOWN_SERVER_ERROR"
         return out
 
-    def plan_reset(
-        self,
-        group_id: str,
-        targets: Mapping[TopicPartition, OffsetPoint | str],
-        *,
-        timeout: float | None = None,
-        now_ms: int | None = None,
-        require_inactive: bool = True,
-    ) -> list[PlannedOffset]:
-        """Work out a reset of the group's committed offsets: ``targets`` maps each partition to an
-        ``OffsetPoint`` (beginning, end, an offset, +N/-N, a time; see ``kctl.client.offsets_spec``)
-        or to an error text (the partition cannot be reset; reported as is). Each new offset is
-        clamped into ``[log start, log end]`` as Kafka's tool does. Raises ``GroupNotEmptyError``
-        when the group has members (unless ``require_inactive`` is False)."""
-        [group] = self.describe_groups([group_id], timeout=timeout)
-        if not group.ok:
-            raise BrokerResponseError(group.error_code, group.error_message, context=f"group {group_id!r}")
-        if require_inactive and group.active:
-            raise GroupNotEmptyError(group)
-        partitions = sorted(TopicPartition(*tp) for tp in targets)
-        committed = self.committed_offsets(group_id, partitions, timeout=timeout) if group.exists else {}
-        points = {tp: p for tp, p in targets.items() if isinstance(p, OffsetPoint)}
-        valid = sorted(points)
-        start = self.admin.list_offsets(valid, "earliest", timeout=timeout) if valid else {}
-        end = self.admin.list_offsets(valid, "latest", timeout=timeout) if valid else {}
-        bounds_error = {
-            tp: next(r.error for r in (start[tp], end[tp]) if not r.ok)
-            for tp in valid
-            if not (start[tp].ok and end[tp].ok)
-        }
-        resolvable = {tp: p for tp, p in points.items() if tp not in bounds_error}
-        lookup = _BoundsLookup(self.admin, start, end, timeout)
-        resolved = resolve_points(resolvable, None, lookup, now_ms=now_ms) if resolvable else {}
-        plan = []
-        for tp in partitions:
-            value = committed.get(tp)
-            current = value.offset if value is not None else None
-            target = targets[tp]
-            s = start[tp].offset if tp in start and start[tp].ok else None
-            e = end[tp].offset if tp in end and end[tp].ok else None
-            if not isinstance(target, OffsetPoint):
-                plan.append(PlannedOffset(tp, current, None, s, e, error=str(target)))
-            elif tp in bounds_error:
-                plan.append(PlannedOffset(tp, current, None, s, e, error=bounds_error[tp]))
-            elif tp in lookup.errors:
-                plan.append(PlannedOffset(tp, current, None, s, e, error=lookup.errors[tp]))
-            else:
-                new = resolved[tp]
-                note = None
-                if target.kind is PointKind.OFFSET and new != target.value:
-                    note = f"{target.value} clamped to the log {'start' if new == s else 'end'}"
-                elif target.is_time and new == e:
-                    note = "no record at or after that time: the log end"
-                plan.append(PlannedOffset(tp, current, new, s, e, note=note))
-        return plan
-
-    def apply_reset(
-        self, group_id: str, plan: Sequence[PlannedOffset], *, timeout: float | None = None
-    ) -> dict[TopicPartition, int]:
-        """Commit the plan's new offsets (OffsetCommit with generation -1, as an admin tool: the
-        coordinator accepts it only while the group has no members). Entries with an error are
-        skipped. Returns the error code of each committed partition (0: done)."""
-        offsets = {
-            p.topic_partition: OffsetAndMetadata(p.target)
-            for p in plan
-            if p.error is None and p.target is not None
-        }
-        return self.alter_offsets(group_id, offsets, timeout=timeout)
-
     def alter_offsets(
         self,
         group_id: str,
@@ -600,38 +507,3 @@ class GroupAdmin:
 
         return self._retry_coordinator(attempt, deadline, "OffsetDelete")
 
-
-class _BoundsLookup:
-    """``OffsetLookup`` over offsets already listed, with per-partition errors of time lookups."""
-
-    def __init__(
-        self,
-        admin: AdminClient,
-        start: Mapping[TopicPartition, Any],
-        end: Mapping[TopicPartition, Any],
-        timeout: float | None,
-    ) -> None:
-        self.admin = admin
-        self.start = start
-        self.end = end
-        self.timeout = timeout
-        self.errors: dict[TopicPartition, str] = {}
-
-    def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        return {tp: self.start[tp].offset for tp in partitions}
-
-    def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        return {tp: self.end[tp].offset for tp in partitions}
-
-    def offsets_for_times(
-        self, timestamps: Mapping[TopicPartition, int]
-    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
-        results = self.admin.list_offsets(dict(timestamps), timeout=self.timeout)
-        out: dict[TopicPartition, OffsetAndTimestamp | None] = {}
-        for tp, r in results.items():
-            if not r.ok:
-                self.errors[tp] = r.error or error_name(r.error_code)
-                out[tp] = None
-            else:
-                out[tp] = OffsetAndTimestamp(r.offset, r.timestamp) if r.offset >= 0 else None
-        return out
