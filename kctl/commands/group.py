@@ -731,7 +731,8 @@ def _delete_offsets(
             raise KctlError(
                 f"group {group!r} has no committed offsets for {', '.join(scope)}", ExitCode.NOT_FOUND
             )
-        group_error, codes = groups.delete_offsets(group, partitions)
+        deleted = groups.delete_offsets(group, partitions)
+    group_error, codes = deleted.error_code, deleted.partitions
     if group_error and not codes:
         raise KctlError(
             f"group {group!r}: {error_name(group_error)}",

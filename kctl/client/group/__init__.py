@@ -23,6 +23,7 @@ from kctl.client.group.admin import (
     GroupListing,
     GroupNotEmptyError,
     MemberDescription,
+    OffsetDeleteResult,
     PartitionOffsets,
 )
 from kctl.client.group.consumer import GroupConsumer
@@ -59,6 +60,7 @@ __all__ = [
     "MemberState",
     "NothingToRewindError",
     "OffsetAndMetadata",
+    "OffsetDeleteResult",
     "OffsetsFileError",
     "PartitionOffsets",
     "PlannedOffset",

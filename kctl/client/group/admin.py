@@ -32,6 +32,7 @@ from kctl.client.consumer_protocol import PROTOCOL_TYPE, Assignment, ConsumerPro
 from kctl.client.errors import BrokerResponseError, KafkaError
 from kctl.client.group.coordinator import (
     COORDINATOR_ERRORS,
+    CoordinatorResponse,
     OffsetAndMetadata,
     find_coordinators,
     offset_commit_request,
@@ -127,6 +128,14 @@ class PartitionOffsets:
         return max(self.log_end - self.committed, 0)
 
 
+@dataclasses.dataclass(frozen=True)
+class OffsetDeleteResult:
+    """The outcome of OffsetDelete: the group's error code, and each partition's (0: deleted)."""
+
+    error_code: int
+    partitions: dict[TopicPartition, int]
+
+
 class GroupNotEmptyError(KafkaError):
     """The group has active members; its offsets cannot be reset (``group``: its description)."""
 
@@ -175,8 +184,8 @@ class GroupAdmin:
 
     def _request_coordinator(
         self, group_id: str, api_key: int, build: Any, deadline: Deadline, *, min_version: int | None = None
-    ) -> tuple[int, Any]:
-        """One request to the group's coordinator (found first), as ``(version, response)``."""
+    ) -> CoordinatorResponse:
+        """One request to the group's coordinator (found first): its response and the version used."""
         found = find_coordinators(self.cluster, [group_id], deadline=deadline)[group_id]
         if isinstance(found, BrokerResponseError):
             raise found
@@ -185,7 +194,7 @@ class GroupAdmin:
         response = conn.request(
             api_key, build(version), version, timeout=deadline.timeout(self.cluster.config.request_timeout)
         )
-        return version, response
+        return CoordinatorResponse(version, response)
 
     def _retry_coordinator(self, operation: Any, deadline: Deadline, what: str) -> Any:
         """Run ``operation`` until it succeeds; coordinator errors (raised as BrokerResponseError)
@@ -338,22 +347,21 @@ class GroupAdmin:
         deadline = self._deadline(timeout)
 
         def attempt() -> dict[TopicPartition, OffsetAndMetadata | None]:
-            version, response = self._request_coordinator(
+            reply = self._request_coordinator(
                 group_id,
                 ApiKey.OFFSET_FETCH,
                 lambda version: offset_fetch_request(version, group_id, wanted, require_stable=False),
                 deadline,
                 min_version=2 if wanted is None else None,
             )
-            group_error, found = offset_fetch_results(version, response, group_id)
-            if group_error:
-                raise BrokerResponseError(group_error, context=f"group {group_id!r}")
-            for tp, (code, _) in found.items():
-                if code:
-                    raise BrokerResponseError(code, context=f"group {group_id!r} partition {tp}")
+            fetched = offset_fetch_results(reply.version, reply.body, group_id)
+            if fetched.error_code:
+                raise BrokerResponseError(fetched.error_code, context=f"group {group_id!r}")
+            for tp, code in fetched.errors.items():
+                raise BrokerResponseError(code, context=f"group {group_id!r} partition {tp}")
             if wanted is None:
-                return {tp: value for tp, (_, value) in sorted(found.items()) if value is not None}
-            return {tp: found.get(tp, (0, None))[1] for tp in wanted}
+                return {tp: value for tp, value in sorted(fetched.offsets.items()) if value is not None}
+            return {tp: fetched.offsets.get(tp) for tp in wanted}
 
         return self._retry_coordinator(attempt, deadline, "OffsetFetch")
 
@@ -428,12 +436,12 @@ class GroupAdmin:
         deadline = self._deadline(timeout)
 
         def attempt() -> dict[TopicPartition, int]:
-            _, response = self._request_coordinator(
+            response = self._request_coordinator(
                 group_id,
                 ApiKey.OFFSET_COMMIT,
                 lambda version: offset_commit_request(version, group_id, values),
                 deadline,
-            )
+            ).body
             codes = offset_commit_results(response)
             retriable = [c for c in codes.values() if c in COORDINATOR_ERRORS]
             if retriable:
@@ -453,12 +461,12 @@ class GroupAdmin:
         for group_id in ids:
 
             def attempt(group_id: str = group_id) -> Result:
-                _, response = self._request_coordinator(
+                response = self._request_coordinator(
                     group_id,
                     ApiKey.DELETE_GROUPS,
                     lambda version: DeleteGroupsRequest(groups_names=[group_id]),
                     deadline,
-                )
+                ).body
                 found = next((r for r in response.results if r.group_id == group_id), None)
                 if found is None:
                     return Result(group_id, ErrorCode.UNKNOWN_SERVER_ERROR, "DeleteGroups did not mention it")
@@ -474,7 +482,7 @@ class GroupAdmin:
 
     def delete_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition], *, timeout: float | None = None
-    ) -> tuple[int, dict[TopicPartition, int]]:
+    ) -> OffsetDeleteResult:
         """Delete some of a group's committed offsets (OffsetDelete): the group's error code and
         each partition's (GROUP_SUBSCRIBED_TO_TOPIC while a member subscribes to its topic)."""
         wanted = sorted(set(TopicPartition(*tp) for tp in partitions))
@@ -492,10 +500,10 @@ class GroupAdmin:
             ],
         )
 
-        def attempt() -> tuple[int, dict[TopicPartition, int]]:
-            _, response = self._request_coordinator(
+        def attempt() -> OffsetDeleteResult:
+            response = self._request_coordinator(
                 group_id, ApiKey.OFFSET_DELETE, lambda version: body, deadline
-            )
+            ).body
             if response.error_code in COORDINATOR_ERRORS:
                 raise BrokerResponseError(response.error_code, context=f"group {group_id!r}")
             codes = {
@@ -503,7 +511,9 @@ class GroupAdmin:
                 for t in response.topics
                 for p in t.partitions
             }
-            return response.error_code, {tp: codes.get(tp, response.error_code) for tp in wanted}
+            return OffsetDeleteResult(
+                response.error_code, {tp: codes.get(tp, response.error_code) for tp in wanted}
+            )
 
         return self._retry_coordinator(attempt, deadline, "OffsetDelete")
 

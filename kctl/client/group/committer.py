@@ -207,13 +207,13 @@ class OffsetCommitterMixin:
                 group_instance_id=instance_id,
             )
             try:
-                _, response = self.channel.request(
+                response = self.channel.request(
                     "offsets",
                     ApiKey.OFFSET_COMMIT,
                     build,
                     deadline=deadline,
                     timeout=deadline.timeout(self.config.request_timeout),
-                )
+                ).body
             except KafkaError as error:
                 if not error.retriable or deadline.expired:
                     raise CommitFailedError(f"group {self.group_id!r}: commit failed: {error}") from error
@@ -279,7 +279,7 @@ class OffsetCommitterMixin:
         deadline = self.cluster.deadline(timeout)
 
         def attempt() -> dict[TopicPartition, OffsetAndMetadata | None]:
-            version, response = self.channel.request(
+            reply = self.channel.request(
                 "offsets",
                 ApiKey.OFFSET_FETCH,
                 lambda version: offset_fetch_request(version, self.group_id, wanted),
@@ -287,19 +287,20 @@ class OffsetCommitterMixin:
                 timeout=deadline.timeout(self.config.request_timeout),
                 min_version=None if wanted is not None else 2,
             )
-            group_error, found = offset_fetch_results(version, response, self.group_id)
-            if group_error:
-                if group_error in COORDINATOR_ERRORS:
+            fetched = offset_fetch_results(reply.version, reply.body, self.group_id)
+            if fetched.error_code:
+                if fetched.error_code in COORDINATOR_ERRORS:
                     self.channel.invalidate()
-                raise BrokerResponseError(group_error, context=f"OffsetFetch of group {self.group_id!r}")
-            for tp, (code, _) in found.items():
-                if code:
-                    if code in COORDINATOR_ERRORS:
-                        self.channel.invalidate()
-                    raise BrokerResponseError(code, context=f"OffsetFetch of {tp}")
+                raise BrokerResponseError(
+                    fetched.error_code, context=f"OffsetFetch of group {self.group_id!r}"
+                )
+            for tp, code in fetched.errors.items():
+                if code in COORDINATOR_ERRORS:
+                    self.channel.invalidate()
+                raise BrokerResponseError(code, context=f"OffsetFetch of {tp}")
             if wanted is None:
-                return {tp: value for tp, (_, value) in sorted(found.items())}
-            return {tp: found.get(tp, (0, None))[1] for tp in wanted}
+                return dict(sorted(fetched.offsets.items()))
+            return {tp: fetched.offsets.get(tp) for tp in wanted}
 
         return self.cluster.retry(attempt, deadline=deadline, description="OffsetFetch")
 

@@ -84,7 +84,7 @@ class HeartbeatMixin:
         instance_id = self.config.group_instance_id
         deadline = Deadline(self.config.session_timeout_ms / 1000)
         try:
-            _, response = self.channel.request(
+            response = self.channel.request(
                 "heartbeat",
                 ApiKey.HEARTBEAT,
                 lambda version: HeartbeatRequest(
@@ -95,7 +95,7 @@ class HeartbeatMixin:
                 ),
                 deadline=deadline,
                 timeout=min(self.config.request_timeout, self.config.session_timeout_ms / 1000),
-            )
+            ).body
         except KafkaError as error:
             log.info("group %s: heartbeat: %s", self.group_id, error)
             if not error.retriable:

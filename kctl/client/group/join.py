@@ -12,6 +12,7 @@ import logging
 import random
 import threading
 from collections.abc import Collection
+from dataclasses import dataclass
 from typing import Any
 
 from kctl.client.cluster import ClusterClient, Deadline
@@ -34,6 +35,15 @@ from kctl.protocol.messages.join_group import JoinGroupRequest, JoinGroupRequest
 from kctl.protocol.messages.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
 
 log = logging.getLogger("kctl.client.group.membership")
+
+
+@dataclass(frozen=True)
+class LeaderAssignment:
+    """The leader's assignment: each member's encoded ``Assignment``, and the partition count of
+    every topic the group subscribes to (watched for changes)."""
+
+    assignments: dict[str, bytes]
+    partition_counts: dict[str, int]
 
 
 class JoinMixin:
@@ -143,14 +153,14 @@ class JoinMixin:
                 )
 
             min_version = 5 if instance_id else None
-            _, response = self.channel.request(
+            response = self.channel.request(
                 "join",
                 ApiKey.JOIN_GROUP,
                 join_request,
                 deadline=deadline,
                 timeout=self._join_timeout(),
                 min_version=min_version,
-            )
+            ).body
             code = response.error_code
             if code == ErrorCode.MEMBER_ID_REQUIRED:
                 with self._lock:
@@ -182,9 +192,11 @@ class JoinMixin:
                 # it still watches the topics it knows of for partition changes
                 group_topics = self._partition_counts(topics, deadline)
             else:
-                encoded, group_topics = self._leader_assign(protocol, response.members, deadline)
+                leader = self._leader_assign(protocol, response.members, deadline)
+                group_topics = leader.partition_counts
                 assignments = [
-                    SyncGroupRequestAssignment(member_id=m, assignment=a) for m, a in encoded.items()
+                    SyncGroupRequestAssignment(member_id=m, assignment=a)
+                    for m, a in leader.assignments.items()
                 ]
 
         def sync_request(version: int) -> SyncGroupRequest:
@@ -198,9 +210,9 @@ class JoinMixin:
                 assignments=assignments,
             )
 
-        _, sync = self.channel.request(
+        sync = self.channel.request(
             "join", ApiKey.SYNC_GROUP, sync_request, deadline=deadline, timeout=self._join_timeout()
-        )
+        ).body
         if sync.error_code:
             if sync.error_code == ErrorCode.UNKNOWN_MEMBER_ID:
                 with self._lock:
@@ -224,7 +236,7 @@ class JoinMixin:
 
     def _leader_assign(
         self, protocol: str, members: list[Any], deadline: Deadline
-    ) -> tuple[dict[str, bytes], dict[str, int]]:
+    ) -> LeaderAssignment:
         """The leader's work: decode the subscriptions, read the topics' metadata, run the assignor."""
         assignor = next((a for a in self.assignors if a.name == protocol), None)
         if assignor is None:
@@ -259,7 +271,7 @@ class JoinMixin:
             len(group_members),
             protocol,
         )
-        return encoded, counts
+        return LeaderAssignment(encoded, counts)
 
     def _partition_counts(self, topics: Collection[str], deadline: Deadline) -> dict[str, int]:
         if not topics:

@@ -485,13 +485,13 @@ class GroupMembership(JoinMixin, HeartbeatMixin, OffsetCommitterMixin):
             return LeaveGroupRequest(group_id=self.group_id, member_id=member_id)
 
         try:
-            _, response = self.channel.request(
+            response = self.channel.request(
                 purpose,
                 ApiKey.LEAVE_GROUP,
                 build,
                 deadline=Deadline(min(self.config.request_timeout, self.config.default_api_timeout)),
                 min_version=3 if instance_id else None,
-            )
+            ).body
             codes = [response.error_code, *(m.error_code for m in getattr(response, "members", None) or [])]
             if any(codes):
                 log.info("group %s: LeaveGroup: %s", self.group_id, BrokerResponseError(max(codes)).name)
