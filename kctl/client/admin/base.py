@@ -5,6 +5,7 @@ partition leader."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -22,8 +23,15 @@ from kctl.client.errors import (
 from kctl.client.types import TopicPartition
 from kctl.protocol import ErrorCode
 
-Outcome = tuple[int, str | None, Any]
-"""(error code, error message, payload) for one item of an operation."""
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """The outcome of one item of an operation: its error code (0: success), the broker's message,
+    and what the response said of it (``payload``, for the operation to read)."""
+
+    error_code: int
+    error_message: str | None = None
+    payload: Any = None
 
 
 def _error_code_of(error: KafkaError) -> int:
@@ -101,15 +109,16 @@ class AdminBase:
                 if not is_retriable(error, retry_codes):
                     raise
                 raised = error
-                outcomes = {k: (_error_code_of(error), str(error), None) for k in pending}
+                outcomes = {k: Outcome(_error_code_of(error), str(error)) for k in pending}
             retry: list[Any] = []
             for key in pending:
-                code, message, payload = outcomes.get(
-                    key, (ErrorCode.UNKNOWN_SERVER_ERROR, "the broker's response did not mention it", None)
+                outcome = outcomes.get(
+                    key, Outcome(ErrorCode.UNKNOWN_SERVER_ERROR, "the broker's response did not mention it")
                 )
+                code = outcome.error_code
                 if code and (code in RETRIABLE_CODES or code in retry_codes):
                     retry.append(key)
-                final[key] = (code, message, payload)
+                final[key] = outcome
             if not retry:
                 break
             wait = backoff * random.uniform(0.8, 1.2)
@@ -143,7 +152,7 @@ class AdminBase:
                 try:
                     leader = self.cluster.leader_for(tp, deadline=deadline)
                 except BrokerResponseError as error:
-                    outcomes[tp] = (error.code, error.message, None)
+                    outcomes[tp] = Outcome(error.code, error.message)
                     continue
                 groups.setdefault(leader, {})[tp] = items[tp]
             sent = []
@@ -155,19 +164,19 @@ class AdminBase:
                 except KafkaError as error:
                     if not error.retriable and not isinstance(error, IncompatibleBrokerError):
                         raise
-                    outcomes.update({tp: (_error_code_of(error), str(error), None) for tp in group})
+                    outcomes.update({tp: Outcome(_error_code_of(error), str(error)) for tp in group})
             for conn, in_flight, group in sent:
                 try:
                     response = conn.receive(in_flight, timeout=deadline.timeout(self.config.request_timeout))
                 except KafkaError as error:
                     if not error.retriable:
                         raise
-                    outcomes.update({tp: (_error_code_of(error), str(error), None) for tp in group})
+                    outcomes.update({tp: Outcome(_error_code_of(error), str(error)) for tp in group})
                     continue
                 parsed = parse(response)
                 for tp in group:
-                    outcomes[tp] = parsed.get(
-                        tp, (ErrorCode.UNKNOWN_SERVER_ERROR, "the leader's response did not mention it", None)
+                    outcomes[tp] = parsed.get(tp) or Outcome(
+                        ErrorCode.UNKNOWN_SERVER_ERROR, "the leader's response did not mention it"
                     )
             return outcomes
 

@@ -62,7 +62,7 @@ class ConfigAdmin(AdminBase):
             )
             response = self.cluster.request(None, ApiKey.DESCRIBE_CONFIGS, body, deadline=deadline)
             return {
-                r.resource_name: (r.error_code, r.error_message, r)
+                r.resource_name: Outcome(r.error_code, r.error_message, r)
                 for r in response.results
                 if r.resource_type == TOPIC_RESOURCE
             }
@@ -70,9 +70,10 @@ class ConfigAdmin(AdminBase):
         outcomes = self._run(names, attempt, deadline)
         results = []
         for name in names:
-            code, message, r = outcomes[name]
-            if code or r is None:
-                results.append(TopicConfigs(name, code, message))
+            outcome = outcomes[name]
+            r = outcome.payload
+            if outcome.error_code or r is None:
+                results.append(TopicConfigs(name, outcome.error_code, outcome.error_message))
             else:
                 entries = tuple(_config_entry(c, TOPIC_RESOURCE) for c in r.configs)
                 results.append(TopicConfigs(name, 0, None, tuple(sorted(entries, key=lambda e: e.name))))
@@ -163,10 +164,10 @@ class ConfigAdmin(AdminBase):
                 response = conn.request(
                     ApiKey.ALTER_CONFIGS, body, timeout=deadline.timeout(self.config.request_timeout)
                 )
-            return {r.resource_name: (r.error_code, r.error_message, None) for r in response.responses}
+            return {r.resource_name: Outcome(r.error_code, r.error_message) for r in response.responses}
 
-        code, message, _ = self._run([topic], attempt, deadline)[topic]
-        return Result(topic, code, message)
+        outcome = self._run([topic], attempt, deadline)[topic]
+        return Result(topic, outcome.error_code, outcome.error_message)
 
     def _altered_overrides(
         self, topic: str, ops: list[tuple[str, AlterConfigOp, str | None]], deadline: Deadline

@@ -93,11 +93,8 @@ class RecordAdmin(AdminBase):
                     offset, ts = p.offset, p.timestamp
                     if p.old_style_offsets:  # v0
                         offset, ts = p.old_style_offsets[0], -1
-                    out[TopicPartition(t.name, p.partition_index)] = (
-                        p.error_code,
-                        None,
-                        (offset, ts, p.leader_epoch),
-                    )
+                    tp = TopicPartition(t.name, p.partition_index)
+                    out[tp] = Outcome(p.error_code, None, OffsetResult(tp, offset, ts, p.leader_epoch))
             return out
 
         outcomes = self._per_leader(
@@ -105,12 +102,13 @@ class RecordAdmin(AdminBase):
         )
         results = {}
         for tp in specs:
-            code, message, payload = outcomes[tp]
-            if code or payload is None:
-                results[tp] = OffsetResult(tp, error_code=code, error_message=message)
+            outcome = outcomes[tp]
+            if outcome.error_code or outcome.payload is None:
+                results[tp] = OffsetResult(
+                    tp, error_code=outcome.error_code, error_message=outcome.error_message
+                )
             else:
-                offset, ts, epoch = payload
-                results[tp] = OffsetResult(tp, offset, ts, epoch)
+                results[tp] = outcome.payload
         return results
 
     def delete_records(
@@ -136,7 +134,7 @@ class RecordAdmin(AdminBase):
 
         def parse(response: Any) -> dict[TopicPartition, Outcome]:
             return {
-                TopicPartition(t.name, p.partition_index): (p.error_code, None, p.low_watermark)
+                TopicPartition(t.name, p.partition_index): Outcome(p.error_code, None, p.low_watermark)
                 for t in response.topics
                 for p in t.partitions
             }
@@ -144,10 +142,11 @@ class RecordAdmin(AdminBase):
         outcomes = self._per_leader(items, ApiKey.DELETE_RECORDS, build, parse, deadline)
         results = {}
         for tp in items:
-            code, message, low = outcomes[tp]
+            outcome = outcomes[tp]
+            low = outcome.payload
             results[tp] = (
-                DeleteRecordsResult(tp, error_code=code, error_message=message)
-                if code
+                DeleteRecordsResult(tp, error_code=outcome.error_code, error_message=outcome.error_message)
+                if outcome.error_code
                 else DeleteRecordsResult(tp, low if low is not None else -1)
             )
         return results

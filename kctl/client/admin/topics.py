@@ -45,7 +45,7 @@ class TopicAdmin(AdminBase):
                 validate_only=validate_only,
             )
             response = self.cluster.request_controller(ApiKey.CREATE_TOPICS, body, deadline=deadline)
-            return {t.name: (t.error_code, t.error_message, t) for t in response.topics}
+            return {t.name: Outcome(t.error_code, t.error_message, t) for t in response.topics}
 
         outcomes = self._run(list(topics), attempt, deadline) if topics else {}
         results = []
@@ -57,9 +57,10 @@ class TopicAdmin(AdminBase):
                     )
                 )
                 continue
-            code, message, t = outcomes[name]
-            if code or t is None:
-                results.append(CreateTopicResult(name, code, message))
+            outcome = outcomes[name]
+            t = outcome.payload
+            if outcome.error_code or t is None:
+                results.append(CreateTopicResult(name, outcome.error_code, outcome.error_message))
                 continue
             topic_id = t.topic_id if t.topic_id is not None and t.topic_id.int else None
             configs = {c.name: c.value for c in (t.configs or [])}
@@ -83,12 +84,12 @@ class TopicAdmin(AdminBase):
             )
             response = self.cluster.request_controller(ApiKey.DELETE_TOPICS, body, deadline=deadline)
             return {
-                r.name: (r.error_code, getattr(r, "error_message", None), None) for r in response.responses
+                r.name: Outcome(r.error_code, getattr(r, "error_message", None)) for r in response.responses
             }
 
         outcomes = self._run(names, attempt, deadline)
         self.cluster.mark_stale()
-        return [Result(n, outcomes[n][0], outcomes[n][1]) for n in names]
+        return [Result(n, outcomes[n].error_code, outcomes[n].error_message) for n in names]
 
     def list_topics(
         self, include_internal: bool = False, *, timeout: float | None = None
@@ -120,19 +121,20 @@ class TopicAdmin(AdminBase):
             for name in pending:
                 topic = metadata.topic(name)
                 if topic is None:
-                    outcomes[name] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None, None)
+                    outcomes[name] = Outcome(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 elif topic.error_code:
-                    outcomes[name] = (topic.error_code, None, topic)
+                    outcomes[name] = Outcome(topic.error_code, None, topic)
                 else:
-                    outcomes[name] = (0, None, topic)
+                    outcomes[name] = Outcome(0, None, topic)
             return outcomes
 
         outcomes = self._run(names, attempt, deadline)
         results = []
         for name in names:
-            code, message, topic = outcomes[name]
-            if code or topic is None:
-                results.append(TopicDescription(name, code, message))
+            outcome = outcomes[name]
+            topic = outcome.payload
+            if outcome.error_code or topic is None:
+                results.append(TopicDescription(name, outcome.error_code, outcome.error_message))
             else:
                 results.append(TopicDescription.from_metadata(topic))
         return results
@@ -165,12 +167,12 @@ class TopicAdmin(AdminBase):
                 validate_only=validate_only,
             )
             response = self.cluster.request_controller(ApiKey.CREATE_PARTITIONS, body, deadline=deadline)
-            return {r.name: (r.error_code, r.error_message, None) for r in response.results}
+            return {r.name: Outcome(r.error_code, r.error_message) for r in response.results}
 
-        code, message, _ = self._run([topic], attempt, deadline)[topic]
-        if not code and not validate_only:
+        outcome = self._run([topic], attempt, deadline)[topic]
+        if not outcome.error_code and not validate_only:
             self.cluster.mark_stale()
-        return Result(topic, code, message)
+        return Result(topic, outcome.error_code, outcome.error_message)
 
 
 

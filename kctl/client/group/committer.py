@@ -66,9 +66,11 @@ class OffsetCommitterMixin:
     _callback_error: BaseException | None
 
     def _check_open(self) -> None:
+        """Provided by ``GroupMembership``."""
         raise NotImplementedError
 
     def _request_rejoin(self, reason: str) -> None:
+        """Provided by ``GroupMembership``."""
         raise NotImplementedError
 
     def _commit_before_revoke(self, partitions: Collection[TopicPartition] | None = None) -> None:

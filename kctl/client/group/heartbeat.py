@@ -42,9 +42,11 @@ class HeartbeatMixin:
     _heartbeat_thread: threading.Thread | None
 
     def _request_rejoin(self, reason: str) -> None:
+        """Provided by ``GroupMembership``."""
         raise NotImplementedError
 
     def _leave(self, member_id: str, purpose: str, reason: str) -> None:
+        """Provided by ``GroupMembership``."""
         raise NotImplementedError
 
     def _ensure_heartbeat_thread(self) -> None:
