@@ -1,4 +1,4 @@
-"""The partition assignors (kctl.client.assignors): Kafka's documented examples (the seed 001_...),
+"""The partition assignors (kctl.client.group.assignors): Kafka's documented examples (the seed 001_...),
 balance, determinism and stickiness, and the two rounds of a cooperative rebalance."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from kctl.client.assignors import (
+from kctl.client.consumer_protocol import StickyUserData, Subscription
+from kctl.client.group.assignors import (
     CooperativeStickyAssignor,
     GroupMember,
     RangeAssignor,
@@ -18,7 +19,6 @@ from kctl.client.assignors import (
     parse_assignors,
     rebalance_protocol,
 )
-from kctl.client.consumer_protocol import StickyUserData, Subscription
 from kctl.client.types import TopicPartition
 
 

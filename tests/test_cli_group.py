@@ -17,7 +17,7 @@ import pytest
 from raw_kafka import running_broker, unique
 
 from kctl.client import AdminClient, NewTopic, TopicPartition
-from kctl.client.group_consumer import GroupConsumer
+from kctl.client.group.consumer import GroupConsumer
 from kctl.testing import BrokerProcess
 
 pytestmark = pytest.mark.timeout(180)

@@ -28,7 +28,8 @@ from kctl.client import (
     parse_bootstrap,
     raise_for_errors,
 )
-from kctl.client.admin import AdminOperationError, CreateTopicResult, OffsetResult, Result, _offset_timestamp
+from kctl.client.admin import AdminOperationError, CreateTopicResult, OffsetResult, Result
+from kctl.client.admin.records import _offset_timestamp
 from kctl.client.cluster import RETRIABLE_CODES, ClusterClient, Deadline, is_retriable
 from kctl.client.connection import parse_address
 from kctl.client.errors import check_error

@@ -33,8 +33,8 @@ if __name__ != "__main__":
 
 from kctl.client import AdminClient, NewTopic, TopicPartition
 from kctl.client.group import CommitFailedError, GroupMembership
-from kctl.client.group_consumer import GroupConsumer
-from kctl.client.group_coordinator import OffsetAndMetadata
+from kctl.client.group.consumer import GroupConsumer
+from kctl.client.group.coordinator import OffsetAndMetadata
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -264,7 +264,7 @@ def test_three_members_share_six_partitions_and_a_leaver_hands_over_exactly_once
     wait_for(lambda: len(ledger.counts()) == 300, "the first 300 records")
     # the coordinator agrees with the members on who owns what
     with AdminClient(broker.bootstrap) as admin:
-        from kctl.client.group_admin import GroupAdmin
+        from kctl.client.group.admin import GroupAdmin
 
         [described] = GroupAdmin(admin).describe_groups([group])
     assert described.state == "Stable" and described.protocol == "range"
@@ -708,7 +708,7 @@ def test_a_group_of_kctl_and_confluent_kafka_consumers(broker: BrokerProcess, st
 
 def coordinator_view(bootstrap: str, group: str) -> dict[str, set[TopicPartition]] | None:
     """Each member's assignment as the coordinator has it (DescribeGroups), once the group is Stable."""
-    from kctl.client.group_admin import GroupAdmin
+    from kctl.client.group.admin import GroupAdmin
 
     with AdminClient(bootstrap) as admin:
         [described] = GroupAdmin(admin).describe_groups([group])

@@ -119,7 +119,7 @@ def test_sticky_user_data_kafka_layout_and_kafka_python_layout() -> None:
 
 # -- group configuration --------------------------------------------------------------------------
 def test_group_config_from_consumer_properties() -> None:
-    from kctl.client.assignors import RebalanceProtocol
+    from kctl.client.group.assignors import RebalanceProtocol
     from kctl.client.group_config import GroupConfig
 
     config = GroupConfig.from_properties(

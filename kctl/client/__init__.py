@@ -15,8 +15,9 @@ Layout (each module imports only those above it, plus ``kctl.protocol``/``kctl.r
   idempotence, futures; ``producer_config`` its settings.
 * ``fetcher``/``consumer`` — ``Consumer``: assign/seek, long-poll fetching, the simple ``fetch``.
 * ``offsets_spec`` — the offset grammar (beginning, end, N, -N, @time, @-1h, ranges).
-* ``consumer_protocol``, ``assignors``, ``group_config``, ``group_coordinator``, ``group`` —
-  consumer-group membership; ``group_consumer`` — ``GroupConsumer`` (subscribe); ``group_admin``.
+* ``consumer_protocol``, ``group_config`` — the consumer protocol's encoding and group settings;
+  ``group/`` — consumer groups: membership, assignors, ``GroupConsumer`` (subscribe), ``GroupAdmin``
+  and rewinding offsets.
 """
 
 from kctl.client.admin import (
@@ -58,9 +59,15 @@ from kctl.client.errors import (
     KafkaProtocolError,
     KafkaTimeoutError,
 )
-from kctl.client.group import CommitFailedError, GroupMembership, GroupMembershipError
-from kctl.client.group_admin import GroupAdmin, GroupDescription, GroupNotEmptyError
-from kctl.client.group_consumer import GroupConsumer
+from kctl.client.group import (
+    CommitFailedError,
+    GroupAdmin,
+    GroupConsumer,
+    GroupDescription,
+    GroupMembership,
+    GroupMembershipError,
+    GroupNotEmptyError,
+)
 from kctl.client.offsets_spec import (
     OffsetAndTimestamp,
     OffsetPoint,

@@ -18,8 +18,8 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
-from kctl.client.assignors import Assignor, RebalanceProtocol, parse_assignors, rebalance_protocol
 from kctl.client.config import ClientConfig, ClientConfigError, _int, _str
+from kctl.client.group.assignors import Assignor, RebalanceProtocol, parse_assignors, rebalance_protocol
 
 
 def _bool(key: str, text: str) -> bool:

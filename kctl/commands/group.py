@@ -2,7 +2,7 @@
 
 Mirrors `kafka-consumer-groups.sh` (`--list`, `--describe`, `--reset-offsets`, `--delete`,
 `--delete-offsets`) and `rpk group`. Each command parses its options, calls
-`kctl.client.group_admin.GroupAdmin` and renders the results.
+`kctl.client.group.GroupAdmin` (and, to rewind, `kctl.client.group.rewind`) and renders the results.
 
 Exit status: 0 success; 1 a failure (a group with active members refused, a partition error, a
 group that could not be deleted, or only some named groups found); 2 usage error; 3 nothing named
@@ -12,7 +12,6 @@ exists (every group or topic named is unknown) or the cluster cannot be reached.
 from __future__ import annotations
 
 import contextlib
-import csv
 import re
 import sys
 from collections.abc import Iterator, Sequence
@@ -22,17 +21,27 @@ from typing import Annotated, Any
 import typer
 
 from kctl.client import (
-    BrokerResponseError,
     TopicPartition,
 )
-from kctl.client.group_admin import (
+from kctl.client.group import (
     STATES,
     GroupAdmin,
     GroupDescription,
     GroupNotEmptyError,
+    NothingToRewindError,
+    OffsetsFileError,
     PartitionOffsets,
     PlannedOffset,
+    ShiftBy,
+    Strategy,
+    ToCurrent,
+    ToGroup,
+    ToOffsets,
+    ToPoint,
+    plan_rewind,
 )
+from kctl.client.group import execute as execute_rewind
+from kctl.client.group.rewind import UNKNOWN_TOPIC, format_offsets_csv, parse_offsets_csv
 from kctl.client.offsets_spec import OffsetPoint, OffsetSpecError, PointKind, parse_offset_point
 from kctl.commands.clients import admin_session
 from kctl.commands.errors import ExitCode, KctlError
@@ -61,7 +70,6 @@ app = typer.Typer(
 )
 
 GROUP_NOT_FOUND = "GROUP_ID_NOT_FOUND"
-UNKNOWN_TOPIC = "UNKNOWN_TOPIC_OR_PARTITION"
 
 GroupsArgument = Annotated[list[str], typer.Argument(metavar="GROUP...", help="Group ids.")]
 TopicScopeOption = Annotated[
@@ -87,6 +95,8 @@ def _groups(
             yield GroupAdmin(admin)
         except GroupNotEmptyError as error:
             raise KctlError(str(error), ExitCode.FAILURE) from None
+        except NothingToRewindError as error:
+            raise KctlError(str(error), ExitCode.NOT_FOUND) from None
 
 
 def _error(message: str) -> None:
@@ -399,29 +409,10 @@ def read_offsets_file(path: Path, group: str) -> dict[TopicPartition, int]:
         raise KctlError(f"offsets file not found: {path}", ExitCode.NOT_FOUND) from None
     except OSError as error:
         raise KctlError(f"cannot read {path}: {error.strerror or error}") from None
-    offsets: dict[TopicPartition, int] = {}
-    for number, row in enumerate(csv.reader(text.splitlines()), 1):
-        cells = [c.strip() for c in row]
-        if not cells or not any(cells) or cells[0].startswith("#"):
-            continue
-        if len(cells) == 4:
-            if cells[0] != group:
-                continue
-            cells = cells[1:]
-        if len(cells) != 3:
-            raise KctlError(f"{path}:{number}: expected topic,partition,offset", ExitCode.USAGE)
-        topic, partition, offset = cells
-        try:
-            offsets[TopicPartition(topic, int(partition))] = int(offset)
-        except ValueError:
-            if number == 1:
-                continue  # a header line
-            raise KctlError(
-                f"{path}:{number}: partition and offset must be integers", ExitCode.USAGE
-            ) from None
-    if not offsets:
-        raise KctlError(f"{path}: no offsets for group {group!r}", ExitCode.USAGE)
-    return offsets
+    try:
+        return parse_offsets_csv(text, group, source=str(path))
+    except OffsetsFileError as error:
+        raise KctlError(str(error), ExitCode.USAGE) from None
 
 
 PLAN_COLUMNS = [
@@ -547,8 +538,6 @@ def rewind(
         )
     if topics and all_topics:
         raise KctlError("give --topic or --all-topics, not both", ExitCode.USAGE)
-    if not topics and not all_topics and to_group is None and from_file is None:
-        all_topics = True  # `kctl group rewind G --to-earliest`: every partition it has offsets for
     if not group:
         raise KctlError("a group id must not be empty", ExitCode.USAGE)
     if to_group == group:
@@ -557,107 +546,40 @@ def rewind(
         raise KctlError("--to-offset must not be negative", ExitCode.USAGE)
     scope = parse_topic_scope(topics or [])
     # parse the target before talking to the cluster: usage errors come first
-    fixed: OffsetPoint | None = None
+    strategy: Strategy
     if to_earliest:
-        fixed = OffsetPoint(PointKind.BEGINNING, text="earliest")
+        strategy = ToPoint(OffsetPoint(PointKind.BEGINNING, text="earliest"))
     elif to_latest:
-        fixed = OffsetPoint(PointKind.END, text="latest")
+        strategy = ToPoint(OffsetPoint(PointKind.END, text="latest"))
     elif to_offset is not None:
-        fixed = OffsetPoint(PointKind.OFFSET, to_offset)
+        strategy = ToPoint(OffsetPoint(PointKind.OFFSET, to_offset))
     elif to_datetime is not None:
-        fixed = parse_datetime(to_datetime)
+        strategy = ToPoint(parse_datetime(to_datetime))
     elif by_duration is not None:
-        fixed = OffsetPoint(PointKind.AGO, parse_duration_ms(by_duration), text=f"-{by_duration}")
+        strategy = ToPoint(OffsetPoint(PointKind.AGO, parse_duration_ms(by_duration), text=f"-{by_duration}"))
     elif to_spec is not None:
         try:
-            fixed = parse_offset_point(to_spec)
+            strategy = ToPoint(parse_offset_point(to_spec))
         except OffsetSpecError as error:
             raise KctlError(f"invalid --to: {error}", ExitCode.USAGE) from None
-    file_offsets = read_offsets_file(from_file, group) if from_file is not None else None
+    elif to_current:
+        strategy = ToCurrent()
+    elif shift_by is not None:
+        strategy = ShiftBy(shift_by)
+    elif to_group is not None:
+        strategy = ToGroup(to_group)
+    else:
+        assert from_file is not None  # exactly one target was given
+        strategy = ToOffsets(read_offsets_file(from_file, group))
 
     with _groups(config_file, overrides, bootstrap_server) as groups:
-        [description] = groups.describe_groups([group])
-        if not description.ok:
-            raise BrokerResponseError(
-                description.error_code, description.error_message, context=f"group {group!r}"
-            )
-        if description.active:
-            raise GroupNotEmptyError(description)
-        committed_all = groups.committed_offsets(group) if description.exists else {}
-        # the partitions to reset
-        partitions: list[TopicPartition] = []
-        errors: dict[TopicPartition, str] = {}
-        topic_errors: list[tuple[str, str]] = []
-        if all_topics:
-            if not description.exists and not committed_all:
-                raise KctlError(
-                    f"group {group!r} does not exist (--all-topics has nothing to reset)", ExitCode.NOT_FOUND
-                )
-            partitions = sorted(committed_all)
-        elif scope:
-            known = groups.partitions_of(list(scope))
-            for topic, wanted in scope.items():
-                found = known.get(topic)
-                if isinstance(found, str) or found is None:
-                    topic_errors.append((topic, found or UNKNOWN_TOPIC))
-                    continue
-                if wanted is None:
-                    partitions += found
-                    continue
-                for p in wanted:
-                    tp = TopicPartition(topic, p)
-                    partitions.append(tp)
-                    if tp not in found:
-                        errors[tp] = f"{UNKNOWN_TOPIC}: topic {topic!r} has no partition {p}"
-        other: dict[TopicPartition, Any] = {}
-        if to_group is not None:
-            other = groups.committed_offsets(to_group)
-            if not scope and not all_topics:
-                partitions = sorted(other)
-                if not partitions:
-                    raise KctlError(f"group {to_group!r} has no committed offsets", ExitCode.NOT_FOUND)
-        if file_offsets is not None and not scope and not all_topics:
-            partitions = sorted(file_offsets)
-        # each partition's target
-        targets: dict[TopicPartition, OffsetPoint | str] = {}
-        for tp in dict.fromkeys(partitions):
-            if tp in errors:
-                targets[tp] = errors[tp]
-                continue
-            current = committed_all.get(tp)
-            if fixed is not None:
-                targets[tp] = fixed
-            elif to_current:
-                targets[tp] = (
-                    OffsetPoint(PointKind.OFFSET, current.offset)
-                    if current is not None
-                    else "no committed offset"
-                )
-            elif shift_by is not None:
-                targets[tp] = (
-                    OffsetPoint(PointKind.OFFSET, max(current.offset + shift_by, 0))
-                    if current is not None
-                    else "no committed offset to shift"
-                )
-            elif to_group is not None:
-                value = other.get(tp)
-                targets[tp] = (
-                    OffsetPoint(PointKind.OFFSET, value.offset)
-                    if value is not None
-                    else f"group {to_group!r} has no committed offset here"
-                )
-            elif file_offsets is not None:
-                offset = file_offsets.get(tp)
-                targets[tp] = (
-                    OffsetPoint(PointKind.OFFSET, offset)
-                    if offset is not None and offset >= 0
-                    else "not in the file"
-                )
-        plan = groups.plan_reset(group, targets) if targets else []
-        failed = [p for p in plan if p.error is not None]
+        rewind_plan = plan_rewind(groups, group, strategy, topics=scope or None, all_topics=all_topics)
+        plan = rewind_plan.offsets
+        failed = rewind_plan.failed
+        topic_errors = [(e.topic, e.error) for e in rewind_plan.topic_errors]
         codes: dict[TopicPartition, int] = {}
-        if execute and plan and not failed and not topic_errors:
-            codes = groups.apply_reset(group, plan)
+        if execute and rewind_plan.executable:
+            codes = execute_rewind(groups, rewind_plan)
     rows = [_plan_row(group, p, execute and not failed and not topic_errors, codes) for p in plan]
     render_rows(rows, PLAN_COLUMNS, fmt)
     if export is not None:
@@ -711,13 +633,8 @@ def _plan_row(
 
 
 def _export(path: Path, plan: Sequence[PlannedOffset]) -> None:
-    lines = [
-        f"{p.topic_partition.topic},{p.topic_partition.partition},{p.target}\n"
-        for p in plan
-        if p.error is None and p.target is not None
-    ]
     try:
-        path.write_text("".join(lines), encoding="utf-8")
+        path.write_text(format_offsets_csv(plan), encoding="utf-8")
     except OSError as error:
         raise KctlError(f"cannot write {path}: {error.strerror or error}") from None
 
@@ -814,7 +731,8 @@ def _delete_offsets(
             raise KctlError(
                 f"group {group!r} has no committed offsets for {', '.join(scope)}", ExitCode.NOT_FOUND
             )
-        group_error, codes = groups.delete_offsets(group, partitions)
+        deleted = groups.delete_offsets(group, partitions)
+    group_error, codes = deleted.error_code, deleted.partitions
     if group_error and not codes:
         raise KctlError(
             f"group {group!r}: {error_name(group_error)}",

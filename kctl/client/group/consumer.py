@@ -31,9 +31,10 @@ from typing import Any
 from kctl.client.cluster import ClusterClient
 from kctl.client.config import ClientConfig
 from kctl.client.consumer import Consumer, ConsumerConfig
-from kctl.client.group import Callback, GroupMembership, Partitions
+from kctl.client.group.coordinator import OffsetAndMetadata
+from kctl.client.group.membership import GroupMembership
+from kctl.client.group.state import Callback, Partitions
 from kctl.client.group_config import GroupConfig, coerce_group_config
-from kctl.client.group_coordinator import OffsetAndMetadata
 from kctl.client.types import TopicPartition
 
 _GROUP_ONLY_FIELDS = frozenset(f.name for f in dataclasses.fields(GroupConfig)) - frozenset(

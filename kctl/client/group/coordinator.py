@@ -1,6 +1,6 @@
 """Talking to a group's coordinator: FindCoordinator, dedicated coordinator connections, and the
-OffsetCommit/OffsetFetch encoding shared by group members (``group``) and admin calls
-(``group_admin``).
+OffsetCommit/OffsetFetch encoding shared by group members (``membership``, ``committer``) and
+admin calls (``admin``).
 
 A member's group requests go over connections of their own (``CoordinatorChannel``), not the
 pooled per-broker connections its fetches use, as Kafka's clients do: a JoinGroup waits for the whole
@@ -51,6 +51,24 @@ class OffsetAndMetadata:
     offset: int
     metadata: str = ""
     leader_epoch: int = -1
+
+
+@dataclasses.dataclass(frozen=True)
+class CoordinatorResponse:
+    """A coordinator's answer, and the version of the API the request was sent with."""
+
+    version: int
+    body: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class FetchedOffsets:
+    """What an OffsetFetch response says: the group's error code, each partition's committed offset
+    (None: nothing committed) and the partitions' error codes (only those that failed)."""
+
+    error_code: int
+    offsets: dict[TopicPartition, OffsetAndMetadata | None]
+    errors: dict[TopicPartition, int]
 
 
 def as_offset(value: int | OffsetAndMetadata | tuple[Any, ...]) -> OffsetAndMetadata:
@@ -199,19 +217,20 @@ class CoordinatorChannel:
         timeout: float | None = None,
         min_version: int | None = None,
         max_version: int | None = None,
-    ) -> tuple[int, Any]:
-        """Send ``build(version)`` to the coordinator over the ``purpose`` connection; returns
-        ``(version, response)``. ``timeout``: the wait for the response (default
+    ) -> CoordinatorResponse:
+        """Send ``build(version)`` to the coordinator over the ``purpose`` connection; returns the
+        response with the version used. ``timeout``: the wait for the response (default
         ``request.timeout.ms``, within the deadline). A lost connection or timeout forgets the
         coordinator and raises."""
         conn = self.connection(purpose, deadline=deadline)
         version = conn.version_for(api_key, min_version=min_version, max_version=max_version)
         wait = timeout if timeout is not None else self.cluster.config.request_timeout
         try:
-            return version, conn.request(api_key, build(version), version, timeout=max(wait, 0.001))
+            body = conn.request(api_key, build(version), version, timeout=max(wait, 0.001))
         except (KafkaConnectionError, KafkaTimeoutError):
             self.invalidate()
             raise
+        return CoordinatorResponse(version, body)
 
     def invalidate(self) -> None:
         with self._lock:
@@ -323,30 +342,31 @@ def offset_fetch_request(
     )
 
 
-def offset_fetch_results(
-    version: int, response: Any, group_id: str
-) -> tuple[int, dict[TopicPartition, tuple[int, OffsetAndMetadata | None]]]:
-    """(the group's error code, {partition: (error code, committed offset or None)}) from an
-    OffsetFetch response; an offset of -1 (nothing committed) is None."""
+def offset_fetch_results(version: int, response: Any, group_id: str) -> FetchedOffsets:
+    """The group's error code, committed offsets and partition errors from an OffsetFetch
+    response; an offset of -1 (nothing committed) is None."""
     if version >= 8:
         group = next((g for g in response.groups if g.group_id == group_id), None)
         if group is None:
-            return ErrorCode.UNKNOWN_SERVER_ERROR, {}
+            return FetchedOffsets(ErrorCode.UNKNOWN_SERVER_ERROR, {}, {})
         group_error, topics = group.error_code, group.topics
     else:
         group_error, topics = getattr(response, "error_code", 0) or 0, response.topics
-    out: dict[TopicPartition, tuple[int, OffsetAndMetadata | None]] = {}
+    offsets: dict[TopicPartition, OffsetAndMetadata | None] = {}
+    errors: dict[TopicPartition, int] = {}
     for t in topics:
         for p in t.partitions:
-            value = (
+            tp = TopicPartition(t.name, p.partition_index)
+            offsets[tp] = (
                 OffsetAndMetadata(p.committed_offset, p.metadata or "", p.committed_leader_epoch)
                 if p.committed_offset >= 0
                 else None
             )
-            out[TopicPartition(t.name, p.partition_index)] = (p.error_code, value)
+            if p.error_code:
+                errors[tp] = p.error_code
     if not group_error and version < 2:
         # v0/v1 carry group errors (coordinator moved, loading) on every partition
-        codes = {code for code, _ in out.values() if code in COORDINATOR_ERRORS}
+        codes = {code for code in errors.values() if code in COORDINATOR_ERRORS}
         if codes:
             group_error = min(codes)
-    return group_error, out
+    return FetchedOffsets(group_error, offsets, errors)

@@ -1,6 +1,6 @@
 """Admin calls for consumer groups: list, describe (members, assignments, committed offsets, lag),
-reset ("rewind") committed offsets, delete groups and offsets — what ``kafka-consumer-groups.sh`` and
-``rpk group`` do, as a library.
+alter committed offsets, delete groups and offsets — what ``kafka-consumer-groups.sh`` and ``rpk
+group`` do, as a library (resetting offsets by a strategy: ``kctl.client.group.rewind``).
 
 ::
 
@@ -9,8 +9,7 @@ reset ("rewind") committed offsets, delete groups and offsets — what ``kafka-c
         listed = groups.list_groups(states={"Stable"})
         [billing] = groups.describe_groups(["billing"])
         lag = groups.offsets_with_lag("billing")                # committed, log end, lag per partition
-        plan = groups.plan_reset("billing", {TopicPartition("orders", 0): OffsetPoint(PointKind.BEGINNING)})
-        groups.apply_reset("billing", plan)                      # OffsetCommit (generation -1)
+        groups.alter_offsets("billing", {TopicPartition("orders", 0): 42})   # OffsetCommit (generation -1)
 
 Routing: ListGroups goes to every broker (each lists the groups it coordinates); DescribeGroups,
 OffsetFetch, OffsetCommit, DeleteGroups and OffsetDelete to each group's coordinator (FindCoordinator,
@@ -24,15 +23,16 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from kctl.client.admin import AdminClient, Result
 from kctl.client.cluster import ClusterClient, Deadline
 from kctl.client.consumer_protocol import PROTOCOL_TYPE, Assignment, ConsumerProtocolError, Subscription
 from kctl.client.errors import BrokerResponseError, KafkaError
-from kctl.client.group_coordinator import (
+from kctl.client.group.coordinator import (
     COORDINATOR_ERRORS,
+    CoordinatorResponse,
     OffsetAndMetadata,
     find_coordinators,
     offset_commit_request,
@@ -40,9 +40,8 @@ from kctl.client.group_coordinator import (
     offset_fetch_request,
     offset_fetch_results,
 )
-from kctl.client.offsets_spec import OffsetAndTimestamp, OffsetPoint, PointKind, resolve_points
 from kctl.client.types import BrokerInfo, TopicPartition
-from kctl.protocol import ApiKey, ErrorCode, error_name
+from kctl.protocol import ApiKey, ErrorCode
 from kctl.protocol.messages.delete_groups import DeleteGroupsRequest
 from kctl.protocol.messages.describe_groups import DescribeGroupsRequest
 from kctl.protocol.messages.list_groups import ListGroupsRequest
@@ -130,25 +129,11 @@ class PartitionOffsets:
 
 
 @dataclasses.dataclass(frozen=True)
-class PlannedOffset:
-    """One partition of an offset reset: the committed offset now (None: none), the new one, the
-    log's bounds, and what happened on the way (``note``: e.g. clamped) or went wrong (``error``)."""
+class OffsetDeleteResult:
+    """The outcome of OffsetDelete: the group's error code, and each partition's (0: deleted)."""
 
-    topic_partition: TopicPartition
-    current: int | None
-    target: int | None
-    log_start: int | None
-    log_end: int | None
-    note: str | None = None
-    error: str | None = None
-
-    @property
-    def lag_before(self) -> int | None:
-        return None if self.current is None or self.log_end is None else max(self.log_end - self.current, 0)
-
-    @property
-    def lag_after(self) -> int | None:
-        return None if self.target is None or self.log_end is None else max(self.log_end - self.target, 0)
+    error_code: int
+    partitions: dict[TopicPartition, int]
 
 
 class GroupNotEmptyError(KafkaError):
@@ -199,8 +184,8 @@ class GroupAdmin:
 
     def _request_coordinator(
         self, group_id: str, api_key: int, build: Any, deadline: Deadline, *, min_version: int | None = None
-    ) -> tuple[int, Any]:
-        """One request to the group's coordinator (found first), as ``(version, response)``."""
+    ) -> CoordinatorResponse:
+        """One request to the group's coordinator (found first): its response and the version used."""
         found = find_coordinators(self.cluster, [group_id], deadline=deadline)[group_id]
         if isinstance(found, BrokerResponseError):
             raise found
@@ -209,7 +194,7 @@ class GroupAdmin:
         response = conn.request(
             api_key, build(version), version, timeout=deadline.timeout(self.cluster.config.request_timeout)
         )
-        return version, response
+        return CoordinatorResponse(version, response)
 
     def _retry_coordinator(self, operation: Any, deadline: Deadline, what: str) -> Any:
         """Run ``operation`` until it succeeds; coordinator errors (raised as BrokerResponseError)
@@ -362,22 +347,21 @@ class GroupAdmin:
         deadline = self._deadline(timeout)
 
         def attempt() -> dict[TopicPartition, OffsetAndMetadata | None]:
-            version, response = self._request_coordinator(
+            reply = self._request_coordinator(
                 group_id,
                 ApiKey.OFFSET_FETCH,
                 lambda version: offset_fetch_request(version, group_id, wanted, require_stable=False),
                 deadline,
                 min_version=2 if wanted is None else None,
             )
-            group_error, found = offset_fetch_results(version, response, group_id)
-            if group_error:
-                raise BrokerResponseError(group_error, context=f"group {group_id!r}")
-            for tp, (code, _) in found.items():
-                if code:
-                    raise BrokerResponseError(code, context=f"group {group_id!r} partition {tp}")
+            fetched = offset_fetch_results(reply.version, reply.body, group_id)
+            if fetched.error_code:
+                raise BrokerResponseError(fetched.error_code, context=f"group {group_id!r}")
+            for tp, code in fetched.errors.items():
+                raise BrokerResponseError(code, context=f"group {group_id!r} partition {tp}")
             if wanted is None:
-                return {tp: value for tp, (_, value) in sorted(found.items()) if value is not None}
-            return {tp: found.get(tp, (0, None))[1] for tp in wanted}
+                return {tp: value for tp, value in sorted(fetched.offsets.items()) if value is not None}
+            return {tp: fetched.offsets.get(tp) for tp in wanted}
 
         return self._retry_coordinator(attempt, deadline, "OffsetFetch")
 
@@ -434,75 +418,6 @@ class GroupAdmin:
                 out[description.name] = description.error or "UNKNOWN_SERVER_ERROR"
         return out
 
-    def plan_reset(
-        self,
-        group_id: str,
-        targets: Mapping[TopicPartition, OffsetPoint | str],
-        *,
-        timeout: float | None = None,
-        now_ms: int | None = None,
-        require_inactive: bool = True,
-    ) -> list[PlannedOffset]:
-        """Work out a reset of the group's committed offsets: ``targets`` maps each partition to an
-        ``OffsetPoint`` (beginning, end, an offset, +N/-N, a time; see ``kctl.client.offsets_spec``)
-        or to an error text (the partition cannot be reset; reported as is). Each new offset is
-        clamped into ``[log start, log end]`` as Kafka's tool does. Raises ``GroupNotEmptyError``
-        when the group has members (unless ``require_inactive`` is False)."""
-        [group] = self.describe_groups([group_id], timeout=timeout)
-        if not group.ok:
-            raise BrokerResponseError(group.error_code, group.error_message, context=f"group {group_id!r}")
-        if require_inactive and group.active:
-            raise GroupNotEmptyError(group)
-        partitions = sorted(TopicPartition(*tp) for tp in targets)
-        committed = self.committed_offsets(group_id, partitions, timeout=timeout) if group.exists else {}
-        points = {tp: p for tp, p in targets.items() if isinstance(p, OffsetPoint)}
-        valid = sorted(points)
-        start = self.admin.list_offsets(valid, "earliest", timeout=timeout) if valid else {}
-        end = self.admin.list_offsets(valid, "latest", timeout=timeout) if valid else {}
-        bounds_error = {
-            tp: next(r.error for r in (start[tp], end[tp]) if not r.ok)
-            for tp in valid
-            if not (start[tp].ok and end[tp].ok)
-        }
-        resolvable = {tp: p for tp, p in points.items() if tp not in bounds_error}
-        lookup = _BoundsLookup(self.admin, start, end, timeout)
-        resolved = resolve_points(resolvable, None, lookup, now_ms=now_ms) if resolvable else {}
-        plan = []
-        for tp in partitions:
-            value = committed.get(tp)
-            current = value.offset if value is not None else None
-            target = targets[tp]
-            s = start[tp].offset if tp in start and start[tp].ok else None
-            e = end[tp].offset if tp in end and end[tp].ok else None
-            if not isinstance(target, OffsetPoint):
-                plan.append(PlannedOffset(tp, current, None, s, e, error=str(target)))
-            elif tp in bounds_error:
-                plan.append(PlannedOffset(tp, current, None, s, e, error=bounds_error[tp]))
-            elif tp in lookup.errors:
-                plan.append(PlannedOffset(tp, current, None, s, e, error=lookup.errors[tp]))
-            else:
-                new = resolved[tp]
-                note = None
-                if target.kind is PointKind.OFFSET and new != target.value:
-                    note = f"{target.value} clamped to the log {'start' if new == s else 'end'}"
-                elif target.is_time and new == e:
-                    note = "no record at or after that time: the log end"
-                plan.append(PlannedOffset(tp, current, new, s, e, note=note))
-        return plan
-
-    def apply_reset(
-        self, group_id: str, plan: Sequence[PlannedOffset], *, timeout: float | None = None
-    ) -> dict[TopicPartition, int]:
-        """Commit the plan's new offsets (OffsetCommit with generation -1, as an admin tool: the
-        coordinator accepts it only while the group has no members). Entries with an error are
-        skipped. Returns the error code of each committed partition (0: done)."""
-        offsets = {
-            p.topic_partition: OffsetAndMetadata(p.target)
-            for p in plan
-            if p.error is None and p.target is not None
-        }
-        return self.alter_offsets(group_id, offsets, timeout=timeout)
-
     def alter_offsets(
         self,
         group_id: str,
@@ -521,12 +436,12 @@ class GroupAdmin:
         deadline = self._deadline(timeout)
 
         def attempt() -> dict[TopicPartition, int]:
-            _, response = self._request_coordinator(
+            response = self._request_coordinator(
                 group_id,
                 ApiKey.OFFSET_COMMIT,
                 lambda version: offset_commit_request(version, group_id, values),
                 deadline,
-            )
+            ).body
             codes = offset_commit_results(response)
             retriable = [c for c in codes.values() if c in COORDINATOR_ERRORS]
             if retriable:
@@ -546,12 +461,12 @@ class GroupAdmin:
         for group_id in ids:
 
             def attempt(group_id: str = group_id) -> Result:
-                _, response = self._request_coordinator(
+                response = self._request_coordinator(
                     group_id,
                     ApiKey.DELETE_GROUPS,
                     lambda version: DeleteGroupsRequest(groups_names=[group_id]),
                     deadline,
-                )
+                ).body
                 found = next((r for r in response.results if r.group_id == group_id), None)
                 if found is None:
                     return Result(group_id, ErrorCode.UNKNOWN_SERVER_ERROR, "DeleteGroups did not mention it")
@@ -567,7 +482,7 @@ class GroupAdmin:
 
     def delete_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition], *, timeout: float | None = None
-    ) -> tuple[int, dict[TopicPartition, int]]:
+    ) -> OffsetDeleteResult:
         """Delete some of a group's committed offsets (OffsetDelete): the group's error code and
         each partition's (GROUP_SUBSCRIBED_TO_TOPIC while a member subscribes to its topic)."""
         wanted = sorted(set(TopicPartition(*tp) for tp in partitions))
@@ -585,10 +500,10 @@ class GroupAdmin:
             ],
         )
 
-        def attempt() -> tuple[int, dict[TopicPartition, int]]:
-            _, response = self._request_coordinator(
+        def attempt() -> OffsetDeleteResult:
+            response = self._request_coordinator(
                 group_id, ApiKey.OFFSET_DELETE, lambda version: body, deadline
-            )
+            ).body
             if response.error_code in COORDINATOR_ERRORS:
                 raise BrokerResponseError(response.error_code, context=f"group {group_id!r}")
             codes = {
@@ -596,42 +511,9 @@ class GroupAdmin:
                 for t in response.topics
                 for p in t.partitions
             }
-            return response.error_code, {tp: codes.get(tp, response.error_code) for tp in wanted}
+            return OffsetDeleteResult(
+                response.error_code, {tp: codes.get(tp, response.error_code) for tp in wanted}
+            )
 
         return self._retry_coordinator(attempt, deadline, "OffsetDelete")
 
-
-class _BoundsLookup:
-    """``OffsetLookup`` over offsets already listed, with per-partition errors of time lookups."""
-
-    def __init__(
-        self,
-        admin: AdminClient,
-        start: Mapping[TopicPartition, Any],
-        end: Mapping[TopicPartition, Any],
-        timeout: float | None,
-    ) -> None:
-        self.admin = admin
-        self.start = start
-        self.end = end
-        self.timeout = timeout
-        self.errors: dict[TopicPartition, str] = {}
-
-    def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        return {tp: self.start[tp].offset for tp in partitions}
-
-    def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        return {tp: self.end[tp].offset for tp in partitions}
-
-    def offsets_for_times(
-        self, timestamps: Mapping[TopicPartition, int]
-    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
-        results = self.admin.list_offsets(dict(timestamps), timeout=self.timeout)
-        out: dict[TopicPartition, OffsetAndTimestamp | None] = {}
-        for tp, r in results.items():
-            if not r.ok:
-                self.errors[tp] = r.error or error_name(r.error_code)
-                out[tp] = None
-            else:
-                out[tp] = OffsetAndTimestamp(r.offset, r.timestamp) if r.offset >= 0 else None
-        return out

@@ -1,0 +1,63 @@
+"""The admin client (``AdminClient``): topics, partitions, configs, offsets, records and the
+cluster, over Kafka's admin APIs.
+
+* ``results`` — the result dataclasses and enums (``Result``, ``TopicDescription``, ``ConfigEntry``,
+  ``ConfigSource``, ``AlterConfigOp``, ``NewTopic``, ...) and ``raise_for_errors``.
+* ``base``    — the connection, deadlines and the retry engine the operations share.
+* ``topics``, ``configs``, ``records`` (list offsets, delete records), ``cluster`` (describe the
+  cluster, log dirs) — the operations, by subject.
+* ``client``  — ``AdminClient``, which has them all.
+"""
+
+from kctl.client.admin.base import Outcome
+from kctl.client.admin.client import AdminClient
+from kctl.client.admin.configs import BROKER_RESOURCE, TOPIC_RESOURCE
+from kctl.client.admin.records import EARLIEST, LATEST, MAX_TIMESTAMP, OFFSET_SPECS, OffsetSpec
+from kctl.client.admin.results import (
+    AdminOperationError,
+    AlterConfigOp,
+    ClusterDescription,
+    ConfigEntry,
+    ConfigSource,
+    ConfigSynonym,
+    CreateTopicResult,
+    DeleteRecordsResult,
+    LogDirDescription,
+    NewTopic,
+    OffsetResult,
+    PartitionInfo,
+    ReplicaLogInfo,
+    Result,
+    TopicConfigs,
+    TopicDescription,
+    raise_for_errors,
+)
+
+__all__ = [
+    "BROKER_RESOURCE",
+    "EARLIEST",
+    "LATEST",
+    "MAX_TIMESTAMP",
+    "OFFSET_SPECS",
+    "TOPIC_RESOURCE",
+    "AdminClient",
+    "AdminOperationError",
+    "AlterConfigOp",
+    "ClusterDescription",
+    "ConfigEntry",
+    "ConfigSource",
+    "ConfigSynonym",
+    "CreateTopicResult",
+    "DeleteRecordsResult",
+    "LogDirDescription",
+    "NewTopic",
+    "OffsetResult",
+    "OffsetSpec",
+    "Outcome",
+    "PartitionInfo",
+    "ReplicaLogInfo",
+    "Result",
+    "TopicConfigs",
+    "TopicDescription",
+    "raise_for_errors",
+]
