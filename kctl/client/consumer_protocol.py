@@ -99,7 +99,7 @@ def _encode(schema: DataSchema, obj: Any, version: int, what: str) -> bytes:
 
 def _decode(schema: DataSchema, data: bytes | bytearray | memoryview) -> tuple[int, Any]:
     try:
-        return schema.decode(data, allow_trailing=True)  # as Kafka's readers, which never look past
+        return schema.decode(data, allow_trailing=True)  # Kafka's readers never look past the end
     except ProtocolDecodeError as error:
         raise ConsumerProtocolError(str(error)) from None
 

@@ -8,7 +8,9 @@ it generates — once, then caches — two Python functions:
   arrays go through the checked readers of ``kctl.protocol.primitives``; arrays of structs loop over
   the child's compiled decoder; flexible structs end with a tagged-field section in which known tags
   are decoded and unknown ones skipped. Fields absent from the version get their defaults; the object
-  is built with one positional call of the struct's dataclass.
+  is built with one positional call of the struct's dataclass. For data messages whose writers may
+  stop early (``may_end_before``, see ``kctl.protocol.data``), the decoder returns at a field
+  boundary where the input ends, with defaults for the rest.
 * ``encode(obj, out) -> None``: appends the encoding to the list ``out`` (fixed runs packed with one
   ``struct`` call; records appended as the caller's object, so file regions survive to the framing
   step). ``obj`` may be the dataclass, a dict of its fields (converted), or any object with the
