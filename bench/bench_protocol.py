@@ -9,6 +9,8 @@ Prints, does not assert:
   ``FrameReader`` reassembling that frame from 64 KiB socket reads (the one copy a request costs);
 * encode of a Fetch v12 response with 10 partitions: ``encode_response_chunks`` with file-region
   records (what the broker hands to sendfile), and ``encode_response`` to bytes with 4 KiB records;
+* decode of ``__consumer_offsets`` records as the group coordinator loads them (key + value of
+  offset commits; group metadata values with 10 members) — versioned data messages, same codec;
 * for reference in the same run, kafka-python 3.x doing the same decode and encode, when installed.
 
 Usage: python bench/bench_protocol.py [--seconds 1.0]
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import kctl.protocol as kp
+from kctl.broker.group import records
 from kctl.protocol.messages.fetch import FetchableTopicResponse, FetchResponse, PartitionData
 from kctl.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 
@@ -131,6 +134,29 @@ def main() -> None:
     print(
         f"  Fetch v12 response build+encode, 10 empty partitions: {r:>9,.0f} resp/s  (incl. building objects)"
     )
+
+    offset_records = [
+        (
+            records.encode_offset_key(records.OffsetKey(f"group-{i % 50}", f"topic-{i % 20}", i % 64)),
+            records.encode_offset_value(records.OffsetValue(i * 7, 3, "", 1_700_000_000_000 + i)),
+        )
+        for i in range(1000)
+    ]
+
+    def load_offsets() -> None:
+        for key, value in offset_records:
+            records.decode_key(key)
+            records.decode_offset_value(value)
+
+    r = rate(load_offsets, s) * len(offset_records)
+    print(f"  __consumer_offsets offset commit key+value decode  : {r:>10,.0f} records/s")
+    members = [
+        records.MemberValue(f"m-{j}", None, "client", "/10.0.0.1", 300_000, 45_000, b"s" * 60, b"a" * 40)
+        for j in range(10)
+    ]
+    group = records.encode_group_value(records.GroupValue("consumer", 5, "range", "m-0", 0, members))
+    r = rate(lambda: records.decode_group_value(group), s)
+    print(f"  __consumer_offsets group value decode, 10 members  : {r:>10,.0f} records/s")
 
     try:
         from kafka.protocol.consumer import FetchResponse as KPFetchResponse

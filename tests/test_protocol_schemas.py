@@ -171,3 +171,36 @@ def test_schema_matches_kafka_spec(api_key: int, kind: str) -> None:
     problems: list[str] = []
     _compare(cls, spec["fields"], common, low, high, cls.__name__, problems)
     assert problems == []
+
+
+# -- data schemas (not APIs): the consumer embedded protocol and the sticky assignor's user data ------
+def _data_spec(name: str) -> dict[str, Any]:
+    """A ``"type": "data"`` spec shipped by kafka-python: with the protocol specs, or (the sticky
+    assignor's) next to its assignor."""
+    path = RESOURCES / f"{name}.json"
+    if not path.exists():
+        sticky = pytest.importorskip("kafka.coordinator.assignors.sticky")
+        path = Path(sticky.__file__).parent / f"{name}.json"
+    text = path.read_text()
+    return json.loads("\n".join(line for line in text.splitlines() if not line.strip().startswith("//")))
+
+
+def _data_schemas() -> list[Any]:
+    from kctl.protocol.messages import consumer_protocol
+
+    cp = consumer_protocol
+    return [cp.SUBSCRIPTION, cp.ASSIGNMENT, cp.STICKY_ASSIGNOR_USER_DATA]
+
+
+@pytest.mark.parametrize("schema", _data_schemas(), ids=lambda s: s.name)
+def test_data_schema_matches_kafka_spec(schema: Any) -> None:
+    spec = _data_spec(schema.name)
+    assert spec["type"] == "data"
+    valid = parse_versions(spec["validVersions"])
+    assert valid is not None
+    assert (schema.min_version, schema.max_version) == (valid.low, valid.high)
+    assert schema.flexible_versions == parse_versions(spec["flexibleVersions"])
+    common = {c["name"]: c for c in spec.get("commonStructs", [])}
+    problems: list[str] = []
+    _compare(schema.cls, spec["fields"], common, valid.low, valid.high, schema.name, problems)
+    assert problems == []

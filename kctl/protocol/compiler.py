@@ -8,7 +8,9 @@ it generates — once, then caches — two Python functions:
   arrays go through the checked readers of ``kctl.protocol.primitives``; arrays of structs loop over
   the child's compiled decoder; flexible structs end with a tagged-field section in which known tags
   are decoded and unknown ones skipped. Fields absent from the version get their defaults; the object
-  is built with one positional call of the struct's dataclass.
+  is built with one positional call of the struct's dataclass. For data messages whose writers may
+  stop early (``may_end_before``, see ``kctl.protocol.data``), the decoder returns at a field
+  boundary where the input ends, with defaults for the rest.
 * ``encode(obj, out) -> None``: appends the encoding to the list ``out`` (fixed runs packed with one
   ``struct`` call; records appended as the caller's object, so file regions survive to the framing
   step). ``obj`` may be the dataclass, a dict of its fields (converted), or any object with the
@@ -69,15 +71,22 @@ class CompiledStruct:
         return f"<compiled {self.name} v{self.version}{' flexible' if self.flexible else ''}>"
 
 
-_CACHE: dict[tuple[type, int, bool], CompiledStruct] = {}
+_CACHE: dict[tuple[type, int, bool, str | None], CompiledStruct] = {}
 
 
-def compile_struct(cls: type, version: int, flexible: bool) -> CompiledStruct:
-    """The cached codec of struct class ``cls`` at ``version`` (``flexible``: compact encodings)."""
-    key = (cls, version, flexible)
+def compile_struct(
+    cls: type, version: int, flexible: bool, *, may_end_before: str | None = None
+) -> CompiledStruct:
+    """The cached codec of struct class ``cls`` at ``version`` (``flexible``: compact encodings).
+
+    ``may_end_before`` names a top-level field of a non-flexible struct from which on the input may
+    end at any field boundary: the decoder reads each of those fields only while bytes remain, and
+    the absent ones keep their defaults (data messages whose writers leave trailing fields out).
+    Bytes that end inside a field are still an error."""
+    key = (cls, version, flexible, may_end_before)
     compiled = _CACHE.get(key)
     if compiled is None:
-        compiled = _Generator(cls, version, flexible).build()
+        compiled = _Generator(cls, version, flexible, may_end_before).build()
         _CACHE[key] = compiled
     return compiled
 
@@ -151,9 +160,17 @@ _LITERAL_TYPES = (bool, int, float, str, bytes, type(None))
 
 
 class _Generator:
-    def __init__(self, cls: type, version: int, flexible: bool) -> None:
+    def __init__(self, cls: type, version: int, flexible: bool, may_end_before: str | None = None) -> None:
         self.cls = cls
         self.schema = schema_of(cls)
+        self.optional: set[str] = set()
+        if may_end_before is not None:
+            names = [f.name for f in self.schema.fields]
+            if may_end_before not in names:
+                raise ValueError(f"{self.schema.name} has no field {may_end_before}")
+            if flexible:
+                raise ValueError(f"{self.schema.name}: may_end_before needs a non-flexible version")
+            self.optional = set(names[names.index(may_end_before) :])
         self.version = version
         self.flexible = flexible
         self.ns: dict[str, Any] = dict(_BASE_NS)
@@ -237,7 +254,13 @@ class _Generator:
                     lines.append(f"    f_{f.name} = _uuid(f_{f.name})")
             run.clear()
 
+        decoded: set[str] = set()
         for f in self.regular:
+            if f.name in self.optional:  # the input may end here: the rest keep their defaults
+                flush()
+                lines.append("    if pos == end:")
+                lines.append(f"        return {self.construct(decoded)}, pos")
+            decoded.add(f.name)
             if isinstance(f.type, PrimitiveType):
                 run.append(f)
                 continue
@@ -258,10 +281,13 @@ class _Generator:
                     lines.extend(self.dec_field(f, f"f_{f.name}", "tend", "            "))
                     lines.append("            _tag_done(tag, pos, tend)")
                 lines.append("        pos = tend")
-        present = {f.name for f in self.present}
-        args = [f"f_{f.name}" if f.name in present else self.default_expr(f) for f in self.schema.fields]
-        lines.append(f"    return _C({', '.join(args)}), pos")
+        lines.append(f"    return {self.construct({f.name for f in self.present})}, pos")
         return lines
+
+    def construct(self, decoded: set[str]) -> str:
+        """The positional construction of the struct: decoded fields, defaults for the others."""
+        args = [f"f_{f.name}" if f.name in decoded else self.default_expr(f) for f in self.schema.fields]
+        return f"_C({', '.join(args)})"
 
     def dec_field(self, f: Field, var: str, endv: str, ind: str) -> list[str]:
         t = f.type

@@ -6,207 +6,93 @@ reads the same with Kafka's own tools:
 * group metadata — key v2: group; value v3: protocol type, generation, protocol, leader,
   state timestamp, members (id, instance id, client id, host, timeouts, subscription, assignment).
 
-A null value is a tombstone (the offset or group was deleted)."""
+The layouts are the data schemas of ``kctl.protocol.messages.group_coordinator_records``, encoded and
+decoded by the shared protocol codec; this module picks the versions the coordinator writes, tells
+the two key kinds apart, and keeps the coordinator's names for the structs. Older versions (and
+v4, Kafka's first flexible one) are read too. A null value is a tombstone (the offset or group was
+deleted); bytes after a value are ignored, as Kafka's reader does."""
 
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+
+from kctl.protocol.exceptions import ProtocolDecodeError
+from kctl.protocol.messages.group_coordinator_records import (
+    GROUP_METADATA_KEY,
+    GROUP_METADATA_VALUE,
+    OFFSET_COMMIT_KEY,
+    OFFSET_COMMIT_VALUE,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
+)
 
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
 OFFSET_VALUE_VERSION = 3
 GROUP_VALUE_VERSION = 3
 
+# The coordinator's names for Kafka's record structs.
+OffsetKey = OffsetCommitKey
+GroupKey = GroupMetadataKey
+OffsetValue = OffsetCommitValue
+GroupValue = GroupMetadataValue
+MemberValue = MemberMetadata
+
+_VERSION = struct.Struct(">h")
+
 
 class CorruptOffsetsRecordError(ValueError):
     """A __consumer_offsets record that does not parse."""
 
 
-class _Writer:
-    def __init__(self) -> None:
-        self.out = bytearray()
-
-    def int16(self, value: int) -> _Writer:
-        self.out += struct.pack(">h", value)
-        return self
-
-    def int32(self, value: int) -> _Writer:
-        self.out += struct.pack(">i", value)
-        return self
-
-    def int64(self, value: int) -> _Writer:
-        self.out += struct.pack(">q", value)
-        return self
-
-    def string(self, value: str | None) -> _Writer:
-        if value is None:
-            return self.int16(-1)
-        raw = value.encode()
-        self.int16(len(raw))
-        self.out += raw
-        return self
-
-    def bytes(self, value: bytes | None) -> _Writer:
-        if value is None:
-            return self.int32(-1)
-        self.int32(len(value))
-        self.out += value
-        return self
+def encode_offset_key(key: OffsetCommitKey) -> bytes:
+    return OFFSET_COMMIT_KEY.encode(key, OFFSET_KEY_VERSION)
 
 
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-
-    def _take(self, size: int) -> bytes:
-        if size < 0 or self.pos + size > len(self.data):
-            raise CorruptOffsetsRecordError(f"truncated record at byte {self.pos}")
-        chunk = self.data[self.pos : self.pos + size]
-        self.pos += size
-        return chunk
-
-    def int16(self) -> int:
-        return struct.unpack(">h", self._take(2))[0]
-
-    def int32(self) -> int:
-        return struct.unpack(">i", self._take(4))[0]
-
-    def int64(self) -> int:
-        return struct.unpack(">q", self._take(8))[0]
-
-    def string(self) -> str | None:
-        size = self.int16()
-        return None if size < 0 else self._take(size).decode("utf-8", errors="replace")
-
-    def bytes(self) -> bytes | None:
-        size = self.int32()
-        return None if size < 0 else bytes(self._take(size))
+def encode_group_key(key: GroupMetadataKey) -> bytes:
+    return GROUP_METADATA_KEY.encode(key, GROUP_KEY_VERSION)
 
 
-@dataclass(frozen=True)
-class OffsetKey:
-    group: str
-    topic: str
-    partition: int
+def encode_offset_value(value: OffsetCommitValue) -> bytes:
+    return OFFSET_COMMIT_VALUE.encode(value, OFFSET_VALUE_VERSION)
 
 
-@dataclass(frozen=True)
-class GroupKey:
-    group: str
+def encode_group_value(value: GroupMetadataValue) -> bytes:
+    return GROUP_METADATA_VALUE.encode(value, GROUP_VALUE_VERSION)
 
 
-@dataclass(frozen=True)
-class OffsetValue:
-    offset: int
-    leader_epoch: int = -1
-    metadata: str = ""
-    commit_timestamp: int = -1
+def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey:
+    """An offset commit key (versions 0-1) or a group metadata key (version 2)."""
+    if len(data) < 2:
+        raise CorruptOffsetsRecordError(f"a key of {len(data)} bytes has no version")
+    (version,) = _VERSION.unpack_from(data)
+    if version == 0 or version == 1:
+        schema = OFFSET_COMMIT_KEY
+    elif version == 2:
+        schema = GROUP_METADATA_KEY
+    else:
+        raise CorruptOffsetsRecordError(f"unknown key version {version}")
+    try:
+        return schema.decode_body(data, version, 2, allow_trailing=True)
+    except ProtocolDecodeError as error:
+        raise CorruptOffsetsRecordError(str(error)) from None
 
 
-@dataclass(frozen=True)
-class MemberValue:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    rebalance_timeout: int
-    session_timeout: int
-    subscription: bytes
-    assignment: bytes
+def decode_offset_value(data: bytes) -> OffsetCommitValue:
+    try:
+        return OFFSET_COMMIT_VALUE.decode(data, allow_trailing=True)[1]
+    except ProtocolDecodeError as error:
+        raise CorruptOffsetsRecordError(str(error)) from None
 
 
-@dataclass(frozen=True)
-class GroupValue:
-    protocol_type: str
-    generation: int
-    protocol: str | None
-    leader: str | None
-    current_state_timestamp: int
-    members: list[MemberValue] = field(default_factory=list)
-
-
-def encode_offset_key(key: OffsetKey) -> bytes:
-    return bytes(
-        _Writer().int16(OFFSET_KEY_VERSION).string(key.group).string(key.topic).int32(key.partition).out
-    )
-
-
-def encode_group_key(key: GroupKey) -> bytes:
-    return bytes(_Writer().int16(GROUP_KEY_VERSION).string(key.group).out)
-
-
-def encode_offset_value(value: OffsetValue) -> bytes:
-    writer = _Writer().int16(OFFSET_VALUE_VERSION).int64(value.offset).int32(value.leader_epoch)
-    return bytes(writer.string(value.metadata).int64(value.commit_timestamp).out)
-
-
-def encode_group_value(value: GroupValue) -> bytes:
-    writer = _Writer().int16(GROUP_VALUE_VERSION).string(value.protocol_type).int32(value.generation)
-    writer.string(value.protocol).string(value.leader).int64(value.current_state_timestamp)
-    writer.int32(len(value.members))
-    for member in value.members:
-        writer.string(member.member_id).string(member.group_instance_id).string(member.client_id)
-        writer.string(member.client_host).int32(member.rebalance_timeout).int32(member.session_timeout)
-        writer.bytes(member.subscription).bytes(member.assignment)
-    return bytes(writer.out)
-
-
-def decode_key(data: bytes) -> OffsetKey | GroupKey:
-    reader = _Reader(data)
-    version = reader.int16()
-    if version in (0, 1):
-        group, topic = reader.string() or "", reader.string() or ""
-        return OffsetKey(group, topic, reader.int32())
-    if version == 2:
-        return GroupKey(reader.string() or "")
-    raise CorruptOffsetsRecordError(f"unknown key version {version}")
-
-
-def decode_offset_value(data: bytes) -> OffsetValue:
-    reader = _Reader(data)
-    version = reader.int16()
-    offset = reader.int64()
-    if version == 0:
-        metadata = reader.string() or ""
-        return OffsetValue(offset, -1, metadata, reader.int64())
-    if version == 1:
-        metadata = reader.string() or ""
-        timestamp = reader.int64()
-        reader.int64()  # expire timestamp, unused since Kafka 2.1
-        return OffsetValue(offset, -1, metadata, timestamp)
-    if version in (2, 3):
-        epoch = reader.int32() if version == 3 else -1
-        metadata = reader.string() or ""
-        return OffsetValue(offset, epoch, metadata, reader.int64())
-    raise CorruptOffsetsRecordError(f"unknown offset value version {version}")
-
-
-def decode_group_value(data: bytes) -> GroupValue:
-    reader = _Reader(data)
-    version = reader.int16()
-    if not 0 <= version <= 4:
-        raise CorruptOffsetsRecordError(f"unknown group value version {version}")
-    protocol_type = reader.string() or ""
-    generation = reader.int32()
-    protocol = reader.string()
-    leader = reader.string()
-    timestamp = reader.int64() if version >= 2 else -1
-    members = []
-    for _ in range(reader.int32()):
-        member_id = reader.string() or ""
-        instance = reader.string() if version >= 3 else None
-        client_id = reader.string() or ""
-        host = reader.string() or ""
-        rebalance = reader.int32() if version >= 1 else -1
-        session = reader.int32()
-        subscription = reader.bytes() or b""
-        assignment = reader.bytes() or b""
-        members.append(
-            MemberValue(member_id, instance, client_id, host, rebalance, session, subscription, assignment)
-        )
-    return GroupValue(protocol_type, generation, protocol, leader, timestamp, members)
+def decode_group_value(data: bytes) -> GroupMetadataValue:
+    try:
+        return GROUP_METADATA_VALUE.decode(data, allow_trailing=True)[1]
+    except ProtocolDecodeError as error:
+        raise CorruptOffsetsRecordError(str(error)) from None
 
 
 def java_string_hash(text: str) -> int:
