@@ -1,7 +1,8 @@
 """The layering of DESIGN.md, enforced on the import statements of every module under kctl/.
 
 Each package may import only the kctl packages in its row of ALLOWED (itself and the layers
-below it). The top-level modules (kctl/__init__.py, kctl/properties.py) are the bottom layer:
+below it). kctl/common is the lowest package: every package may import it, and it imports nothing
+from kctl but itself and the top-level modules. The top-level modules (kctl/__init__.py, kctl/properties.py) are the bottom layer:
 anyone may import them, and they import nothing from kctl but each other. kctl/__main__.py is the
 entry point and may import everything. Some packages must also stay free of I/O frameworks
 (FORBIDDEN_EXTERNAL). Imports under `if TYPE_CHECKING:` count too: they are coupling as well.
@@ -17,9 +18,10 @@ KCTL = Path(__file__).resolve().parent.parent / "kctl"
 
 TOP_LEVEL = frozenset({"__init__", "properties"})
 EVERYTHING = frozenset(
-    {"records", "log", "protocol", "zk", "client", "broker", "mirror", "spark", "commands"}
+    {"common", "records", "log", "protocol", "zk", "client", "broker", "mirror", "spark", "commands"}
 )
-ALLOWED: dict[str, frozenset[str]] = {
+_ALLOWED: dict[str, frozenset[str]] = {
+    "common": frozenset(),
     "records": frozenset({"records"}),
     "log": frozenset({"records", "log"}),
     "protocol": frozenset({"records", "protocol"}),
@@ -31,6 +33,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "commands": EVERYTHING,
     "__main__": EVERYTHING,
 }
+ALLOWED = {layer: allowed | {"common"} for layer, allowed in _ALLOWED.items()}
 FORBIDDEN_EXTERNAL: dict[str, frozenset[str]] = {
     "log": frozenset({"asyncio", "socket", "selectors", "kazoo"}),
     "records": frozenset({"asyncio", "socket", "selectors", "kazoo"}),
@@ -171,7 +174,7 @@ def test_checker_resolves_relative_imports(tmp_path: Path) -> None:
     problems = violations(root)
     assert problems == [
         "kctl/broker/handlers/fetch.py:1: 'broker' may import only "
-        "['__init__', 'broker', 'log', 'properties', 'protocol', 'records', 'zk'] "
+        "['__init__', 'broker', 'common', 'log', 'properties', 'protocol', 'records', 'zk'] "
         "but imports kctl.client (layer 'client')"
     ]
 
@@ -186,6 +189,8 @@ def test_checker_reports_forbidden_frameworks_and_commands_imports(tmp_path: Pat
             "commands/__init__.py": "",
             "commands/output.py": "",
             "properties.py": "import kctl.records\n",
+            "common/__init__.py": "from kctl.log import config\n",
+            "log/__init__.py": "",
             "util.py": "",
         },
     )
@@ -195,3 +200,4 @@ def test_checker_reports_forbidden_frameworks_and_commands_imports(tmp_path: Pat
     assert "kctl/client/__init__.py:1: only kctl/__main__.py and kctl/commands may import" in text
     assert "kctl/properties.py:1: 'properties' may import only ['__init__', 'properties']" in text
     assert "kctl/util.py: 'util' is not in the layering table" in text
+    assert "kctl/common/__init__.py:1: 'common' may import only ['__init__', 'common', 'properties']" in text

@@ -22,7 +22,6 @@ until the operation's deadline (``timeout`` seconds, default ``default.api.timeo
 from __future__ import annotations
 
 import dataclasses
-import enum
 import random
 import time
 import uuid
@@ -40,6 +39,7 @@ from kctl.client.errors import (
 )
 from kctl.client.types import BrokerInfo, TopicMetadata, TopicPartition
 from kctl.protocol import ApiKey, ErrorCode, error_name
+from kctl.protocol.configs import BROKER_RESOURCE, TOPIC_RESOURCE, AlterConfigOp, ConfigSource
 from kctl.protocol.messages.configs import (
     AlterableConfig,
     AlterConfigsRequest,
@@ -71,9 +71,6 @@ from kctl.protocol.messages.describe_cluster import DescribeClusterRequest
 from kctl.protocol.messages.describe_log_dirs import DescribableLogDirTopic, DescribeLogDirsRequest
 from kctl.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 
-TOPIC_RESOURCE = 2
-BROKER_RESOURCE = 4
-
 EARLIEST = -2
 LATEST = -1
 MAX_TIMESTAMP = -3
@@ -82,36 +79,6 @@ OFFSET_SPECS: dict[str, int] = {"earliest": EARLIEST, "latest": LATEST, "max-tim
 
 OffsetSpec = str | int
 """``"earliest"``, ``"latest"``, ``"max-timestamp"`` or a timestamp in ms (first offset at or after it)."""
-
-
-class ConfigSource(enum.IntEnum):
-    """Where a config value comes from (DescribeConfigs ``config_source``)."""
-
-    UNKNOWN = 0
-    DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_CONFIG = 2
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
-    DYNAMIC_BROKER_LOGGER_CONFIG = 6
-    CLIENT_METRICS_CONFIG = 7
-    GROUP_CONFIG = 8
-
-    @classmethod
-    def of(cls, code: int) -> ConfigSource:
-        try:
-            return cls(code)
-        except ValueError:
-            return cls.UNKNOWN
-
-
-class AlterConfigOp(enum.IntEnum):
-    """IncrementalAlterConfigs operations."""
-
-    SET = 0
-    DELETE = 1
-    APPEND = 2
-    SUBTRACT = 3
 
 
 # ----------------------------------------------------------------------------------------- results
