@@ -2,10 +2,11 @@
 
 Each package may import only the kctl packages in its row of ALLOWED (itself and the layers
 below it). kctl/common is the lowest package: every package may import it, and it imports nothing
-from kctl but itself and the top-level modules. The top-level modules (kctl/__init__.py, kctl/properties.py) are the bottom layer:
-anyone may import them, and they import nothing from kctl but each other. kctl/__main__.py is the
-entry point and may import everything. Some packages must also stay free of I/O frameworks
-(FORBIDDEN_EXTERNAL). Imports under `if TYPE_CHECKING:` count too: they are coupling as well.
+from kctl but itself and the top-level modules. The top-level modules (kctl/__init__.py,
+kctl/properties.py) are the bottom layer: anyone may import them, and they import nothing from
+kctl but each other. kctl/__main__.py is the entry point and may import everything. Some packages
+must also stay free of I/O frameworks (FORBIDDEN_EXTERNAL). Imports under `if TYPE_CHECKING:` count
+too: they are coupling as well.
 """
 
 from __future__ import annotations

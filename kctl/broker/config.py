@@ -94,7 +94,7 @@ BROKER_CONFIGS = ConfigDef(
             T.STRING,
             "PLAINTEXT://127.0.0.1:9092",
             None,
-            "Addresses to listen on, NAME://HOST:PORT,...",
+            "Addresses to listen on: NAME://HOST:PORT, comma-separated.",
             importance=_HIGH,
         ),
         _broker(
