@@ -218,3 +218,13 @@ def test_every_topic_config_has_a_broker_default_property() -> None:
     config = BrokerConfig({"log.roll.hours": "2", "log.retention.minutes": "3"})
     assert (config.log_config.segment_ms, config.log_config.retention_ms) == (7_200_000, 180_000)
     assert config["zookeeper.connection.timeout.ms"] == config["zookeeper.session.timeout.ms"]
+
+
+def test_one_coerce_for_every_client_config() -> None:
+    group = GroupConfig.coerce({"group.id": "g", "request.timeout.ms": "5000", "bogus": "1"})
+    assert (group.group_id, group.request_timeout_ms, group.unknown) == ("g", 5000, ("bogus",))
+    producer = ProducerConfig.coerce(group, linger_ms=7)
+    assert (producer.request_timeout_ms, producer.linger_ms, producer.acks) == (5000, 7, -1)
+    assert ProducerConfig.coerce(producer) is producer
+    assert ClientConfig.coerce(producer) is producer
+    assert GroupConfig.coerce(None, group_id="x").group_id == "x"

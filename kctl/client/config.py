@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from kctl.common.config_def import ConfigDef, ConfigError, ConfigKey, Custom, Importance, Range
 from kctl.common.config_def import ConfigType as T
 
 DEFAULT_CLIENT_ID = "kctl"
+C = TypeVar("C", bound="ClientConfig")
 
 
 class ClientConfigError(ConfigError):
@@ -168,6 +169,21 @@ class ClientConfig:
         values["unknown"] = tuple(sorted(unknown))
         return cls(**values)
 
+    @classmethod
+    def coerce(cls: type[C], config: ClientConfig | Mapping[str, str] | None, **overrides: Any) -> C:
+        """A ``cls`` from one (as it is, or with ``overrides``), from another ``ClientConfig`` (the
+        settings both have are kept), from Kafka properties, or from None (defaults); ``overrides``
+        are Python field names and win."""
+        if config is None:
+            return cls(**overrides)
+        if isinstance(config, cls):
+            return dataclasses.replace(config, **overrides) if overrides else config
+        if isinstance(config, ClientConfig):
+            names = {f.name for f in dataclasses.fields(cls) if f.init}
+            shared = {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.name in names}
+            return cls(**{**shared, **overrides})
+        return cls.from_properties(config, **overrides)  # type: ignore[return-value]
+
     def with_changes(self, **changes: Any) -> ClientConfig:
         """A copy with some fields replaced."""
         return dataclasses.replace(self, **changes)
@@ -193,10 +209,6 @@ class ClientConfig:
 
 
 def coerce_config(config: ClientConfig | Mapping[str, str] | None, **overrides: Any) -> ClientConfig:
-    """A ``ClientConfig`` from a config object, Kafka properties, or None (defaults); ``overrides``
-    are Python field names and win."""
-    if config is None:
-        return ClientConfig(**overrides)
-    if isinstance(config, ClientConfig):
-        return config.with_changes(**overrides) if overrides else config
-    return ClientConfig.from_properties(config, **overrides)
+    """A ``ClientConfig`` (any kind of client's config is kept as it is) from a config object, Kafka
+    properties, or None (defaults); ``overrides`` are Python field names and win."""
+    return ClientConfig.coerce(config, **overrides)

@@ -156,13 +156,4 @@ class GroupConfig(ClientConfig):
 def coerce_group_config(config: ClientConfig | Mapping[str, str] | None, **overrides: Any) -> GroupConfig:
     """A ``GroupConfig`` from a ``GroupConfig``, another ``ClientConfig`` (its shared settings are
     kept), Kafka properties or None; ``overrides`` are field names and win."""
-    if config is None:
-        return GroupConfig(**overrides)
-    if isinstance(config, GroupConfig):
-        return dataclasses.replace(config, **overrides) if overrides else config
-    if isinstance(config, ClientConfig):
-        names = {f.name for f in dataclasses.fields(GroupConfig) if f.init}
-        values = {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.name in names}
-        values.update(overrides)
-        return GroupConfig(**values)
-    return GroupConfig.from_properties(config, **overrides)  # type: ignore[return-value]
+    return GroupConfig.coerce(config, **overrides)

@@ -14,7 +14,7 @@ which is on unless something rules it out (see ``ProducerConfig.idempotence``).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from kctl.client.config import CLIENT_CONFIGS, ClientConfig, ClientConfigError
@@ -252,16 +252,3 @@ class ProducerConfig(ClientConfig):
     @property
     def compression(self) -> CompressionType:
         return CompressionType.from_name(self.compression_type)
-
-    @classmethod
-    def coerce(cls, config: ClientConfig | Mapping[str, str] | None, **overrides: Any) -> ProducerConfig:
-        """A ``ProducerConfig`` from one, from a plain ``ClientConfig`` (its shared settings kept),
-        from Kafka properties, or from None (defaults); ``overrides`` are Python field names."""
-        if config is None:
-            return cls(**overrides)
-        if isinstance(config, cls):
-            return dataclasses.replace(config, **overrides) if overrides else config
-        if isinstance(config, ClientConfig):
-            shared = {f.name: getattr(config, f.name) for f in dataclasses.fields(ClientConfig)}
-            return cls(**{**shared, **overrides})
-        return cls.from_properties(config, **overrides)  # type: ignore[return-value]
