@@ -28,7 +28,7 @@ _kctl_options() {
         'kctl broker stop') echo '-c --config -X --pid-file --timeout -h --help' ;;
         'kctl broker log-dirs') echo '--broker -t --topic -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl config') echo '-h --help' ;;
-        'kctl config show') echo '-f --format -c --config -X -b --bootstrap-server --show-secrets -h --help' ;;
+        'kctl config show') echo '-f --format -c --config -X -b --bootstrap-server --show-secrets --broker --topic --producer --consumer -h --help' ;;
         'kctl consume') echo '--pattern -p --partition -o --offset -u --until -n --max -g --group -f --format -q --quiet -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl group') echo '-h --help' ;;
         'kctl group list') echo '-s --state -f --format -c --config -X -b --bootstrap-server -h --help' ;;

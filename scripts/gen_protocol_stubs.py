@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import kctl.protocol.messages as messages  # noqa: E402
+from kctl.protocol.data import DataSchema  # noqa: E402
 from kctl.protocol.schema import ApiSchema  # noqa: E402
 from kctl.protocol.types import (  # noqa: E402
     RECORDS,
@@ -69,11 +70,17 @@ def render(module_name: str) -> str:
     module = importlib.import_module(f"{messages.__name__}.{module_name}")
     structs: list[tuple[str, type]] = []
     schemas: list[str] = []
+    data_schemas: list[str] = []
+    constants: list[tuple[str, str]] = []
     for name, value in vars(module).items():
         if isinstance(value, type) and is_struct_type(value) and value.__module__ == module.__name__:
             structs.append((name, value))
         elif isinstance(value, ApiSchema):
             schemas.append(name)
+        elif isinstance(value, DataSchema):
+            data_schemas.append(name)
+        elif name.isupper() and type(value) in (str, int):
+            constants.append((name, type(value).__name__))
     names = {cls: name for name, cls in structs}
     body: list[str] = []
     for name, cls in structs:
@@ -82,14 +89,20 @@ def render(module_name: str) -> str:
         body.append(f"class {name}:")
         body.append("    __kafka_schema__: ClassVar[StructSchema]")
         body.extend(_field_line(f, names) for f in schema_of(cls).fields)
-    if schemas:
+    if schemas or data_schemas or constants:
         body.append("")
+    body.extend(f"{name}: {kind}" for name, kind in constants)
     body.extend(f"{name}: ApiSchema" for name in schemas)
+    body.extend(f"{name}: DataSchema" for name in data_schemas)
     text = "\n".join(body)
     imports = ["import uuid\n"] if "uuid.UUID" in text else []
     imports.append("from dataclasses import dataclass\n")
     imports.append("from typing import Any, ClassVar\n" if "Any" in text else "from typing import ClassVar\n")
-    imports.append("\nfrom kctl.protocol.schema import ApiSchema\n" if schemas else "\n")
+    imports.append("\n")
+    if data_schemas:
+        imports.append("from kctl.protocol.data import DataSchema\n")
+    if schemas:
+        imports.append("from kctl.protocol.schema import ApiSchema\n")
     imports.append("from kctl.protocol.types import StructSchema\n")
     source = f"kctl/protocol/messages/{module_name}.py"
     return HEADER.format(source=source) + "\n" + "".join(imports) + text + "\n"

@@ -213,3 +213,72 @@ def test_parse_override() -> None:
     assert parse_override(" acks =all ") == ("acks", "all ")
     assert parse_override("k=") == ("k", "")
     assert parse_override("k=a=b") == ("k", "a=b")
+
+
+# -- kctl config show --broker / --topic / --producer / --consumer -----------------------------------
+def show_rows(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, dict[str, str | None]]:
+    code, out, err = run(capsys, "config", "show", "--format", "json", *args)
+    assert (code, err) == (0, "")
+    return {row.pop("key"): row for row in json.loads(out)}
+
+
+def test_show_broker_lists_every_property_with_default_and_source(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from kctl.broker.config import BROKER_CONFIGS
+
+    path = tmp_path / "server.properties"
+    path.write_text("num.partitions=3\nlog.retention.hours=2\nsome.other.key=x\n")
+    rows = show_rows(capsys, "--broker", "-c", str(path), "-X", "num.partitions=4")
+    assert list(rows)[: len(BROKER_CONFIGS)] == list(BROKER_CONFIGS)
+    assert rows["num.partitions"] == {"value": "4", "default": "1", "source": "-X"}
+    assert rows["log.retention.hours"] == {"value": "2", "default": "168", "source": "file"}
+    assert rows["log.dir"] == {"value": "./data", "default": "./data", "source": "default"}
+    assert rows["log.retention.ms"] == {"value": None, "default": None, "source": "default"}
+    assert rows["some.other.key"] == {"value": "x", "default": None, "source": "file"}
+    assert "bootstrap.servers" not in rows
+
+
+def test_show_topic_producer_and_consumer(capsys: pytest.CaptureFixture[str]) -> None:
+    topic = show_rows(capsys, "--topic", "-X", "cleanup.policy=compact")
+    assert topic["cleanup.policy"] == {"value": "compact", "default": "delete", "source": "-X"}
+    assert topic["retention.ms"]["default"] == "604800000"
+    producer = show_rows(capsys, "--producer", "-b", "h:1")
+    assert producer["acks"] == {"value": "-1", "default": "-1", "source": "default"}
+    assert producer["bootstrap.servers"] == {"value": "h:1", "default": None, "source": "option"}
+    consumer = show_rows(capsys, "--consumer", "-X", "group.id=g")
+    assert consumer["group.id"] == {"value": "g", "default": None, "source": "-X"}
+    assert consumer["auto.offset.reset"]["default"] == "latest"
+    assert consumer["session.timeout.ms"]["default"] == "45000"
+
+
+def test_show_definition_table_and_jsonl(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "config", "show", "--topic", "-X", "preallocate=true")
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[0].split() == ["KEY", "VALUE", "DEFAULT", "SOURCE"]
+    assert ["preallocate", "true", "false", "-X"] in [line.split() for line in lines]
+    code, out, _ = run(capsys, "config", "show", "--topic", "-f", "jsonl")
+    assert code == 0
+    assert json.loads(out.splitlines()[0]) == {
+        "key": "segment.bytes",
+        "value": "1073741824",
+        "default": "1073741824",
+        "source": "default",
+    }
+
+
+def test_show_definition_rejects_bad_values_and_two_kinds(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "config", "show", "--broker", "-X", "num.partitions=many")
+    assert (code, out) == (ExitCode.USAGE, "")
+    assert "kctl: error: invalid configuration: num.partitions: expected an integer, got 'many'" in err
+    code, _, err = run(capsys, "config", "show", "--broker", "--topic")
+    assert code == ExitCode.USAGE
+    assert "at most one of --broker, --topic, --producer, --consumer" in err
+
+
+def test_show_definition_masks_secrets(capsys: pytest.CaptureFixture[str]) -> None:
+    rows = show_rows(capsys, "--producer", "-X", "ssl.key.password=p")
+    assert rows["ssl.key.password"]["value"] == "********"
+    rows = show_rows(capsys, "--producer", "-X", "ssl.key.password=p", "--show-secrets")
+    assert rows["ssl.key.password"]["value"] == "p"

@@ -1,12 +1,13 @@
-"""The layering of DESIGN.md, enforced on the import statements of every module under kctl/.
+"""The layering of docs/architecture.md, enforced on the import statements of every module under kctl/.
 
 Each package may import only the kctl packages in its row of ALLOWED (itself and the layers
 below it). The top-level modules (kctl/__init__.py, kctl/properties.py) are the bottom layer:
 anyone may import them, and they import nothing from kctl but each other. kctl/__main__.py is the
-entry point and may import everything. kctl/testing (the test harness) is the top layer: it may
-import any layer but kctl.commands, and nothing else under kctl/ imports it. Some packages must also
-stay free of I/O frameworks (FORBIDDEN_EXTERNAL). Imports under `if TYPE_CHECKING:` count too: they
-are coupling as well.
+entry point and may import everything. kctl/common is the lowest package: every package may
+import it, and it imports nothing from kctl but itself and the top-level modules. kctl/testing
+(the test harness) is the top layer: it may import any layer but kctl.commands, and nothing else
+under kctl/ imports it. Some packages must also stay free of I/O frameworks (FORBIDDEN_EXTERNAL).
+Imports under `if TYPE_CHECKING:` count too: they are coupling as well.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ KCTL = Path(__file__).resolve().parent.parent / "kctl"
 
 TOP_LEVEL = frozenset({"__init__", "properties"})
 EVERYTHING = frozenset(
-    {"records", "log", "protocol", "zk", "client", "broker", "console", "perf", "commands"}
+    {"common", "records", "log", "protocol", "zk", "client", "broker", "console", "perf", "commands"}
 )
-ALLOWED: dict[str, frozenset[str]] = {
+_ALLOWED: dict[str, frozenset[str]] = {
+    "common": frozenset(),
     "records": frozenset({"records"}),
     "log": frozenset({"records", "log"}),
     "protocol": frozenset({"records", "protocol"}),
@@ -34,6 +36,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "testing": (EVERYTHING - {"commands"}) | {"testing"},
     "__main__": EVERYTHING,
 }
+ALLOWED = {layer: allowed | {"common"} for layer, allowed in _ALLOWED.items()}
 SHARED_COMMAND_MODULES = frozenset({"options", "output", "errors", "clients"})
 """The kctl.commands modules other command modules may import: commands stay thin (parse options,
 call a library, render) and never reach into each other."""
@@ -196,7 +199,7 @@ def test_checker_resolves_relative_imports(tmp_path: Path) -> None:
     problems = violations(root)
     assert problems == [
         "kctl/broker/handlers/fetch.py:1: 'broker' may import only "
-        "['__init__', 'broker', 'log', 'properties', 'protocol', 'records', 'zk'] "
+        "['__init__', 'broker', 'common', 'log', 'properties', 'protocol', 'records', 'zk'] "
         "but imports kctl.client (layer 'client')"
     ]
 
@@ -211,6 +214,8 @@ def test_checker_reports_forbidden_frameworks_and_commands_imports(tmp_path: Pat
             "commands/__init__.py": "",
             "commands/output.py": "",
             "properties.py": "import kctl.records\n",
+            "common/__init__.py": "from kctl.log import config\n",
+            "log/__init__.py": "",
             "util.py": "",
         },
     )
@@ -220,6 +225,7 @@ def test_checker_reports_forbidden_frameworks_and_commands_imports(tmp_path: Pat
     assert "kctl/client/__init__.py:1: only kctl/__main__.py and kctl/commands may import" in text
     assert "kctl/properties.py:1: 'properties' may import only ['__init__', 'properties']" in text
     assert "kctl/util.py: 'util' is not in the layering table" in text
+    assert "kctl/common/__init__.py:1: 'common' may import only ['__init__', 'common', 'properties']" in text
 
 
 def test_checker_reports_a_command_module_importing_another(tmp_path: Path) -> None:

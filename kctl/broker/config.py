@@ -1,5 +1,6 @@
-"""Broker configuration: Kafka's broker property names, their defaults, parsing and validation, and
-how the ``log.*`` properties become the default topic-level :class:`LogConfig`.
+"""Broker configuration: the definition table ``BROKER_CONFIGS`` (Kafka's broker property names,
+types, defaults, validators, docs), the parsed :class:`BrokerConfig`, and how the ``log.*``
+properties become the default topic-level :class:`LogConfig` (each topic config's first synonym).
 
 A real Kafka ``server.properties`` loads unchanged: properties kctl does not use are reported as
 ignored, never an error."""
@@ -7,17 +8,31 @@ ignored, never an error."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kctl.log.config import LogConfig, parse_topic_config
+from kctl.common.config_def import (
+    LONG_MAX,
+    ConfigDef,
+    ConfigError,
+    ConfigKey,
+    Dynamic,
+    Importance,
+    OneOf,
+    Range,
+    Synonym,
+    Validator,
+    format_value,
+)
+from kctl.common.config_def import ConfigType as T
+from kctl.log.config import TOPIC_CONFIGS, LogConfig, parse_topic_config
 
 HOUR_MS = 60 * 60 * 1000
 
 
-class BrokerConfigError(ValueError):
+class BrokerConfigError(ConfigError):
     """A broker property that cannot be parsed or is out of range."""
 
 
@@ -53,195 +68,281 @@ def parse_listeners(text: str) -> list[Listener]:
     return listeners
 
 
-def _int(minimum: int | None = None) -> Callable[[str, str], int]:
-    def parse(name: str, raw: str) -> int:
-        try:
-            value = int(raw.strip())
-        except ValueError:
-            raise BrokerConfigError(f"{name}: {raw!r} is not an integer") from None
-        if minimum is not None and value < minimum:
-            raise BrokerConfigError(f"{name}: {value} is below the minimum {minimum}")
-        return value
-
-    return parse
-
-
-def _bool(name: str, raw: str) -> bool:
-    value = raw.strip().lower()
-    if value not in ("true", "false"):
-        raise BrokerConfigError(f"{name}: {raw!r} must be true or false")
-    return value == "true"
+def _broker(
+    name: str,
+    config_type: T,
+    default: Any,
+    validator: Validator | None,
+    doc: str,
+    *synonyms: Synonym,
+    importance: Importance = Importance.MEDIUM,
+) -> ConfigKey:
+    """A broker property; all of kctl's are read-only (static: set in server.properties)."""
+    return ConfigKey(name, config_type, default, validator, doc, importance, Dynamic.READ_ONLY, synonyms)
 
 
-def _str(name: str, raw: str) -> str:
-    return raw.strip()
+_HIGH = Importance.HIGH
+_LOW = Importance.LOW
 
-
-@dataclass(frozen=True)
-class BrokerProperty:
-    name: str
-    parse: Callable[[str, str], Any]
-    default: str | None
-    doc: str
-
-
-_PROPERTIES = [
-    BrokerProperty("broker.id", _int(0), "0", "This broker's id in the cluster."),
-    BrokerProperty(
-        "listeners", _str, "PLAINTEXT://127.0.0.1:9092", "Addresses to listen on, NAME://HOST:PORT,..."
-    ),
-    BrokerProperty("advertised.listeners", _str, None, "Addresses given to clients (default: listeners)."),
-    BrokerProperty("log.dirs", _str, None, "Comma-separated data directories (default: log.dir)."),
-    BrokerProperty("log.dir", _str, "./data", "The data directory when log.dirs is not set."),
-    BrokerProperty(
-        "num.partitions",
-        _int(1),
-        "1",
-        "Partitions of auto-created topics and of topics created without a count.",
-    ),
-    BrokerProperty("default.replication.factor", _int(1), "1", "Replication factor of auto-created topics."),
-    BrokerProperty(
-        "auto.create.topics.enable", _bool, "true", "Create a topic on first produce or metadata request."
-    ),
-    BrokerProperty("delete.topic.enable", _bool, "true", "Allow DeleteTopics."),
-    BrokerProperty(
-        "message.max.bytes", _int(0), "1048588", "Largest record batch accepted (topic: max.message.bytes)."
-    ),
-    BrokerProperty("socket.request.max.bytes", _int(1), "104857600", "Largest request frame accepted."),
-    BrokerProperty(
-        "zookeeper.connect",
-        _str,
-        None,
-        "ZooKeeper connection string host:port[,host:port][/chroot]; empty: embedded.",
-    ),
-    BrokerProperty("zookeeper.session.timeout.ms", _int(1), "18000", "ZooKeeper session timeout."),
-    BrokerProperty(
-        "zookeeper.connection.timeout.ms",
-        _int(1),
-        None,
-        "ZooKeeper connection timeout (default: the session timeout).",
-    ),
-    BrokerProperty(
-        "log.segment.bytes", _int(14), "1073741824", "Segment size at which a new segment is rolled."
-    ),
-    BrokerProperty(
-        "log.roll.ms",
-        _int(1),
-        None,
-        "Segment age at which a new segment is rolled (default: log.roll.hours).",
-    ),
-    BrokerProperty(
-        "log.roll.hours", _int(1), "168", "Segment age in hours at which a new segment is rolled."
-    ),
-    BrokerProperty("log.retention.ms", _int(-1), None, "Age after which segments are deleted; -1: forever."),
-    BrokerProperty("log.retention.minutes", _int(-1), None, "log.retention.ms in minutes."),
-    BrokerProperty("log.retention.hours", _int(-1), "168", "log.retention.ms in hours."),
-    BrokerProperty(
-        "log.retention.bytes",
-        _int(-1),
-        "-1",
-        "Size per partition above which the oldest segments are deleted.",
-    ),
-    BrokerProperty("log.retention.check.interval.ms", _int(1), "300000", "How often retention runs."),
-    BrokerProperty(
-        "log.flush.interval.messages",
-        _int(1),
-        str(2**63 - 1),
-        "Records appended before a partition is fsynced.",
-    ),
-    BrokerProperty(
-        "log.flush.interval.ms",
-        _int(0),
-        None,
-        "Time after which unflushed records are fsynced (default: never).",
-    ),
-    BrokerProperty(
-        "log.flush.scheduler.interval.ms", _int(1), "1000", "How often the flush.ms policy is checked."
-    ),
-    BrokerProperty(
-        "log.flush.offset.checkpoint.interval.ms",
-        _int(1),
-        "60000",
-        "How often recovery points are checkpointed.",
-    ),
-    BrokerProperty("log.cleanup.policy", _str, "delete", "delete, compact or compact,delete."),
-    BrokerProperty("log.cleaner.enable", _bool, "true", "Run compaction for compacted topics."),
-    BrokerProperty("log.cleaner.backoff.ms", _int(0), "15000", "Pause between compaction passes."),
-    BrokerProperty("log.cleaner.delete.retention.ms", _int(0), "86400000", "How long tombstones are kept."),
-    BrokerProperty(
-        "log.cleaner.min.cleanable.ratio", _str, "0.5", "Dirty ratio at which a log is compacted."
-    ),
-    BrokerProperty(
-        "log.cleaner.min.compaction.lag.ms", _int(0), "0", "Minimum age of records before compaction."
-    ),
-    BrokerProperty("log.index.interval.bytes", _int(0), "4096", "Bytes between offset index entries."),
-    BrokerProperty("log.index.size.max.bytes", _int(4), "10485760", "Maximum index size per segment."),
-    BrokerProperty("log.message.timestamp.type", _str, "CreateTime", "CreateTime or LogAppendTime."),
-    BrokerProperty(
-        "log.segment.delete.delay.ms", _int(0), "60000", "Delay before a deleted segment's files go."
-    ),
-    BrokerProperty("log.preallocate", _bool, "false", "Preallocate segment files."),
-    BrokerProperty("offsets.topic.num.partitions", _int(1), "50", "Partitions of __consumer_offsets."),
-    BrokerProperty(
-        "offsets.retention.minutes", _int(1), "10080", "How long committed offsets of empty groups are kept."
-    ),
-    BrokerProperty(
-        "group.initial.rebalance.delay.ms", _int(0), "3000", "Delay of a new group's first rebalance."
-    ),
-    BrokerProperty(
-        "group.min.session.timeout.ms", _int(1), "6000", "Smallest session timeout a member may use."
-    ),
-    BrokerProperty(
-        "group.max.session.timeout.ms", _int(1), "1800000", "Largest session timeout a member may use."
-    ),
-    BrokerProperty("group.max.size", _int(1), "2147483647", "Most members a group may have."),
-    BrokerProperty("offset.metadata.max.bytes", _int(0), "4096", "Largest metadata of a committed offset."),
-    BrokerProperty(
-        "offsets.topic.replication.factor", _int(1), "1", "Replication factor of __consumer_offsets."
-    ),
-    BrokerProperty(
-        "offsets.retention.check.interval.ms", _int(1), "600000", "How often expired offsets are removed."
-    ),
-    BrokerProperty(
-        "producer.id.expiration.ms",
-        _int(1),
-        "86400000",
-        "How long a partition remembers an idempotent producer after its last batch's timestamp.",
-    ),
-    BrokerProperty(
-        "producer.id.expiration.check.interval.ms",
-        _int(1),
-        "600000",
-        "How often partitions forget expired idempotent producers.",
-    ),
-    BrokerProperty(
-        "max.decompressed.batch.bytes",
-        _int(1),
-        "268435456",
-        "kctl: largest decompressed batch the broker will read (compaction).",
-    ),
-]
-BROKER_PROPERTIES: dict[str, BrokerProperty] = {prop.name: prop for prop in _PROPERTIES}
-
-#: broker property -> topic config it sets the default of (Kafka's synonyms)
-TOPIC_CONFIG_SYNONYMS: dict[str, str] = {
-    "log.segment.bytes": "segment.bytes",
-    "log.roll.ms": "segment.ms",
-    "log.index.size.max.bytes": "segment.index.bytes",
-    "log.index.interval.bytes": "index.interval.bytes",
-    "log.flush.interval.messages": "flush.messages",
-    "log.flush.interval.ms": "flush.ms",
-    "log.retention.ms": "retention.ms",
-    "log.retention.bytes": "retention.bytes",
-    "log.cleanup.policy": "cleanup.policy",
-    "log.cleaner.delete.retention.ms": "delete.retention.ms",
-    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
-    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
-    "message.max.bytes": "max.message.bytes",
-    "log.message.timestamp.type": "message.timestamp.type",
-    "log.segment.delete.delay.ms": "file.delete.delay.ms",
-    "log.preallocate": "preallocate",
-}
+#: Every broker property kctl uses, in the order they are documented and described.
+BROKER_CONFIGS = ConfigDef(
+    "broker",
+    [
+        _broker("broker.id", T.INT, 0, Range(0), "This broker's id in the cluster.", importance=_HIGH),
+        _broker(
+            "listeners",
+            T.STRING,
+            "PLAINTEXT://127.0.0.1:9092",
+            None,
+            "Addresses to listen on: NAME://HOST:PORT, comma-separated.",
+            importance=_HIGH,
+        ),
+        _broker(
+            "advertised.listeners",
+            T.STRING,
+            None,
+            None,
+            "Addresses given to clients (default: listeners).",
+            importance=_HIGH,
+        ),
+        _broker(
+            "log.dirs",
+            T.STRING,
+            None,
+            None,
+            "Comma-separated data directories (default: log.dir).",
+            importance=_HIGH,
+        ),
+        _broker("log.dir", T.STRING, "./data", None, "The data directory when log.dirs is not set."),
+        _broker(
+            "num.partitions",
+            T.INT,
+            1,
+            Range(1),
+            "Partitions of auto-created topics and of topics created without a count.",
+        ),
+        _broker(
+            "default.replication.factor", T.INT, 1, Range(1), "Replication factor of auto-created topics."
+        ),
+        _broker(
+            "auto.create.topics.enable",
+            T.BOOLEAN,
+            True,
+            None,
+            "Create a topic on first produce or metadata request.",
+            importance=_HIGH,
+        ),
+        _broker("delete.topic.enable", T.BOOLEAN, True, None, "Allow DeleteTopics.", importance=_HIGH),
+        _broker(
+            "message.max.bytes",
+            T.INT,
+            1048588,
+            Range(0),
+            "Largest record batch accepted (topic: max.message.bytes).",
+            importance=_HIGH,
+        ),
+        _broker("socket.request.max.bytes", T.INT, 104857600, Range(1), "Largest request frame accepted."),
+        _broker(
+            "zookeeper.connect",
+            T.STRING,
+            None,
+            None,
+            "ZooKeeper connection string host:port[,host:port][/chroot]; empty: embedded.",
+            importance=_HIGH,
+        ),
+        _broker("zookeeper.session.timeout.ms", T.INT, 18000, Range(1), "ZooKeeper session timeout."),
+        _broker(
+            "zookeeper.connection.timeout.ms",
+            T.INT,
+            None,
+            Range(1),
+            "ZooKeeper connection timeout (default: the session timeout).",
+            Synonym("zookeeper.session.timeout.ms"),
+        ),
+        _broker(
+            "log.segment.bytes",
+            T.INT,
+            1073741824,
+            Range(14),
+            "Segment size at which a new segment is rolled.",
+            importance=_HIGH,
+        ),
+        _broker(
+            "log.roll.ms",
+            T.LONG,
+            None,
+            Range(1),
+            "Segment age at which a new segment is rolled (default: log.roll.hours).",
+            Synonym("log.roll.hours", HOUR_MS),
+        ),
+        _broker(
+            "log.roll.hours", T.INT, 168, Range(1), "Segment age in hours at which a new segment is rolled."
+        ),
+        _broker(
+            "log.retention.ms",
+            T.LONG,
+            None,
+            Range(-1),
+            "Age after which segments are deleted; -1: forever (default: log.retention.minutes, "
+            "then log.retention.hours).",
+            Synonym("log.retention.minutes", 60_000),
+            Synonym("log.retention.hours", HOUR_MS),
+            importance=_HIGH,
+        ),
+        _broker("log.retention.minutes", T.INT, None, Range(-1), "log.retention.ms in minutes."),
+        _broker("log.retention.hours", T.INT, 168, Range(-1), "log.retention.ms in hours.", importance=_HIGH),
+        _broker(
+            "log.retention.bytes",
+            T.LONG,
+            -1,
+            Range(-1),
+            "Size per partition above which the oldest segments are deleted.",
+            importance=_HIGH,
+        ),
+        _broker("log.retention.check.interval.ms", T.LONG, 300000, Range(1), "How often retention runs."),
+        _broker(
+            "log.flush.interval.messages",
+            T.LONG,
+            LONG_MAX,
+            Range(1),
+            "Records appended before a partition is fsynced.",
+            importance=_HIGH,
+        ),
+        _broker(
+            "log.flush.interval.ms",
+            T.LONG,
+            None,
+            Range(0),
+            "Time after which unflushed records are fsynced (default: never).",
+            importance=_HIGH,
+        ),
+        _broker(
+            "log.flush.scheduler.interval.ms",
+            T.LONG,
+            1000,
+            Range(1),
+            "How often the flush.ms policy is checked.",
+        ),
+        _broker(
+            "log.flush.offset.checkpoint.interval.ms",
+            T.INT,
+            60000,
+            Range(1),
+            "How often recovery points are checkpointed.",
+        ),
+        _broker("log.cleanup.policy", T.LIST, "delete", None, "delete, compact or compact,delete."),
+        _broker("log.cleaner.enable", T.BOOLEAN, True, None, "Run compaction for compacted topics."),
+        _broker("log.cleaner.backoff.ms", T.LONG, 15000, Range(0), "Pause between compaction passes."),
+        _broker(
+            "log.cleaner.delete.retention.ms", T.LONG, 86400000, Range(0), "How long tombstones are kept."
+        ),
+        _broker(
+            "log.cleaner.min.cleanable.ratio",
+            T.DOUBLE,
+            0.5,
+            Range(0, 1),
+            "Dirty ratio at which a log is compacted.",
+        ),
+        _broker(
+            "log.cleaner.min.compaction.lag.ms",
+            T.LONG,
+            0,
+            Range(0),
+            "Minimum age of records before compaction.",
+        ),
+        _broker("log.index.interval.bytes", T.INT, 4096, Range(0), "Bytes between offset index entries."),
+        _broker("log.index.size.max.bytes", T.INT, 10485760, Range(4), "Maximum index size per segment."),
+        _broker(
+            "log.message.timestamp.type",
+            T.STRING,
+            "CreateTime",
+            OneOf(("CreateTime", "LogAppendTime")),
+            "CreateTime or LogAppendTime.",
+        ),
+        _broker(
+            "log.segment.delete.delay.ms",
+            T.LONG,
+            60000,
+            Range(0),
+            "Delay before a deleted segment's files go.",
+        ),
+        _broker("log.preallocate", T.BOOLEAN, False, None, "Preallocate segment files."),
+        _broker("offsets.topic.num.partitions", T.INT, 50, Range(1), "Partitions of __consumer_offsets."),
+        _broker(
+            "offsets.retention.minutes",
+            T.INT,
+            10080,
+            Range(1),
+            "How long committed offsets of empty groups are kept.",
+            importance=_HIGH,
+        ),
+        _broker(
+            "group.initial.rebalance.delay.ms",
+            T.INT,
+            3000,
+            Range(0),
+            "Delay of a new group's first rebalance.",
+        ),
+        _broker(
+            "group.min.session.timeout.ms",
+            T.INT,
+            6000,
+            Range(1),
+            "Smallest session timeout a member may use.",
+        ),
+        _broker(
+            "group.max.session.timeout.ms",
+            T.INT,
+            1800000,
+            Range(1),
+            "Largest session timeout a member may use.",
+        ),
+        _broker("group.max.size", T.INT, 2147483647, Range(1), "Most members a group may have."),
+        _broker(
+            "offset.metadata.max.bytes", T.INT, 4096, Range(0), "Largest metadata of a committed offset."
+        ),
+        _broker(
+            "offsets.topic.replication.factor",
+            T.INT,
+            1,
+            Range(1),
+            "Replication factor of __consumer_offsets.",
+            importance=_HIGH,
+        ),
+        _broker(
+            "offsets.retention.check.interval.ms",
+            T.LONG,
+            600000,
+            Range(1),
+            "How often expired offsets are removed.",
+        ),
+        _broker(
+            "producer.id.expiration.ms",
+            T.INT,
+            86400000,
+            Range(1),
+            "How long a partition remembers an idempotent producer after its last batch's timestamp.",
+            importance=_LOW,
+        ),
+        _broker(
+            "producer.id.expiration.check.interval.ms",
+            T.INT,
+            600000,
+            Range(1),
+            "How often partitions forget expired idempotent producers.",
+            importance=_LOW,
+        ),
+        _broker(
+            "max.decompressed.batch.bytes",
+            T.INT,
+            268435456,
+            Range(1),
+            "kctl: largest decompressed batch the broker will read (compaction).",
+            importance=_LOW,
+        ),
+    ],
+    BrokerConfigError,
+)
 
 
 class BrokerConfig:
@@ -250,14 +351,12 @@ class BrokerConfig:
 
     def __init__(self, properties: Mapping[str, str] | None = None) -> None:
         given = {str(k): str(v) for k, v in (properties or {}).items()}
-        self.explicit = {name for name in given if name in BROKER_PROPERTIES}
-        self.ignored = sorted(name for name in given if name not in BROKER_PROPERTIES)
-        self.raw: dict[str, str | None] = {name: prop.default for name, prop in BROKER_PROPERTIES.items()}
-        self.raw.update({name: value for name, value in given.items() if name in BROKER_PROPERTIES})
-        self.values: dict[str, Any] = {}
-        for name, prop in BROKER_PROPERTIES.items():
-            raw = self.raw[name]
-            self.values[name] = None if raw is None or raw.strip() == "" else prop.parse(name, raw)
+        parsed = BROKER_CONFIGS.parse(given)
+        self.explicit = set(parsed.given)
+        self.ignored = list(parsed.unknown)
+        self.raw: dict[str, str | None] = {name: key.default_text() for name, key in BROKER_CONFIGS.items()}
+        self.raw.update({name: given[name] for name in parsed.given})
+        self.values: dict[str, Any] = dict(parsed.values)
         self._derive()
 
     def _derive(self) -> None:
@@ -272,19 +371,8 @@ class BrokerConfig:
         if not self.log_dirs:
             raise BrokerConfigError("log.dirs is empty")
         self.zookeeper_connect: str | None = v["zookeeper.connect"] or None
-        if v["log.retention.ms"] is None:
-            if v["log.retention.minutes"] is not None:
-                v["log.retention.ms"] = v["log.retention.minutes"] * 60_000
-            else:
-                v["log.retention.ms"] = (
-                    v["log.retention.hours"] * HOUR_MS if v["log.retention.hours"] >= 0 else -1
-                )
-        if v["log.roll.ms"] is None:
-            v["log.roll.ms"] = v["log.roll.hours"] * HOUR_MS
         if v["log.flush.interval.ms"] is None:
-            v["log.flush.interval.ms"] = 2**63 - 1
-        if v["zookeeper.connection.timeout.ms"] is None:
-            v["zookeeper.connection.timeout.ms"] = v["zookeeper.session.timeout.ms"]
+            v["log.flush.interval.ms"] = LONG_MAX
         try:
             self.log_config = self.default_log_config()
         except ValueError as error:
@@ -295,15 +383,20 @@ class BrokerConfig:
 
     def default_log_config(self) -> LogConfig:
         """Topic-level defaults from the ``log.*`` broker properties."""
-        overrides = {topic: str(self.values[broker]) for broker, topic in TOPIC_CONFIG_SYNONYMS.items()}
+        overrides = {
+            name: format_value(self.values[key.synonyms[0].name])
+            for name, key in TOPIC_CONFIGS.items()
+            if key.synonyms
+        }
         return LogConfig().with_overrides(overrides)
 
     def topic_config_source(self, topic_key: str) -> tuple[str, str] | None:
         """(broker property, value) that sets the default of ``topic_key``, if set explicitly."""
-        for broker, topic in TOPIC_CONFIG_SYNONYMS.items():
-            if topic == topic_key and broker in self.explicit:
-                return broker, str(self.values[broker])
-        return None
+        key = TOPIC_CONFIGS.get(topic_key)
+        broker = key.synonyms[0].name if key is not None and key.synonyms else None
+        if broker is None or broker not in self.explicit:
+            return None
+        return broker, format_value(self.values[broker]) or ""
 
     def validate_topic_overrides(self, overrides: Mapping[str, str]) -> LogConfig:
         """The LogConfig for a topic with ``overrides``; raises ValueError for unknown or bad values."""

@@ -6,84 +6,140 @@ built from keyword arguments (Python names) or from Kafka properties::
     ClientConfig(client_id="tool", request_timeout_ms=5000)
     ClientConfig.from_properties({"client.id": "tool", "request.timeout.ms": "5000"})
 
+``CLIENT_CONFIGS`` defines the properties (one ``ConfigKey`` each: type, default, validator, docs);
 ``PROPERTIES`` maps each Kafka name to its field; ``from_properties`` parses and checks the values
 (``ClientConfigError`` on a bad one) and returns the keys it does not know in ``unknown`` (Kafka's
 clients warn about those and go on). Producer and consumer configurations subclass ``ClientConfig``
-and extend ``PROPERTIES``.
+and extend ``CONFIG_DEF`` (and so ``PROPERTIES``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
+
+from kctl.common.config_def import ConfigDef, ConfigError, ConfigKey, Custom, Importance, Range
+from kctl.common.config_def import ConfigType as T
 
 DEFAULT_CLIENT_ID = "kctl"
+C = TypeVar("C", bound="ClientConfig")
 
 
-class ClientConfigError(ValueError):
+class ClientConfigError(ConfigError):
     """A client property has a value that cannot be used."""
 
 
-def _int(minimum: int | None = None) -> Callable[[str, str], int]:
-    def parse(key: str, text: str) -> int:
-        try:
-            value = int(text.strip())
-        except ValueError:
-            raise ClientConfigError(f"{key}: expected an integer, got {text!r}") from None
-        if minimum is not None and value < minimum:
-            raise ClientConfigError(f"{key}: must be at least {minimum}, got {value}")
-        return value
-
-    return parse
+def _security_protocol(value: str) -> str:
+    if value.upper() != "PLAINTEXT":
+        raise ValueError(f"only PLAINTEXT is supported, got {value!r}")
+    return value.upper()
 
 
-def _str(key: str, text: str) -> str:
-    return text
-
-
-def _security_protocol(key: str, text: str) -> str:
-    value = text.strip().upper()
-    if value != "PLAINTEXT":
-        raise ClientConfigError(f"{key}: only PLAINTEXT is supported, got {text!r}")
-    return value
+CLIENT_CONFIGS = ConfigDef(
+    "client",
+    [
+        ConfigKey(
+            "client.id",
+            T.STRING,
+            DEFAULT_CLIENT_ID,
+            doc="A name for this client in the broker's logs and quotas.",
+        ),
+        ConfigKey(
+            "request.timeout.ms",
+            T.INT,
+            30_000,
+            Range(1),
+            "How long to wait for the response to one request.",
+        ),
+        ConfigKey(
+            "socket.connection.setup.timeout.ms",
+            T.LONG,
+            10_000,
+            Range(1),
+            "How long to wait for a TCP connection (and its ApiVersions handshake).",
+        ),
+        ConfigKey(
+            "retry.backoff.ms",
+            T.LONG,
+            100,
+            Range(0),
+            "First wait before retrying after a retriable error; doubles up to retry.backoff.max.ms.",
+            Importance.LOW,
+        ),
+        ConfigKey(
+            "retry.backoff.max.ms",
+            T.LONG,
+            1_000,
+            Range(0),
+            "Longest wait between retries.",
+            Importance.LOW,
+        ),
+        ConfigKey(
+            "default.api.timeout.ms",
+            T.INT,
+            60_000,
+            Range(1),
+            "The deadline of a whole operation, retries included, when the caller gives none.",
+        ),
+        ConfigKey(
+            "metadata.max.age.ms",
+            T.LONG,
+            300_000,
+            Range(0),
+            "Refresh cluster metadata at least this often.",
+            Importance.LOW,
+        ),
+        ConfigKey(
+            "send.buffer.bytes",
+            T.INT,
+            -1,
+            Range(-1),
+            "SO_SNDBUF; -1 keeps the operating system's default.",
+        ),
+        ConfigKey(
+            "receive.buffer.bytes",
+            T.INT,
+            -1,
+            Range(-1),
+            "SO_RCVBUF; -1 keeps the operating system's default.",
+        ),
+        ConfigKey(
+            "security.protocol",
+            T.STRING,
+            "PLAINTEXT",
+            Custom(_security_protocol, "PLAINTEXT"),
+            "Protocol used to talk to brokers (kctl: PLAINTEXT only).",
+        ),
+    ],
+    ClientConfigError,
+)
+_default = CLIENT_CONFIGS.default_of
 
 
 @dataclasses.dataclass(frozen=True)
 class ClientConfig:
-    """Settings shared by every client; defaults are Apache Kafka's client defaults."""
+    """Settings shared by every client; defaults are Apache Kafka's client defaults (documented in
+    ``CLIENT_CONFIGS``; each field is a property: ``request_timeout_ms`` is ``request.timeout.ms``)."""
 
-    client_id: str = DEFAULT_CLIENT_ID
-    request_timeout_ms: int = 30_000
-    """How long to wait for the response to one request."""
-    socket_connection_setup_timeout_ms: int = 10_000
-    """How long to wait for a TCP connection (and its ApiVersions handshake)."""
-    retry_backoff_ms: int = 100
-    """First wait before retrying after a retriable error; doubles up to ``retry_backoff_max_ms``."""
-    retry_backoff_max_ms: int = 1_000
-    default_api_timeout_ms: int = 60_000
-    """The deadline of a whole operation, retries included, when the caller gives none."""
-    metadata_max_age_ms: int = 300_000
-    """Refresh cluster metadata at least this often."""
-    send_buffer_bytes: int = -1
-    """SO_SNDBUF; -1 keeps the operating system's default."""
-    receive_buffer_bytes: int = -1
-    """SO_RCVBUF; -1 keeps the operating system's default."""
-    security_protocol: str = "PLAINTEXT"
+    client_id: str = _default("client.id")
+    request_timeout_ms: int = _default("request.timeout.ms")
+    socket_connection_setup_timeout_ms: int = _default("socket.connection.setup.timeout.ms")
+    retry_backoff_ms: int = _default("retry.backoff.ms")
+    retry_backoff_max_ms: int = _default("retry.backoff.max.ms")
+    default_api_timeout_ms: int = _default("default.api.timeout.ms")
+    metadata_max_age_ms: int = _default("metadata.max.age.ms")
+    send_buffer_bytes: int = _default("send.buffer.bytes")
+    receive_buffer_bytes: int = _default("receive.buffer.bytes")
+    security_protocol: str = _default("security.protocol")
 
-    PROPERTIES: ClassVar[dict[str, tuple[str, Callable[[str, str], Any]]]] = {
-        "client.id": ("client_id", _str),
-        "request.timeout.ms": ("request_timeout_ms", _int(1)),
-        "socket.connection.setup.timeout.ms": ("socket_connection_setup_timeout_ms", _int(1)),
-        "retry.backoff.ms": ("retry_backoff_ms", _int(0)),
-        "retry.backoff.max.ms": ("retry_backoff_max_ms", _int(0)),
-        "default.api.timeout.ms": ("default_api_timeout_ms", _int(1)),
-        "metadata.max.age.ms": ("metadata_max_age_ms", _int(0)),
-        "send.buffer.bytes": ("send_buffer_bytes", _int(-1)),
-        "receive.buffer.bytes": ("receive_buffer_bytes", _int(-1)),
-        "security.protocol": ("security_protocol", _security_protocol),
-    }
-    """Kafka property name -> (field name, parser)."""
+    CONFIG_DEF: ClassVar[ConfigDef] = CLIENT_CONFIGS
+    """The definition of this configuration's properties (types, defaults, docs)."""
+
+    PROPERTIES: ClassVar[dict[str, tuple[str, Callable[[str, str], Any]]]] = (
+        CLIENT_CONFIGS.attribute_parsers()
+    )
+    """Kafka property name -> (field name, parser), from ``CONFIG_DEF``."""
 
     IGNORED: ClassVar[frozenset[str]] = frozenset({"bootstrap.servers"})
     """Keys that are known but not settings of this object (``bootstrap.servers`` is passed apart)."""
@@ -113,6 +169,21 @@ class ClientConfig:
         values["unknown"] = tuple(sorted(unknown))
         return cls(**values)
 
+    @classmethod
+    def coerce(cls: type[C], config: ClientConfig | Mapping[str, str] | None, **overrides: Any) -> C:
+        """A ``cls`` from one (as it is, or with ``overrides``), from another ``ClientConfig`` (the
+        settings both have are kept), from Kafka properties, or from None (defaults); ``overrides``
+        are Python field names and win."""
+        if config is None:
+            return cls(**overrides)
+        if isinstance(config, cls):
+            return dataclasses.replace(config, **overrides) if overrides else config
+        if isinstance(config, ClientConfig):
+            names = {f.name for f in dataclasses.fields(cls) if f.init}
+            shared = {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.name in names}
+            return cls(**{**shared, **overrides})
+        return cls.from_properties(config, **overrides)  # type: ignore[return-value]
+
     def with_changes(self, **changes: Any) -> ClientConfig:
         """A copy with some fields replaced."""
         return dataclasses.replace(self, **changes)
@@ -138,10 +209,6 @@ class ClientConfig:
 
 
 def coerce_config(config: ClientConfig | Mapping[str, str] | None, **overrides: Any) -> ClientConfig:
-    """A ``ClientConfig`` from a config object, Kafka properties, or None (defaults); ``overrides``
-    are Python field names and win."""
-    if config is None:
-        return ClientConfig(**overrides)
-    if isinstance(config, ClientConfig):
-        return config.with_changes(**overrides) if overrides else config
-    return ClientConfig.from_properties(config, **overrides)
+    """A ``ClientConfig`` (any kind of client's config is kept as it is) from a config object, Kafka
+    properties, or None (defaults); ``overrides`` are Python field names and win."""
+    return ClientConfig.coerce(config, **overrides)

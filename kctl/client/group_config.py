@@ -18,21 +18,10 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
-from kctl.client.config import ClientConfig, ClientConfigError, _int, _str
+from kctl.client.config import CLIENT_CONFIGS, ClientConfig, ClientConfigError
 from kctl.client.group.assignors import Assignor, RebalanceProtocol, parse_assignors, rebalance_protocol
-
-
-def _bool(key: str, text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("true", "1", "yes", "on"):
-        return True
-    if value in ("false", "0", "no", "off"):
-        return False
-    raise ClientConfigError(f"{key}: expected true or false, got {text!r}")
-
-
-def _optional_str(key: str, text: str) -> str | None:
-    return text if text.strip() else None
+from kctl.common.config_def import ConfigDef, ConfigKey, Custom, Importance, Range
+from kctl.common.config_def import ConfigType as T
 
 
 def _strategy(key: str, text: str) -> str:
@@ -44,44 +33,106 @@ def _strategy(key: str, text: str) -> str:
     return ",".join(names)
 
 
+GROUP_CONFIGS = CLIENT_CONFIGS.extend(
+    "group",
+    [
+        ConfigKey(
+            "group.id",
+            T.STRING,
+            None,
+            None,
+            "The consumer group this member belongs to.",
+            Importance.HIGH,
+        ),
+        ConfigKey(
+            "group.instance.id",
+            T.STRING,
+            None,
+            None,
+            "Static membership: a restart within the session timeout keeps the member's partitions "
+            "without a rebalance, and close does not leave the group.",
+        ),
+        ConfigKey(
+            "session.timeout.ms",
+            T.INT,
+            45_000,
+            Range(1),
+            "The coordinator removes a member it has not heard from for this long.",
+            Importance.HIGH,
+        ),
+        ConfigKey(
+            "heartbeat.interval.ms",
+            T.INT,
+            3_000,
+            Range(1),
+            "How often the member heartbeats (below session.timeout.ms).",
+            Importance.HIGH,
+        ),
+        ConfigKey(
+            "max.poll.interval.ms",
+            T.INT,
+            300_000,
+            Range(1),
+            "The longest time between two poll calls before the member leaves the group; also the "
+            "rebalance timeout (how long the coordinator waits for members to rejoin).",
+        ),
+        ConfigKey(
+            "partition.assignment.strategy",
+            T.LIST,
+            "range",
+            Custom(
+                lambda names: _strategy("partition.assignment.strategy", ",".join(names)),
+                "range, roundrobin, sticky, cooperative-sticky",
+            ),
+            "Assignor names, preferred first.",
+        ),
+        ConfigKey("enable.auto.commit", T.BOOLEAN, True, None, "Commit consumed offsets in the background."),
+        ConfigKey(
+            "auto.commit.interval.ms",
+            T.INT,
+            5_000,
+            Range(0),
+            "How often offsets are committed when enable.auto.commit is true.",
+            Importance.LOW,
+        ),
+        ConfigKey(
+            "exclude.internal.topics",
+            T.BOOLEAN,
+            True,
+            None,
+            "Pattern subscriptions never match internal topics (__consumer_offsets).",
+        ),
+        ConfigKey(
+            "allow.auto.create.topics",
+            T.BOOLEAN,
+            False,
+            None,
+            "Whether the leader's metadata requests for subscribed topics may create them.",
+        ),
+        ConfigKey("client.rack", T.STRING, None, None, "The rack of this client.", Importance.LOW),
+    ],
+)
+_default = GROUP_CONFIGS.default_of
+
+
 @dataclasses.dataclass(frozen=True)
 class GroupConfig(ClientConfig):
-    """Settings of a group member (``GroupMembership``)."""
+    """Settings of a group member (``GroupMembership``), documented in ``GROUP_CONFIGS``."""
 
-    group_id: str | None = None
-    group_instance_id: str | None = None
-    """Static membership: a restart within the session timeout keeps the member's partitions
-    without a rebalance, and ``close`` does not leave the group."""
-    session_timeout_ms: int = 45_000
-    """The coordinator removes a member it has not heard from for this long."""
-    heartbeat_interval_ms: int = 3_000
-    max_poll_interval_ms: int = 300_000
-    """The longest time between two ``poll`` calls before the member leaves the group; also the
-    rebalance timeout (how long the coordinator waits for members to rejoin)."""
-    partition_assignment_strategy: str = "range"
-    """Assignor names, preferred first (``range``, ``roundrobin``, ``sticky``, ``cooperative-sticky``)."""
-    enable_auto_commit: bool = True
-    auto_commit_interval_ms: int = 5_000
-    exclude_internal_topics: bool = True
-    """Pattern subscriptions never match internal topics (``__consumer_offsets``)."""
-    allow_auto_create_topics: bool = False
-    """Whether the leader's metadata requests for subscribed topics may create them."""
-    client_rack: str | None = None
+    group_id: str | None = _default("group.id")
+    group_instance_id: str | None = _default("group.instance.id")
+    session_timeout_ms: int = _default("session.timeout.ms")
+    heartbeat_interval_ms: int = _default("heartbeat.interval.ms")
+    max_poll_interval_ms: int = _default("max.poll.interval.ms")
+    partition_assignment_strategy: str = _default("partition.assignment.strategy")
+    enable_auto_commit: bool = _default("enable.auto.commit")
+    auto_commit_interval_ms: int = _default("auto.commit.interval.ms")
+    exclude_internal_topics: bool = _default("exclude.internal.topics")
+    allow_auto_create_topics: bool = _default("allow.auto.create.topics")
+    client_rack: str | None = _default("client.rack")
 
-    PROPERTIES: ClassVar[dict[str, tuple[str, Callable[[str, str], Any]]]] = {
-        **ClientConfig.PROPERTIES,
-        "group.id": ("group_id", _optional_str),
-        "group.instance.id": ("group_instance_id", _optional_str),
-        "session.timeout.ms": ("session_timeout_ms", _int(1)),
-        "heartbeat.interval.ms": ("heartbeat_interval_ms", _int(1)),
-        "max.poll.interval.ms": ("max_poll_interval_ms", _int(1)),
-        "partition.assignment.strategy": ("partition_assignment_strategy", _strategy),
-        "enable.auto.commit": ("enable_auto_commit", _bool),
-        "auto.commit.interval.ms": ("auto_commit_interval_ms", _int(0)),
-        "exclude.internal.topics": ("exclude_internal_topics", _bool),
-        "allow.auto.create.topics": ("allow_auto_create_topics", _bool),
-        "client.rack": ("client_rack", _str),
-    }
+    CONFIG_DEF: ClassVar[ConfigDef] = GROUP_CONFIGS
+    PROPERTIES: ClassVar[dict[str, tuple[str, Callable[[str, str], Any]]]] = GROUP_CONFIGS.attribute_parsers()
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -105,13 +156,4 @@ class GroupConfig(ClientConfig):
 def coerce_group_config(config: ClientConfig | Mapping[str, str] | None, **overrides: Any) -> GroupConfig:
     """A ``GroupConfig`` from a ``GroupConfig``, another ``ClientConfig`` (its shared settings are
     kept), Kafka properties or None; ``overrides`` are field names and win."""
-    if config is None:
-        return GroupConfig(**overrides)
-    if isinstance(config, GroupConfig):
-        return dataclasses.replace(config, **overrides) if overrides else config
-    if isinstance(config, ClientConfig):
-        names = {f.name for f in dataclasses.fields(GroupConfig) if f.init}
-        values = {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.name in names}
-        values.update(overrides)
-        return GroupConfig(**values)
-    return GroupConfig.from_properties(config, **overrides)  # type: ignore[return-value]
+    return GroupConfig.coerce(config, **overrides)

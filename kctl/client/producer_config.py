@@ -14,29 +14,19 @@ which is on unless something rules it out (see ``ProducerConfig.idempotence``).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, ClassVar
 
-from kctl.client.config import ClientConfig, ClientConfigError
+from kctl.client.config import CLIENT_CONFIGS, ClientConfig, ClientConfigError
+from kctl.common import config_def
+from kctl.common.config_def import ConfigDef, ConfigError, ConfigKey, Custom, Importance, Range
+from kctl.common.config_def import ConfigType as T
 from kctl.records.compression import CompressionType
 
 MAX_IN_FLIGHT_FOR_IDEMPOTENCE = 5
 """A broker remembers an idempotent producer's last 5 batches per partition: more in flight than that
 could not be deduplicated."""
 INT32_MAX = 2**31 - 1
-
-
-def _int(minimum: int) -> Callable[[str, str], int]:
-    def parse(key: str, text: str) -> int:
-        try:
-            value = int(str(text).strip())
-        except ValueError:
-            raise ClientConfigError(f"{key}: expected an integer, got {text!r}") from None
-        if value < minimum:
-            raise ClientConfigError(f"{key}: must be at least {minimum}, got {value}")
-        return value
-
-    return parse
 
 
 def parse_acks(key: str, text: str | int) -> int:
@@ -63,80 +53,159 @@ def parse_compression(key: str, text: str | int) -> str:
 
 
 def parse_bool(key: str, text: str | bool) -> bool:
-    if isinstance(text, bool):
-        return text
-    value = str(text).strip().lower()
-    if value == "true":
-        return True
-    if value == "false":
-        return False
-    raise ClientConfigError(f"{key}: expected true or false, got {text!r}")
+    try:
+        return config_def.parse_bool(key, text)
+    except ConfigError as error:
+        raise ClientConfigError(key, error.reason) from None
 
 
-def _optional_str(key: str, text: str) -> str | None:
-    return text.strip() or None
+def _compression_level(value: int | None) -> int | None:
+    return None if value == -1 else value
 
 
-def _compression_level(key: str, text: str) -> int | None:
-    text = text.strip()
-    return None if text in ("", "-1") else _int(-(2**31))(key, text)
+def _level_key(codec: str) -> ConfigKey:
+    return ConfigKey(
+        f"compression.{codec}.level",
+        T.INT,
+        None,
+        Custom(_compression_level, "the codec's levels; -1: its default"),
+        f"The {codec} level (all compression.*.level keys set compression_level); none: the codec's default.",
+        Importance.LOW,
+        attribute="compression_level",
+    )
+
+
+PRODUCER_CONFIGS = CLIENT_CONFIGS.extend(
+    "producer",
+    [
+        ConfigKey(
+            "acks",
+            T.STRING,
+            "all",
+            Custom(lambda value: parse_acks("acks", value), "all, -1, 0, 1"),
+            "all (-1): the leader answers once the in-sync replicas have the batch; 1: once the "
+            "leader wrote it; 0: no answer at all (offsets are then unknown, -1).",
+            Importance.HIGH,
+        ),
+        ConfigKey(
+            "linger.ms",
+            T.LONG,
+            5,
+            Range(0),
+            "How long a batch that is not full waits for more records before it is sent.",
+        ),
+        ConfigKey(
+            "batch.size",
+            T.INT,
+            256 * 1024,
+            Range(0),
+            "Target size in bytes of one partition's batch (uncompressed); a larger record gets a "
+            "batch of its own.",
+        ),
+        ConfigKey(
+            "compression.type",
+            T.STRING,
+            "none",
+            Custom(
+                lambda value: parse_compression("compression.type", value), "none, gzip, snappy, lz4, zstd"
+            ),
+            "Codec applied per batch.",
+            Importance.HIGH,
+        ),
+        _level_key("gzip"),
+        _level_key("lz4"),
+        _level_key("zstd"),
+        ConfigKey(
+            "retries",
+            T.INT,
+            INT32_MAX,
+            Range(0),
+            "How many times a batch is resent after a retriable error (delivery.timeout.ms bounds it too).",
+        ),
+        ConfigKey(
+            "delivery.timeout.ms",
+            T.INT,
+            120_000,
+            Range(1),
+            "Upper bound on the time from send until the record is acknowledged or fails.",
+        ),
+        ConfigKey(
+            "max.in.flight.requests.per.connection",
+            T.INT,
+            5,
+            Range(1),
+            "Produce requests sent to one broker and not answered yet.",
+            Importance.LOW,
+        ),
+        ConfigKey(
+            "enable.idempotence",
+            T.BOOLEAN,
+            None,
+            None,
+            "Producer id and per-partition sequence numbers, so retries never duplicate or reorder. "
+            "Not set: on when the broker supports it and acks is not 0, retries > 0 and "
+            "max.in.flight.requests.per.connection <= 5; true insists (a configuration error otherwise).",
+            Importance.LOW,
+        ),
+        ConfigKey(
+            "partitioner.class",
+            T.CLASS,
+            None,
+            None,
+            "default (murmur2 of the key, sticky without a key), round_robin, random, or "
+            "module.Class of a custom partitioner.",
+        ),
+        ConfigKey(
+            "max.request.size",
+            T.INT,
+            1_048_576,
+            Range(1),
+            "Largest Produce request (and so largest record) sent.",
+        ),
+        ConfigKey(
+            "buffer.memory",
+            T.LONG,
+            32 * 1024 * 1024,
+            Range(1),
+            "Bytes of records buffered before send blocks (back-pressure).",
+            Importance.HIGH,
+        ),
+        ConfigKey(
+            "max.block.ms",
+            T.LONG,
+            60_000,
+            Range(0),
+            "How long send blocks when the buffer is full before raising KafkaTimeoutError.",
+        ),
+    ],
+)
+_default = PRODUCER_CONFIGS.default_of
 
 
 @dataclasses.dataclass(frozen=True)
 class ProducerConfig(ClientConfig):
-    """Producer settings; each field is a Kafka producer property (``linger_ms`` is ``linger.ms``)."""
+    """Producer settings; each field is a Kafka producer property (``linger_ms`` is ``linger.ms``),
+    documented in ``PRODUCER_CONFIGS``."""
 
-    acks: int = -1
-    """-1 (``all``): the leader answers once the in-sync replicas have the batch; 1: once the leader
-    wrote it; 0: no answer at all (offsets are then unknown, -1)."""
-    linger_ms: int = 5
-    """How long a batch that is not full waits for more records before it is sent."""
-    batch_size: int = 256 * 1024
-    """Target size in bytes of one partition's batch (uncompressed); a larger record gets a batch
-    of its own."""
-    compression_type: str = "none"
-    """none, gzip, snappy, lz4 or zstd, applied per batch."""
+    acks: int = _default("acks")
+    linger_ms: int = _default("linger.ms")
+    batch_size: int = _default("batch.size")
+    compression_type: str = _default("compression.type")
     compression_level: int | None = None
-    """The codec's level (``compression.gzip.level`` / ``.lz4.level`` / ``.zstd.level``); None: the
-    codec's default."""
-    retries: int = INT32_MAX
-    """How many times a batch is resent after a retriable error (delivery.timeout.ms bounds it too)."""
-    delivery_timeout_ms: int = 120_000
-    """Upper bound on the time from ``send`` until the record is acknowledged or fails."""
-    max_in_flight_requests_per_connection: int = 5
-    """Produce requests sent to one broker and not answered yet."""
-    enable_idempotence: bool | None = None
-    """Producer id and per-partition sequence numbers, so retries never duplicate or reorder.
-    None (not set): on when the broker supports it and acks is not 0, retries > 0 and
-    max.in.flight.requests.per.connection <= 5; True insists (a configuration error otherwise)."""
-    partitioner_class: str | None = None
-    """``default`` (murmur2 of the key, sticky without a key), ``round_robin``, ``random``, or
-    ``module.Class`` of a custom partitioner."""
-    max_request_size: int = 1_048_576
-    """Largest Produce request (and so largest record) sent."""
-    buffer_memory: int = 32 * 1024 * 1024
-    """Bytes of records buffered before ``send`` blocks (back-pressure)."""
-    max_block_ms: int = 60_000
-    """How long ``send`` blocks when the buffer is full before raising ``KafkaTimeoutError``."""
+    """The codec's level (``compression.gzip.level`` / ``.lz4.level`` / ``.zstd.level``)."""
+    retries: int = _default("retries")
+    delivery_timeout_ms: int = _default("delivery.timeout.ms")
+    max_in_flight_requests_per_connection: int = _default("max.in.flight.requests.per.connection")
+    enable_idempotence: bool | None = _default("enable.idempotence")
+    partitioner_class: str | None = _default("partitioner.class")
+    max_request_size: int = _default("max.request.size")
+    buffer_memory: int = _default("buffer.memory")
+    max_block_ms: int = _default("max.block.ms")
 
-    PROPERTIES: ClassVar[dict[str, tuple[str, Callable[[str, str], Any]]]] = {
-        **ClientConfig.PROPERTIES,
-        "acks": ("acks", parse_acks),
-        "linger.ms": ("linger_ms", _int(0)),
-        "batch.size": ("batch_size", _int(0)),
-        "compression.type": ("compression_type", parse_compression),
-        "compression.gzip.level": ("compression_level", _compression_level),
-        "compression.lz4.level": ("compression_level", _compression_level),
-        "compression.zstd.level": ("compression_level", _compression_level),
-        "retries": ("retries", _int(0)),
-        "delivery.timeout.ms": ("delivery_timeout_ms", _int(1)),
-        "max.in.flight.requests.per.connection": ("max_in_flight_requests_per_connection", _int(1)),
-        "enable.idempotence": ("enable_idempotence", parse_bool),
-        "partitioner.class": ("partitioner_class", _optional_str),
-        "max.request.size": ("max_request_size", _int(1)),
-        "buffer.memory": ("buffer_memory", _int(1)),
-        "max.block.ms": ("max_block_ms", _int(0)),
-    }
+    CONFIG_DEF: ClassVar[ConfigDef] = PRODUCER_CONFIGS
+    PROPERTIES: ClassVar[dict[str, tuple[str, Callable[[str, str], Any]]]] = (
+        PRODUCER_CONFIGS.attribute_parsers()
+    )
     IGNORED: ClassVar[frozenset[str]] = frozenset({"bootstrap.servers", "key.serializer", "value.serializer"})
 
     def __post_init__(self) -> None:
@@ -183,16 +252,3 @@ class ProducerConfig(ClientConfig):
     @property
     def compression(self) -> CompressionType:
         return CompressionType.from_name(self.compression_type)
-
-    @classmethod
-    def coerce(cls, config: ClientConfig | Mapping[str, str] | None, **overrides: Any) -> ProducerConfig:
-        """A ``ProducerConfig`` from one, from a plain ``ClientConfig`` (its shared settings kept),
-        from Kafka properties, or from None (defaults); ``overrides`` are Python field names."""
-        if config is None:
-            return cls(**overrides)
-        if isinstance(config, cls):
-            return dataclasses.replace(config, **overrides) if overrides else config
-        if isinstance(config, ClientConfig):
-            shared = {f.name: getattr(config, f.name) for f in dataclasses.fields(ClientConfig)}
-            return cls(**{**shared, **overrides})
-        return cls.from_properties(config, **overrides)  # type: ignore[return-value]

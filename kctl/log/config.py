@@ -1,88 +1,240 @@
-"""Per-log (topic-level) configuration, under Kafka's topic config names, with defaults and parsing.
+"""Per-log (topic-level) configuration, under Kafka's topic config names: the definition table
+``TOPIC_CONFIGS`` (types, defaults, validators, docs, and the broker properties that set each
+default) and the parsed :class:`LogConfig`.
 
 The broker maps its ``log.*`` properties onto these as defaults; topics override them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from kctl.common.config_def import (
+    LONG_MAX,
+    ConfigDef,
+    ConfigError,
+    ConfigKey,
+    Custom,
+    Dynamic,
+    Importance,
+    OneOf,
+    Range,
+    Synonym,
+    format_value,
+)
+from kctl.common.config_def import (
+    ConfigType as T,
+)
+
 UNLIMITED = -1
-LONG_MAX = 2**63 - 1
 
 CLEANUP_DELETE = "delete"
 CLEANUP_COMPACT = "compact"
 CREATE_TIME = "CreateTime"
 LOG_APPEND_TIME = "LogAppendTime"
+DAY_MS = 24 * 60 * 60 * 1000
 
 
-class InvalidConfigError(ValueError):
-    """A configuration value that cannot be parsed or is out of range."""
+class InvalidConfigError(ConfigError):
+    """A topic configuration value that cannot be parsed or is out of range."""
 
 
-def _parse_int(name: str, raw: str, minimum: int) -> int:
-    try:
-        value = int(str(raw).strip())
-    except ValueError as error:
-        raise InvalidConfigError(f"{name}: {raw!r} is not an integer") from error
-    if value < minimum:
-        raise InvalidConfigError(f"{name}: {value} is below the minimum {minimum}")
-    return value
-
-
-def _parse_ratio(name: str, raw: str) -> float:
-    try:
-        value = float(str(raw).strip())
-    except ValueError as error:
-        raise InvalidConfigError(f"{name}: {raw!r} is not a number") from error
-    if not 0.0 <= value <= 1.0:
-        raise InvalidConfigError(f"{name}: {value} is not between 0 and 1")
-    return value
-
-
-def _parse_cleanup_policy(name: str, raw: str) -> frozenset[str]:
-    policies = frozenset(part.strip() for part in str(raw).split(",") if part.strip())
-    unknown = policies - {CLEANUP_DELETE, CLEANUP_COMPACT}
-    if not policies or unknown:
-        raise InvalidConfigError(f"{name}: {raw!r} must be 'delete', 'compact' or 'compact,delete'")
+def _cleanup_policy(value: list[str]) -> frozenset[str]:
+    policies = frozenset(value)
+    if not policies or policies - {CLEANUP_DELETE, CLEANUP_COMPACT}:
+        raise ValueError(f"{','.join(value)!r} must be 'delete', 'compact' or 'compact,delete'")
     return policies
 
 
-def _parse_timestamp_type(name: str, raw: str) -> str:
-    value = str(raw).strip()
-    if value not in (CREATE_TIME, LOG_APPEND_TIME):
-        raise InvalidConfigError(f"{name}: {value!r} must be {CREATE_TIME} or {LOG_APPEND_TIME}")
-    return value
+def _topic(
+    name: str,
+    config_type: T,
+    default: Any,
+    validator: Any,
+    doc: str,
+    *synonyms: Synonym,
+    importance: Importance = Importance.MEDIUM,
+    attribute: str = "",
+) -> ConfigKey:
+    return ConfigKey(
+        name,
+        config_type,
+        default,
+        validator,
+        doc,
+        importance,
+        Dynamic.PER_TOPIC,
+        synonyms,
+        attribute,
+    )
 
 
-def _parse_bool(name: str, raw: str) -> bool:
-    value = str(raw).strip().lower()
-    if value not in ("true", "false"):
-        raise InvalidConfigError(f"{name}: {raw!r} must be true or false")
-    return value == "true"
+#: Kafka's topic configs; each key's first synonym is the broker property that sets its default.
+TOPIC_CONFIGS = ConfigDef(
+    "topic",
+    [
+        _topic(
+            "segment.bytes",
+            T.INT,
+            1024 * 1024 * 1024,
+            Range(14),
+            "Segment size at which a new segment is rolled.",
+            Synonym("log.segment.bytes"),
+        ),
+        _topic(
+            "segment.ms",
+            T.LONG,
+            7 * DAY_MS,
+            Range(1),
+            "Segment age at which a new segment is rolled.",
+            Synonym("log.roll.ms"),
+            Synonym("log.roll.hours", 3_600_000),
+        ),
+        _topic(
+            "segment.index.bytes",
+            T.INT,
+            10 * 1024 * 1024,
+            Range(4),
+            "Maximum offset index size per segment.",
+            Synonym("log.index.size.max.bytes"),
+        ),
+        _topic(
+            "index.interval.bytes",
+            T.INT,
+            4096,
+            Range(0),
+            "Bytes between offset index entries.",
+            Synonym("log.index.interval.bytes"),
+        ),
+        _topic(
+            "flush.messages",
+            T.LONG,
+            LONG_MAX,
+            Range(1),
+            "Records appended before a partition is fsynced.",
+            Synonym("log.flush.interval.messages"),
+        ),
+        _topic(
+            "flush.ms",
+            T.LONG,
+            LONG_MAX,
+            Range(0),
+            "Time after which unflushed records are fsynced.",
+            Synonym("log.flush.interval.ms"),
+        ),
+        _topic(
+            "retention.ms",
+            T.LONG,
+            7 * DAY_MS,
+            Range(UNLIMITED),
+            "Age after which whole segments are deleted (-1: forever).",
+            Synonym("log.retention.ms"),
+            Synonym("log.retention.minutes", 60_000),
+            Synonym("log.retention.hours", 3_600_000),
+            importance=Importance.HIGH,
+        ),
+        _topic(
+            "retention.bytes",
+            T.LONG,
+            UNLIMITED,
+            Range(UNLIMITED),
+            "Partition size above which the oldest segments are deleted (-1: no limit).",
+            Synonym("log.retention.bytes"),
+        ),
+        _topic(
+            "cleanup.policy",
+            T.LIST,
+            CLEANUP_DELETE,
+            Custom(_cleanup_policy, "delete, compact, or both"),
+            "delete, compact, or both.",
+            Synonym("log.cleanup.policy"),
+            importance=Importance.HIGH,
+        ),
+        _topic(
+            "delete.retention.ms",
+            T.LONG,
+            DAY_MS,
+            Range(0),
+            "How long tombstones are kept in compacted topics.",
+            Synonym("log.cleaner.delete.retention.ms"),
+        ),
+        _topic(
+            "min.cleanable.dirty.ratio",
+            T.DOUBLE,
+            0.5,
+            Range(0, 1),
+            "Dirty ratio at which a log is compacted.",
+            Synonym("log.cleaner.min.cleanable.ratio"),
+        ),
+        _topic(
+            "min.compaction.lag.ms",
+            T.LONG,
+            0,
+            Range(0),
+            "Minimum age of records before compaction.",
+            Synonym("log.cleaner.min.compaction.lag.ms"),
+        ),
+        _topic(
+            "max.message.bytes",
+            T.INT,
+            1024 * 1024 + 12,
+            Range(0),
+            "Largest record batch accepted.",
+            Synonym("message.max.bytes"),
+        ),
+        _topic(
+            "message.timestamp.type",
+            T.STRING,
+            CREATE_TIME,
+            OneOf((CREATE_TIME, LOG_APPEND_TIME)),
+            "CreateTime or LogAppendTime.",
+            Synonym("log.message.timestamp.type"),
+        ),
+        _topic(
+            "file.delete.delay.ms",
+            T.LONG,
+            60_000,
+            Range(0),
+            "Delay before a deleted segment's files are removed.",
+            Synonym("log.segment.delete.delay.ms"),
+        ),
+        _topic(
+            "preallocate",
+            T.BOOLEAN,
+            False,
+            None,
+            "Preallocate segment files.",
+            Synonym("log.preallocate"),
+        ),
+    ],
+    InvalidConfigError,
+)
+
+_default = TOPIC_CONFIGS.default_of
 
 
 @dataclass(frozen=True)
 class LogConfig:
-    """Topic-level log settings. ``UNLIMITED`` (-1) disables a size/time limit."""
+    """Topic-level log settings. ``UNLIMITED`` (-1) disables a size/time limit. Defaults come from
+    ``TOPIC_CONFIGS``; each field is a topic config (``segment_bytes`` is ``segment.bytes``)."""
 
-    segment_bytes: int = 1024 * 1024 * 1024
-    segment_ms: int = 7 * 24 * 60 * 60 * 1000
-    segment_index_bytes: int = 10 * 1024 * 1024
-    index_interval_bytes: int = 4096
-    flush_messages: int = LONG_MAX
-    flush_ms: int = LONG_MAX
-    retention_ms: int = 7 * 24 * 60 * 60 * 1000
-    retention_bytes: int = UNLIMITED
-    cleanup_policy: frozenset[str] = field(default_factory=lambda: frozenset({CLEANUP_DELETE}))
-    delete_retention_ms: int = 24 * 60 * 60 * 1000
-    min_cleanable_dirty_ratio: float = 0.5
-    min_compaction_lag_ms: int = 0
-    max_message_bytes: int = 1024 * 1024 + 12
-    message_timestamp_type: str = CREATE_TIME
-    file_delete_delay_ms: int = 60_000
-    preallocate: bool = False
+    segment_bytes: int = _default("segment.bytes")
+    segment_ms: int = _default("segment.ms")
+    segment_index_bytes: int = _default("segment.index.bytes")
+    index_interval_bytes: int = _default("index.interval.bytes")
+    flush_messages: int = _default("flush.messages")
+    flush_ms: int = _default("flush.ms")
+    retention_ms: int = _default("retention.ms")
+    retention_bytes: int = _default("retention.bytes")
+    cleanup_policy: frozenset[str] = _default("cleanup.policy")
+    delete_retention_ms: int = _default("delete.retention.ms")
+    min_cleanable_dirty_ratio: float = _default("min.cleanable.dirty.ratio")
+    min_compaction_lag_ms: int = _default("min.compaction.lag.ms")
+    max_message_bytes: int = _default("max.message.bytes")
+    message_timestamp_type: str = _default("message.timestamp.type")
+    file_delete_delay_ms: int = _default("file.delete.delay.ms")
+    preallocate: bool = _default("preallocate")
 
     @property
     def compact(self) -> bool:
@@ -102,49 +254,16 @@ class LogConfig:
 
     def to_properties(self) -> dict[str, str]:
         """All settings under their Kafka topic config names, as strings."""
-        result = {}
-        for name, (attribute, _parser) in TOPIC_CONFIGS.items():
-            value = getattr(self, attribute)
-            if isinstance(value, frozenset):
-                value = ",".join(sorted(value))
-            elif isinstance(value, bool):
-                value = "true" if value else "false"
-            result[name] = str(value)
-        return result
+        return {name: format_value(getattr(self, key.attribute)) or "" for name, key in TOPIC_CONFIGS.items()}
 
 
-_Parser = Callable[[str, str], Any]
-
-#: Kafka topic config name -> (LogConfig attribute, parser)
-TOPIC_CONFIGS: dict[str, tuple[str, _Parser]] = {
-    "segment.bytes": ("segment_bytes", lambda n, v: _parse_int(n, v, 14)),
-    "segment.ms": ("segment_ms", lambda n, v: _parse_int(n, v, 1)),
-    "segment.index.bytes": ("segment_index_bytes", lambda n, v: _parse_int(n, v, 4)),
-    "index.interval.bytes": ("index_interval_bytes", lambda n, v: _parse_int(n, v, 0)),
-    "flush.messages": ("flush_messages", lambda n, v: _parse_int(n, v, 1)),
-    "flush.ms": ("flush_ms", lambda n, v: _parse_int(n, v, 0)),
-    "retention.ms": ("retention_ms", lambda n, v: _parse_int(n, v, UNLIMITED)),
-    "retention.bytes": ("retention_bytes", lambda n, v: _parse_int(n, v, UNLIMITED)),
-    "cleanup.policy": ("cleanup_policy", _parse_cleanup_policy),
-    "delete.retention.ms": ("delete_retention_ms", lambda n, v: _parse_int(n, v, 0)),
-    "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", _parse_ratio),
-    "min.compaction.lag.ms": ("min_compaction_lag_ms", lambda n, v: _parse_int(n, v, 0)),
-    "max.message.bytes": ("max_message_bytes", lambda n, v: _parse_int(n, v, 0)),
-    "message.timestamp.type": ("message_timestamp_type", _parse_timestamp_type),
-    "file.delete.delay.ms": ("file_delete_delay_ms", lambda n, v: _parse_int(n, v, 0)),
-    "preallocate": ("preallocate", _parse_bool),
-}
-
-assert {attribute for attribute, _ in TOPIC_CONFIGS.values()} == {f.name for f in fields(LogConfig)}
+assert {key.attribute for key in TOPIC_CONFIGS.values()} == {f.name for f in fields(LogConfig)}
 
 
 def parse_topic_config(properties: Mapping[str, Any]) -> dict[str, Any]:
     """Parse Kafka-named topic configs into LogConfig attribute values; unknown names are an error."""
     result: dict[str, Any] = {}
     for name, raw in properties.items():
-        if name not in TOPIC_CONFIGS:
-            raise InvalidConfigError(f"unknown topic config {name!r}")
-        attribute, parser = TOPIC_CONFIGS[name]
-        text = ",".join(sorted(raw)) if isinstance(raw, set | frozenset) else str(raw)
-        result[attribute] = parser(name, text)
+        value = TOPIC_CONFIGS.parse_value(name, raw)  # an unknown name raises first
+        result[TOPIC_CONFIGS[name].attribute] = value
     return result

@@ -185,7 +185,7 @@ class DataSchema:
 def data_schema_of(cls: type) -> DataSchema:
     """The ``DataSchema`` declared for the top-level struct class ``cls`` (or a subclass)."""
     try:
-        return cls.__kafka_data_schema__  # type: ignore[attr-defined,no-any-return]
+        return cls.__kafka_data_schema__  # type: ignore[attr-defined]
     except AttributeError:
         raise TypeError(f"{cls!r} is not the struct of a DataSchema") from None
 

@@ -1,5 +1,6 @@
 """DescribeConfigs: a topic's effective configs (override, broker default or built-in default, with
-synonyms) and a broker's static configs.
+synonyms) and a broker's static configs. Types, docs, defaults and synonyms come from the config
+definitions (``TOPIC_CONFIGS``, ``BROKER_CONFIGS``).
 
 Versions: v0-4. v0 answers with is_default, v1+ with config_source and, when asked, synonyms; v3+ with
 config_type and, when asked, documentation; v4 is flexible."""
@@ -10,8 +11,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
-from kctl.broker.config import BROKER_PROPERTIES, TOPIC_CONFIG_SYNONYMS
+from kctl.broker.config import BROKER_CONFIGS
+from kctl.common.config_def import ConfigKey, ConfigType
 from kctl.log.config import TOPIC_CONFIGS, LogConfig
+from kctl.protocol.configs import BROKER_RESOURCE, TOPIC_RESOURCE, ConfigSource, ConfigTypeCode
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.configs import (
     DescribeConfigsRequest,
@@ -27,33 +30,14 @@ if TYPE_CHECKING:
     from kctl.broker.server import RequestContext
 
 
-TOPIC_RESOURCE = 2
-BROKER_RESOURCE = 4
-# config sources
-DYNAMIC_TOPIC_CONFIG = 1
-STATIC_BROKER_CONFIG = 4
-DEFAULT_CONFIG = 5
-# config types (v3+)
-TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST = 1, 2, 3, 5, 6, 7
-_TOPIC_TYPES = {
-    "cleanup.policy": TYPE_LIST,
-    "message.timestamp.type": TYPE_STRING,
-    "min.cleanable.dirty.ratio": TYPE_DOUBLE,
-    "preallocate": TYPE_BOOLEAN,
-    "max.message.bytes": TYPE_INT,
-    "index.interval.bytes": TYPE_INT,
-    "segment.bytes": TYPE_INT,
-    "segment.index.bytes": TYPE_INT,
-}
-_TOPIC_DOCS = {
-    "segment.bytes": "Segment size at which a new segment is rolled.",
-    "segment.ms": "Segment age at which a new segment is rolled.",
-    "retention.ms": "Age after which whole segments are deleted (-1: forever).",
-    "retention.bytes": "Partition size above which the oldest segments are deleted (-1: no limit).",
-    "cleanup.policy": "delete, compact, or both.",
-    "max.message.bytes": "Largest record batch accepted.",
-    "message.timestamp.type": "CreateTime or LogAppendTime.",
-}
+DYNAMIC_TOPIC_CONFIG = ConfigSource.DYNAMIC_TOPIC_CONFIG
+STATIC_BROKER_CONFIG = ConfigSource.STATIC_BROKER_CONFIG
+DEFAULT_CONFIG = ConfigSource.DEFAULT_CONFIG
+
+
+def config_type_code(key: ConfigKey) -> int:
+    """The DescribeConfigs ``config_type`` of a defined key."""
+    return ConfigTypeCode[ConfigType(key.type).name]
 
 
 @dataclass(frozen=True)
@@ -65,6 +49,7 @@ class ConfigEntry:
     synonyms: list[tuple[str, str | None, int]]
     config_type: int
     documentation: str | None
+    is_sensitive: bool = False
 
 
 def topic_config_entries(
@@ -75,7 +60,7 @@ def topic_config_entries(
     defaults = LogConfig().to_properties()
     broker_defaults = broker.config.log_config.to_properties()
     entries = []
-    for name in TOPIC_CONFIGS:
+    for name, key in TOPIC_CONFIGS.items():
         if keys is not None and name not in keys:
             continue
         synonyms: list[tuple[str, str | None, int]] = []
@@ -89,13 +74,8 @@ def topic_config_entries(
             if source == DEFAULT_CONFIG:
                 value, source = broker_defaults[name], STATIC_BROKER_CONFIG
             synonyms.append((static[0], static[1], STATIC_BROKER_CONFIG))
-        synonyms.append(
-            (
-                next((b for b, t in TOPIC_CONFIG_SYNONYMS.items() if t == name), name),
-                defaults[name],
-                DEFAULT_CONFIG,
-            )
-        )
+        broker_property = key.synonyms[0].name if key.synonyms else name
+        synonyms.append((broker_property, defaults[name], DEFAULT_CONFIG))
         entries.append(
             ConfigEntry(
                 name,
@@ -103,8 +83,8 @@ def topic_config_entries(
                 source,
                 False,
                 synonyms if include_synonyms else [],
-                _TOPIC_TYPES.get(name, TYPE_LONG),
-                _TOPIC_DOCS.get(name) if include_documentation else None,
+                config_type_code(key),
+                key.doc if include_documentation else None,
             )
         )
     return entries
@@ -114,7 +94,7 @@ def broker_config_entries(
     broker: Broker, keys: list[str] | None, include_documentation: bool
 ) -> list[ConfigEntry]:
     entries = []
-    for name, prop in BROKER_PROPERTIES.items():
+    for name, key in BROKER_CONFIGS.items():
         if keys is not None and name not in keys:
             continue
         raw = broker.config.raw.get(name)
@@ -122,12 +102,13 @@ def broker_config_entries(
         entries.append(
             ConfigEntry(
                 name,
-                raw,
+                None if key.sensitive else raw,
                 source,
                 True,
                 [],
-                TYPE_STRING,
-                prop.doc if include_documentation else None,
+                config_type_code(key),
+                key.doc if include_documentation else None,
+                key.sensitive,
             )
         )
     return entries
@@ -140,7 +121,7 @@ def _result(entry: ConfigEntry, version: int) -> DescribeConfigsResourceResult:
         read_only=entry.read_only,
         is_default=entry.config_source == DEFAULT_CONFIG,
         config_source=entry.config_source,
-        is_sensitive=False,
+        is_sensitive=entry.is_sensitive,
         synonyms=[DescribeConfigsSynonym(name=n, value=v, source=s) for n, v, s in entry.synonyms],
         config_type=entry.config_type,
         documentation=entry.documentation,

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kctl.broker.apis.describe_configs import TOPIC_RESOURCE
 from kctl.broker.apis.registry import api_handler
+from kctl.broker.config_alter import alter_topic_configs
 from kctl.broker.errors import ApiError
+from kctl.common.config_def import ConfigType
 from kctl.log.config import TOPIC_CONFIGS
+from kctl.protocol.configs import AlterConfigOp
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.configs import (
     IncrementalAlterConfigsRequest,
@@ -22,8 +24,12 @@ if TYPE_CHECKING:
     from kctl.broker.broker import Broker
     from kctl.broker.server import RequestContext
 
-SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-LIST_CONFIGS = frozenset({"cleanup.policy"})
+SET, DELETE, APPEND, SUBTRACT = (
+    AlterConfigOp.SET,
+    AlterConfigOp.DELETE,
+    AlterConfigOp.APPEND,
+    AlterConfigOp.SUBTRACT,
+)
 
 
 def apply_operations(broker: Broker, topic: str, operations: list[Any]) -> dict[str, str]:
@@ -42,7 +48,7 @@ def apply_operations(broker: Broker, topic: str, operations: list[Any]) -> dict[
         elif op.config_operation == DELETE:
             configs.pop(op.name, None)
         elif op.config_operation in (APPEND, SUBTRACT):
-            if op.name not in LIST_CONFIGS:
+            if TOPIC_CONFIGS[op.name].type is not ConfigType.LIST:
                 raise ApiError(ErrorCode.INVALID_CONFIG, f"{op.name} is not a list config")
             items = [v for v in configs.get(op.name, effective[op.name]).split(",") if v]
             change = [v.strip() for v in (op.value or "").split(",") if v.strip()]
@@ -60,33 +66,11 @@ def apply_operations(broker: Broker, topic: str, operations: list[Any]) -> dict[
 async def handle(
     broker: Broker, context: RequestContext, request: IncrementalAlterConfigsRequest
 ) -> IncrementalAlterConfigsResponse:
-    responses = []
-    for resource in request.resources:
-        try:
-            if resource.resource_type != TOPIC_RESOURCE:
-                raise ApiError(
-                    ErrorCode.INVALID_REQUEST, "only topic configs can be altered (broker configs are static)"
-                )
-            configs = apply_operations(broker, resource.resource_name, resource.configs)
-            broker.topics.set_topic_configs(
-                resource.resource_name, configs, validate_only=request.validate_only
-            )
-            broker.on_metadata_changed()
-            responses.append(
-                IncrementalAlterConfigsResourceResponse(
-                    error_code=0,
-                    error_message=None,
-                    resource_type=resource.resource_type,
-                    resource_name=resource.resource_name,
-                )
-            )
-        except ApiError as error:
-            responses.append(
-                IncrementalAlterConfigsResourceResponse(
-                    error_code=error.code,
-                    error_message=error.message,
-                    resource_type=resource.resource_type,
-                    resource_name=resource.resource_name,
-                )
-            )
+    responses = alter_topic_configs(
+        broker,
+        request.resources,
+        request.validate_only,
+        lambda resource: apply_operations(broker, resource.resource_name, resource.configs),
+        IncrementalAlterConfigsResourceResponse,
+    )
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)

@@ -15,10 +15,8 @@ from kctl.client.admin.configs import BROKER_RESOURCE, TOPIC_RESOURCE
 from kctl.client.admin.records import EARLIEST, LATEST, MAX_TIMESTAMP, OFFSET_SPECS, OffsetSpec
 from kctl.client.admin.results import (
     AdminOperationError,
-    AlterConfigOp,
     ClusterDescription,
     ConfigEntry,
-    ConfigSource,
     ConfigSynonym,
     CreateTopicResult,
     DeleteRecordsResult,
@@ -32,6 +30,7 @@ from kctl.client.admin.results import (
     TopicDescription,
     raise_for_errors,
 )
+from kctl.protocol.configs import AlterConfigOp, ConfigSource
 
 __all__ = [
     "BROKER_RESOURCE",

@@ -9,9 +9,7 @@ from typing import Any
 
 from kctl.client.admin.base import AdminBase, Outcome
 from kctl.client.admin.results import (
-    AlterConfigOp,
     ConfigEntry,
-    ConfigSource,
     ConfigSynonym,
     Result,
     TopicConfigs,
@@ -21,6 +19,7 @@ from kctl.client.errors import (
     BrokerResponseError,
 )
 from kctl.protocol import ApiKey
+from kctl.protocol.configs import BROKER_RESOURCE, TOPIC_RESOURCE, AlterConfigOp, ConfigSource
 from kctl.protocol.messages.configs import (
     AlterableConfig,
     AlterConfigsRequest,
@@ -31,10 +30,6 @@ from kctl.protocol.messages.configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResource,
 )
-
-TOPIC_RESOURCE = 2
-BROKER_RESOURCE = 4
-
 
 
 class ConfigAdmin(AdminBase):

@@ -1,11 +1,10 @@
 """The admin client's results and values: the outcome of an operation per topic, partition or
 broker (``Result`` and its kinds, carrying Kafka's error name), the enums of configs
-(``ConfigSource``, ``AlterConfigOp``), ``NewTopic``, and ``raise_for_errors``."""
+``NewTopic``, and ``raise_for_errors`` (the config wire enums live in kctl.protocol.configs)."""
 
 from __future__ import annotations
 
 import dataclasses
-import enum
 import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
@@ -15,38 +14,7 @@ from kctl.client.errors import (
 )
 from kctl.client.types import BrokerInfo, TopicMetadata, TopicPartition
 from kctl.protocol import error_name
-
-
-class ConfigSource(enum.IntEnum):
-    """Where a config value comes from (DescribeConfigs ``config_source``)."""
-
-    UNKNOWN = 0
-    DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_CONFIG = 2
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
-    DYNAMIC_BROKER_LOGGER_CONFIG = 6
-    CLIENT_METRICS_CONFIG = 7
-    GROUP_CONFIG = 8
-
-    @classmethod
-    def of(cls, code: int) -> ConfigSource:
-        try:
-            return cls(code)
-        except ValueError:
-            return cls.UNKNOWN
-
-
-class AlterConfigOp(enum.IntEnum):
-    """IncrementalAlterConfigs operations."""
-
-    SET = 0
-    DELETE = 1
-    APPEND = 2
-    SUBTRACT = 3
-
-
+from kctl.protocol.configs import ConfigSource
 
 
 class _Outcome:

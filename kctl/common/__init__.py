@@ -1,0 +1,2 @@
+"""Bottom-layer utilities shared by every kctl package (config definitions). Imports nothing else
+from kctl."""
