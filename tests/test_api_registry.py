@@ -14,6 +14,7 @@ import pytest
 import kctl.broker.apis as apis_package
 import kctl.protocol.messages as messages_package
 from kctl.broker.apis.registry import api_handler, handlers, supported_versions
+from kctl.protocol.data import DataSchema
 from kctl.protocol.registry import SCHEMAS, ApiKey, discover_schemas
 from kctl.protocol.schema import ApiSchema
 
@@ -113,7 +114,10 @@ def test_protocol_registry_finds_every_schema_of_every_message_module() -> None:
     for info in pkgutil.iter_modules(messages_package.__path__):
         module = importlib.import_module(f"{messages_package.__name__}.{info.name}")
         schemas = [value for value in vars(module).values() if isinstance(value, ApiSchema)]
-        assert schemas, f"kctl/protocol/messages/{info.name}.py declares no ApiSchema"
+        data_schemas = [value for value in vars(module).values() if isinstance(value, DataSchema)]
+        assert bool(schemas) != bool(data_schemas), (
+            f"kctl/protocol/messages/{info.name}.py must declare API schemas or data schemas (one kind)"
+        )
         declared.extend(schemas)
     assert sorted(s.api_key for s in declared) == list(SCHEMAS)
     assert all(SCHEMAS[s.api_key] is s for s in declared)
