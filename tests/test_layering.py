@@ -154,7 +154,7 @@ def violations(kctl_dir: Path) -> list[str]:
 
 def test_every_module_respects_the_layers() -> None:
     problems = violations(KCTL)
-    assert not problems, "layering violations (see DESIGN.md, Layers):\n" + "\n".join(problems)
+    assert not problems, "layering violations (see docs/architecture.md, Layers):\n" + "\n".join(problems)
 
 
 # -- the checker itself ---------------------------------------------------------------------------
