@@ -18,6 +18,7 @@ from kctl import __version__
 
 COMMAND_GROUPS: tuple[tuple[str, str], ...] = (
     ("kctl.commands.broker", "broker"),
+    ("kctl.commands.cluster", "cluster"),
     ("kctl.commands.config", "config"),
     ("kctl.commands.consume", "consume"),
     ("kctl.commands.group", "group"),
