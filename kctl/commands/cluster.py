@@ -45,7 +45,9 @@ def _broker_properties(values: list[str] | None) -> dict[str, str]:
 
 @app.command("up")
 def up(
-    brokers: Annotated[int, typer.Option("--brokers", "-n", min=1, metavar="N", help="Number of brokers.")] = 3,
+    brokers: Annotated[
+        int, typer.Option("--brokers", "-n", min=1, metavar="N", help="Number of brokers.")
+    ] = 3,
     directory: DirectoryOption = DEFAULT_DIRECTORY,
     base_port: Annotated[
         int | None,

@@ -282,7 +282,12 @@ def status(directory: Path) -> list[ProcessStatus]:
     controller = controller_id(state) if zookeeper_alive else None
     rows = [
         ProcessStatus(
-            "zookeeper", None, state.zookeeper.pid, state.zookeeper.address, zookeeper_alive, False,
+            "zookeeper",
+            None,
+            state.zookeeper.pid,
+            state.zookeeper.address,
+            zookeeper_alive,
+            False,
             state.zookeeper.log_file,
         )
     ]
@@ -290,7 +295,12 @@ def status(directory: Path) -> list[ProcessStatus]:
         alive = process_alive(b.pid, BROKER_MARK)
         rows.append(
             ProcessStatus(
-                "broker", b.broker_id, b.pid, b.address, alive, alive and controller == b.broker_id,
+                "broker",
+                b.broker_id,
+                b.pid,
+                b.address,
+                alive,
+                alive and controller == b.broker_id,
                 b.log_file,
             )
         )
