@@ -23,6 +23,7 @@ COMMAND_GROUPS: tuple[tuple[str, str], ...] = (
     ("kctl.commands.consume", "consume"),
     ("kctl.commands.group", "group"),
     ("kctl.commands.log", "log"),
+    ("kctl.commands.partition", "partition"),
     ("kctl.commands.perf", "perf"),
     ("kctl.commands.produce", "produce"),
     ("kctl.commands.topic", "topic"),

@@ -1,6 +1,8 @@
-"""Replica admin calls, all sent to the controller: leader elections (ElectLeaders: preferred or
-unclean) and partition reassignments (AlterPartitionReassignments to start or cancel them,
-ListPartitionReassignments to see the ongoing ones)."""
+"""Replica admin calls: leader elections (ElectLeaders: preferred or unclean) and partition
+reassignments (AlterPartitionReassignments to start or cancel them, ListPartitionReassignments to see
+the ongoing ones), all sent to the controller; and the replication throttle of a reassignment
+(Kafka's dynamic broker configs ``leader.replication.throttled.rate`` and
+``follower.replication.throttled.rate``, IncrementalAlterConfigs to each broker)."""
 
 from __future__ import annotations
 
@@ -8,14 +10,20 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 
 from kctl.client.admin.base import AdminBase
-from kctl.client.admin.results import _Outcome
+from kctl.client.admin.results import Result, _Outcome
 from kctl.client.errors import BrokerResponseError
 from kctl.client.types import TopicPartition
 from kctl.protocol import ApiKey, ErrorCode
+from kctl.protocol.configs import BROKER_RESOURCE, AlterConfigOp
 from kctl.protocol.messages.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     ReassignablePartition,
     ReassignableTopic,
+)
+from kctl.protocol.messages.configs import (
+    IncrementalAlterableConfig,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResource,
 )
 from kctl.protocol.messages.elect_leaders import PREFERRED, UNCLEAN, ElectLeadersRequest, TopicPartitions
 from kctl.protocol.messages.list_partition_reassignments import (
@@ -24,6 +32,7 @@ from kctl.protocol.messages.list_partition_reassignments import (
 )
 
 ELECTION_TYPES = {"preferred": PREFERRED, "unclean": UNCLEAN}
+THROTTLE_RATE_CONFIGS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -220,3 +229,47 @@ class ReassignmentAdmin(AdminBase):
         if wanted is not None and not wanted:
             return {}
         return self.cluster.retry(call, deadline=deadline, description="ListPartitionReassignments")
+
+    def set_replication_throttle(
+        self, broker_ids: Iterable[int], rate: int | None, *, timeout: float | None = None
+    ) -> list[Result]:
+        """Set (``rate`` bytes/s) or remove (None) ``leader.replication.throttled.rate`` and
+        ``follower.replication.throttled.rate`` on each broker (IncrementalAlterConfigs to that
+        broker, as Kafka's reassignment tool does); one result per broker (``name`` is its id). A
+        broker that does not take these dynamic configs answers with an error (INVALID_REQUEST,
+        INVALID_CONFIG, ...): the caller decides what that means."""
+        deadline = self._deadline(timeout)
+        if rate is None:
+            ops = [(name, AlterConfigOp.DELETE, None) for name in THROTTLE_RATE_CONFIGS]
+        else:
+            ops = [(name, AlterConfigOp.SET, str(int(rate))) for name in THROTTLE_RATE_CONFIGS]
+        results = []
+        for broker_id in sorted(set(broker_ids)):
+
+            def call(broker_id: int = broker_id) -> Result:
+                conn = self.cluster.connection(broker_id, deadline=deadline)
+                body = IncrementalAlterConfigsRequest(
+                    resources=[
+                        IncrementalAlterConfigsResource(
+                            resource_type=BROKER_RESOURCE,
+                            resource_name=str(broker_id),
+                            configs=[
+                                IncrementalAlterableConfig(name=k, config_operation=int(op), value=v)
+                                for k, op, v in ops
+                            ],
+                        )
+                    ],
+                    validate_only=False,
+                )
+                response = conn.request(
+                    ApiKey.INCREMENTAL_ALTER_CONFIGS,
+                    body,
+                    timeout=deadline.timeout(self.config.request_timeout),
+                )
+                r = response.responses[0] if response.responses else None
+                if r is None:
+                    return Result(str(broker_id), ErrorCode.UNKNOWN_SERVER_ERROR, "empty answer")
+                return Result(str(broker_id), r.error_code, r.error_message)
+
+            results.append(self.cluster.retry(call, deadline=deadline, description="IncrementalAlterConfigs"))
+        return results
