@@ -1,6 +1,7 @@
 """AlterPartitionReassignments (answered by the controller): start or cancel partition reassignments.
 
-Version: v0 (flexible). Only the controller answers (others: NOT_CONTROLLER at the top). Each partition
+Versions: v0 only (flexible; v1, which may refuse replication factor changes, is not answered). Only
+the controller answers (others: NOT_CONTROLLER at the top). Each partition
 is checked as Kafka's controller does — UNKNOWN_TOPIC_OR_PARTITION; INVALID_REPLICA_ASSIGNMENT for an
 empty or duplicated replica list or a broker that is not alive — then the targets are added to
 /admin/reassign_partitions (Kafka's format, kctl.zk.admin_requests), which the controller executes

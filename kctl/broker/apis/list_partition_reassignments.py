@@ -1,6 +1,7 @@
 """ListPartitionReassignments (answered by the controller): the partitions being reassigned.
 
-Version: v0 (flexible). Only the controller answers (others: NOT_CONTROLLER at the top). A partition
+Versions: v0 only (the only version; flexible). Only the controller answers (others: NOT_CONTROLLER at
+the top). A partition
 is being reassigned when the controller has started it (adding/removing replicas in its topic znode)
 or it is still waiting in /admin/reassign_partitions (kctl.zk.admin_requests.ongoing_reassignments);
 ``topics`` null lists every one. An embedded (ZooKeeper-less) broker never has one."""
