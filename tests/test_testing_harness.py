@@ -220,7 +220,7 @@ def test_markers_come_from_fixtures_and_missing_ones_fail(pytester: pytest.Pytes
             pass
 
         def test_starts_a_broker_unmarked(tmp_path):
-            from kctl.testing import broker
+            from kctl.localcluster import broker
             broker.BrokerProcess(tmp_path / "data").start()
         """
     )
