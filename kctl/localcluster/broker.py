@@ -57,6 +57,7 @@ class BrokerProcess:
         python: str = sys.executable,
         cwd: Path | None = None,
         detached: bool = False,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.properties = {key: str(value) for key, value in (properties or {}).items()}
@@ -68,6 +69,7 @@ class BrokerProcess:
             Path(log_file) if log_file is not None else self.data_dir.with_name(self.data_dir.name + ".log")
         )
         self.detached = detached
+        self.env = dict(env or {})  # added to this process's environment
         self.stdout_file = self.data_dir.with_name(self.data_dir.name + ".out")
         self.process: subprocess.Popen[bytes] | None = None
         self.bootstrap = ""
@@ -128,7 +130,7 @@ class BrokerProcess:
                     stdout=stdout,
                     stderr=log,
                     cwd=self.cwd or self.data_dir.parent,
-                    env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                    env={**os.environ, **self.env, "PYTHONUNBUFFERED": "1"},
                     start_new_session=self.detached,
                 )
         try:

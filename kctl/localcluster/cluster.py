@@ -39,6 +39,7 @@ class LocalCluster:
         zookeeper_port: int | None = None,
         broker_ports: Mapping[int, int] | None = None,
         detached: bool = False,
+        broker_env: Mapping[str, str] | None = None,
     ) -> None:
         if size < 1:
             raise ValueError(f"a cluster needs at least one broker, not {size}")
@@ -61,6 +62,7 @@ class LocalCluster:
                     **self.properties,
                 },
                 detached=detached,
+                env=broker_env,
             )
             for broker_id in range(1, size + 1)
         }

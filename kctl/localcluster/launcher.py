@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import kctl
 from kctl.localcluster.cluster import LocalCluster
 from kctl.localcluster.zookeeper import free_port
 
@@ -182,6 +183,9 @@ def up(
         zookeeper_port = free_port()
         broker_ports = {i: free_port() for i in range(1, brokers + 1)}
     directory.mkdir(parents=True, exist_ok=True)
+    # the brokers run this very kctl, wherever it was imported from (an installed package or a checkout)
+    kctl_root = str(Path(kctl.__file__).resolve().parent.parent)
+    python_path = os.pathsep.join(p for p in (kctl_root, os.environ.get("PYTHONPATH", "")) if p)
     cluster = LocalCluster(
         directory,
         brokers,
@@ -190,6 +194,7 @@ def up(
         zookeeper_port=zookeeper_port,
         broker_ports=broker_ports,
         detached=True,
+        broker_env={"PYTHONPATH": python_path},
     )
     cluster.start()  # stops what it started when one process fails
     state = ClusterState(
