@@ -16,13 +16,20 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from kazoo.client import KazooClient
 
-from kctl.client import AdminClient, TopicPartition
+from kctl.client import AdminClient, NewTopic, TopicPartition
 from kctl.localcluster.launcher import load_state, process_alive
+from kctl.protocol import ApiKey, ErrorCode
+from kctl.protocol.messages.alter_partition_reassignments import AlterPartitionReassignmentsRequest
+from kctl.protocol.messages.elect_leaders import ElectLeadersRequest, TopicPartitions
+from kctl.protocol.messages.list_partition_reassignments import ListPartitionReassignmentsRequest
+
+if TYPE_CHECKING:
+    from kctl.testing import BrokerProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.zk]
 
@@ -172,9 +179,11 @@ def test_alter_partition_reassignments_writes_kafkas_znode(cluster: Cluster) -> 
             pending = cluster.json("/admin/reassign_partitions")
             entries = pending["partitions"] if pending else []
             topic_znode = cluster.json("/brokers/topics/moving") or {}
-            return {"topic": "moving", "partition": 0, "replicas": target} in entries or bool(
-                (topic_znode.get("adding_replicas") or {}).get("0")
-            ) or topic_znode["partitions"]["0"] == target
+            return (
+                {"topic": "moving", "partition": 0, "replicas": target} in entries
+                or bool((topic_znode.get("adding_replicas") or {}).get("0"))
+                or topic_znode["partitions"]["0"] == target
+            )
 
         wait_until(seen, what="the reassignment in ZooKeeper")
         listed = admin.list_partition_reassignments()
@@ -216,6 +225,47 @@ def test_elect_leaders_asks_the_controller_through_kafkas_znode(cluster: Cluster
             }
         [unclean] = admin.elect_leaders("unclean", [TopicPartition("spread", 1)])
         assert unclean.error == "ELECTION_NOT_NEEDED"  # it has a leader
+
+
+def test_only_the_controller_answers_the_admin_apis(cluster: Cluster) -> None:
+    with AdminClient(cluster.bootstrap) as admin:
+        controller = admin.describe_cluster().controller_id
+        other = next(b for b in (1, 2, 3) if b != controller)
+        elect = ElectLeadersRequest(topic_partitions=[TopicPartitions(topic="spread", partitions=[0])])
+        for version in (0, 1, 2):
+            response = admin.cluster.request(other, ApiKey.ELECT_LEADERS, elect, version)
+            [[result]] = [r.partition_result for r in response.replica_election_results]
+            assert result.error_code == ErrorCode.NOT_CONTROLLER
+            assert response.error_code == (ErrorCode.NOT_CONTROLLER if version >= 1 else 0)
+        alter = admin.cluster.request(
+            other, ApiKey.ALTER_PARTITION_REASSIGNMENTS, AlterPartitionReassignmentsRequest()
+        )
+        listed = admin.cluster.request(
+            other, ApiKey.LIST_PARTITION_REASSIGNMENTS, ListPartitionReassignmentsRequest()
+        )
+        assert alter.error_code == listed.error_code == ErrorCode.NOT_CONTROLLER
+        assert (
+            admin.cluster.request(
+                controller, ApiKey.LIST_PARTITION_REASSIGNMENTS, ListPartitionReassignmentsRequest()
+            ).error_code
+            == 0
+        )
+
+
+def test_an_embedded_broker_is_a_cluster_of_one(broker: BrokerProcess) -> None:
+    with AdminClient(broker.bootstrap) as admin:
+        [created] = admin.create_topics([NewTopic("solo", 2, 1)])
+        assert created.ok, created.error
+        tp0, tp1 = TopicPartition("solo", 0), TopicPartition("solo", 1)
+        assert {r.error for r in admin.elect_leaders("preferred", [tp0, tp1])} == {"ELECTION_NOT_NEEDED"}
+        assert [r.error for r in admin.alter_partition_reassignments({tp0: [0], tp1: [5]})] == [
+            None,  # already its assignment: nothing to move
+            "INVALID_REPLICA_ASSIGNMENT",
+        ]
+        assert admin.list_partition_reassignments() == {}
+        assert [r.error for r in admin.alter_partition_reassignments({tp0: None})] == [
+            "NO_REASSIGNMENT_IN_PROGRESS"
+        ]
 
 
 def test_reassign_generate_and_plan_output(cluster: Cluster, tmp_path: Path) -> None:
