@@ -36,6 +36,14 @@ def _state(directory: Path, pid: int) -> ClusterState:
     )
 
 
+def _exec_done(pid: int, marker: str) -> None:
+    """Wait until the child has exec'd (before that its command line is its parent's)."""
+    deadline = time.monotonic() + 10
+    while marker not in Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode():
+        assert time.monotonic() < deadline, "the child did not start"
+        time.sleep(0.01)
+
+
 def test_state_file_round_trip(tmp_path: Path) -> None:
     state = _state(tmp_path, 123)
     state_path(tmp_path).write_text(state.to_json())
@@ -53,6 +61,7 @@ def test_no_or_bad_state_file(tmp_path: Path) -> None:
 
 def test_alive_means_running_and_still_the_program_started() -> None:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "kctl-marker"])
+    _exec_done(child.pid, "kctl-marker")
     try:
         assert process_alive(child.pid, "kctl-marker")
         assert not process_alive(child.pid, "ZooKeeperServerMain")  # a pid reused by another program
@@ -68,6 +77,7 @@ def test_stop_process_and_status_and_down_from_the_state_file(tmp_path: Path) ->
     child = subprocess.Popen(
         [sys.executable, "-c", "import time; time.sleep(60)", marker], start_new_session=True
     )
+    _exec_done(child.pid, marker)
     state = _state(tmp_path, child.pid)
     state.zookeeper.pid = 2**22 + 7  # no such process
     state_path(tmp_path).write_text(state.to_json())
