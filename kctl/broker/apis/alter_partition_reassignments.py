@@ -119,8 +119,8 @@ async def handle(
             for key in [*targets, *cancels]:
                 results[key] = (ErrorCode.UNKNOWN_SERVER_ERROR, str(error))
     by_topic: dict[str, list[ReassignablePartitionResponse]] = {}
-    for (topic, partition), (code, message) in results.items():
-        by_topic.setdefault(topic, []).append(
+    for (topic_name, partition), (code, message) in results.items():
+        by_topic.setdefault(topic_name, []).append(
             ReassignablePartitionResponse(partition_index=partition, error_code=code, error_message=message)
         )
     return AlterPartitionReassignmentsResponse(
