@@ -250,6 +250,7 @@ def test_show_topic_producer_and_consumer(capsys: pytest.CaptureFixture[str]) ->
     assert consumer["group.id"] == {"value": "g", "default": None, "source": "-X"}
     assert consumer["auto.offset.reset"]["default"] == "latest"
     assert consumer["session.timeout.ms"]["default"] == "45000"
+    assert consumer["fetch.max.bytes"]["default"] == "52428800" and consumer["check.crcs"]["default"] == "true"
 
 
 def test_show_definition_table_and_jsonl(capsys: pytest.CaptureFixture[str]) -> None:
@@ -272,6 +273,9 @@ def test_show_definition_rejects_bad_values_and_two_kinds(capsys: pytest.Capture
     code, out, err = run(capsys, "config", "show", "--broker", "-X", "num.partitions=many")
     assert (code, out) == (ExitCode.USAGE, "")
     assert "kctl: error: invalid configuration: num.partitions: expected an integer, got 'many'" in err
+    code, out, err = run(capsys, "config", "show", "--consumer", "-X", "max.poll.records=0")
+    assert (code, out) == (ExitCode.USAGE, "")
+    assert "invalid configuration: max.poll.records: must be at least 1, got 0" in err
     code, _, err = run(capsys, "config", "show", "--broker", "--topic")
     assert code == ExitCode.USAGE
     assert "at most one of --broker, --topic, --producer, --consumer" in err
