@@ -250,7 +250,8 @@ def test_show_topic_producer_and_consumer(capsys: pytest.CaptureFixture[str]) ->
     assert consumer["group.id"] == {"value": "g", "default": None, "source": "-X"}
     assert consumer["auto.offset.reset"]["default"] == "latest"
     assert consumer["session.timeout.ms"]["default"] == "45000"
-    assert consumer["fetch.max.bytes"]["default"] == "52428800" and consumer["check.crcs"]["default"] == "true"
+    assert consumer["fetch.max.bytes"]["default"] == "52428800"
+    assert consumer["check.crcs"]["default"] == "true"
 
 
 def test_show_definition_table_and_jsonl(capsys: pytest.CaptureFixture[str]) -> None:
