@@ -6,14 +6,20 @@ import json
 from pathlib import Path
 
 import pytest
+import typer
+from typer.testing import CliRunner
 
 from kctl.__main__ import main
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
     BOOTSTRAP_SERVER_ENV,
     DEFAULT_BOOTSTRAP_SERVER,
+    DEFAULT_FORMAT,
     BootstrapServer,
+    ClusterOptions,
     ConfigSource,
+    FormatOption,
+    cluster_options,
     load_config,
     parse_override,
 )
@@ -287,3 +293,29 @@ def test_show_definition_masks_secrets(capsys: pytest.CaptureFixture[str]) -> No
     assert rows["ssl.key.password"]["value"] == "********"
     rows = show_rows(capsys, "--producer", "-X", "ssl.key.password=p", "--show-secrets")
     assert rows["ssl.key.password"]["value"] == "p"
+
+
+# -- @cluster_options --------------------------------------------------------------------------------
+def test_cluster_options_are_appended_to_a_command_and_passed_as_one_value(tmp_path: Path) -> None:
+    app = typer.Typer()
+    seen: list[tuple[str, str, ClusterOptions]] = []
+
+    @app.command()
+    @cluster_options
+    def probe(name: str, fmt: FormatOption = DEFAULT_FORMAT, *, cluster: ClusterOptions) -> None:
+        seen.append((name, fmt.value, cluster))
+
+    path = tmp_path / "client.properties"
+    path.write_text("client.id=x\n")
+    runner = CliRunner()
+    result = runner.invoke(app, ["n", "-f", "json", "-c", str(path), "-X", "a=1", "-X", "b=2", "-b", "h:1"])
+    assert result.exit_code == 0, result.output
+    assert seen == [("n", "json", ClusterOptions(path, ["a=1", "b=2"], "h:1"))]
+    assert runner.invoke(app, ["m"], env={BOOTSTRAP_SERVER_ENV: ""}).exit_code == 0
+    assert seen[-1] == ("m", "table", ClusterOptions(None, None, DEFAULT_BOOTSTRAP_SERVER))
+    assert runner.invoke(app, ["m", "-X", "novalue"]).exit_code == 2  # the options' own checks run
+    help_text = runner.invoke(app, ["--help"], env={"COLUMNS": "200"}).output
+    positions = [help_text.index(option) for option in ("--format", "--config", "-X", "--bootstrap-server")]
+    assert positions == sorted(positions)
+    with pytest.raises(TypeError, match="no 'cluster' parameter"):
+        cluster_options(lambda name: None)
