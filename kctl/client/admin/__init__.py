@@ -12,7 +12,7 @@ cluster, over Kafka's admin APIs.
 from kctl.client.admin.base import Outcome
 from kctl.client.admin.client import AdminClient
 from kctl.client.admin.configs import BROKER_RESOURCE, TOPIC_RESOURCE
-from kctl.client.admin.records import EARLIEST, LATEST, MAX_TIMESTAMP, OFFSET_SPECS, OffsetResult, OffsetSpec
+from kctl.client.admin.records import EARLIEST, LATEST, MAX_TIMESTAMP, OFFSET_SPECS, OffsetSpec
 from kctl.client.admin.results import (
     AdminOperationError,
     ClusterDescription,
@@ -29,6 +29,7 @@ from kctl.client.admin.results import (
     TopicDescription,
     raise_for_errors,
 )
+from kctl.client.consumer.offsets import OffsetResult
 from kctl.protocol.configs import AlterConfigOp, ConfigSource
 
 __all__ = [
