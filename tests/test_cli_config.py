@@ -6,14 +6,20 @@ import json
 from pathlib import Path
 
 import pytest
+import typer
+from typer.testing import CliRunner
 
 from kctl.__main__ import main
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
     BOOTSTRAP_SERVER_ENV,
     DEFAULT_BOOTSTRAP_SERVER,
+    DEFAULT_FORMAT,
     BootstrapServer,
+    ClusterOptions,
     ConfigSource,
+    FormatOption,
+    cluster_options,
     load_config,
     parse_override,
 )
@@ -250,6 +256,8 @@ def test_show_topic_producer_and_consumer(capsys: pytest.CaptureFixture[str]) ->
     assert consumer["group.id"] == {"value": "g", "default": None, "source": "-X"}
     assert consumer["auto.offset.reset"]["default"] == "latest"
     assert consumer["session.timeout.ms"]["default"] == "45000"
+    assert consumer["fetch.max.bytes"]["default"] == "52428800"
+    assert consumer["check.crcs"]["default"] == "true"
 
 
 def test_show_definition_table_and_jsonl(capsys: pytest.CaptureFixture[str]) -> None:
@@ -272,6 +280,9 @@ def test_show_definition_rejects_bad_values_and_two_kinds(capsys: pytest.Capture
     code, out, err = run(capsys, "config", "show", "--broker", "-X", "num.partitions=many")
     assert (code, out) == (ExitCode.USAGE, "")
     assert "kctl: error: invalid configuration: num.partitions: expected an integer, got 'many'" in err
+    code, out, err = run(capsys, "config", "show", "--consumer", "-X", "max.poll.records=0")
+    assert (code, out) == (ExitCode.USAGE, "")
+    assert "invalid configuration: max.poll.records: must be at least 1, got 0" in err
     code, _, err = run(capsys, "config", "show", "--broker", "--topic")
     assert code == ExitCode.USAGE
     assert "at most one of --broker, --topic, --producer, --consumer" in err
@@ -282,3 +293,29 @@ def test_show_definition_masks_secrets(capsys: pytest.CaptureFixture[str]) -> No
     assert rows["ssl.key.password"]["value"] == "********"
     rows = show_rows(capsys, "--producer", "-X", "ssl.key.password=p", "--show-secrets")
     assert rows["ssl.key.password"]["value"] == "p"
+
+
+# -- @cluster_options --------------------------------------------------------------------------------
+def test_cluster_options_are_appended_to_a_command_and_passed_as_one_value(tmp_path: Path) -> None:
+    app = typer.Typer()
+    seen: list[tuple[str, str, ClusterOptions]] = []
+
+    @app.command()
+    @cluster_options
+    def probe(name: str, fmt: FormatOption = DEFAULT_FORMAT, *, cluster: ClusterOptions) -> None:
+        seen.append((name, fmt.value, cluster))
+
+    path = tmp_path / "client.properties"
+    path.write_text("client.id=x\n")
+    runner = CliRunner()
+    result = runner.invoke(app, ["n", "-f", "json", "-c", str(path), "-X", "a=1", "-X", "b=2", "-b", "h:1"])
+    assert result.exit_code == 0, result.output
+    assert seen == [("n", "json", ClusterOptions(path, ["a=1", "b=2"], "h:1"))]
+    assert runner.invoke(app, ["m"], env={BOOTSTRAP_SERVER_ENV: ""}).exit_code == 0
+    assert seen[-1] == ("m", "table", ClusterOptions(None, None, DEFAULT_BOOTSTRAP_SERVER))
+    assert runner.invoke(app, ["m", "-X", "novalue"]).exit_code == 2  # the options' own checks run
+    help_text = runner.invoke(app, ["--help"], env={"COLUMNS": "200"}).output
+    positions = [help_text.index(option) for option in ("--format", "--config", "-X", "--bootstrap-server")]
+    assert positions == sorted(positions)
+    with pytest.raises(TypeError, match="no 'cluster' parameter"):
+        cluster_options(lambda name: None)

@@ -29,9 +29,9 @@ from kctl.client import (
     raise_for_errors,
 )
 from kctl.client.admin import AdminOperationError, CreateTopicResult, OffsetResult, Result
-from kctl.client.admin.records import _offset_timestamp
 from kctl.client.cluster import RETRIABLE_CODES, ClusterClient, Deadline, is_retriable
 from kctl.client.connection import parse_address
+from kctl.client.consumer.offsets import offset_timestamp
 from kctl.client.errors import check_error
 from kctl.client.types import TopicPartition
 from kctl.protocol import (
@@ -172,14 +172,14 @@ def test_raise_for_errors_reports_the_first_failure_and_keeps_all() -> None:
 
 
 def test_offset_specs() -> None:
-    assert _offset_timestamp("earliest") == -2
-    assert _offset_timestamp("LATEST") == -1
-    assert _offset_timestamp("max-timestamp") == -3
-    assert _offset_timestamp("1700000000000") == 1_700_000_000_000
-    assert _offset_timestamp(5) == 5
+    assert offset_timestamp("earliest") == -2
+    assert offset_timestamp("LATEST") == -1
+    assert offset_timestamp("max-timestamp") == -3
+    assert offset_timestamp("1700000000000") == 1_700_000_000_000
+    assert offset_timestamp(5) == 5
     for bad in ("soon", -7, True):
         with pytest.raises(ValueError):
-            _offset_timestamp(bad)  # type: ignore[arg-type]
+            offset_timestamp(bad)  # type: ignore[arg-type]
 
 
 def test_client_config_from_kafka_properties() -> None:

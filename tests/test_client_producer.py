@@ -294,6 +294,20 @@ def test_keys_headers_timestamps_and_explicit_partitions(shared: BrokerProcess) 
     assert (empty.key(), empty.value(), empty.timestamp()[1]) == (None, b"", T0 + 3)
 
 
+def test_str_key_without_a_partition_is_partitioned_like_its_utf8_bytes(shared: BrokerProcess) -> None:
+    topic = create_topic(shared.bootstrap, unique("strkey"), 3)
+    with Producer(shared.bootstrap) as producer:
+        producer.partitions_for(topic, timeout=TIMEOUT)  # metadata known: send takes its fast path
+        keys = ["ключ", "key-1", "key-2", "key-3"]
+        as_bytes = [producer.send(topic, "é" * 10, key=k.encode()).result(TIMEOUT) for k in keys]
+        as_str = [producer.send(topic, "é" * 10, key=k).result(TIMEOUT) for k in keys]
+    assert [m.partition for m in as_str] == [m.partition for m in as_bytes]
+    got = read_all(shared.bootstrap, topic, 3)
+    records = [r for partition in got.values() for r in partition]
+    assert sorted(r.key() for r in records) == sorted(k.encode() for k in keys * 2)
+    assert {r.value() for r in records} == {("é" * 10).encode()}
+
+
 def test_log_append_time_topic_reports_the_broker_time(shared: BrokerProcess) -> None:
     topic = create_topic(shared.bootstrap, unique("lat"), 1, **{"message.timestamp.type": "LogAppendTime"})
     before = int(time.time() * 1000)

@@ -20,7 +20,7 @@ from kctl.log.manager import (
     is_locked,
     read_meta_properties,
 )
-from kctl.log.naming import TopicPartition, parse_partition_dir, validate_topic_name
+from kctl.log.naming import TopicPartition, parse_partition_dir, partition_dir_name, validate_topic_name
 from kctl.records.reader import iter_batches
 
 TP = TopicPartition("orders", 0)
@@ -88,6 +88,17 @@ def test_topic_names_are_validated():
     validate_topic_name("my_topic.v1-x")
     assert parse_partition_dir("my_topic_12") == TopicPartition("my_topic", 12)
     assert parse_partition_dir("my_topic") is None
+
+
+def test_one_topic_partition_type_prints_as_kafka_and_names_its_directory_explicitly():
+    from kctl.client.types import TopicPartition as ClientTopicPartition
+    from kctl.common.topic_partition import TopicPartition as CommonTopicPartition
+
+    assert TopicPartition is ClientTopicPartition is CommonTopicPartition
+    tp = TopicPartition("my_topic", 12)
+    assert str(tp) == "my_topic-12"
+    assert partition_dir_name(tp) == "my_topic_12"
+    assert parse_partition_dir(partition_dir_name(tp)) == tp
 
 
 def test_checkpoint_round_trip_and_corruption(tmp_path):

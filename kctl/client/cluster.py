@@ -241,10 +241,10 @@ class ClusterClient:
                     break
             servers = ", ".join(format_address(h, p) for h, p in self.bootstrap)
             detail = "; ".join(dict.fromkeys(errors)) or "no address to try"
-            error = KafkaConnectionError(f"cannot reach any broker (bootstrap servers {servers}): {detail}")
+            failed = KafkaConnectionError(f"cannot reach any broker (bootstrap servers {servers}): {detail}")
             if not self._bootstrapped and not self.retry_bootstrap:
-                error.retriable = False  # never reached the cluster: fail now rather than at the deadline
-            raise error
+                failed.retriable = False  # never reached the cluster: fail now rather than at the deadline
+            raise failed
 
     def connections(self) -> dict[int, BrokerConnection]:
         """The open connections by broker id (bootstrap-only connections are not listed)."""
@@ -367,11 +367,11 @@ class ClusterClient:
             topic = self.topic_metadata(tp.topic, deadline=deadline)
             part = topic.partition(tp.partition)
             if part is None or part.leader < 0:
-                topic = self.refresh_metadata([tp.topic], deadline=deadline).topic(tp.topic)
-                if topic is None or topic.error_code:
-                    code = topic.error_code if topic is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                fresh = self.refresh_metadata([tp.topic], deadline=deadline).topic(tp.topic)
+                if fresh is None or fresh.error_code:
+                    code = fresh.error_code if fresh is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     raise BrokerResponseError(code, context=f"topic {tp.topic!r}")
-                part = topic.partition(tp.partition)
+                part = fresh.partition(tp.partition)
             if part is None:
                 raise BrokerResponseError(
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,

@@ -69,7 +69,7 @@ class BrokerResponseError(KafkaError):
     def error(self) -> ErrorCode | None:
         """The ``ErrorCode`` member, or None for a code this client does not know."""
         try:
-            return ErrorCode(self.code)
+            return ErrorCode(self.code)  # type: ignore[call-arg]  # the value lookup, not the members' __new__
         except ValueError:
             return None
 

@@ -1,4 +1,5 @@
-"""Small value types shared by the clients: ``TopicPartition`` and the cluster metadata snapshot.
+"""Small value types shared by the clients: ``TopicPartition`` (re-exported from ``kctl.common``) and
+the cluster metadata snapshot.
 
 ``ClusterMetadata`` is what a Metadata response says, as immutable objects: the brokers, the cluster
 id, the controller and, per topic, its id, internal flag and partitions (leader, leader epoch,
@@ -9,19 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from typing import NamedTuple
 
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol.errors import error_name
-
-
-class TopicPartition(NamedTuple):
-    """A partition of a topic."""
-
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

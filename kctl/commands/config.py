@@ -3,14 +3,13 @@ with --broker/--topic/--producer/--consumer every property of that definition ta
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from typing import Annotated, Any
 
 import typer
 
 from kctl.broker.config import BROKER_CONFIGS
-from kctl.client.consumer import ConsumerConfig
+from kctl.client.consumer import CONSUMER_CONFIGS
 from kctl.client.group_config import GROUP_CONFIGS
 from kctl.client.producer_config import PRODUCER_CONFIGS
 from kctl.commands.errors import ExitCode, KctlError
@@ -25,7 +24,7 @@ from kctl.commands.options import (
     load_config,
 )
 from kctl.commands.output import render_rows
-from kctl.common.config_def import ConfigDef, ConfigError, ConfigKey, ConfigType, format_value
+from kctl.common.config_def import ConfigDef, ConfigError
 from kctl.log.config import TOPIC_CONFIGS
 
 app = typer.Typer(help="Inspect how kctl resolves its configuration.", no_args_is_help=True)
@@ -40,15 +39,10 @@ def is_secret(key: str) -> bool:
 
 
 def _consumer_configs() -> ConfigDef:
-    """The group settings' table plus the consumer's own keys. ConsumerConfig has no table of its
-    own yet: its keys are described from its dataclass fields until it gets one."""
-    defaults = {f.name: f.default for f in dataclasses.fields(ConsumerConfig)}
-    extra = [
-        ConfigKey(name, ConfigType.STRING, format_value(defaults.get(attribute)), attribute=attribute)
-        for name, (attribute, _parse) in ConsumerConfig.PROPERTIES.items()
-        if name not in GROUP_CONFIGS
-    ]
-    return GROUP_CONFIGS.extend("consumer", extra)
+    """The group settings' table plus the consumer's own keys (``CONSUMER_CONFIGS``; the client keys
+    both share are listed once)."""
+    own = [key for name, key in CONSUMER_CONFIGS.items() if name not in GROUP_CONFIGS]
+    return GROUP_CONFIGS.extend("consumer", own)
 
 
 def definition(kind: str) -> ConfigDef:

@@ -46,12 +46,10 @@ from kctl.client.offsets_spec import OffsetPoint, OffsetSpecError, PointKind, pa
 from kctl.commands.clients import admin_session
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
-    DEFAULT_BOOTSTRAP_SERVER,
     DEFAULT_FORMAT,
-    BootstrapServerOption,
-    ConfigFileOption,
-    ConfigOverrideOption,
+    ClusterOptions,
     FormatOption,
+    cluster_options,
 )
 from kctl.commands.output import (
     Column,
@@ -85,12 +83,10 @@ TopicScopeOption = Annotated[
 
 # -- shared plumbing -------------------------------------------------------------------------------
 @contextlib.contextmanager
-def _groups(
-    config_file: Path | None, overrides: list[str] | None, bootstrap_server: str
-) -> Iterator[GroupAdmin]:
+def _groups(cluster: ClusterOptions) -> Iterator[GroupAdmin]:
     """A GroupAdmin; client errors that escape become KctlErrors with the right exit status."""
     not_found = (ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    with admin_session(config_file, overrides, bootstrap_server, not_found=not_found) as admin:
+    with admin_session(*cluster, not_found=not_found) as admin:
         try:
             yield GroupAdmin(admin)
         except GroupNotEmptyError as error:
@@ -142,6 +138,7 @@ LIST_COLUMNS = [
 
 
 @app.command("list")
+@cluster_options
 def list_groups(
     states: Annotated[
         list[str] | None,
@@ -154,9 +151,8 @@ def list_groups(
         ),
     ] = None,
     fmt: FormatOption = DEFAULT_FORMAT,
-    config_file: ConfigFileOption = None,
-    overrides: ConfigOverrideOption = None,
-    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+    *,
+    cluster: ClusterOptions,
 ) -> None:
     """List the consumer groups of the cluster (every broker's ListGroups), sorted by id: state,
     protocol type, assignor, member count and coordinator."""
@@ -165,7 +161,7 @@ def list_groups(
     for state in wanted:
         if state.lower() not in known:
             raise KctlError(f"unknown group state {state!r} (known: {', '.join(STATES)})", ExitCode.USAGE)
-    with _groups(config_file, overrides, bootstrap_server) as groups:
+    with _groups(cluster) as groups:
         listed = groups.list_groups(states=wanted or None)
         described = {d.group_id: d for d in groups.describe_groups([g.group_id for g in listed])}
     rows = []
@@ -261,6 +257,7 @@ def _group_document(group: GroupDescription, offsets: list[PartitionOffsets]) ->
 
 
 @app.command("describe")
+@cluster_options
 def describe(
     groups_arg: Annotated[
         list[str] | None,
@@ -268,9 +265,8 @@ def describe(
     ] = None,
     all_groups: Annotated[bool, typer.Option("--all", "-a", help="Describe every group.")] = False,
     fmt: FormatOption = DEFAULT_FORMAT,
-    config_file: ConfigFileOption = None,
-    overrides: ConfigOverrideOption = None,
-    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+    *,
+    cluster: ClusterOptions,
 ) -> None:
     """Describe consumer groups: state, assignor, coordinator, members (member id, instance id,
     client id, host, assigned partitions) and, per partition, the committed offset, the log end
@@ -287,7 +283,7 @@ def describe(
         raise KctlError("name at least one group, or give --all", ExitCode.USAGE)
     documents = []
     failures: list[tuple[str, str]] = []
-    with _groups(config_file, overrides, bootstrap_server) as groups:
+    with _groups(cluster) as groups:
         if all_groups:
             names = [g.group_id for g in groups.list_groups()]
         for group in groups.describe_groups(names):
@@ -431,6 +427,7 @@ PLAN_COLUMNS = [
 
 
 @app.command("rewind")
+@cluster_options
 def rewind(
     group: Annotated[str, typer.Argument(metavar="GROUP", help="The group whose offsets to reset.")],
     to_earliest: Annotated[bool, typer.Option("--to-earliest", help="To the log start offset.")] = False,
@@ -501,9 +498,8 @@ def rewind(
         ),
     ] = None,
     fmt: FormatOption = DEFAULT_FORMAT,
-    config_file: ConfigFileOption = None,
-    overrides: ConfigOverrideOption = None,
-    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+    *,
+    cluster: ClusterOptions,
 ) -> None:
     """Reset ("rewind") a group's committed offsets: print the plan, and with --execute commit it.
 
@@ -572,7 +568,7 @@ def rewind(
         assert from_file is not None  # exactly one target was given
         strategy = ToOffsets(read_offsets_file(from_file, group))
 
-    with _groups(config_file, overrides, bootstrap_server) as groups:
+    with _groups(cluster) as groups:
         rewind_plan = plan_rewind(groups, group, strategy, topics=scope or None, all_topics=all_topics)
         plan = rewind_plan.offsets
         failed = rewind_plan.failed
@@ -641,6 +637,7 @@ def _export(path: Path, plan: Sequence[PlannedOffset]) -> None:
 
 # -- delete ----------------------------------------------------------------------------------------
 @app.command("delete")
+@cluster_options
 def delete(
     groups_arg: GroupsArgument,
     offsets_only: Annotated[
@@ -652,9 +649,8 @@ def delete(
     ] = False,
     topics: TopicScopeOption = None,
     fmt: FormatOption = DEFAULT_FORMAT,
-    config_file: ConfigFileOption = None,
-    overrides: ConfigOverrideOption = None,
-    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+    *,
+    cluster: ClusterOptions,
 ) -> None:
     """Delete consumer groups and their committed offsets; with --offsets --topic T[:P,...], delete
     only those committed offsets of one group.
@@ -670,9 +666,9 @@ def delete(
             raise KctlError("--offsets needs --topic TOPIC[:P,...]", ExitCode.USAGE)
         if len(names) != 1:
             raise KctlError("--offsets deletes the offsets of one group at a time", ExitCode.USAGE)
-        _delete_offsets(names[0], parse_topic_scope(topics), fmt, config_file, overrides, bootstrap_server)
+        _delete_offsets(names[0], parse_topic_scope(topics), fmt, cluster)
         return
-    with _groups(config_file, overrides, bootstrap_server) as groups:
+    with _groups(cluster) as groups:
         results = groups.delete_groups(names)
         nonempty = {
             r.name: d
@@ -711,11 +707,9 @@ def _delete_offsets(
     group: str,
     scope: dict[str, list[int] | None],
     fmt: OutputFormat,
-    config_file: Path | None,
-    overrides: list[str] | None,
-    bootstrap_server: str,
+    cluster: ClusterOptions,
 ) -> None:
-    with _groups(config_file, overrides, bootstrap_server) as groups:
+    with _groups(cluster) as groups:
         committed = groups.committed_offsets(group)
         partitions = [
             tp

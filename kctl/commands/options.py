@@ -10,6 +10,16 @@ Use them in a command's signature with the defaults given here::
     ) -> None:
         config = load_config(config_file, overrides, bootstrap_server=bootstrap_server)
 
+Commands that talk to a running cluster take `--config`, `-X` and `--bootstrap-server` through
+`@cluster_options` instead: it appends them to the command's parameters (so `--help` lists them
+last) and passes them as one `ClusterOptions` argument, `cluster`::
+
+    @app.command("delete")
+    @cluster_options
+    def delete(topics: TopicsArgument, *, cluster: ClusterOptions) -> None:
+        with admin_session(*cluster) as admin:
+            ...
+
 Configuration precedence, lowest to highest: `defaults` given by the command < the `--config`
 file (Java .properties) < the KCTL_BOOTSTRAP_SERVER environment variable < `-X key=value`
 overrides (later ones win) < an explicit `--bootstrap-server` on the command line. Only
@@ -21,10 +31,12 @@ from __future__ import annotations
 
 import difflib
 import enum
-from collections.abc import Collection, Iterator, Mapping, Sequence
+import functools
+import inspect
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, NamedTuple, TypeVar
 
 import typer
 
@@ -138,6 +150,55 @@ BootstrapServerOption = Annotated[
         help="Broker(s) to connect to first, as HOST:PORT[,HOST:PORT...].",
     ),
 ]
+
+
+# -- the cluster options, declared once ----------------------------------------------------------
+R = TypeVar("R")
+
+
+class ClusterOptions(NamedTuple):
+    """``--config FILE``, the ``-X KEY=VALUE`` overrides and ``--bootstrap-server``, in the order
+    ``admin_session``, ``client_config``, ``producer_config`` and ``consumer_config`` take them."""
+
+    config_file: Path | None
+    overrides: list[str] | None
+    bootstrap_server: str
+
+
+_KEYWORD = inspect.Parameter.KEYWORD_ONLY
+_OPTIONS = [
+    inspect.Parameter("config_file", _KEYWORD, default=None, annotation=ConfigFileOption),
+    inspect.Parameter("overrides", _KEYWORD, default=None, annotation=ConfigOverrideOption),
+    inspect.Parameter(
+        "bootstrap_server", _KEYWORD, default=DEFAULT_BOOTSTRAP_SERVER, annotation=BootstrapServerOption
+    ),
+]
+
+
+def cluster_options(command: Callable[..., R]) -> Callable[..., R]:
+    """``command`` with the cluster options appended to its parameters; it receives them as its
+    keyword-only ``cluster: ClusterOptions`` parameter."""
+    signature = inspect.signature(command, eval_str=True)
+    own = [p for name, p in signature.parameters.items() if name != "cluster"]
+    if len(own) == len(signature.parameters):
+        raise TypeError(f"{command.__name__} has no 'cluster' parameter for its cluster options")
+
+    @functools.wraps(command)
+    def with_options(
+        *args: Any,
+        config_file: Path | None = None,
+        overrides: list[str] | None = None,
+        bootstrap_server: str = DEFAULT_BOOTSTRAP_SERVER,
+        **kwargs: Any,
+    ) -> R:
+        return command(*args, cluster=ClusterOptions(config_file, overrides, bootstrap_server), **kwargs)
+
+    parameters = [*own, *_OPTIONS]
+    with_options.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    with_options.__annotations__ = {p.name: p.annotation for p in parameters} | {
+        "return": signature.return_annotation
+    }
+    return with_options
 
 
 @dataclass(frozen=True)

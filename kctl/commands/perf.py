@@ -23,17 +23,16 @@ from kctl.client.producer import Producer
 from kctl.commands.clients import client_errors, connect, consumer_config, producer_config, require_topic
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
-    DEFAULT_BOOTSTRAP_SERVER,
     DEFAULT_FORMAT,
-    BootstrapServerOption,
-    ConfigFileOption,
-    ConfigOverrideOption,
+    ClusterOptions,
+    cluster_options,
 )
 from kctl.commands.output import OutputFormat, progress, render_object, warn
 from kctl.console.selection import assign_ranges, select_partitions, select_topics
 from kctl.perf import (
     METADATA_TIMEOUT,
     ConsumeRun,
+    Figures,
     Interrupts,
     Interval,
     IntervalStats,
@@ -128,6 +127,15 @@ def _duration(value: str | None, option: str) -> float | None:
     return seconds
 
 
+def _run_length(duration: str | None, interval: str) -> tuple[float | None, float]:
+    """--duration (None when not given; more than 0 when given) and --interval (0: no interval
+    lines), in seconds."""
+    seconds = _duration(duration, "--duration")
+    if seconds is not None and seconds <= 0:
+        raise KctlError("--duration must be more than 0", ExitCode.USAGE)
+    return seconds, _duration(interval, "--interval") or 0.0
+
+
 class Reporter:
     """A run's `kctl.perf.Progress` on stderr: a line per interval, and a live display when stderr
     is a terminal."""
@@ -190,36 +198,26 @@ class Reporter:
             except (OSError, ValueError):
                 pass
 
-    def tick(
-        self,
-        now: float,
-        stats: IntervalStats,
-        *,
-        records: int,
-        rate: float,
-        mb_rate: float,
-        latency_ms: float | None,
-        warmup: bool = False,
-    ) -> None:
+    def tick(self, now: float, stats: IntervalStats, figures: Figures) -> None:
         """Print the interval's line when it is due, and refresh the live display."""
         if now >= self.next_line:
             interval = stats.take(now)
-            warm = warmup or self._warm  # the interval began or ended in the warm-up
+            warm = figures.warmup or self._warm  # the interval began or ended in the warm-up
             self.line(interval_line(now - self.started, interval, latency=self.latency, warmup=warm))
-            self._warm = warmup
+            self._warm = figures.warmup
             self.next_line += self.interval * max(1, math.floor((now - self.next_line) / self.interval) + 1)
         if self._progress is None or now < self.next_refresh:
             return
         self.next_refresh = now + LIVE_REFRESH
         fractions = []
         if self.total_records:
-            fractions.append(records / self.total_records)
+            fractions.append(figures.records / self.total_records)
         if self.total_seconds:
             fractions.append((now - self.started) / self.total_seconds)
-        text = f"{records:,} records · {human_count(rate)} rec/s · {mb_rate:.2f} MB/s"
-        if self.latency and latency_ms is not None:
-            text += f" · avg {latency_ms:.2f} ms"
-        if warmup:
+        text = f"{figures.records:,} records · {human_count(figures.rate)} rec/s · {figures.mb_rate:.2f} MB/s"
+        if self.latency and figures.latency_ms is not None:
+            text += f" · avg {figures.latency_ms:.2f} ms"
+        if figures.warmup:
             text += " · warm-up"
         completed = min(max(fractions), 1.0) * 100.0 if fractions else None
         self._progress.update(self._task, completed=completed, stats=text)
@@ -259,6 +257,7 @@ def interval_line(elapsed: float, interval: Interval, *, latency: bool, warmup: 
 
 # -- produce ---------------------------------------------------------------------------------------
 @app.command("produce")
+@cluster_options
 def produce(
     topic: Annotated[str, typer.Argument(metavar="TOPIC", help="The topic to write to.", show_default=False)],
     num_records: NumRecordsOption = None,
@@ -324,9 +323,8 @@ def produce(
     latency_every: LatencyEveryOption = None,
     quiet: QuietOption = False,
     fmt: SummaryFormatOption = DEFAULT_FORMAT,
-    config_file: ConfigFileOption = None,
-    overrides: ConfigOverrideOption = None,
-    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+    *,
+    cluster: ClusterOptions,
 ) -> None:
     """Send records to TOPIC as fast as allowed and measure throughput and latency.
 
@@ -349,12 +347,9 @@ def produce(
     records on their way)."""
     if not topic:
         raise KctlError("a topic name must not be empty", ExitCode.USAGE)
-    seconds = _duration(duration, "--duration")
+    seconds, every_seconds = _run_length(duration, interval)
     if num_records is None and seconds is None:
         raise KctlError("give --num-records N or --duration DURATION (or both)", ExitCode.USAGE)
-    if seconds is not None and seconds <= 0:
-        raise KctlError("--duration must be more than 0", ExitCode.USAGE)
-    every_seconds = _duration(interval, "--interval") or 0.0
     if throughput == 0 or (throughput < 0 and throughput != -1):
         raise KctlError(
             f"--throughput must be a positive rate or -1 (no limit), got {throughput:g}", ExitCode.USAGE
@@ -381,7 +376,7 @@ def produce(
         explicit["acks"] = acks
     if compression is not None:
         explicit["compression.type"] = compression
-    bootstrap, config = producer_config(config_file, overrides, bootstrap_server, explicit)
+    bootstrap, config = producer_config(*cluster, explicit)
     require_topic(bootstrap, config, topic)
 
     payload = make_payload(record_size)
@@ -431,6 +426,7 @@ def produce(
 
 # -- consume ---------------------------------------------------------------------------------------
 @app.command("consume")
+@cluster_options
 def consume(
     topics: Annotated[list[str], typer.Argument(metavar="TOPIC...", help="The topics to read.")],
     num_records: NumRecordsOption = None,
@@ -477,9 +473,8 @@ def consume(
     latency_every: LatencyEveryOption = None,
     quiet: QuietOption = False,
     fmt: SummaryFormatOption = DEFAULT_FORMAT,
-    config_file: ConfigFileOption = None,
-    overrides: ConfigOverrideOption = None,
-    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+    *,
+    cluster: ClusterOptions,
 ) -> None:
     """Read records from topics as fast as possible and measure the throughput.
 
@@ -500,10 +495,7 @@ def consume(
     names = list(dict.fromkeys(topics))
     if any(not n for n in names):
         raise KctlError("a topic name must not be empty", ExitCode.USAGE)
-    seconds = _duration(duration, "--duration")
-    if seconds is not None and seconds <= 0:
-        raise KctlError("--duration must be more than 0", ExitCode.USAGE)
-    every_seconds = _duration(interval, "--interval") or 0.0
+    seconds, every_seconds = _run_length(duration, interval)
     if idle_timeout is None:
         idle_timeout = "10s" if seconds is None else "0"
     idle = _duration(idle_timeout, "--idle-timeout") or None
@@ -513,7 +505,7 @@ def consume(
         raise KctlError(f"invalid --offset: {error}", ExitCode.USAGE) from None
     # without a count, a time or a range END: read what the topics hold now
     until = default_end(spec, num_records, seconds)
-    bootstrap, config = consumer_config(config_file, overrides, bootstrap_server)
+    bootstrap, config = consumer_config(*cluster)
     consumer = connect(Consumer, bootstrap, config)
     sampler = Sampler.measuring(latency_every)
     with consumer, client_errors():

@@ -31,13 +31,11 @@ from kctl.client import (
 from kctl.commands.clients import admin_session
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
-    DEFAULT_BOOTSTRAP_SERVER,
     DEFAULT_FORMAT,
-    BootstrapServerOption,
-    ConfigFileOption,
-    ConfigOverrideOption,
+    ClusterOptions,
     FormatOption,
     OverrideSyntaxError,
+    cluster_options,
     parse_override,
 )
 from kctl.commands.output import (
@@ -133,6 +131,7 @@ STATUS_COLUMNS = [Column("topic"), Column("status"), Column("message")]
 
 # -- create ----------------------------------------------------------------------------------------
 @app.command("create")
+@cluster_options
 def create(
     topics: TopicsArgument,
     partitions: PartitionsOption = None,
@@ -152,9 +151,8 @@ def create(
     ] = False,
     validate_only: ValidateOnlyOption = False,
     fmt: FormatOption = DEFAULT_FORMAT,
-    config_file: ConfigFileOption = None,
-    overrides: ConfigOverrideOption = None,
-    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+    *,
+    cluster: ClusterOptions,
 ) -> None:
     """Create topics with a number of partitions, a replication factor and topic configs.
 
@@ -164,7 +162,7 @@ def create(
     names = _unique(topics)
     configs = _topic_configs(topic_configs)
     new = [NewTopic(n, partitions or -1, replication_factor or -1, configs) for n in names]
-    with admin_session(config_file, overrides, bootstrap_server) as admin:
+    with admin_session(*cluster) as admin:
         results = admin.create_topics(new, validate_only=validate_only)
     rows = []
     reported: list[Result] = []
@@ -204,6 +202,7 @@ def create(
 
 # -- list ------------------------------------------------------------------------------------------
 @app.command("list")
+@cluster_options
 def list_topics(
     internal: Annotated[
         bool, typer.Option("--internal", "-i", help="Include internal topics (e.g. __consumer_offsets).")
@@ -215,13 +214,12 @@ def list_topics(
         ),
     ] = None,
     fmt: FormatOption = DEFAULT_FORMAT,
-    config_file: ConfigFileOption = None,
-    overrides: ConfigOverrideOption = None,
-    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+    *,
+    cluster: ClusterOptions,
 ) -> None:
     """List topics with their partition count and replication factor, sorted by name."""
     regex = _compile(pattern)
-    with admin_session(config_file, overrides, bootstrap_server) as admin:
+    with admin_session(*cluster) as admin:
         topics = admin.list_topics(include_internal=internal)
     rows = [
         {
@@ -382,6 +380,7 @@ def _describe_documents(
 
 
 @app.command("describe")
+@cluster_options
 def describe(
     topics: Annotated[
         list[str] | None,
@@ -408,9 +407,8 @@ def describe(
         ),
     ] = False,
     fmt: FormatOption = DEFAULT_FORMAT,
-    config_file: ConfigFileOption = None,
-    overrides: ConfigOverrideOption = None,
-    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+    *,
+    cluster: ClusterOptions,
 ) -> None:
     """Describe topics and their partitions.
 
@@ -434,7 +432,7 @@ def describe(
         raise KctlError("name at least one topic, or give --all", ExitCode.USAGE)
     if internal and not all_topics:
         raise KctlError("--internal goes with --all", ExitCode.USAGE)
-    with admin_session(config_file, overrides, bootstrap_server) as admin:
+    with admin_session(*cluster) as admin:
         if all_topics:
             results: list[TopicDescription] = admin.list_topics(include_internal=internal)
         else:
@@ -453,22 +451,22 @@ def describe(
 
 # -- delete ----------------------------------------------------------------------------------------
 @app.command("delete")
+@cluster_options
 def delete(
     topics: TopicsArgument,
     if_exists: Annotated[
         bool, typer.Option("--if-exists", help="A topic that does not exist is not an error.")
     ] = False,
     fmt: FormatOption = DEFAULT_FORMAT,
-    config_file: ConfigFileOption = None,
-    overrides: ConfigOverrideOption = None,
-    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+    *,
+    cluster: ClusterOptions,
 ) -> None:
     """Delete topics and all their records.
 
     Prints one row per topic: deleted, absent (with --if-exists) or Kafka's error name. Exit status 3
     if no named topic exists (without --if-exists), 1 for any other failure."""
     names = _unique(topics)
-    with admin_session(config_file, overrides, bootstrap_server) as admin:
+    with admin_session(*cluster) as admin:
         results = admin.delete_topics(names)
     rows = []
     reported: list[Result] = []
@@ -489,6 +487,7 @@ def delete(
 
 # -- alter -----------------------------------------------------------------------------------------
 @app.command("alter")
+@cluster_options
 def alter(
     topic: Annotated[str, typer.Argument(metavar="TOPIC", help="The topic to change.")],
     partitions: Annotated[
@@ -508,9 +507,8 @@ def alter(
     ] = None,
     validate_only: ValidateOnlyOption = False,
     fmt: FormatOption = DEFAULT_FORMAT,
-    config_file: ConfigFileOption = None,
-    overrides: ConfigOverrideOption = None,
-    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+    *,
+    cluster: ClusterOptions,
 ) -> None:
     """Add partitions to a topic and set or remove its configs.
 
@@ -529,7 +527,7 @@ def alter(
         )
     rows: list[dict[str, Any]] = []
     results: list[Result] = []
-    with admin_session(config_file, overrides, bootstrap_server) as admin:
+    with admin_session(*cluster) as admin:
         if partitions is not None:
             result = admin.create_partitions(name, partitions, validate_only=validate_only)
             rows.append(_change_row(result, f"partitions={partitions}", validate_only))

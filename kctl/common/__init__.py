@@ -1,2 +1,2 @@
-"""Bottom-layer utilities shared by every kctl package (config definitions). Imports nothing else
-from kctl."""
+"""Bottom-layer utilities shared by every kctl package (config definitions, the ``TopicPartition``
+value type). Imports nothing else from kctl."""

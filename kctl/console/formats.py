@@ -132,4 +132,4 @@ class RecordTemplate:
         self.parts = compile_template(template)
 
     def render(self, record: ConsumerRecord) -> bytes:
-        return b"".join(p if type(p) is bytes else p(record) for p in self.parts)  # type: ignore[operator,misc]
+        return b"".join(p if type(p) is bytes else p(record) for p in self.parts)  # type: ignore[operator]

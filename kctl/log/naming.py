@@ -1,12 +1,14 @@
 """File and directory names of the on-disk layout: ``<topic>_<partition>/`` partition directories,
 segment files named by their 20-digit base offset (``.log``, ``.index``, ``.timeindex``), and producer
-snapshots named by the 20-digit offset their state covers (``.snapshot``; not segment files)."""
+snapshots named by the 20-digit offset their state covers (``.snapshot``; not segment files).
+``TopicPartition`` is re-exported from ``kctl.common.topic_partition``."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import NamedTuple
+
+from kctl.common.topic_partition import TopicPartition
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -21,14 +23,6 @@ OFFSET_DIGITS = 20
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 _PARTITION_DIR = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)_(?P<partition>0|[1-9][0-9]*)$")
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}_{self.partition}"
 
 
 def validate_topic_name(topic: str) -> None:
@@ -46,6 +40,7 @@ def validate_topic_name(topic: str) -> None:
 
 
 def partition_dir_name(tp: TopicPartition) -> str:
+    """The partition directory's name, ``<topic>_<partition>`` (str(tp) is the display form, ``topic-0``)."""
     return f"{tp.topic}_{tp.partition}"
 
 

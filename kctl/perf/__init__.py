@@ -7,14 +7,14 @@ renders the results.
 * ``stats``    — ``LatencyHistogram`` (log-linear, weighted), ``LatencySummary``, ``IntervalStats`` /
   ``Interval`` (one progress interval), ``Sampler`` (which records to measure).
 * ``workload`` — ``TokenBucket`` (pacing), payloads and keys, ``parse_duration``, ``Warmup``.
-* ``run``      — ``Progress`` (how a run reports), ``Interrupts`` (Ctrl-C as a stop request).
+* ``run``      — ``Progress`` (how a run reports its ``Figures``), ``Interrupts`` (Ctrl-C as a stop request).
 * ``produce``  — ``ProduceRun`` and its ``ProduceSummary``.
 * ``consume``  — ``ConsumeRun`` and its ``ConsumeSummary``.
 """
 
 from kctl.perf.consume import ConsumeRun, ConsumeSummary, default_end, records_expected
 from kctl.perf.produce import METADATA_TIMEOUT, ProduceRun, ProduceSummary
-from kctl.perf.run import Interrupts, NoProgress, Progress
+from kctl.perf.run import Figures, Interrupts, NoProgress, Progress
 from kctl.perf.stats import MB, Interval, IntervalStats, LatencyHistogram, LatencySummary, Sampler
 from kctl.perf.workload import (
     TokenBucket,
@@ -30,6 +30,7 @@ __all__ = [
     "METADATA_TIMEOUT",
     "ConsumeRun",
     "ConsumeSummary",
+    "Figures",
     "Interrupts",
     "Interval",
     "IntervalStats",

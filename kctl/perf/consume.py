@@ -13,7 +13,7 @@ from typing import Any
 from kctl.client import TopicPartition
 from kctl.client.consumer import Consumer, ConsumerRecord
 from kctl.client.offsets_spec import OffsetPoint, OffsetRange, OffsetSpec, parse_offset_point
-from kctl.perf.run import TICK, Interrupts, Progress, monotonic
+from kctl.perf.run import TICK, Figures, Interrupts, Progress, monotonic
 from kctl.perf.stats import MB, IntervalStats, LatencyHistogram, LatencySummary, Sampler
 
 
@@ -130,18 +130,13 @@ class ConsumeRun:
     def _tick(self, now: float) -> None:
         elapsed = max((self.last_record or now) - self.started, 1e-9)
         rate = self.records / elapsed
-        self.progress.tick(
-            now,
-            self.stats,
-            records=self.records,
-            rate=rate,
-            mb_rate=self.bytes / MB / elapsed,
-            latency_ms=(
-                self.histogram.mean / 1000.0
-                if self.histogram is not None and self.histogram.mean is not None
-                else None
-            ),
+        latency_ms = (
+            self.histogram.mean / 1000.0
+            if self.histogram is not None and self.histogram.mean is not None
+            else None
         )
+        figures = Figures(self.records, rate, self.bytes / MB / elapsed, latency_ms)
+        self.progress.tick(now, self.stats, figures)
 
     def run(self) -> None:
         consumer, sampler, stats, histogram = self.consumer, self.sampler, self.stats, self.histogram

@@ -16,6 +16,7 @@ How it measures, and why:
 from __future__ import annotations
 
 import collections
+import functools
 import math
 import time
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from typing import Any
 
 from kctl.client import KafkaError
 from kctl.client.producer import Producer, ProducerClosedError, ProducerConfig, RecordFuture
-from kctl.perf.run import TICK, Interrupts, Progress, monotonic
+from kctl.perf.run import TICK, Figures, Interrupts, Progress, monotonic
 from kctl.perf.stats import MB, IntervalStats, LatencyHistogram, LatencySummary, Sampler
 from kctl.perf.workload import TokenBucket, Warmup
 
@@ -211,15 +212,9 @@ class ProduceRun:
             records, since = self.measured, self.measure_start
         rate = records / max(now - since, 1e-9)
         mean = self.histogram.mean
-        self.progress.tick(
-            now,
-            self.stats,
-            records=self.delivered,
-            rate=rate,
-            mb_rate=rate * self.record_bytes / MB,
-            latency_ms=mean / 1000.0 if mean is not None else None,
-            warmup=self.in_warmup,
-        )
+        latency_ms = mean / 1000.0 if mean is not None else None
+        figures = Figures(self.delivered, rate, rate * self.record_bytes / MB, latency_ms, self.in_warmup)
+        self.progress.tick(now, self.stats, figures)
 
     def run(self) -> None:
         bucket = TokenBucket(self.throughput) if self.throughput else None
@@ -283,9 +278,7 @@ class ProduceRun:
                     sent_at = monotonic()
                     future = send(topic, payload, key)
                     weight, warm = sampler.every, self.in_warmup
-                    future.add_done_callback(
-                        lambda f, s=sent_at, w=weight, m=warm: self._on_sample(s, w, m, f)
-                    )
+                    future.add_done_callback(functools.partial(self._on_sample, sent_at, weight, warm))
                     sampler.pick(i)
                 else:
                     future = send(topic, payload, key)

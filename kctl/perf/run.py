@@ -4,6 +4,7 @@ how it is asked to stop (`Interrupts`: Ctrl-C as a request rather than an except
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import time
 from typing import Any, Protocol
@@ -16,45 +17,31 @@ TICK = 0.05
 monotonic = time.monotonic
 
 
+@dataclasses.dataclass(frozen=True)
+class Figures:
+    """A run's figures so far: `records` done, the `rate` (records/s) and `mb_rate` (MB/s) of the
+    measured part, the mean latency (None when not measured), and whether it is in the warm-up."""
+
+    records: int
+    rate: float
+    mb_rate: float
+    latency_ms: float | None
+    warmup: bool = False
+
+
 class Progress(Protocol):
-    """Receives a run's figures as it goes; `tick` is called about every `TICK` seconds."""
+    """Receives a run's figures as it goes; `tick` is called about every `TICK` seconds. The
+    methods do nothing unless an implementation overrides them."""
 
     def start(self, now: float, *, warmup: bool = False) -> None:
         """The run's clock starts at `now` (in the warm-up or not)."""
 
-    def tick(
-        self,
-        now: float,
-        stats: IntervalStats,
-        *,
-        records: int,
-        rate: float,
-        mb_rate: float,
-        latency_ms: float | None,
-        warmup: bool = False,
-    ) -> None:
-        """The figures so far: `records` done, the `rate` (records/s) and `mb_rate` (MB/s) of the
-        measured part, the mean latency; `stats` holds the current interval (take() it to report)."""
+    def tick(self, now: float, stats: IntervalStats, figures: Figures) -> None:
+        """The figures so far; `stats` holds the current interval (take() it to report)."""
 
 
-class NoProgress:
+class NoProgress(Progress):
     """A `Progress` that reports nothing."""
-
-    def start(self, now: float, *, warmup: bool = False) -> None:
-        pass
-
-    def tick(
-        self,
-        now: float,
-        stats: IntervalStats,
-        *,
-        records: int,
-        rate: float,
-        mb_rate: float,
-        latency_ms: float | None,
-        warmup: bool = False,
-    ) -> None:
-        pass
 
 
 class Interrupts:

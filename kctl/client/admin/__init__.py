@@ -24,7 +24,6 @@ from kctl.client.admin.results import (
     DeleteRecordsResult,
     LogDirDescription,
     NewTopic,
-    OffsetResult,
     PartitionInfo,
     ReplicaLogInfo,
     Result,
@@ -32,6 +31,7 @@ from kctl.client.admin.results import (
     TopicDescription,
     raise_for_errors,
 )
+from kctl.client.consumer.offsets import OffsetResult
 from kctl.protocol.configs import AlterConfigOp, ConfigSource
 
 __all__ = [

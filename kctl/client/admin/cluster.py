@@ -3,6 +3,7 @@ brokers) and the brokers' log directories (DescribeLogDirs: replicas and their s
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any
 
@@ -90,7 +91,7 @@ class ClusterAdmin(AdminBase):
             return [_log_dir(broker_id, result) for result in r.results]
 
         return {
-            broker_id: self.cluster.retry(lambda b=broker_id: ask(b), deadline=deadline)
+            broker_id: self.cluster.retry(functools.partial(ask, broker_id), deadline=deadline)
             for broker_id in sorted(set(brokers))
         }
 

@@ -1,5 +1,7 @@
 """Offset and record admin calls, sent to each partition's leader: list offsets (ListOffsets:
-earliest, latest, max-timestamp or by time) and delete records below an offset (DeleteRecords)."""
+earliest, latest, max-timestamp or by time; the consumer's lookup, whose names ``EARLIEST``,
+``LATEST``, ``MAX_TIMESTAMP``, ``OFFSET_SPECS``, ``OffsetSpec`` and ``OffsetResult`` this module
+offers too) and delete records below an offset (DeleteRecords)."""
 
 from __future__ import annotations
 
@@ -7,8 +9,17 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kctl.client.admin.base import AdminBase, Outcome
-from kctl.client.admin.results import DeleteRecordsResult, OffsetResult
+from kctl.client.admin.results import DeleteRecordsResult
 from kctl.client.cluster import Deadline
+from kctl.client.consumer.offsets import (
+    EARLIEST,
+    LATEST,
+    MAX_TIMESTAMP,
+    OFFSET_SPECS,
+    OffsetResult,
+    list_offsets,
+)
+from kctl.client.consumer.offsets import ListOffsetsSpec as OffsetSpec
 from kctl.client.types import TopicPartition
 from kctl.protocol import ApiKey
 from kctl.protocol.messages.delete_records import (
@@ -16,37 +27,16 @@ from kctl.protocol.messages.delete_records import (
     DeleteRecordsRequest,
     DeleteRecordsTopic,
 )
-from kctl.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 
-EARLIEST = -2
-LATEST = -1
-MAX_TIMESTAMP = -3
-OFFSET_SPECS: dict[str, int] = {"earliest": EARLIEST, "latest": LATEST, "max-timestamp": MAX_TIMESTAMP}
-"""The named ``list_offsets`` specs and the timestamps Kafka's ListOffsets uses for them."""
-
-OffsetSpec = str | int
-"""``"earliest"``, ``"latest"``, ``"max-timestamp"`` or a timestamp in ms (first offset at or after it)."""
-
-
-
-def _offset_timestamp(spec: OffsetSpec) -> int:
-    if isinstance(spec, bool):
-        raise ValueError(f"bad offset spec {spec!r}")
-    if isinstance(spec, int):
-        if spec < 0 and spec not in (EARLIEST, LATEST, MAX_TIMESTAMP):
-            raise ValueError(f"bad offset spec {spec}: a timestamp in ms, or earliest/latest/max-timestamp")
-        return spec
-    text = str(spec).strip().lower()
-    if text in OFFSET_SPECS:
-        return OFFSET_SPECS[text]
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(
-            f"bad offset spec {spec!r}: expected earliest, latest, max-timestamp or a timestamp in ms"
-        ) from None
-    return _offset_timestamp(value)
-
+__all__ = [
+    "EARLIEST",
+    "LATEST",
+    "MAX_TIMESTAMP",
+    "OFFSET_SPECS",
+    "OffsetResult",
+    "OffsetSpec",
+    "RecordAdmin",
+]
 
 
 class RecordAdmin(AdminBase):
@@ -63,53 +53,11 @@ class RecordAdmin(AdminBase):
         """Offsets of partitions (ListOffsets, to each leader): ``spec`` is ``"earliest"`` (the log
         start offset), ``"latest"`` (the high watermark), ``"max-timestamp"`` (the record with the
         largest timestamp) or a timestamp in ms (the first offset at or after it; -1 if none).
-        A mapping gives each partition its own spec. ``isolation_level`` 1 is READ_COMMITTED."""
-        if isinstance(topic_partitions, Mapping):
-            specs = {TopicPartition(*tp): _offset_timestamp(s) for tp, s in topic_partitions.items()}
-        else:
-            timestamp = _offset_timestamp(spec)
-            specs = {TopicPartition(*tp): timestamp for tp in topic_partitions}
-        if not specs:
-            return {}
-        deadline = self._deadline(timeout)
-        min_version = 7 if MAX_TIMESTAMP in specs.values() else (2 if isolation_level else None)
-
-        def build(group: dict[TopicPartition, int], version: int, deadline: Deadline) -> ListOffsetsRequest:
-            by_topic: dict[str, list[ListOffsetsPartition]] = {}
-            for tp, ts in group.items():
-                by_topic.setdefault(tp.topic, []).append(
-                    ListOffsetsPartition(partition_index=tp.partition, timestamp=ts, max_num_offsets=1)
-                )
-            return ListOffsetsRequest(
-                replica_id=-1,
-                isolation_level=isolation_level,
-                topics=[ListOffsetsTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
-            )
-
-        def parse(response: Any) -> dict[TopicPartition, Outcome]:
-            out: dict[TopicPartition, Outcome] = {}
-            for t in response.topics:
-                for p in t.partitions:
-                    offset, ts = p.offset, p.timestamp
-                    if p.old_style_offsets:  # v0
-                        offset, ts = p.old_style_offsets[0], -1
-                    tp = TopicPartition(t.name, p.partition_index)
-                    out[tp] = Outcome(p.error_code, None, OffsetResult(tp, offset, ts, p.leader_epoch))
-            return out
-
-        outcomes = self._per_leader(
-            specs, ApiKey.LIST_OFFSETS, build, parse, deadline, min_version=min_version
+        A mapping gives each partition its own spec. ``isolation_level`` 1 is READ_COMMITTED.
+        The consumer's lookup (``kctl.client.consumer.offsets.list_offsets``) answers it."""
+        return list_offsets(
+            self.cluster, topic_partitions, spec, isolation_level=isolation_level, timeout=timeout
         )
-        results = {}
-        for tp in specs:
-            outcome = outcomes[tp]
-            if outcome.error_code or outcome.payload is None:
-                results[tp] = OffsetResult(
-                    tp, error_code=outcome.error_code, error_message=outcome.error_message
-                )
-            else:
-                results[tp] = outcome.payload
-        return results
 
     def delete_records(
         self, offsets: Mapping[TopicPartition, int], *, timeout: float | None = None

@@ -152,20 +152,6 @@ class TopicConfigs(Result):
 
 
 @dataclasses.dataclass(frozen=True)
-class OffsetResult(_Outcome):
-    """ListOffsets for one partition: ``offset`` (-1 when none), the record's ``timestamp`` (-1 when
-    not applicable), the leader epoch; or an error."""
-
-    topic_partition: TopicPartition
-    offset: int = -1
-    timestamp: int = -1
-    leader_epoch: int = -1
-    error_code: int = 0
-    error_message: str | None = None
-
-
-
-@dataclasses.dataclass(frozen=True)
 class DeleteRecordsResult(_Outcome):
     """DeleteRecords for one partition: the new log start offset (``low_watermark``) or an error."""
 

@@ -1,16 +1,19 @@
-"""The consumer's configuration: ``ConsumerConfig`` (Kafka's consumer property names, on top of every
-``ClientConfig`` property) and ``coerce_consumer_config``, which makes one from what callers pass."""
+"""The consumer's configuration: ``CONSUMER_CONFIGS`` (the consumer's own keys, on top of every
+``ClientConfig`` property, as a ``ConfigDef``) and ``ConsumerConfig``, the settings object made from it
+(``ConsumerConfig.coerce`` makes one from what callers pass)."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, ClassVar
 
-from kctl.client.config import ClientConfig, ClientConfigError
+from kctl.client.config import CLIENT_CONFIGS, ClientConfig
 from kctl.client.consumer.fetcher import READ_COMMITTED, READ_UNCOMMITTED
+from kctl.common.config_def import ConfigDef, ConfigKey, Custom, Importance, OneOf, Range
+from kctl.common.config_def import ConfigType as T
 
-__all__ = ["ConsumerConfig", "coerce_consumer_config"]
+__all__ = ["CONSUMER_CONFIGS", "ISOLATION_LEVELS", "ConsumerConfig"]
 
 _RESET_ALIASES = {
     "earliest": "earliest",
@@ -22,105 +25,102 @@ _RESET_ALIASES = {
     "none": "none",
     "error": "none",
 }
-_ISOLATION = {"read_uncommitted": READ_UNCOMMITTED, "read_committed": READ_COMMITTED}
+ISOLATION_LEVELS = {"read_uncommitted": READ_UNCOMMITTED, "read_committed": READ_COMMITTED}
+"""``isolation.level`` -> the number a Fetch or ListOffsets request carries."""
 
 
-def _parse_int(minimum: int) -> Callable[[str, str], int]:
-    def parse(key: str, text: str) -> int:
-        try:
-            value = int(text.strip())
-        except ValueError:
-            raise ClientConfigError(f"{key}: expected an integer, got {text!r}") from None
-        if value < minimum:
-            raise ClientConfigError(f"{key}: must be at least {minimum}, got {value}")
-        return value
-
-    return parse
+def _offset_reset(value: str) -> str:
+    reset = _RESET_ALIASES.get(str(value).strip().lower())
+    if reset is None:
+        raise ValueError(f"expected earliest, latest or none, got {value!r}")
+    return reset
 
 
-def _parse_bool(key: str, text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("true", "1", "yes"):
-        return True
-    if value in ("false", "0", "no"):
-        return False
-    raise ClientConfigError(f"{key}: expected true or false, got {text!r}")
-
-
-def _parse_reset(key: str, text: str) -> str:
-    value = _RESET_ALIASES.get(text.strip().lower())
-    if value is None:
-        raise ClientConfigError(f"{key}: expected earliest, latest or none, got {text!r}")
-    return value
-
-
-def _parse_isolation(key: str, text: str) -> str:
-    value = text.strip().lower()
-    if value not in _ISOLATION:
-        raise ClientConfigError(f"{key}: expected read_uncommitted or read_committed, got {text!r}")
-    return value
+CONSUMER_CONFIGS = CLIENT_CONFIGS.extend(
+    "consumer",
+    [
+        ConfigKey(
+            "fetch.min.bytes",
+            T.INT,
+            1,
+            Range(0),
+            "The broker answers a fetch once this much data is there (or fetch.max.wait.ms passed).",
+            Importance.HIGH,
+        ),
+        ConfigKey(
+            "fetch.max.wait.ms",
+            T.INT,
+            500,
+            Range(0),
+            "The longest a broker holds a fetch waiting for fetch.min.bytes.",
+            Importance.LOW,
+        ),
+        ConfigKey(
+            "fetch.max.bytes",
+            T.INT,
+            52_428_800,
+            Range(1),
+            "The most data one fetch response may carry (a larger first batch still comes back whole).",
+        ),
+        ConfigKey(
+            "max.partition.fetch.bytes",
+            T.INT,
+            1_048_576,
+            Range(1),
+            "The most data per partition in one fetch response.",
+            Importance.HIGH,
+        ),
+        ConfigKey("max.poll.records", T.INT, 500, Range(1), "The most records one poll returns."),
+        ConfigKey(
+            "auto.offset.reset",
+            T.STRING,
+            "latest",
+            Custom(_offset_reset, "earliest (smallest, beginning), latest (largest, end), none (error)"),
+            "Where a partition without a valid position starts: earliest, latest, or none (an error).",
+        ),
+        ConfigKey(
+            "check.crcs", T.BOOLEAN, True, None, "Verify each fetched batch's CRC-32C.", Importance.LOW
+        ),
+        ConfigKey(
+            "isolation.level",
+            T.STRING,
+            "read_uncommitted",
+            OneOf(tuple(ISOLATION_LEVELS), case_insensitive=True),
+            "Sent with each fetch; the kctl broker has no transactions, so both levels read the same.",
+        ),
+    ],
+)
+_default = CONSUMER_CONFIGS.default_of
 
 
 @dataclasses.dataclass(frozen=True)
 class ConsumerConfig(ClientConfig):
-    """Consumer settings under Kafka's consumer property names; defaults are Kafka's."""
+    """Consumer settings under Kafka's consumer property names, documented in ``CONSUMER_CONFIGS``;
+    defaults are Kafka's."""
 
-    fetch_min_bytes: int = 1
-    """The broker answers a fetch once this much data is there (or ``fetch_max_wait_ms`` passed)."""
-    fetch_max_wait_ms: int = 500
-    """The longest a broker holds a fetch waiting for ``fetch_min_bytes``."""
-    fetch_max_bytes: int = 52_428_800
-    """The most data one fetch response may carry (a larger first batch still comes back whole)."""
-    max_partition_fetch_bytes: int = 1_048_576
-    """The most data per partition in one fetch response."""
-    max_poll_records: int = 500
-    """The most records one ``poll`` returns."""
-    auto_offset_reset: str = "latest"
-    """Where a partition without a valid position starts: earliest, latest, or none (an error)."""
-    check_crcs: bool = True
-    """Verify each fetched batch's CRC-32C."""
-    isolation_level: str = "read_uncommitted"
-    """Sent with each fetch; the kctl broker has no transactions, so both levels read the same."""
+    fetch_min_bytes: int = _default("fetch.min.bytes")
+    fetch_max_wait_ms: int = _default("fetch.max.wait.ms")
+    fetch_max_bytes: int = _default("fetch.max.bytes")
+    max_partition_fetch_bytes: int = _default("max.partition.fetch.bytes")
+    max_poll_records: int = _default("max.poll.records")
+    auto_offset_reset: str = _default("auto.offset.reset")
+    check_crcs: bool = _default("check.crcs")
+    isolation_level: str = _default("isolation.level")
 
-    PROPERTIES: ClassVar[dict[str, tuple[str, Callable[[str, str], Any]]]] = {
-        **ClientConfig.PROPERTIES,
-        "fetch.min.bytes": ("fetch_min_bytes", _parse_int(0)),
-        "fetch.max.wait.ms": ("fetch_max_wait_ms", _parse_int(0)),
-        "fetch.max.bytes": ("fetch_max_bytes", _parse_int(1)),
-        "max.partition.fetch.bytes": ("max_partition_fetch_bytes", _parse_int(1)),
-        "max.poll.records": ("max_poll_records", _parse_int(1)),
-        "auto.offset.reset": ("auto_offset_reset", _parse_reset),
-        "check.crcs": ("check_crcs", _parse_bool),
-        "isolation.level": ("isolation_level", _parse_isolation),
-    }
+    CONFIG_DEF: ClassVar[ConfigDef] = CONSUMER_CONFIGS
+    PROPERTIES: ClassVar[dict[str, tuple[str, Callable[[str, str], Any]]]] = (
+        CONSUMER_CONFIGS.attribute_parsers()
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        reset = _RESET_ALIASES.get(str(self.auto_offset_reset).lower())
-        if reset is None:
-            raise ClientConfigError(f"auto.offset.reset: expected earliest, latest or none, got {reset!r}")
-        object.__setattr__(self, "auto_offset_reset", reset)
-        if self.isolation_level not in _ISOLATION:
-            raise ClientConfigError(
-                f"isolation.level: expected read_uncommitted or read_committed, got {self.isolation_level!r}"
-            )
+        # the Python names take Kafka's spellings too: auto_offset_reset="smallest"
+        for name in ("auto.offset.reset", "isolation.level"):
+            attribute = CONSUMER_CONFIGS[name].attribute
+            object.__setattr__(self, attribute, CONSUMER_CONFIGS.parse_value(name, getattr(self, attribute)))
 
     @property
     def fetch_max_wait(self) -> float:
         """``fetch.max.wait.ms`` in seconds."""
         return self.fetch_max_wait_ms / 1000.0
 
-
-def coerce_consumer_config(
-    config: ClientConfig | Mapping[str, str] | None, **overrides: Any
-) -> ConsumerConfig:
-    """A ``ConsumerConfig`` from a config object, Kafka properties, or None; ``overrides`` are Python
-    field names and win. A plain ``ClientConfig`` keeps its shared settings."""
-    if config is None:
-        return ConsumerConfig(**overrides)
-    if isinstance(config, ConsumerConfig):
-        return dataclasses.replace(config, **overrides) if overrides else config
-    if isinstance(config, ClientConfig):
-        shared = {f.name: getattr(config, f.name) for f in dataclasses.fields(ClientConfig)}
-        return ConsumerConfig(**{**shared, **overrides})
-    return ConsumerConfig.from_properties(config, **overrides)  # type: ignore[return-value]

@@ -64,7 +64,7 @@ from typing import Any, Protocol
 from kctl.client.cluster import ClusterClient
 from kctl.client.config import ClientConfig
 from kctl.client.connection import BrokerConnection, InFlightRequest
-from kctl.client.consumer.config import _ISOLATION, coerce_consumer_config
+from kctl.client.consumer.config import ISOLATION_LEVELS, ConsumerConfig
 from kctl.client.consumer.fetcher import (
     FETCH_MAX_VERSION,
     FETCH_MIN_VERSION,
@@ -177,11 +177,11 @@ class Consumer:
     ) -> None:
         if isinstance(bootstrap_servers, ClusterClient):
             base = config if config is not None else bootstrap_servers.config
-            self.config = coerce_consumer_config(base, **overrides)
+            self.config = ConsumerConfig.coerce(base, **overrides)
             self._cluster = bootstrap_servers
             self._owns_cluster = False
         else:
-            self.config = coerce_consumer_config(config, **overrides)
+            self.config = ConsumerConfig.coerce(config, **overrides)
             self._cluster = ClusterClient(bootstrap_servers, self.config)
             self._owns_cluster = True
         self._subscription = SubscriptionState(
@@ -194,7 +194,7 @@ class Consumer:
         self._in_flight: set[TopicPartition] = set()
         self._rotation = 0
         self._prefetch_wait_ms = self.config.fetch_max_wait_ms
-        self._isolation = _ISOLATION[self.config.isolation_level]
+        self._isolation = ISOLATION_LEVELS[self.config.isolation_level]
         self._membership: MembershipHooks | None = None
         self._closed = False
 

@@ -9,30 +9,23 @@ first-at-a-time offset of partitions, asked of each partition's leader over a ``
 
 The consumer positions its partitions with it (``seek_to_beginning``, ``end_offsets``,
 ``offsets_for_times``, ``auto.offset.reset``); it needs nothing but a ``ClusterClient``, so the admin
-client can answer its own ``list_offsets`` with it too. One request per leader, all sent before any
+client answers its own ``list_offsets`` with it too. One request per leader, all sent before any
 answer is read; partitions that fail with a retriable error (a leader that moved, a lost connection,
 ...) are asked again after a backoff (``retry.backoff.ms``, doubling to ``retry.backoff.max.ms``) with
-fresh metadata, until the deadline; the result of each partition is its offset or its last error.
+fresh metadata, until the deadline (``kctl.client.leader_requests``); the result of each partition is
+its offset or its last error.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import random
-import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from kctl.client.cluster import RETRIABLE_CODES, ClusterClient, Deadline, is_retriable
-from kctl.client.errors import (
-    BrokerResponseError,
-    IncompatibleBrokerError,
-    KafkaConnectionError,
-    KafkaError,
-    KafkaTimeoutError,
-)
+from kctl.client.cluster import ClusterClient, Deadline
+from kctl.client.leader_requests import Outcome, per_leader
 from kctl.client.types import TopicPartition
-from kctl.protocol import ApiKey, ErrorCode, error_name
+from kctl.protocol import ApiKey, error_name
 from kctl.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 
 __all__ = [
@@ -54,9 +47,6 @@ OFFSET_SPECS: dict[str, int] = {"earliest": EARLIEST, "latest": LATEST, "max-tim
 
 ListOffsetsSpec = str | int
 """``"earliest"``, ``"latest"``, ``"max-timestamp"`` or a timestamp in ms (first offset at or after it)."""
-
-_Outcome = tuple[int, str | None, tuple[int, int, int] | None]
-"""(error code, error message, (offset, timestamp, leader epoch)) of one partition."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,121 +114,33 @@ def list_offsets(
         specs = {TopicPartition(*tp): timestamp for tp in topic_partitions}
     if not specs:
         return {}
-    lookup = _Lookup(cluster, specs, isolation_level, cluster.deadline(timeout))
-    outcomes = lookup.run()
+    min_version = 7 if MAX_TIMESTAMP in specs.values() else (2 if isolation_level else None)
+    outcomes = per_leader(
+        cluster,
+        specs,
+        ApiKey.LIST_OFFSETS,
+        _request(isolation_level),
+        _parse,
+        cluster.deadline(timeout),
+        min_version=min_version,
+    )
     results = {}
     for tp in specs:
-        code, message, payload = outcomes[tp]
-        if code or payload is None:
-            results[tp] = OffsetResult(tp, error_code=code, error_message=message)
+        outcome = outcomes[tp]
+        if outcome.error_code or outcome.payload is None:
+            results[tp] = OffsetResult(tp, error_code=outcome.error_code, error_message=outcome.error_message)
         else:
-            offset, ts, epoch = payload
-            results[tp] = OffsetResult(tp, offset, ts, epoch)
+            results[tp] = outcome.payload
     return results
 
 
-def _error_code_of(error: KafkaError) -> int:
-    if isinstance(error, BrokerResponseError):
-        return error.code
-    if isinstance(error, KafkaTimeoutError):
-        return ErrorCode.REQUEST_TIMED_OUT
-    if isinstance(error, KafkaConnectionError):
-        return ErrorCode.NETWORK_EXCEPTION
-    if isinstance(error, IncompatibleBrokerError):
-        return ErrorCode.UNSUPPORTED_VERSION
-    return ErrorCode.UNKNOWN_SERVER_ERROR
+_Build = Callable[[dict[TopicPartition, int], int, Deadline], ListOffsetsRequest]
 
 
-class _Lookup:
-    """One ``list_offsets`` call: attempts over the partitions still pending, until each has its
-    offset or an error that is not retriable, or the deadline passes."""
+def _request(isolation_level: int) -> _Build:
+    """The ``build`` of a leader's ListOffsets request, with ``isolation_level``."""
 
-    def __init__(
-        self,
-        cluster: ClusterClient,
-        specs: dict[TopicPartition, int],
-        isolation_level: int,
-        deadline: Deadline,
-    ) -> None:
-        self.cluster = cluster
-        self.specs = specs
-        self.isolation_level = isolation_level
-        self.deadline = deadline
-        self.min_version = 7 if MAX_TIMESTAMP in specs.values() else (2 if isolation_level else None)
-
-    def run(self) -> dict[TopicPartition, _Outcome]:
-        config = self.cluster.config
-        final: dict[TopicPartition, _Outcome] = {}
-        pending = list(self.specs)
-        backoff = config.retry_backoff_ms / 1000.0
-        while pending:
-            raised: KafkaError | None = None
-            try:
-                outcomes = self.attempt(pending)
-            except KafkaError as error:
-                if not is_retriable(error):
-                    raise
-                raised = error
-                outcomes = {tp: (_error_code_of(error), str(error), None) for tp in pending}
-            retry: list[TopicPartition] = []
-            for tp in pending:
-                outcome = outcomes.get(
-                    tp, (ErrorCode.UNKNOWN_SERVER_ERROR, "the broker's response did not mention it", None)
-                )
-                if outcome[0] and outcome[0] in RETRIABLE_CODES:
-                    retry.append(tp)
-                final[tp] = outcome
-            if not retry:
-                break
-            wait = backoff * random.uniform(0.8, 1.2)
-            if self.deadline.remaining() <= wait:
-                if raised is not None and len(retry) == len(pending):
-                    raise raised
-                break
-            self.cluster.mark_stale()
-            time.sleep(wait)
-            backoff = min(backoff * 2, config.retry_backoff_max_ms / 1000.0)
-            pending = retry
-        return final
-
-    def attempt(self, pending: list[TopicPartition]) -> dict[TopicPartition, _Outcome]:
-        """One request per leader of the pending partitions (all sent, then all received)."""
-        cluster, deadline = self.cluster, self.deadline
-        outcomes: dict[TopicPartition, _Outcome] = {}
-        groups: dict[int, dict[TopicPartition, int]] = {}
-        for tp in pending:
-            try:
-                leader = cluster.leader_for(tp, deadline=deadline)
-            except BrokerResponseError as error:
-                outcomes[tp] = (error.code, error.message, None)
-                continue
-            groups.setdefault(leader, {})[tp] = self.specs[tp]
-        sent = []
-        for leader, group in groups.items():
-            try:
-                conn = cluster.connection(leader, deadline=deadline)
-                version = conn.version_for(ApiKey.LIST_OFFSETS, min_version=self.min_version)
-                sent.append((conn, conn.send(ApiKey.LIST_OFFSETS, self.request(group), version), group))
-            except KafkaError as error:
-                if not error.retriable and not isinstance(error, IncompatibleBrokerError):
-                    raise
-                outcomes.update({tp: (_error_code_of(error), str(error), None) for tp in group})
-        for conn, in_flight, group in sent:
-            try:
-                response = conn.receive(in_flight, timeout=deadline.timeout(cluster.config.request_timeout))
-            except KafkaError as error:
-                if not error.retriable:
-                    raise
-                outcomes.update({tp: (_error_code_of(error), str(error), None) for tp in group})
-                continue
-            parsed = self.parse(response)
-            for tp in group:
-                outcomes[tp] = parsed.get(
-                    tp, (ErrorCode.UNKNOWN_SERVER_ERROR, "the leader's response did not mention it", None)
-                )
-        return outcomes
-
-    def request(self, group: dict[TopicPartition, int]) -> ListOffsetsRequest:
+    def build(group: dict[TopicPartition, int], version: int, deadline: Deadline) -> ListOffsetsRequest:
         by_topic: dict[str, list[ListOffsetsPartition]] = {}
         for tp, ts in group.items():
             by_topic.setdefault(tp.topic, []).append(
@@ -246,18 +148,20 @@ class _Lookup:
             )
         return ListOffsetsRequest(
             replica_id=-1,
-            isolation_level=self.isolation_level,
+            isolation_level=isolation_level,
             topics=[ListOffsetsTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
         )
 
-    @staticmethod
-    def parse(response: Any) -> dict[TopicPartition, _Outcome]:
-        out: dict[TopicPartition, _Outcome] = {}
-        for t in response.topics:
-            for p in t.partitions:
-                offset, ts = p.offset, p.timestamp
-                if p.old_style_offsets:  # v0
-                    offset, ts = p.old_style_offsets[0], -1
-                tp = TopicPartition(t.name, p.partition_index)
-                out[tp] = (p.error_code, None, (offset, ts, p.leader_epoch))
-        return out
+    return build
+
+
+def _parse(response: Any) -> dict[TopicPartition, Outcome]:
+    out: dict[TopicPartition, Outcome] = {}
+    for t in response.topics:
+        for p in t.partitions:
+            offset, ts = p.offset, p.timestamp
+            if p.old_style_offsets:  # v0
+                offset, ts = p.old_style_offsets[0], -1
+            tp = TopicPartition(t.name, p.partition_index)
+            out[tp] = Outcome(p.error_code, None, OffsetResult(tp, offset, ts, p.leader_epoch))
+    return out

@@ -161,7 +161,7 @@ class StickyAssignor(Assignor):
     """Kafka's StickyAssignor: balance first, then keep partitions where they were."""
 
     name = "sticky"
-    protocols = (RebalanceProtocol.EAGER,)
+    protocols: tuple[RebalanceProtocol, ...] = (RebalanceProtocol.EAGER,)
 
     def subscription_user_data(self, owned: Sequence[TopicPartition], generation: int) -> bytes | None:
         # Kafka's StickyAssignorUserData v1, for members that read the previous assignment there

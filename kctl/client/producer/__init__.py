@@ -8,7 +8,7 @@ from kctl.client.producer.batch import (
     RecordFuture,
     RecordMetadata,
 )
-from kctl.client.producer.producer import HeadersInput, Producer
+from kctl.client.producer.producer import HeadersInput, Producer, RecordFields
 from kctl.client.producer_config import ProducerConfig
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "Producer",
     "ProducerClosedError",
     "ProducerConfig",
+    "RecordFields",
     "RecordFuture",
     "RecordMetadata",
 ]

@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 from kctl.client.errors import BrokerResponseError, KafkaError, KafkaTimeoutError
 from kctl.client.partitioner import DefaultPartitioner, Partitioner, load_partitioner, murmur2
-from kctl.client.producer.batch import ProducerBatch, ProducerClosedError, RecordFuture
+from kctl.client.producer.batch import ProducerBatch, ProducerClosedError, RecordFuture, no_builder
 from kctl.client.producer.idempotence import Idempotence
 from kctl.client.producer_config import ProducerConfig
 from kctl.protocol import ErrorCode
@@ -395,7 +395,7 @@ class RecordAccumulator:
             self._idempotence.batch_failed(batch, self._partitions.get(batch.tp))
         batch.data = None
         batch.builder = None
-        batch.append = None
+        batch.append = no_builder
         batch.pending = []
         batch.futures = []  # no cycle between a done batch and its futures: freed without the GC
         self._release(batch)

@@ -18,7 +18,7 @@ from concurrent.futures import Future
 from typing import Any, NamedTuple
 
 from kctl.client.errors import KafkaError, KafkaTimeoutError
-from kctl.records.builder import RecordBatchBuilder
+from kctl.records.builder import HeaderInput, RecordBatchBuilder
 from kctl.records.header import HEADER_SIZE
 
 __all__ = [
@@ -65,6 +65,17 @@ class DeliveryTimeoutError(KafkaTimeoutError):
             message = f"{message}: {cause}"
         super().__init__(message)
         self.cause = cause
+
+
+AppendRecord = Callable[[int, bytes | None, bytes | None, Iterable[HeaderInput]], None]
+"""``append(timestamp, key, value, headers)`` of a batch's builder."""
+
+
+def no_builder(
+    timestamp: int, key: bytes | None, value: bytes | None, headers: Iterable[HeaderInput]
+) -> None:
+    """The ``append`` of a batch without a builder (a placeholder, or a batch that is done)."""
+    raise RuntimeError("this batch has no builder: a placeholder (its records wait in pending) or done")
 
 
 class ProducerBatch:
@@ -117,7 +128,7 @@ class ProducerBatch:
         self.partition = partition
         self.tp = (topic, partition)
         self.builder = builder
-        self.append = builder.append if builder is not None else None
+        self.append: AppendRecord = builder.append if builder is not None else no_builder
         self.futures: list[RecordFuture] = []
         self.pending: list[tuple[Any, ...]] = []  # placeholder: (key, value, headers, partition, size)
         self.size = HEADER_SIZE
@@ -143,7 +154,7 @@ class ProducerBatch:
         return f"<batch {self.id} {self.topic}-{self.partition} {len(self.futures)} records {state}>"
 
 
-class RecordFuture(Future):  # type: ignore[type-arg]
+class RecordFuture(Future):
     """The future of one record: its ``RecordMetadata``, or the error that kept it from the broker.
 
     A ``concurrent.futures.Future`` whose state lives in its batch (``Future.__init__`` is not run:
@@ -157,22 +168,23 @@ class RecordFuture(Future):  # type: ignore[type-arg]
         self._index = index
         self._timestamp = timestamp
 
-    # the attributes Future's methods (and concurrent.futures.wait/as_completed) use
+    # the attributes Future's methods (and concurrent.futures.wait/as_completed) use, read from the
+    # batch: read-only properties where Future has plain attributes (set only by its own methods)
     @property
-    def _condition(self) -> threading.Condition:
+    def _condition(self) -> threading.Condition:  # type: ignore[override]
         return self._batch.condition
 
     @property
-    def _state(self) -> str:
+    def _state(self) -> str:  # type: ignore[override]
         return _FINISHED if self._batch.done else _RUNNING
 
     @property
-    def _exception(self) -> BaseException | None:
+    def _exception(self) -> BaseException | None:  # type: ignore[override]
         batch = self._batch
         return batch.error if batch.done else None
 
     @property
-    def _result(self) -> RecordMetadata | None:
+    def _result(self) -> RecordMetadata | None:  # type: ignore[override]
         batch = self._batch
         if not batch.done or batch.error is not None:
             return None

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from kctl.client.cluster import ClusterClient, Deadline
 from kctl.client.config import ClientConfig
@@ -64,9 +64,19 @@ from kctl.client.producer.sender import Sender
 from kctl.client.producer_config import ProducerConfig
 from kctl.protocol import ErrorCode
 
-__all__ = ["HeadersInput", "Producer"]
+__all__ = ["HeadersInput", "Producer", "RecordFields"]
 
 HeadersInput = Sequence[tuple[str | bytes, bytes | str | None]] | Mapping[str, bytes | str | None]
+
+
+class RecordFields(TypedDict, total=False):
+    """A record's fields besides its topic and value, as ``Producer.send`` takes them."""
+
+    key: bytes | str | None
+    headers: HeadersInput | None
+    partition: int | None
+    timestamp: int | None
+
 
 _time = time.time
 _monotonic = time.monotonic
@@ -143,7 +153,12 @@ class Producer(RecordAccumulator):
             timestamp = int(_time() * 1000)
         info = self._topics.get(topic)
         future = None
-        if info is not None and (partition is None or 0 <= partition < len(info.partitions)):
+        if (
+            info is not None
+            and (partition is None or 0 <= partition < len(info.partitions))
+            and (key is None or type(key) is bytes)  # str keys and values: encoded on the slow path
+            and (value is None or type(value) is bytes)
+        ):
             size = RECORD_OVERHEAD
             try:
                 if value is not None:
@@ -160,32 +175,35 @@ class Producer(RecordAccumulator):
                 future = self._reject(topic, -1 if partition is None else partition, size, timestamp)
             elif size >= 0:
                 sticky = self._sticky if partition is None and key is None else None
-                if sticky is None and partition is None:
-                    hashes = self._key_hashes
-                    if hashes is not None and type(key) is bytes:  # the default partitioner's murmur2
-                        positive = hashes.get(key)
-                        if positive is None:
-                            positive = self._hash_key(key)
-                        partition = info.partitions[positive % len(info.partitions)]
-                    else:
-                        partition = self._partitioner.partition(topic, key, info.partitions, info.available)
+                if sticky is None:
+                    if partition is None:
+                        hashes = self._key_hashes
+                        if hashes is not None and key is not None:  # the default partitioner's murmur2
+                            positive = hashes.get(key)
+                            if positive is None:
+                                positive = self._hash_key(key)
+                            partition = info.partitions[positive % len(info.partitions)]
+                        else:
+                            partitions, available = info.partitions, info.available
+                            partition = self._partitioner.partition(topic, key, partitions, available)
+                    tp = (topic, partition)
                 with self._lock:
                     if sticky is not None:  # the open batch of the partition records without a key go to
                         batch = sticky.get(topic)
                         if batch is None or batch.size + size > self._batch_size:
                             batch = self._sticky_batch(topic, info, size)
                     else:
-                        tp = (topic, partition)
                         batch = self._open.get(tp)
                         if batch is None or batch.size + size > self._batch_size:
                             batch = self._batch_for(tp, size, True)
-                    futures = batch.futures  # type: ignore[union-attr]
+                            assert batch is not None  # None only above max.request.size, refused above
+                    futures = batch.futures
                     future = RecordFuture(batch, len(futures), timestamp)
                     try:
-                        batch.append(timestamp, key, value, headers or ())  # type: ignore[union-attr]
+                        # headers of str values raise TypeError (the builder takes bytes): coerced below
+                        batch.append(timestamp, key, value, headers or ())  # type: ignore[arg-type]
                     except TypeError:
-                        key, value, headers = self._coerce_record(key, value, headers)
-                        batch.append(timestamp, key, value, headers)  # type: ignore[union-attr]
+                        batch.append(timestamp, *self._coerce_record(key, value, headers))
                     futures.append(future)
                     if on_delivery is not None:
                         # the batch cannot complete while the lock is held: no need for the
@@ -194,29 +212,28 @@ class Producer(RecordAccumulator):
                         if adapter[0] is not on_delivery:  # most senders pass one callback
                             adapter = self._last_adapter = (on_delivery, delivery_adapter(on_delivery))
                         future.__dict__["_done_callbacks"] = [adapter[1]]
-                        batch.watched.append(future)  # type: ignore[union-attr]
+                        batch.watched.append(future)
                         on_delivery = None
-                    batch.size += size  # type: ignore[union-attr]
-                    if batch.size >= self._batch_size:  # type: ignore[union-attr]
-                        self._close_open(batch)  # type: ignore[arg-type]
+                    batch.size += size
+                    if batch.size >= self._batch_size:
+                        self._close_open(batch)
         if future is None:
             future = self._send_slow(topic, value, key, headers, partition, timestamp)
         if on_delivery is not None:
-            future.add_done_callback(delivery_adapter(on_delivery))
+            future.add_done_callback(delivery_adapter(on_delivery))  # type: ignore[arg-type]  # a RecordFuture
         return future
 
     def produce_sync(
         self,
         topic: str,
         value: bytes | str | None = None,
-        key: bytes | str | None = None,
-        headers: HeadersInput | None = None,
-        partition: int | None = None,
-        timestamp: int | None = None,
+        *,
         timeout: float | None = None,
+        **record: Unpack[RecordFields],
     ) -> RecordMetadata:
-        """``send`` one record, make it leave at once (no linger) and wait for its metadata."""
-        future = self.send(topic, value, key, headers, partition, timestamp)
+        """``send`` one record (``record``: its other fields, by name), make it leave at once (no
+        linger) and wait for its metadata."""
+        future = self.send(topic, value, **record)
         with self._lock:
             self._flushing += 1
             self._wakeup.notify()

@@ -243,7 +243,7 @@ class Sender:
         per_partition = (
             min(self._max_in_flight, 5) if idempotent else (1 if self._retries else self._max_in_flight)
         )
-        hurry = acc._flushing or acc._closing
+        hurry = acc._flushing > 0 or acc._closing
         requests: dict[int, list[ProducerBatch]] = {}
         sizes: dict[int, int] = {}
         for state in queued:
