@@ -239,6 +239,7 @@ class ReassignmentAdmin(AdminBase):
         broker that does not take these dynamic configs answers with an error (INVALID_REQUEST,
         INVALID_CONFIG, ...): the caller decides what that means."""
         deadline = self._deadline(timeout)
+        ops: list[tuple[str, AlterConfigOp, str | None]]
         if rate is None:
             ops = [(name, AlterConfigOp.DELETE, None) for name in THROTTLE_RATE_CONFIGS]
         else:
