@@ -36,6 +36,8 @@ CLUSTER_PROPS = {
     "replica.fetch.backoff.ms": "100",
     "replica.high.watermark.checkpoint.interval.ms": "200",
     "zookeeper.session.timeout.ms": "6000",
+    "offsets.topic.replication.factor": "3",
+    "offsets.topic.num.partitions": "1",
 }
 
 
@@ -288,3 +290,50 @@ def test_high_watermark_survives_a_restart(cluster: LocalCluster, registry: ZooK
         in (cluster.broker(state.leader).data_dir / "replication-offset-checkpoint").read_text()
     )
     assert latest_offset(bootstrap_of(cluster, state.leader), topic) == (0, 40)
+
+
+def test_group_offsets_are_replicated_and_follow_the_offsets_partitions_leader(
+    cluster: LocalCluster, registry: ZooKeeperRegistry
+) -> None:
+    topic, group = unique("grp"), unique("g")
+    create_topic(cluster, topic)
+    produce_all(cluster, topic, 20)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.subscribe([topic])
+        seen = 0
+        deadline = time.monotonic() + 30
+        while seen < 20 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                seen += 1
+        assert seen == 20
+        committed = consumer.commit(asynchronous=False)
+        assert committed is not None and committed[0].offset == 20
+    finally:
+        consumer.close()
+    offsets_state = state_of(registry, "__consumer_offsets")
+    assert sorted(offsets_state.isr) == [1, 2, 3]
+    wait_logs_identical(cluster, "__consumer_offsets", (1, 2, 3))
+
+    # the offsets partition gets a new leader: it loads the group and answers for it
+    new_leader = next(b for b in (1, 2, 3) if b != offsets_state.leader)
+    registry.set_partition_state(
+        "__consumer_offsets",
+        0,
+        PartitionState(new_leader, offsets_state.leader_epoch + 1, (1, 2, 3), offsets_state.controller_epoch),
+        expected_partition_epoch=offsets_state.partition_epoch,
+    )
+    reader = Consumer({"bootstrap.servers": bootstrap_of(cluster, new_leader), "group.id": group})
+    try:
+        answer = reader.committed([KafkaTopicPartition(topic, 0)], timeout=30)
+    finally:
+        reader.close()
+    assert answer[0].offset == 20

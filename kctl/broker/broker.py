@@ -286,10 +286,9 @@ class Broker:
 
     def group_coordinator_for(self, group_id: str) -> int:
         """The broker id leading ``group_id``'s __consumer_offsets partition (creating the topic on
-        first use); raises ApiError(COORDINATOR_NOT_AVAILABLE) while it cannot be known."""
+        first use, from whichever broker is asked, as Kafka's brokers do: the registry's create is
+        atomic); raises ApiError(COORDINATOR_NOT_AVAILABLE) while it cannot be known."""
         if self.metadata.topic(OFFSETS_TOPIC) is None:
-            if not self.is_controller:
-                raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "__consumer_offsets is being created")
             factor = min(self.config["offsets.topic.replication.factor"], len(self.metadata.brokers()))
             try:
                 self.topics.create_topic(

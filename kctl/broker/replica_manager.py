@@ -58,7 +58,7 @@ class ReplicaManager:
         self.fenced = False
         self._now_ms = now_ms or (lambda: int(asyncio.get_running_loop().time() * 1000))
         self._on_isr_conflict = on_isr_conflict
-        self._isr_tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
 
     # -- roles ---------------------------------------------------------------------------------
     def sync(self) -> None:
@@ -106,6 +106,11 @@ class ReplicaManager:
             if tp.topic not in topics:
                 self.log_manager.delete_log(tp)
                 log.info("deleted the log of %s", tp)
+        fetchers = self.fetchers
+        if fetchers is not None and any(not f.partitions for f in fetchers.fetchers.values()):
+            task = asyncio.get_running_loop().create_task(fetchers.shutdown_idle())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     def _apply_state(self, partition: Partition, state: PartitionState, replicas: tuple[int, ...]) -> None:
         same_epoch = partition.leader_id == state.leader and partition.leader_epoch == state.leader_epoch
@@ -317,8 +322,8 @@ class ReplicaManager:
             return
         partition.isr_update_pending = True
         task = asyncio.get_running_loop().create_task(self._update_isr(partition, new_isr, why))
-        self._isr_tasks.add(task)
-        task.add_done_callback(self._isr_tasks.discard)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _update_isr(self, partition: Partition, new_isr: tuple[int, ...], why: str) -> None:
         tp = partition.topic_partition
@@ -359,7 +364,7 @@ class ReplicaManager:
         partition.complete_acks()
 
     async def close(self) -> None:
-        for task in list(self._isr_tasks):
+        for task in list(self._tasks):
             task.cancel()
         if self.fetchers is not None:
             await self.fetchers.close()

@@ -388,8 +388,11 @@ class ReplicaFetcherManager:
 
     async def shutdown_idle(self) -> None:
         """Close the fetchers left without partitions."""
-        for source in [s for s, f in self.fetchers.items() if not f.partitions]:
-            await self.fetchers.pop(source).close()
+        for source in list(self.fetchers):
+            fetcher = self.fetchers.get(source)
+            if fetcher is not None and not fetcher.partitions:  # re-checked after each await
+                del self.fetchers[source]
+                await fetcher.close()
 
     async def close(self) -> None:
         fetchers, self.fetchers = list(self.fetchers.values()), {}
