@@ -297,14 +297,10 @@ class ReplicaFetcher:
                     log.error("%s: follower append failed: %s", tp, error)
                     self._delay(state)
                     return
-        if log_start_offset > plog.log_start_offset:
-            with contextlib.suppress(Exception):
-                plog.update_high_watermark(
-                    max(plog.high_watermark, min(log_start_offset, plog.log_end_offset))
-                )
-                plog.maybe_increment_log_start_offset(min(log_start_offset, plog.high_watermark))
         if high_watermark >= 0:
             plog.update_high_watermark(min(high_watermark, plog.log_end_offset))
+        if log_start_offset > plog.log_start_offset:  # DeleteRecords on the leader: follow it
+            plog.maybe_increment_log_start_offset(min(log_start_offset, plog.high_watermark))
 
     async def _handle_out_of_range(self, tp: TopicPartition, state: FetchState) -> None:
         plog = state.partition.log
