@@ -1,6 +1,7 @@
 """The inter-broker channel against a real in-process broker: ApiVersions on connect, requests
 matched to responses by correlation id (several in flight), failures reported as ChannelError,
-reconnection after the peer went away, and backoff between failed connection attempts."""
+reconnection after the peer went away, and backoff between failed connection attempts; and, on the
+server's side, a request parked in its handler is cancelled when its connection closes."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ from pathlib import Path
 
 import pytest
 
+import kctl.protocol as kp
 from kctl.broker.broker import Broker
 from kctl.broker.config import BrokerConfig
 from kctl.broker.replication.channel import BrokerChannel, ChannelError
+from kctl.log.naming import TopicPartition
+from kctl.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from kctl.protocol.messages.metadata import MetadataRequest
 from kctl.protocol.registry import ApiKey
 
@@ -60,3 +64,46 @@ def test_requests_reconnection_and_errors(tmp_path: Path) -> None:
             await broker.stop()
 
     asyncio.run(scenario())
+
+
+def test_a_parked_fetch_is_cancelled_when_its_connection_closes(tmp_path: Path) -> None:
+    async def scenario() -> tuple[int, int]:
+        config = BrokerConfig(
+            {"broker.id": "0", "listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "d")}
+        )
+        broker = Broker(config)
+        await broker.start()
+        try:
+            broker.topics.create_topic("parked", 1, 1)
+            broker.on_metadata_changed()
+            partition = broker.replicas.partitions[TopicPartition("parked", 0)]
+            host, port = broker.bootstrap_addresses[0].split(":")
+            reader, writer = await asyncio.open_connection(host, int(port))
+            request = FetchRequest(
+                replica_id=-1,
+                max_wait_ms=60_000,
+                min_bytes=1,
+                max_bytes=1024,
+                isolation_level=0,
+                topics=[
+                    FetchTopic(
+                        topic="parked",
+                        partitions=[FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1024)],
+                    )
+                ],
+            )
+            writer.write(kp.encode_request(kp.RequestHeader(ApiKey.FETCH, 4, 1, "parked"), request))
+            await writer.drain()
+            deadline = time.monotonic() + 10
+            while not partition._waiters and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            parked = len(partition._waiters)
+            writer.close()
+            while partition._waiters and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            del reader
+            return parked, len(partition._waiters)
+        finally:
+            await broker.stop()
+
+    assert asyncio.run(scenario()) == (1, 0)

@@ -24,7 +24,8 @@ answered with an error where the protocol allows it (ApiVersions at an unknown v
 error reply listing the supported versions), otherwise that one connection is closed after the
 responses to its earlier requests; it is always logged and never affects others. Neither does a bug
 in a handler: it is logged and costs only its connection. A request parked in its handler (a long-polling
-fetch, an acks=all produce waiting for replication) is cancelled when its connection is lost."""
+fetch, an acks=all produce waiting for replication) is cancelled when its connection is lost or the
+client ends its stream (as Kafka closes a connection on EOF)."""
 
 from __future__ import annotations
 
@@ -224,6 +225,8 @@ class _Connection(asyncio.BufferedProtocol):
             self._receiving = False
             self._queue.append(None)
             self._wake()
+        if self._dispatching and self.task is not None:
+            self.task.cancel()  # the client closed while a request was parked: no one waits for it
         return True
 
     def connection_lost(self, exc: Exception | None) -> None:
