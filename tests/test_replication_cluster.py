@@ -111,19 +111,32 @@ def bootstrap_of(cluster: LocalCluster, broker_id: int) -> str:
 def raw_produce(bootstrap: str, topic: str, acks: int, timeout_ms: int = 5000) -> int:
     builder = RecordBatchBuilder()
     builder.append(int(time.time() * 1000), b"k", b"raw")
+    return raw_produce_batch(bootstrap, topic, builder.build(), acks, timeout_ms)[0]
+
+
+def idempotent_batch(producer_id: int, base_sequence: int, count: int) -> bytes:
+    builder = RecordBatchBuilder(producer_id=producer_id, producer_epoch=0, base_sequence=base_sequence)
+    for i in range(count):
+        builder.append(int(time.time() * 1000), None, b"seq-%d" % (base_sequence + i))
+    return builder.build()
+
+
+def raw_produce_batch(
+    bootstrap: str, topic: str, records: bytes, acks: int = -1, timeout_ms: int = 5000
+) -> tuple[int, int]:
+    """(error code, base offset) of one Produce v9 of ``records`` to partition 0."""
     request = ProduceRequest(
         transactional_id=None,
         acks=acks,
         timeout_ms=timeout_ms,
         topic_data=[
-            TopicProduceData(
-                name=topic, partition_data=[PartitionProduceData(index=0, records=builder.build())]
-            )
+            TopicProduceData(name=topic, partition_data=[PartitionProduceData(index=0, records=records)])
         ],
     )
     with RawConnection(bootstrap, timeout=timeout_ms / 1000 + 10) as connection:
         response = connection.request(ApiKey.PRODUCE, 9, request, timeout=timeout_ms / 1000 + 10)
-    return response.responses[0].partition_responses[0].error_code
+    answer = response.responses[0].partition_responses[0]
+    return answer.error_code, answer.base_offset
 
 
 def latest_offset(bootstrap: str, topic: str, replica_id: int = -1) -> tuple[int, int]:
@@ -337,3 +350,60 @@ def test_group_offsets_are_replicated_and_follow_the_offsets_partitions_leader(
     finally:
         reader.close()
     assert answer[0].offset == 20
+
+
+def test_an_idempotent_producer_continues_on_the_new_leader(
+    cluster: LocalCluster, registry: ZooKeeperRegistry
+) -> None:
+    """The followers' logs carry the idempotent producers' state: after a leader change the new
+    leader accepts the producer's next sequence numbers (no OUT_OF_ORDER_SEQUENCE_NUMBER, no
+    duplicates)."""
+    topic = unique("idem")
+    create_topic(cluster, topic)
+    producer = Producer(
+        {"bootstrap.servers": cluster.bootstrap_servers, "enable.idempotence": True, "linger.ms": 5}
+    )
+    errors: list[object] = []
+
+    def send(prefix: str) -> None:
+        for i in range(25):
+            producer.produce(
+                topic,
+                value=f"{prefix}-{i}".encode(),
+                partition=0,
+                on_delivery=lambda e, _m: e and errors.append(e),
+            )
+        assert producer.flush(30) == 0
+
+    send("a")
+    state = state_of(registry, topic)
+    old_leader = bootstrap_of(cluster, state.leader)
+    assert raw_produce_batch(old_leader, topic, idempotent_batch(987654, 0, 3)) == (0, 25)
+    assert raw_produce_batch(old_leader, topic, idempotent_batch(987654, 3, 2)) == (0, 28)
+    wait_logs_identical(cluster, topic, (1, 2, 3))
+    new_leader = next(b for b in (1, 2, 3) if b != state.leader)
+    registry.set_partition_state(
+        topic,
+        0,
+        PartitionState(new_leader, state.leader_epoch + 1, (1, 2, 3), state.controller_epoch),
+        expected_partition_epoch=state.partition_epoch,
+    )
+    wait_until(
+        lambda: latest_offset(bootstrap_of(cluster, new_leader), topic)[0] == ErrorCode.NONE,
+        20,
+        f"broker {new_leader} to lead",
+    )
+    leader = bootstrap_of(cluster, new_leader)
+    # the new leader knows producer 987654 from its follower log: a retried batch is a duplicate
+    # (answered with its original offset, not written again), a gap is out of order
+    assert raw_produce_batch(leader, topic, idempotent_batch(987654, 3, 2)) == (0, 28)
+    gap = raw_produce_batch(leader, topic, idempotent_batch(987654, 9, 1))
+    assert gap[0] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert raw_produce_batch(leader, topic, idempotent_batch(987654, 5, 1)) == (0, 30)
+    send("b")
+    assert errors == []
+    wait_logs_identical(cluster, topic, (1, 2, 3))
+    values = [v for v in consume_count(cluster, topic, 56) if not v.startswith(b"seq-")]
+    expected = [f"a-{i}".encode() for i in range(25)] + [f"b-{i}".encode() for i in range(25)]
+    assert sorted(values) == sorted(expected)
+    assert latest_offset(leader, topic) == (0, 56)
