@@ -34,6 +34,7 @@ __all__ = [
     "CONTROLLER",
     "PARTITIONS",
     "REASONS",
+    "SESSION",
     "TOPICS",
     "Listener",
     "Registry",
@@ -52,6 +53,9 @@ CONFIGS = "configs"
 PARTITIONS = "partitions"
 """Some partition's state (leader, leader epoch, ISR) changed."""
 REASONS = (BROKERS, TOPICS, CONTROLLER, CONFIGS, PARTITIONS)
+SESSION = "session"
+"""The registry's session changed state (see Registry.session_state); not a metadata change."""
+SESSION_CONNECTED, SESSION_SUSPENDED, SESSION_EXPIRED = "connected", "suspended", "expired"
 
 Listener = Callable[[str], None]
 
@@ -86,6 +90,13 @@ class Registry(ABC):
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+    def session_state(self) -> str:
+        """SESSION_CONNECTED, SESSION_SUSPENDED (connection down, the session may still be alive) or
+        SESSION_EXPIRED (the ephemeral registrations are gone; it stays so until they are made again
+        in a new session). Listeners hear SESSION when it changes. The embedded registry is always
+        connected."""
+        return SESSION_CONNECTED
 
     # -- cluster -----------------------------------------------------------------------------------
     @abstractmethod
