@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.log.naming import TopicPartition
-from kctl.protocol.errors import ErrorCode
+from kctl.protocol.errors import ErrorCode, error_name
 from kctl.protocol.messages.produce import (
     PartitionProduceResponse,
     ProduceRequest,
@@ -63,7 +63,7 @@ async def _wait_for_replication(
     )
     for (index, partitions, tp, _required), code in zip(waits, codes, strict=True):
         if code != ErrorCode.NONE:
-            log.info("acks=all produce to %s: %s", tp, ErrorCode(code).name)
+            log.info("acks=all produce to %s: %s", tp, error_name(code))
             partitions[index] = _partition_response(partitions[index].index, code)
 
 

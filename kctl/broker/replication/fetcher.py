@@ -258,9 +258,10 @@ class ReplicaFetcher:
         for topic in response.responses:
             for data in topic.partitions:
                 tp = TopicPartition(topic.topic, data.partition_index)
-                state = states.get(tp)
-                if state is None or not self._current(tp, state):
+                found = states.get(tp)
+                if found is None or not self._current(tp, found):
                     continue
+                state = found
                 code = data.error_code
                 if code == ErrorCode.NONE:
                     self._append(state, data.records, data.high_watermark, data.log_start_offset)
