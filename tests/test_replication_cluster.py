@@ -15,6 +15,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from raw_kafka import RawConnection, unique, wait_until
 
 from kctl.log.naming import TopicPartition, partition_dir_name
 from kctl.protocol.errors import ErrorCode
@@ -25,7 +26,6 @@ from kctl.records.builder import RecordBatchBuilder
 from kctl.testing import LocalCluster
 from kctl.zk.model import PartitionState
 from kctl.zk.zookeeper import ZooKeeperRegistry
-from tests.raw_kafka import RawConnection, unique, wait_until
 
 pytestmark = pytest.mark.e2e
 
