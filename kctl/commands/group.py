@@ -43,6 +43,7 @@ from kctl.client.group import (
 from kctl.client.group import execute as execute_rewind
 from kctl.client.group.rewind import UNKNOWN_TOPIC, format_offsets_csv, parse_offsets_csv
 from kctl.client.offsets_spec import OffsetPoint, OffsetSpecError, PointKind, parse_offset_point
+from kctl.client.zkgroup import ZkGroupAdmin, execute_migration, plan_migration
 from kctl.commands.clients import admin_session
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
@@ -63,6 +64,8 @@ from kctl.commands.output import (
     warn,
 )
 from kctl.protocol import ErrorCode, error_name
+from kctl.zk.consumer_registry import ConsumerRegistry
+from kctl.zk.model import RegistryUnavailableError
 
 app = typer.Typer(
     help="List, describe, rewind and delete consumer groups (talks to a running cluster).",
@@ -81,18 +84,34 @@ TopicScopeOption = Annotated[
         help="A topic, optionally with partitions (orders:0,1 or orders:0-3) (repeatable).",
     ),
 ]
+ZooKeeperOption = Annotated[
+    str | None,
+    typer.Option(
+        "--zookeeper",
+        metavar="HOST:PORT[/CHROOT]",
+        envvar="KCTL_ZOOKEEPER",
+        help="The groups of ZooKeeper-coordinated consumers (offsets under /consumers in this ZooKeeper).",
+    ),
+]
 
 
 # -- shared plumbing -------------------------------------------------------------------------------
 @contextlib.contextmanager
 def _groups(
-    config_file: Path | None, overrides: list[str] | None, bootstrap_server: str
+    config_file: Path | None, overrides: list[str] | None, bootstrap_server: str, zookeeper: str | None = None
 ) -> Iterator[GroupAdmin]:
-    """A GroupAdmin; client errors that escape become KctlErrors with the right exit status."""
+    """A GroupAdmin (of ZooKeeper-mode groups with `zookeeper`); client errors that escape become
+    KctlErrors with the right exit status."""
     not_found = (ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     with admin_session(config_file, overrides, bootstrap_server, not_found=not_found) as admin:
         try:
-            yield GroupAdmin(admin)
+            if zookeeper is None:
+                yield GroupAdmin(admin)
+                return
+            with ConsumerRegistry(zookeeper) as registry:
+                yield ZkGroupAdmin(admin, registry)
+        except RegistryUnavailableError as error:
+            raise KctlError(str(error), ExitCode.NOT_FOUND) from None
         except GroupNotEmptyError as error:
             raise KctlError(str(error), ExitCode.FAILURE) from None
         except NothingToRewindError as error:
@@ -156,6 +175,7 @@ def list_groups(
     fmt: FormatOption = DEFAULT_FORMAT,
     config_file: ConfigFileOption = None,
     overrides: ConfigOverrideOption = None,
+    zookeeper: ZooKeeperOption = None,
     bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
 ) -> None:
     """List the consumer groups of the cluster (every broker's ListGroups), sorted by id: state,
@@ -165,7 +185,7 @@ def list_groups(
     for state in wanted:
         if state.lower() not in known:
             raise KctlError(f"unknown group state {state!r} (known: {', '.join(STATES)})", ExitCode.USAGE)
-    with _groups(config_file, overrides, bootstrap_server) as groups:
+    with _groups(config_file, overrides, bootstrap_server, zookeeper) as groups:
         listed = groups.list_groups(states=wanted or None)
         described = {d.group_id: d for d in groups.describe_groups([g.group_id for g in listed])}
     rows = []
@@ -178,7 +198,7 @@ def list_groups(
                 "protocol_type": g.protocol_type or None,
                 "assignor": (d.protocol or None) if d is not None and d.ok else None,
                 "members": len(d.members) if d is not None and d.ok else None,
-                "coordinator": g.coordinator,
+                "coordinator": g.coordinator if g.coordinator >= 0 else None,
             }
         )
     render_rows(rows, LIST_COLUMNS, fmt)
@@ -270,6 +290,7 @@ def describe(
     fmt: FormatOption = DEFAULT_FORMAT,
     config_file: ConfigFileOption = None,
     overrides: ConfigOverrideOption = None,
+    zookeeper: ZooKeeperOption = None,
     bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
 ) -> None:
     """Describe consumer groups: state, assignor, coordinator, members (member id, instance id,
@@ -287,7 +308,7 @@ def describe(
         raise KctlError("name at least one group, or give --all", ExitCode.USAGE)
     documents = []
     failures: list[tuple[str, str]] = []
-    with _groups(config_file, overrides, bootstrap_server) as groups:
+    with _groups(config_file, overrides, bootstrap_server, zookeeper) as groups:
         if all_groups:
             names = [g.group_id for g in groups.list_groups()]
         for group in groups.describe_groups(names):
@@ -503,6 +524,7 @@ def rewind(
     fmt: FormatOption = DEFAULT_FORMAT,
     config_file: ConfigFileOption = None,
     overrides: ConfigOverrideOption = None,
+    zookeeper: ZooKeeperOption = None,
     bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
 ) -> None:
     """Reset ("rewind") a group's committed offsets: print the plan, and with --execute commit it.
@@ -572,7 +594,7 @@ def rewind(
         assert from_file is not None  # exactly one target was given
         strategy = ToOffsets(read_offsets_file(from_file, group))
 
-    with _groups(config_file, overrides, bootstrap_server) as groups:
+    with _groups(config_file, overrides, bootstrap_server, zookeeper) as groups:
         rewind_plan = plan_rewind(groups, group, strategy, topics=scope or None, all_topics=all_topics)
         plan = rewind_plan.offsets
         failed = rewind_plan.failed
@@ -654,6 +676,7 @@ def delete(
     fmt: FormatOption = DEFAULT_FORMAT,
     config_file: ConfigFileOption = None,
     overrides: ConfigOverrideOption = None,
+    zookeeper: ZooKeeperOption = None,
     bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
 ) -> None:
     """Delete consumer groups and their committed offsets; with --offsets --topic T[:P,...], delete
@@ -670,9 +693,10 @@ def delete(
             raise KctlError("--offsets needs --topic TOPIC[:P,...]", ExitCode.USAGE)
         if len(names) != 1:
             raise KctlError("--offsets deletes the offsets of one group at a time", ExitCode.USAGE)
-        _delete_offsets(names[0], parse_topic_scope(topics), fmt, config_file, overrides, bootstrap_server)
+        scope = parse_topic_scope(topics)
+        _delete_offsets(names[0], scope, fmt, config_file, overrides, bootstrap_server, zookeeper)
         return
-    with _groups(config_file, overrides, bootstrap_server) as groups:
+    with _groups(config_file, overrides, bootstrap_server, zookeeper) as groups:
         results = groups.delete_groups(names)
         nonempty = {
             r.name: d
@@ -714,8 +738,9 @@ def _delete_offsets(
     config_file: Path | None,
     overrides: list[str] | None,
     bootstrap_server: str,
+    zookeeper: str | None,
 ) -> None:
-    with _groups(config_file, overrides, bootstrap_server) as groups:
+    with _groups(config_file, overrides, bootstrap_server, zookeeper) as groups:
         committed = groups.committed_offsets(group)
         partitions = [
             tp
@@ -756,3 +781,66 @@ def _delete_offsets(
     if failed or group_error:
         raise typer.Exit(ExitCode.FAILURE)
     info(f"deleted {len(rows)} committed offset(s) of group {group!r}")
+
+
+# -- migrate ---------------------------------------------------------------------------------------
+MIGRATE_COLUMNS = [
+    Column("group"),
+    Column("topic"),
+    Column("partition"),
+    Column("zookeeper_offset", "ZOOKEEPER"),
+    Column("kafka_offset", "KAFKA"),
+    Column("new_offset"),
+    Column("status"),
+    Column("note"),
+]
+
+
+@app.command("migrate")
+def migrate(
+    group: Annotated[str, typer.Argument(metavar="GROUP", help="The ZooKeeper-mode group to migrate.")],
+    to: Annotated[
+        str,
+        typer.Option(
+            "--to",
+            metavar="STORE",
+            help="kafka: copy ZooKeeper's offsets into the broker-coordinated store; zookeeper: back.",
+        ),
+    ] = "kafka",
+    execute: Annotated[bool, typer.Option("--execute", help="Copy the offsets (else: the plan).")] = False,
+    zookeeper: ZooKeeperOption = None,
+    fmt: FormatOption = DEFAULT_FORMAT,
+    config_file: ConfigFileOption = None,
+    overrides: ConfigOverrideOption = None,
+    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+) -> None:
+    """Copy a group's committed offsets between ZooKeeper (/consumers/GROUP/offsets) and the
+    broker-coordinated store (__consumer_offsets): print the plan, and with --execute copy it.
+
+    The offline alternative to the rolling migration with dual.commit.enabled: the group's
+    consumers must be stopped (none registered in ZooKeeper, no members in the broker group), else
+    it is refused. Exit status 1 when refused or a partition fails, 3 when the group has no
+    committed offsets in either store."""
+    store = to.strip().lower()
+    if store not in ("kafka", "zookeeper"):
+        raise KctlError(f"--to is kafka or zookeeper, not {to!r}", ExitCode.USAGE)
+    if zookeeper is None:
+        raise KctlError("migrate needs --zookeeper HOST:PORT[/CHROOT]", ExitCode.USAGE)
+    with _groups(config_file, overrides, bootstrap_server, zookeeper) as groups:
+        assert isinstance(groups, ZkGroupAdmin)
+        plan = plan_migration(groups, group, store)
+        codes = execute_migration(groups, plan) if execute and plan.executable else {}
+    if not plan.offsets:
+        raise KctlError(f"group {group!r} has no committed offsets in ZooKeeper or Kafka", ExitCode.NOT_FOUND)
+    render_rows([{"group": group, **e.row(codes)} for e in plan.offsets], MIGRATE_COLUMNS, fmt)
+    for blocker in plan.blockers:
+        _error(f"group {group!r}: {blocker}; stop its consumers first")
+    failed = {tp: c for tp, c in codes.items() if c}
+    for tp, code in failed.items():
+        _error(f"partition {tp}: {error_name(code)}")
+    if (plan.blockers and execute) or failed:
+        raise typer.Exit(ExitCode.FAILURE)
+    if execute:
+        info(f"copied {len(codes)} offset(s) of group {group!r} to {store}")
+    else:
+        info(f"dry run: nothing changed; add --execute to copy {len(plan.changes)} offset(s) to {store}")

@@ -30,7 +30,7 @@ from kctl.client.group.admin import (
 from kctl.client.group.coordinator import OffsetAndMetadata
 from kctl.client.types import TopicPartition
 from kctl.client.zkgroup.config import KAFKA, OFFSET_STORAGES, ZOOKEEPER
-from kctl.protocol import ErrorCode
+from kctl.protocol import ErrorCode, error_name
 from kctl.zk.consumer_registry import ConsumerRegistry
 
 __all__ = [
@@ -180,6 +180,25 @@ class MigrationEntry:
     kafka: int | None
     target: int | None
     note: str | None = None
+
+    def row(self, codes: Mapping[TopicPartition, int]) -> dict[str, object]:
+        """The entry as a table row, its status after an execution that returned ``codes``."""
+        tp = self.topic_partition
+        if self.target is None:
+            status = "unchanged"
+        elif tp in codes:
+            status = "copied" if not codes[tp] else error_name(codes[tp])
+        else:
+            status = "planned"
+        return {
+            "topic": tp.topic,
+            "partition": tp.partition,
+            "zookeeper_offset": self.zookeeper,
+            "kafka_offset": self.kafka,
+            "new_offset": self.target,
+            "status": status,
+            "note": self.note,
+        }
 
 
 @dataclasses.dataclass(frozen=True)

@@ -48,13 +48,14 @@ from kazoo.exceptions import KazooException
 from kctl.client.cluster import ClusterClient
 from kctl.client.config import ClientConfig, ClientConfigError
 from kctl.client.consumer import Consumer
-from kctl.client.errors import KafkaError
+from kctl.client.errors import KafkaConnectionError, KafkaError
 from kctl.client.types import TopicPartition
 from kctl.client.zkgroup.config import ZkGroupConfig
 from kctl.client.zkgroup.rebalance import plan_assignment
 from kctl.client.zkgroup.storage import OffsetStore
 from kctl.zk.consumer_registry import ConsumerRegistry
 from kctl.zk.consumer_znodes import STATIC, WHITE_LIST, ConsumerRegistration
+from kctl.zk.model import RegistryUnavailableError
 
 __all__ = ["OwnershipEvent", "ZkGroupConsumer", "ZkRebalanceError"]
 
@@ -124,6 +125,9 @@ class ZkGroupConsumer(Consumer):
         )
         try:
             self._zk.start()
+        except RegistryUnavailableError as error:
+            super().close()
+            raise KafkaConnectionError(str(error)) from None
         except BaseException:
             super().close()
             raise
