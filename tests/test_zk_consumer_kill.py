@@ -15,7 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_zk_consumer import ZkCluster, wait_for, zk_cluster  # noqa: F401  (zk_cluster: a fixture)
+import test_zk_consumer
+from test_zk_consumer import ZkCluster, wait_for
+
+zk_cluster = test_zk_consumer.zk_cluster  # the fixture, shared
 
 
 class ConsumeProcess:
@@ -92,7 +95,7 @@ def processes() -> Iterator[list[ConsumeProcess]]:
 
 @pytest.mark.slow
 def test_killed_consumer_loses_its_partitions_after_the_session_timeout(
-    zk_cluster: ZkCluster,  # noqa: F811
+    zk_cluster: ZkCluster,
     processes: list[ConsumeProcess],
     tmp_path: Path,
 ) -> None:
