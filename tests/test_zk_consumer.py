@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from kazoo.client import KazooClient
 
 from kctl.client import AdminClient, NewTopic, Producer, TopicPartition
 from kctl.client.group import GroupAdmin
@@ -360,3 +361,41 @@ def test_zk_group_admin_describes_members_owners_and_offsets(
         assert set(member.assignment) == {TopicPartition(topic, 0), TopicPartition(topic, 1)}
         assert [(p.log_end, p.lag) for p in groups.offsets_with_lag(group)] == [(5, 0), (5, 0)]
         assert [g.group_id for g in groups.list_groups()] == [group]
+
+
+@pytest.mark.slow
+def test_session_expiry_drops_the_partitions_then_registers_and_rebalances_again(
+    zk_cluster: ZkCluster, runners: list[Runner]
+) -> None:
+    topic, group = f"exp-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    zk_cluster.create_topic(topic, 2)
+    zk_cluster.produce(topic, 2, 10)
+    runners.append(Runner(zk_cluster, group, [topic]))
+    consumer = runners[0].consumer
+    wait_for(lambda: len(runners[0].records) >= 10, 30, "the first 10 records")
+    old_session = consumer.registry.session_id
+    session_id, password = consumer.registry.kazoo_client.client_id
+    # a second client on the same session, closed: ZooKeeper expires the session (a classic trick)
+    twin = KazooClient(hosts=zk_cluster.connect, client_id=(session_id, password))
+    twin.start(timeout=10)
+    twin.stop()
+    twin.close()
+    wait_for(
+        lambda: any(event == "lost" for _, event, _ in consumer.history), 30, "the partitions to be dropped"
+    )
+    wait_for(
+        lambda: [e for _, e, _ in consumer.history].count("claimed") == 4 and len(consumer.owned) == 2,
+        30,
+        "the partitions claimed again in a new session",
+    )
+    assert consumer.registry.session_id != old_session
+    with zk_cluster.registry() as zk:
+        _, stat = zk.kazoo_client.get(f"/consumers/{group}/ids/{consumer.consumer_id}")
+        assert stat.ephemeralOwner == consumer.registry.session_id, "registered again, in the new session"
+        _, stat = zk.kazoo_client.get(f"/consumers/{group}/owners/{topic}/0")
+        assert stat.ephemeralOwner == consumer.registry.session_id
+    zk_cluster.produce(topic, 2, 10, start=10)
+    wait_for(
+        lambda: {o for *_, o in runners[0].records} >= set(range(10)), 30, "the records after the expiry"
+    )
+    assert max(o for *_, o in runners[0].records) == 9

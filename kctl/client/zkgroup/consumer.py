@@ -241,7 +241,10 @@ class ZkGroupConsumer(Consumer):
             ]
         else:
             names = list(registration.subscription)
-        return {t: self._zk.partitions(t, watch=self._watch) for t in names}
+        topics = {t: self._zk.partitions(t, watch=self._watch) for t in names}
+        if not registration.topic_filter and not all(topics.values()):
+            self._zk.topic_names(watch=self._watch)  # a subscribed topic that does not exist yet
+        return topics
 
     def _rebalance(self) -> None:
         gc = self.group_config
