@@ -166,5 +166,7 @@ def test_consume_zookeeper_reads_as_a_zookeeper_mode_member(zk_cluster: ZkCluste
         zk_cluster, "consume", topic, "--group", group, "-X", "dual.commit.enabled=true", zookeeper=False
     )
     assert usage.returncode == 2 and "need --zookeeper" in usage.stderr, usage.stderr
+    bad = kctl(zk_cluster, "consume", topic, "--group", group, "-X", "offsets.storage=etcd")
+    assert bad.returncode == 2 and "offsets.storage" in bad.stderr, bad.stderr
     alone = kctl(zk_cluster, "consume", topic)
     assert alone.returncode == 2 and "--zookeeper goes with --group" in alone.stderr

@@ -22,6 +22,7 @@ from typing import Annotated, BinaryIO, TextIO
 
 import typer
 
+from kctl.client.config import ClientConfigError
 from kctl.client.consumer import Consumer, ConsumerConfig, ConsumerRecord
 from kctl.client.group_config import GroupConfig
 from kctl.client.offsets_spec import (
@@ -222,6 +223,11 @@ def group_properties(
             f"{', '.join(sorted(zk_keys & set(properties)))}: ZooKeeper-mode properties need --zookeeper",
             ExitCode.USAGE,
         )
+    if properties.get("zookeeper.connect"):
+        try:
+            ZkGroupConfig.from_properties(properties)
+        except ClientConfigError as error:
+            raise KctlError(f"invalid consumer property {error}", ExitCode.USAGE) from None
     return resolved.bootstrap_servers, properties
 
 

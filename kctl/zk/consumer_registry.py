@@ -51,6 +51,11 @@ from kctl.zk.znodes import BrokerIdsZNode, TopicsZNode, TopicZNode, ZNodeDecodeE
 __all__ = ["ConsumerRegistry", "Watch"]
 
 log = logging.getLogger("kctl.zk.consumers")
+kazoo_log = logging.getLogger("kctl.zk.consumers.kazoo")
+"""kazoo's own messages (each dropped connection, each retry): quiet unless asked for, since the
+registry reports what matters itself (RegistryUnavailableError, a lost session)."""
+if kazoo_log.level == logging.NOTSET:
+    kazoo_log.setLevel(logging.CRITICAL)
 
 Watch = Callable[[object], None]
 """A one-shot watch callback (kazoo passes a WatchedEvent)."""
@@ -71,7 +76,7 @@ class ConsumerRegistry:
     ) -> None:
         self.connect = connect.strip()
         self.connection_timeout_ms = connection_timeout_ms
-        self._client = KazooClient(hosts=self.connect, timeout=session_timeout_ms / 1000.0)
+        self._client = KazooClient(hosts=self.connect, timeout=session_timeout_ms / 1000.0, logger=kazoo_log)
         self._on_session_lost = on_session_lost
         self._client.add_listener(self._state_changed)
         self._started = False
