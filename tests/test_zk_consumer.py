@@ -12,17 +12,20 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from kazoo.client import KazooClient
 
 from kctl.client import AdminClient, NewTopic, Producer, TopicPartition
+from kctl.client.config import ClientConfigError
 from kctl.client.group import GroupAdmin
-from kctl.client.zkgroup import ZkGroupAdmin, ZkGroupConsumer, assign_range, plan_assignment
-from kctl.testing import BrokerProcess, ZooKeeperServer
+from kctl.client.zkgroup import ZkGroupAdmin, ZkGroupConfig, ZkGroupConsumer, assign_range, plan_assignment
 from kctl.zk.consumer_registry import ConsumerRegistry
 from kctl.zk.consumer_znodes import ConsumerIdZNode, ConsumerRegistration
+
+if TYPE_CHECKING:  # only annotations: the unit tests here stay unmarked (no e2e/zk)
+    from kctl.testing import BrokerProcess, ZooKeeperServer
 
 Record = tuple[float, str, TopicPartition, int]
 """(monotonic time received, consumer id, partition, offset)."""
@@ -65,7 +68,7 @@ class ZkCluster:
         return {
             "group.id": group,
             "zookeeper.connect": self.connect,
-            "zookeeper.session.timeout.ms": "4000",
+            "zookeeper.session.timeout.ms": "10000",  # no test here kills a consumer
             "auto.offset.reset": "smallest",
             "rebalance.backoff.ms": "200",
             "rebalance.max.retries": "50",
@@ -184,6 +187,26 @@ def test_registration_znode_is_seed_003s_format() -> None:
         "timestamp": "1234",
     }
     assert ConsumerIdZNode.decode("g", "c", data) == ConsumerRegistration({"orders": 1}, "static", 1234)
+
+
+def test_topic_filters_and_offset_stores() -> None:
+    white = ConsumerRegistration({"orders-.*": 2}, "white_list")
+    black = ConsumerRegistration({"orders-.*": 1}, "black_list")
+    assert (white.streams("orders-eu"), white.streams("xorders-eu"), white.streams("__consumer_offsets")) == (
+        2,
+        0,
+        0,
+    )
+    assert (black.streams("orders-eu"), black.streams("payments"), black.streams("__consumer_offsets")) == (
+        0,
+        1,
+        0,
+    )
+    assert ZkGroupConfig.from_properties({}).stores == ("zookeeper",)
+    assert ZkGroupConfig.from_properties({"offsets.storage": "kafka"}).stores == ("kafka",)
+    assert ZkGroupConfig.from_properties({"dual.commit.enabled": "true"}).stores == ("zookeeper", "kafka")
+    with pytest.raises(ClientConfigError):
+        ZkGroupConfig.from_properties({"offsets.storage": "etcd"})
 
 
 # -- the group -------------------------------------------------------------------------------------
