@@ -282,8 +282,7 @@ class ConsumerRegistry:
         return self._client.exists(ConsumerGroupZNode.path(group)) is not None
 
     def delete_group(self, group: str) -> None:
-        """Delete the group's znodes (its offsets). Raises NotEmptyError-based ValueError while a
-        consumer is registered."""
+        """Delete the group's znodes (its offsets); ValueError while a consumer is registered."""
         if self._children(ConsumerIdsZNode.path(group)):
             raise ValueError(f"group {group!r} has registered consumers")
         with contextlib.suppress(NoNodeError, NotEmptyError):
