@@ -3,21 +3,22 @@
 
 _kctl_subcommands() {
     case "$1" in
-        'kctl') echo 'broker cluster config consume group log partition perf produce topic' ;;
+        'kctl') echo 'broker cluster config consume group log partition perf produce topic zk' ;;
         'kctl broker') echo 'start stop log-dirs list' ;;
         'kctl cluster') echo 'up status down' ;;
         'kctl config') echo 'show' ;;
-        'kctl group') echo 'list describe rewind delete' ;;
+        'kctl group') echo 'list describe rewind delete migrate' ;;
         'kctl log') echo 'dump verify recover purge' ;;
         'kctl partition') echo 'reassign elect-leaders' ;;
         'kctl perf') echo 'produce consume' ;;
         'kctl topic') echo 'create list describe delete alter' ;;
+        'kctl zk') echo 'ls get tree brokers topics consumers' ;;
     esac
 }
 
 _kctl_is_subcommand() {
     case "$1 $2" in
-        'kctl broker'|'kctl cluster'|'kctl config'|'kctl consume'|'kctl group'|'kctl log'|'kctl partition'|'kctl perf'|'kctl produce'|'kctl topic'|'kctl broker start'|'kctl broker stop'|'kctl broker log-dirs'|'kctl broker list'|'kctl cluster up'|'kctl cluster status'|'kctl cluster down'|'kctl config show'|'kctl group list'|'kctl group describe'|'kctl group rewind'|'kctl group delete'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge'|'kctl partition reassign'|'kctl partition elect-leaders'|'kctl perf produce'|'kctl perf consume'|'kctl topic create'|'kctl topic list'|'kctl topic describe'|'kctl topic delete'|'kctl topic alter') return 0 ;;
+        'kctl broker'|'kctl cluster'|'kctl config'|'kctl consume'|'kctl group'|'kctl log'|'kctl partition'|'kctl perf'|'kctl produce'|'kctl topic'|'kctl zk'|'kctl broker start'|'kctl broker stop'|'kctl broker log-dirs'|'kctl broker list'|'kctl cluster up'|'kctl cluster status'|'kctl cluster down'|'kctl config show'|'kctl group list'|'kctl group describe'|'kctl group rewind'|'kctl group delete'|'kctl group migrate'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge'|'kctl partition reassign'|'kctl partition elect-leaders'|'kctl perf produce'|'kctl perf consume'|'kctl topic create'|'kctl topic list'|'kctl topic describe'|'kctl topic delete'|'kctl topic alter'|'kctl zk ls'|'kctl zk get'|'kctl zk tree'|'kctl zk brokers'|'kctl zk topics'|'kctl zk consumers') return 0 ;;
     esac
     return 1
 }
@@ -36,12 +37,13 @@ _kctl_options() {
         'kctl cluster down') echo '-d --dir --timeout -h --help' ;;
         'kctl config') echo '-h --help' ;;
         'kctl config show') echo '-f --format -c --config -X -b --bootstrap-server --show-secrets --broker --topic --producer --consumer -h --help' ;;
-        'kctl consume') echo '--pattern -p --partition -o --offset -u --until -n --max -g --group -f --format -q --quiet -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl consume') echo '--pattern -p --partition -o --offset -u --until -n --max -g --group --zookeeper -f --format -q --quiet -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl group') echo '-h --help' ;;
-        'kctl group list') echo '-s --state -f --format -c --config -X -b --bootstrap-server -h --help' ;;
-        'kctl group describe') echo '-a --all -f --format -c --config -X -b --bootstrap-server -h --help' ;;
-        'kctl group rewind') echo '--to-earliest --to-latest --to-current --to-offset --shift-by --to-datetime --by-duration --to-group --from-file --to -t --topic --all-topics --execute --export -f --format -c --config -X -b --bootstrap-server -h --help' ;;
-        'kctl group delete') echo '--offsets -t --topic -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl group list') echo '-s --state -f --format --zookeeper -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl group describe') echo '-a --all -f --format --zookeeper -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl group rewind') echo '--to-earliest --to-latest --to-current --to-offset --shift-by --to-datetime --by-duration --to-group --from-file --to -t --topic --all-topics --execute --export -f --format --zookeeper -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl group delete') echo '--offsets -t --topic -f --format --zookeeper -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl group migrate') echo '--to --execute --zookeeper -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl log') echo '-h --help' ;;
         'kctl log dump') echo '--deep --indexes --no-indexes -f --format -c --config -X -h --help' ;;
         'kctl log verify') echo '-f --format -c --config -X -h --help' ;;
@@ -60,6 +62,13 @@ _kctl_options() {
         'kctl topic describe') echo '-a --all -i --internal --under-replicated --unavailable --under-min-isr -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl topic delete') echo '--if-exists -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl topic alter') echo '-p --partitions --topic-config --delete-config --validate-only -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl zk') echo '-h --help' ;;
+        'kctl zk ls') echo '-f --format -z --zookeeper -h --help' ;;
+        'kctl zk get') echo '-f --format -z --zookeeper -h --help' ;;
+        'kctl zk tree') echo '-d --depth -f --format -z --zookeeper -h --help' ;;
+        'kctl zk brokers') echo '-f --format -z --zookeeper -h --help' ;;
+        'kctl zk topics') echo '-f --format -z --zookeeper -h --help' ;;
+        'kctl zk consumers') echo '-f --format -z --zookeeper -h --help' ;;
     esac
 }
 
@@ -104,16 +113,19 @@ _kctl_option_value() {
         'kctl consume -u'|'kctl consume --until') echo 'any' ;;
         'kctl consume -n'|'kctl consume --max') echo 'any' ;;
         'kctl consume -g'|'kctl consume --group') echo 'any' ;;
+        'kctl consume --zookeeper') echo 'any' ;;
         'kctl consume -f'|'kctl consume --format') echo 'any' ;;
         'kctl consume -c'|'kctl consume --config') echo 'file' ;;
         'kctl consume -X') echo 'any' ;;
         'kctl consume -b'|'kctl consume --bootstrap-server') echo 'any' ;;
         'kctl group list -s'|'kctl group list --state') echo 'any' ;;
         'kctl group list -f'|'kctl group list --format') echo 'choice table json jsonl' ;;
+        'kctl group list --zookeeper') echo 'any' ;;
         'kctl group list -c'|'kctl group list --config') echo 'file' ;;
         'kctl group list -X') echo 'any' ;;
         'kctl group list -b'|'kctl group list --bootstrap-server') echo 'any' ;;
         'kctl group describe -f'|'kctl group describe --format') echo 'choice table json jsonl' ;;
+        'kctl group describe --zookeeper') echo 'any' ;;
         'kctl group describe -c'|'kctl group describe --config') echo 'file' ;;
         'kctl group describe -X') echo 'any' ;;
         'kctl group describe -b'|'kctl group describe --bootstrap-server') echo 'any' ;;
@@ -127,14 +139,22 @@ _kctl_option_value() {
         'kctl group rewind -t'|'kctl group rewind --topic') echo 'any' ;;
         'kctl group rewind --export') echo 'file' ;;
         'kctl group rewind -f'|'kctl group rewind --format') echo 'choice table json jsonl' ;;
+        'kctl group rewind --zookeeper') echo 'any' ;;
         'kctl group rewind -c'|'kctl group rewind --config') echo 'file' ;;
         'kctl group rewind -X') echo 'any' ;;
         'kctl group rewind -b'|'kctl group rewind --bootstrap-server') echo 'any' ;;
         'kctl group delete -t'|'kctl group delete --topic') echo 'any' ;;
         'kctl group delete -f'|'kctl group delete --format') echo 'choice table json jsonl' ;;
+        'kctl group delete --zookeeper') echo 'any' ;;
         'kctl group delete -c'|'kctl group delete --config') echo 'file' ;;
         'kctl group delete -X') echo 'any' ;;
         'kctl group delete -b'|'kctl group delete --bootstrap-server') echo 'any' ;;
+        'kctl group migrate --to') echo 'any' ;;
+        'kctl group migrate --zookeeper') echo 'any' ;;
+        'kctl group migrate -f'|'kctl group migrate --format') echo 'choice table json jsonl' ;;
+        'kctl group migrate -c'|'kctl group migrate --config') echo 'file' ;;
+        'kctl group migrate -X') echo 'any' ;;
+        'kctl group migrate -b'|'kctl group migrate --bootstrap-server') echo 'any' ;;
         'kctl log dump -f'|'kctl log dump --format') echo 'choice table json jsonl' ;;
         'kctl log dump -c'|'kctl log dump --config') echo 'file' ;;
         'kctl log dump -X') echo 'any' ;;
@@ -232,6 +252,19 @@ _kctl_option_value() {
         'kctl topic alter -c'|'kctl topic alter --config') echo 'file' ;;
         'kctl topic alter -X') echo 'any' ;;
         'kctl topic alter -b'|'kctl topic alter --bootstrap-server') echo 'any' ;;
+        'kctl zk ls -f'|'kctl zk ls --format') echo 'choice table json jsonl' ;;
+        'kctl zk ls -z'|'kctl zk ls --zookeeper') echo 'any' ;;
+        'kctl zk get -f'|'kctl zk get --format') echo 'choice table json jsonl' ;;
+        'kctl zk get -z'|'kctl zk get --zookeeper') echo 'any' ;;
+        'kctl zk tree -d'|'kctl zk tree --depth') echo 'any' ;;
+        'kctl zk tree -f'|'kctl zk tree --format') echo 'choice table json jsonl' ;;
+        'kctl zk tree -z'|'kctl zk tree --zookeeper') echo 'any' ;;
+        'kctl zk brokers -f'|'kctl zk brokers --format') echo 'choice table json jsonl' ;;
+        'kctl zk brokers -z'|'kctl zk brokers --zookeeper') echo 'any' ;;
+        'kctl zk topics -f'|'kctl zk topics --format') echo 'choice table json jsonl' ;;
+        'kctl zk topics -z'|'kctl zk topics --zookeeper') echo 'any' ;;
+        'kctl zk consumers -f'|'kctl zk consumers --format') echo 'choice table json jsonl' ;;
+        'kctl zk consumers -z'|'kctl zk consumers --zookeeper') echo 'any' ;;
     esac
 }
 
@@ -241,6 +274,7 @@ _kctl_argument_value() {
         'kctl group describe') echo 'any' ;;
         'kctl group rewind') echo 'any' ;;
         'kctl group delete') echo 'any' ;;
+        'kctl group migrate') echo 'any' ;;
         'kctl log dump') echo 'file' ;;
         'kctl log verify') echo 'file' ;;
         'kctl log recover') echo 'file' ;;
@@ -252,6 +286,9 @@ _kctl_argument_value() {
         'kctl topic describe') echo 'any' ;;
         'kctl topic delete') echo 'any' ;;
         'kctl topic alter') echo 'any' ;;
+        'kctl zk ls') echo 'any' ;;
+        'kctl zk get') echo 'any' ;;
+        'kctl zk tree') echo 'any' ;;
     esac
 }
 

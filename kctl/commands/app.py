@@ -27,6 +27,7 @@ COMMAND_GROUPS: tuple[tuple[str, str], ...] = (
     ("kctl.commands.perf", "perf"),
     ("kctl.commands.produce", "produce"),
     ("kctl.commands.topic", "topic"),
+    ("kctl.commands.zk", "zk"),
 )
 """(module path, group name) of every command group, in the order `kctl --help` lists them."""
 

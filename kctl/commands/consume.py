@@ -22,6 +22,7 @@ from typing import Annotated, BinaryIO, TextIO
 
 import typer
 
+from kctl.client.config import ClientConfigError
 from kctl.client.consumer import Consumer, ConsumerConfig, ConsumerRecord
 from kctl.client.group_config import GroupConfig
 from kctl.client.offsets_spec import (
@@ -32,6 +33,7 @@ from kctl.client.offsets_spec import (
     parse_offset_spec,
     resolve_ranges,
 )
+from kctl.client.zkgroup import ZkGroupConfig
 from kctl.commands.clients import CONSUMER_DEFAULTS, client_errors, connect, consumer_config
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
@@ -193,9 +195,12 @@ def group_properties(
     bootstrap_server: str,
     group: str,
     offset: str | None,
+    zookeeper: str | None = None,
 ) -> tuple[str, dict[str, str]]:
     """Bootstrap servers and the consumer + group properties for `--group` (both property sets are
-    accepted; `--offset beginning|end` sets auto.offset.reset for partitions without a committed offset)."""
+    accepted; `--offset beginning|end` sets auto.offset.reset for partitions without a committed offset).
+    `zookeeper` (or -X zookeeper.connect) makes it a ZooKeeper-coordinated group, whose properties
+    (`ZkGroupConfig`: offsets.storage, dual.commit.enabled, ...) are then accepted too."""
     defaults = dict(CONSUMER_DEFAULTS)
     if offset is not None:
         reset = {"beginning": "earliest", "end": "latest"}.get(offset.strip().lower())
@@ -207,9 +212,22 @@ def group_properties(
             )
         defaults["auto.offset.reset"] = reset
     resolved = load_config(config_file, overrides, defaults, bootstrap_server=bootstrap_server)
-    known = ConsumerConfig.known_keys() | GroupConfig.known_keys()
+    zk_keys = ZkGroupConfig.known_keys() - GroupConfig.known_keys() - ConsumerConfig.known_keys()
+    known = ConsumerConfig.known_keys() | GroupConfig.known_keys() | zk_keys
     properties = known_properties(resolved, known, "consumer")
     properties["group.id"] = group
+    if zookeeper is not None:
+        properties["zookeeper.connect"] = zookeeper
+    if not properties.get("zookeeper.connect") and zk_keys & set(properties):
+        raise KctlError(
+            f"{', '.join(sorted(zk_keys & set(properties)))}: ZooKeeper-mode properties need --zookeeper",
+            ExitCode.USAGE,
+        )
+    if properties.get("zookeeper.connect"):
+        try:
+            ZkGroupConfig.from_properties(properties)
+        except ClientConfigError as error:
+            raise KctlError(f"invalid consumer property {error}", ExitCode.USAGE) from None
     return resolved.bootstrap_servers, properties
 
 
@@ -297,6 +315,18 @@ def consume(
             ),
         ),
     ] = None,
+    zookeeper: Annotated[
+        str | None,
+        typer.Option(
+            "--zookeeper",
+            metavar="HOST:PORT[/CHROOT]",
+            envvar="KCTL_ZOOKEEPER",
+            help=(
+                "With --group: a ZooKeeper-coordinated group (the seeds' consumer: registered under "
+                "/consumers/GROUP, offsets in ZooKeeper unless -X offsets.storage=kafka)."
+            ),
+        ),
+    ] = None,
     fmt: Annotated[
         str,
         typer.Option(
@@ -352,12 +382,16 @@ def consume(
         raise KctlError(f"invalid --until: {error}", ExitCode.USAGE) from None
     if spec.end is not None and end_point is not None:
         raise KctlError(f"--offset {spec} has an END already; drop --until or the range", ExitCode.USAGE)
+    if zookeeper is not None and group is None:
+        raise KctlError("--zookeeper goes with --group", ExitCode.USAGE)
     if group is not None:
         if until is not None or partitions or spec.end is not None:
             raise KctlError("--group cannot be combined with --until, a range or --partition", ExitCode.USAGE)
         if names and pattern is not None:
             raise KctlError("with --group, name topics or give --pattern, not both", ExitCode.USAGE)
-        bootstrap, properties = group_properties(config_file, overrides, bootstrap_server, group, offset)
+        bootstrap, properties = group_properties(
+            config_file, overrides, bootstrap_server, group, offset, zookeeper
+        )
         writer = make_writer(fmt, names)
         with client_errors():
             count = consume_as_group(

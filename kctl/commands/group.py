@@ -12,11 +12,10 @@ exists (every group or topic named is unknown) or the cluster cannot be reached.
 from __future__ import annotations
 
 import contextlib
-import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -42,7 +41,9 @@ from kctl.client.group import (
 )
 from kctl.client.group import execute as execute_rewind
 from kctl.client.group.rewind import UNKNOWN_TOPIC, format_offsets_csv, parse_offsets_csv
+from kctl.client.group.rewind_options import RewindOptionError, datetime_point, duration_ms, topic_scope
 from kctl.client.offsets_spec import OffsetPoint, OffsetSpecError, PointKind, parse_offset_point
+from kctl.client.zkgroup import ZkGroupAdmin, execute_migration, plan_migration
 from kctl.commands.clients import admin_session
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
@@ -61,6 +62,8 @@ from kctl.commands.output import (
     warn,
 )
 from kctl.protocol import ErrorCode, error_name
+from kctl.zk.consumer_registry import ConsumerRegistry
+from kctl.zk.model import RegistryUnavailableError
 
 app = typer.Typer(
     help="List, describe, rewind and delete consumer groups (talks to a running cluster).",
@@ -79,16 +82,32 @@ TopicScopeOption = Annotated[
         help="A topic, optionally with partitions (orders:0,1 or orders:0-3) (repeatable).",
     ),
 ]
+ZooKeeperOption = Annotated[
+    str | None,
+    typer.Option(
+        "--zookeeper",
+        metavar="HOST:PORT[/CHROOT]",
+        envvar="KCTL_ZOOKEEPER",
+        help="The groups of ZooKeeper-coordinated consumers (offsets under /consumers in this ZooKeeper).",
+    ),
+]
 
 
 # -- shared plumbing -------------------------------------------------------------------------------
 @contextlib.contextmanager
-def _groups(cluster: ClusterOptions) -> Iterator[GroupAdmin]:
-    """A GroupAdmin; client errors that escape become KctlErrors with the right exit status."""
+def _groups(cluster: ClusterOptions, zookeeper: str | None = None) -> Iterator[GroupAdmin]:
+    """A GroupAdmin (of ZooKeeper-mode groups with `zookeeper`); client errors that escape become
+    KctlErrors with the right exit status."""
     not_found = (ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     with admin_session(*cluster, not_found=not_found) as admin:
         try:
-            yield GroupAdmin(admin)
+            if zookeeper is None:
+                yield GroupAdmin(admin)
+                return
+            with ConsumerRegistry(zookeeper) as registry:
+                yield ZkGroupAdmin(admin, registry)
+        except RegistryUnavailableError as error:
+            raise KctlError(str(error), ExitCode.NOT_FOUND) from None
         except GroupNotEmptyError as error:
             raise KctlError(str(error), ExitCode.FAILURE) from None
         except NothingToRewindError as error:
@@ -151,6 +170,7 @@ def list_groups(
         ),
     ] = None,
     fmt: FormatOption = DEFAULT_FORMAT,
+    zookeeper: ZooKeeperOption = None,
     *,
     cluster: ClusterOptions,
 ) -> None:
@@ -161,7 +181,7 @@ def list_groups(
     for state in wanted:
         if state.lower() not in known:
             raise KctlError(f"unknown group state {state!r} (known: {', '.join(STATES)})", ExitCode.USAGE)
-    with _groups(cluster) as groups:
+    with _groups(cluster, zookeeper) as groups:
         listed = groups.list_groups(states=wanted or None)
         described = {d.group_id: d for d in groups.describe_groups([g.group_id for g in listed])}
     rows = []
@@ -174,7 +194,7 @@ def list_groups(
                 "protocol_type": g.protocol_type or None,
                 "assignor": (d.protocol or None) if d is not None and d.ok else None,
                 "members": len(d.members) if d is not None and d.ok else None,
-                "coordinator": g.coordinator,
+                "coordinator": g.coordinator if g.coordinator >= 0 else None,
             }
         )
     render_rows(rows, LIST_COLUMNS, fmt)
@@ -265,6 +285,7 @@ def describe(
     ] = None,
     all_groups: Annotated[bool, typer.Option("--all", "-a", help="Describe every group.")] = False,
     fmt: FormatOption = DEFAULT_FORMAT,
+    zookeeper: ZooKeeperOption = None,
     *,
     cluster: ClusterOptions,
 ) -> None:
@@ -283,7 +304,7 @@ def describe(
         raise KctlError("name at least one group, or give --all", ExitCode.USAGE)
     documents = []
     failures: list[tuple[str, str]] = []
-    with _groups(cluster) as groups:
+    with _groups(cluster, zookeeper) as groups:
         if all_groups:
             names = [g.group_id for g in groups.list_groups()]
         for group in groups.describe_groups(names):
@@ -323,77 +344,20 @@ def describe(
 
 
 # -- rewind ----------------------------------------------------------------------------------------
-_PARTITIONS = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
-_ISO_DURATION = re.compile(
-    r"^P(?:(?P<d>\d+(?:\.\d+)?)D)?(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$",
-    re.IGNORECASE,
-)
+A = TypeVar("A")
+T = TypeVar("T")
+
+
+def _parsed(parse: Callable[[A], T], text: A) -> T:
+    try:
+        return parse(text)
+    except RewindOptionError as error:
+        raise KctlError(str(error), ExitCode.USAGE) from None
 
 
 def parse_topic_scope(values: Sequence[str]) -> dict[str, list[int] | None]:
     """`--topic` values: topic -> its partitions (None: all of them)."""
-    scope: dict[str, list[int] | None] = {}
-    for text in values:
-        topic, sep, spec = text.partition(":")
-        if not topic:
-            raise KctlError(f"invalid --topic {text!r}: no topic name", ExitCode.USAGE)
-        if not sep:
-            scope[topic] = None
-            continue
-        spec = spec.replace(" ", "")
-        if not _PARTITIONS.match(spec):
-            raise KctlError(
-                f"invalid --topic {text!r}: expected TOPIC:P,P or TOPIC:FIRST-LAST", ExitCode.USAGE
-            )
-        partitions: list[int] = []
-        for item in spec.split(","):
-            first, _, last = item.partition("-")
-            low, high = int(first), int(last or first)
-            if high < low:
-                raise KctlError(f"invalid --topic {text!r}: {item} is an empty range", ExitCode.USAGE)
-            partitions += range(low, high + 1)
-        known = scope.get(topic, [])
-        scope[topic] = None if known is None and topic in scope else sorted({*(known or []), *partitions})
-    return scope
-
-
-def parse_duration_ms(text: str) -> int:
-    """`--by-duration`: Kafka's ISO-8601 form (PT1H, P1DT2H30M) or kctl's (1h30m, 2d, 90s)."""
-    value = text.strip()
-    match = _ISO_DURATION.match(value)
-    if match and any(match.groupdict().values()):
-        parts = {k: float(v) for k, v in match.groupdict().items() if v}
-        seconds = (
-            parts.get("d", 0) * 86400 + parts.get("h", 0) * 3600 + parts.get("m", 0) * 60 + parts.get("s", 0)
-        )
-        return int(seconds * 1000)
-    try:
-        point = parse_offset_point(f"@-{value.lstrip('-')}")
-    except OffsetSpecError:
-        raise KctlError(
-            f"invalid --by-duration {text!r}: expected an ISO-8601 duration (PT1H, P1DT12H) "
-            "or 1h30m, 2d, 45s",
-            ExitCode.USAGE,
-        ) from None
-    if point.kind is not PointKind.AGO:
-        raise KctlError(f"invalid --by-duration {text!r}", ExitCode.USAGE)
-    return point.value
-
-
-def parse_datetime(text: str) -> OffsetPoint:
-    """`--to-datetime`: 2026-11-22T10:00:00[.sss][Z|+01:00] (no zone: UTC), a date, or epoch ms."""
-    value = text.strip().removeprefix("@")
-    try:
-        point = parse_offset_point(f"@{value}")
-    except OffsetSpecError:
-        point = None
-    if point is None or point.kind is not PointKind.TIMESTAMP:
-        raise KctlError(
-            f"invalid --to-datetime {text!r}: expected YYYY-MM-DDTHH:MM:SS[.sss][ZONE] (UTC without a zone), "
-            "YYYY-MM-DD or epoch milliseconds",
-            ExitCode.USAGE,
-        )
-    return point
+    return _parsed(topic_scope, values)
 
 
 def read_offsets_file(path: Path, group: str) -> dict[TopicPartition, int]:
@@ -498,6 +462,7 @@ def rewind(
         ),
     ] = None,
     fmt: FormatOption = DEFAULT_FORMAT,
+    zookeeper: ZooKeeperOption = None,
     *,
     cluster: ClusterOptions,
 ) -> None:
@@ -550,9 +515,10 @@ def rewind(
     elif to_offset is not None:
         strategy = ToPoint(OffsetPoint(PointKind.OFFSET, to_offset))
     elif to_datetime is not None:
-        strategy = ToPoint(parse_datetime(to_datetime))
+        strategy = ToPoint(_parsed(datetime_point, to_datetime))
     elif by_duration is not None:
-        strategy = ToPoint(OffsetPoint(PointKind.AGO, parse_duration_ms(by_duration), text=f"-{by_duration}"))
+        ago = _parsed(duration_ms, by_duration)
+        strategy = ToPoint(OffsetPoint(PointKind.AGO, ago, text=f"-{by_duration}"))
     elif to_spec is not None:
         try:
             strategy = ToPoint(parse_offset_point(to_spec))
@@ -568,7 +534,7 @@ def rewind(
         assert from_file is not None  # exactly one target was given
         strategy = ToOffsets(read_offsets_file(from_file, group))
 
-    with _groups(cluster) as groups:
+    with _groups(cluster, zookeeper) as groups:
         rewind_plan = plan_rewind(groups, group, strategy, topics=scope or None, all_topics=all_topics)
         plan = rewind_plan.offsets
         failed = rewind_plan.failed
@@ -649,6 +615,7 @@ def delete(
     ] = False,
     topics: TopicScopeOption = None,
     fmt: FormatOption = DEFAULT_FORMAT,
+    zookeeper: ZooKeeperOption = None,
     *,
     cluster: ClusterOptions,
 ) -> None:
@@ -666,9 +633,9 @@ def delete(
             raise KctlError("--offsets needs --topic TOPIC[:P,...]", ExitCode.USAGE)
         if len(names) != 1:
             raise KctlError("--offsets deletes the offsets of one group at a time", ExitCode.USAGE)
-        _delete_offsets(names[0], parse_topic_scope(topics), fmt, cluster)
+        _delete_offsets(names[0], parse_topic_scope(topics), fmt, cluster, zookeeper)
         return
-    with _groups(cluster) as groups:
+    with _groups(cluster, zookeeper) as groups:
         results = groups.delete_groups(names)
         nonempty = {
             r.name: d
@@ -708,8 +675,9 @@ def _delete_offsets(
     scope: dict[str, list[int] | None],
     fmt: OutputFormat,
     cluster: ClusterOptions,
+    zookeeper: str | None = None,
 ) -> None:
-    with _groups(cluster) as groups:
+    with _groups(cluster, zookeeper) as groups:
         committed = groups.committed_offsets(group)
         partitions = [
             tp
@@ -750,3 +718,66 @@ def _delete_offsets(
     if failed or group_error:
         raise typer.Exit(ExitCode.FAILURE)
     info(f"deleted {len(rows)} committed offset(s) of group {group!r}")
+
+
+# -- migrate ---------------------------------------------------------------------------------------
+MIGRATE_COLUMNS = [
+    Column("group"),
+    Column("topic"),
+    Column("partition"),
+    Column("zookeeper_offset", "ZOOKEEPER"),
+    Column("kafka_offset", "KAFKA"),
+    Column("new_offset"),
+    Column("status"),
+    Column("note"),
+]
+
+
+@app.command("migrate")
+@cluster_options
+def migrate(
+    group: Annotated[str, typer.Argument(metavar="GROUP", help="The ZooKeeper-mode group to migrate.")],
+    to: Annotated[
+        str,
+        typer.Option(
+            "--to",
+            metavar="STORE",
+            help="kafka: copy ZooKeeper's offsets into the broker-coordinated store; zookeeper: back.",
+        ),
+    ] = "kafka",
+    execute: Annotated[bool, typer.Option("--execute", help="Copy the offsets (else: the plan).")] = False,
+    zookeeper: ZooKeeperOption = None,
+    fmt: FormatOption = DEFAULT_FORMAT,
+    *,
+    cluster: ClusterOptions,
+) -> None:
+    """Copy a group's committed offsets between ZooKeeper (/consumers/GROUP/offsets) and the
+    broker-coordinated store (__consumer_offsets): print the plan, and with --execute copy it.
+
+    The offline alternative to the rolling migration with dual.commit.enabled: the group's
+    consumers must be stopped (none registered in ZooKeeper, no members in the broker group), else
+    it is refused. Exit status 1 when refused or a partition fails, 3 when the group has no
+    committed offsets in either store."""
+    store = to.strip().lower()
+    if store not in ("kafka", "zookeeper"):
+        raise KctlError(f"--to is kafka or zookeeper, not {to!r}", ExitCode.USAGE)
+    if zookeeper is None:
+        raise KctlError("migrate needs --zookeeper HOST:PORT[/CHROOT]", ExitCode.USAGE)
+    with _groups(cluster, zookeeper) as groups:
+        assert isinstance(groups, ZkGroupAdmin)
+        plan = plan_migration(groups, group, store)
+        codes = execute_migration(groups, plan) if execute and plan.executable else {}
+    if not plan.offsets:
+        raise KctlError(f"group {group!r} has no committed offsets in ZooKeeper or Kafka", ExitCode.NOT_FOUND)
+    render_rows([{"group": group, **e.row(codes)} for e in plan.offsets], MIGRATE_COLUMNS, fmt)
+    for blocker in plan.blockers:
+        _error(f"group {group!r}: {blocker}; stop its consumers first")
+    failed = {tp: c for tp, c in codes.items() if c}
+    for tp, code in failed.items():
+        _error(f"partition {tp}: {error_name(code)}")
+    if (plan.blockers and execute) or failed:
+        raise typer.Exit(ExitCode.FAILURE)
+    if execute:
+        info(f"copied {len(codes)} offset(s) of group {group!r} to {store}")
+    else:
+        info(f"dry run: nothing changed; add --execute to copy {len(plan.changes)} offset(s) to {store}")

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from kctl.client import GroupConsumer, TopicPartition
 from kctl.client.consumer import Consumer, ConsumerRecord
 from kctl.client.offsets_spec import OffsetRange
+from kctl.client.zkgroup import ZkGroupConsumer
 
 RecordSink = Callable[[ConsumerRecord], None]
 
@@ -104,9 +105,11 @@ def consume_as_group(
 ) -> int:
     """Read as a member of the group (`properties` has group.id) the named topics or those matching
     `pattern` until `max_records` or an interrupt; offsets are committed as it goes
-    (enable.auto.commit) and when it leaves the group. Returns the number of records written."""
+    (enable.auto.commit) and when it leaves the group. With zookeeper.connect in `properties` the group
+    is ZooKeeper-coordinated (`ZkGroupConsumer`). Returns the number of records written."""
     count = 0
-    consumer = GroupConsumer(bootstrap, properties)
+    consumer_class = ZkGroupConsumer if properties.get("zookeeper.connect") else GroupConsumer
+    consumer = consumer_class(bootstrap, properties)
     with consumer:
         if pattern is not None:
             consumer.subscribe(pattern=pattern)
