@@ -43,6 +43,7 @@ from kazoo.exceptions import (
     NoNodeError,
     NotEmptyError,
     OperationTimeoutError,
+    RolledBackError,
     SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
@@ -53,8 +54,11 @@ from kazoo.retry import KazooRetry
 from kctl.zk.model import (
     BrokerIdInUseError,
     BrokerRegistration,
+    ControllerFence,
+    ControllerMovedError,
     PartitionState,
     PartitionStateConflictError,
+    PartitionStateUpdate,
     RegistryError,
     RegistryUnavailableError,
     TopicExistsError,
@@ -67,7 +71,16 @@ from kctl.zk.model import (
     validate_replica_assignment,
     validate_topic_name,
 )
-from kctl.zk.registry import BROKERS, CONFIGS, CONTROLLER, PARTITIONS, REASONS, TOPICS, Registry
+from kctl.zk.registry import (
+    ADMIN,
+    BROKERS,
+    CONFIGS,
+    CONTROLLER,
+    PARTITIONS,
+    REASONS,
+    TOPICS,
+    Registry,
+)
 from kctl.zk.znodes import (
     PERSISTENT_PATHS,
     BrokerIdsZNode,
@@ -76,9 +89,13 @@ from kctl.zk.znodes import (
     ConfigEntityChangeNotificationSequenceZNode,
     ConfigEntityChangeNotificationZNode,
     ConfigEntityZNode,
+    ControlledShutdownBrokerZNode,
+    ControlledShutdownZNode,
     ControllerEpochZNode,
     ControllerZNode,
     DeleteTopicsTopicZNode,
+    PreferredReplicaElectionZNode,
+    ReassignPartitionsZNode,
     TopicPartitionStateZNode,
     TopicPartitionsZNode,
     TopicPartitionZNode,
@@ -149,6 +166,8 @@ class ZooKeeperRegistry(Registry):
         self._disconnected = False
         self._cluster_id: str | None = None
         self._registrations: dict[int, BrokerRegistration] = {}
+        self._fence: ControllerFence | None = None
+        self._shutdown_requests: set[int] = set()
         # topic (or topic partition) -> (generation token, its one-shot watch function)
         self._topic_watches: dict[str, tuple[object, Callable[[WatchedEvent], None]]] = {}
         self._state_watches: dict[tuple[str, int], tuple[object, Callable[[WatchedEvent], None]]] = {}
@@ -266,6 +285,7 @@ class ZooKeeperRegistry(Registry):
         if state == KazooState.LOST:
             log.warning("ZooKeeper session to %s expired", self.connect)
             self._session_lost = self._disconnected = True
+            self._fence = None
             # Our broker registrations and controllership went with the session.
             client.handler.spawn(self._notify, CONTROLLER)
         elif state == KazooState.SUSPENDED:
@@ -311,6 +331,9 @@ class ZooKeeperRegistry(Registry):
             ChildrenWatch(client, TopicsZNode.path, self._on_topics),
             DataWatch(client, ControllerZNode.path, self._controller_watcher()),
             ChildrenWatch(client, ConfigEntityChangeNotificationZNode.path, self._on_config_changes),
+            DataWatch(client, ReassignPartitionsZNode.path, self._data_watcher(ADMIN)),
+            DataWatch(client, PreferredReplicaElectionZNode.path, self._data_watcher(ADMIN)),
+            ChildrenWatch(client, ControlledShutdownZNode.path, self._children_watcher(ADMIN)),
         ]
         with self._lock:
             self._watches = watches
@@ -332,6 +355,9 @@ class ZooKeeperRegistry(Registry):
         return watcher
 
     def _controller_watcher(self) -> Callable[[bytes | None, ZnodeStat | None, Any], bool | None]:
+        return self._data_watcher(CONTROLLER)
+
+    def _data_watcher(self, reason: str) -> Callable[[bytes | None, ZnodeStat | None, Any], bool | None]:
         first = [True]
 
         def watcher(data: bytes | None, stat: ZnodeStat | None, event: Any = None) -> bool | None:
@@ -340,7 +366,7 @@ class ZooKeeperRegistry(Registry):
             if first[0]:
                 first[0] = False
             else:
-                self._notify(CONTROLLER)
+                self._notify(reason)
             return None
 
         return watcher
@@ -579,9 +605,12 @@ class ZooKeeperRegistry(Registry):
             for _ in range(_RETRIES):
                 try:
                     data, stat = client.get(ControllerZNode.path)
-                    return (
-                        stat.ephemeralOwner == self._session_id and ControllerZNode.decode(data) == broker_id
-                    )
+                    owner = ControllerZNode.decode(data)
+                    ours = stat.ephemeralOwner == self._session_id and owner == broker_id
+                    if ours and self._fence is None:
+                        epoch, epoch_version = self._read_controller_epoch(client)
+                        self._fence = ControllerFence(epoch, epoch_version)
+                    return ours
                 except NoNodeError:
                     pass
                 epoch, epoch_version = self._read_controller_epoch(client)
@@ -592,6 +621,7 @@ class ZooKeeperRegistry(Registry):
                 )
                 results = transaction.commit()
                 if not any(isinstance(r, Exception) for r in results):
+                    self._fence = ControllerFence(epoch + 1, results[1].version)
                     log.info("broker %d is the controller (epoch %d)", broker_id, epoch + 1)
                     self._notify(CONTROLLER)
                     return True
@@ -609,7 +639,11 @@ class ZooKeeperRegistry(Registry):
                 with contextlib.suppress(NodeExistsError):
                     client.create(ControllerEpochZNode.path, ControllerEpochZNode.encode(0))
 
+    def controller_fence(self) -> ControllerFence | None:
+        return self._fence
+
     def resign_controller(self) -> None:
+        self._fence = None
         client = self._zk_client()
         with self._zk("resign as controller"):
             try:
@@ -708,11 +742,13 @@ class ZooKeeperRegistry(Registry):
                 except NoNodeError:
                     raise UnknownTopicError(f"Topic '{name}' does not exist.") from None
                 topic_id, assignment = TopicZNode.decode(name, data)
+                adding, removing = TopicZNode.decode_reassignment(name, data)
                 added = validate_new_partitions(assignment, new_assignment)
                 topic_id = topic_id or random_kafka_uuid()
                 assignment = {**assignment, **added}
+                encoded = TopicZNode.encode(topic_id, assignment, adding, removing)
                 try:
-                    client.set(topic_path, TopicZNode.encode(topic_id, assignment), version=stat.version)
+                    client.set(topic_path, encoded, version=stat.version)
                 except BadVersionError:
                     continue
                 except NoNodeError:
@@ -758,7 +794,11 @@ class ZooKeeperRegistry(Registry):
                 if topic_id is None:
                     continue
             overrides = ConfigEntityZNode.decode(ConfigEntityZNode.TOPICS, name, config[0]) if config else {}
-            records[name] = TopicRecord(name, topic_id, assignment, overrides)
+            try:
+                adding, removing = TopicZNode.decode_reassignment(name, data)
+            except ZNodeDecodeError:
+                adding, removing = {}, {}
+            records[name] = TopicRecord(name, topic_id, assignment, overrides, adding, removing)
         return records
 
     def _assign_topic_id(
@@ -937,3 +977,199 @@ class ZooKeeperRegistry(Registry):
             except ZNodeDecodeError as error:
                 log.warning("ignoring a partition state kctl cannot read: %s", error)
         return states
+
+    # -- fenced controller writes ------------------------------------------------------------------
+    def _fenced_commit(self, client: KazooClient, fence: ControllerFence, ops: list[Any]) -> list[Any]:
+        """Commit ``ops`` (functions adding operations to a transaction) behind a check of
+        /controller_epoch's version. Raises ControllerMovedError when that check fails; returns
+        the results of ``ops`` otherwise (some may be exceptions: the caller decides)."""
+        transaction = client.transaction()
+        transaction.check(ControllerEpochZNode.path, fence.epoch_zk_version)
+        for op in ops:
+            op(transaction)
+        results = transaction.commit()
+        if isinstance(results[0], (BadVersionError, NoNodeError)):
+            self._fence = None if self._fence == fence else self._fence
+            raise ControllerMovedError(
+                f"controller epoch {fence.epoch} is no longer current (/controller_epoch moved on "
+                f"from version {fence.epoch_zk_version}): another broker is the controller"
+            )
+        return results[1:]
+
+    def set_partition_states(
+        self, updates: list[PartitionStateUpdate], fence: ControllerFence
+    ) -> dict[tuple[str, int], PartitionState]:
+        if not updates:
+            return {}
+        client = self._zk_client()
+        with self._zk(f"write {len(updates)} partition state(s)"):
+            for update in updates:
+                if update.expected_partition_epoch < 0:
+                    for parent in (
+                        TopicPartitionsZNode.path(update.topic),
+                        TopicPartitionZNode.path(update.topic, update.partition),
+                    ):
+                        try:
+                            client.create(parent)
+                        except NodeExistsError:
+                            pass
+                        except NoNodeError:
+                            raise UnknownTopicError(f"Topic '{update.topic}' does not exist.") from None
+            ops: list[Any] = []
+            for update in updates:
+                path = TopicPartitionStateZNode.path(update.topic, update.partition)
+                data = TopicPartitionStateZNode.encode(update.state)
+                if update.expected_partition_epoch < 0:
+                    ops.append(lambda t, path=path, data=data: t.create(path, data))
+                else:
+                    ops.append(
+                        lambda t, path=path, data=data, v=update.expected_partition_epoch: t.set_data(
+                            path, data, version=v
+                        )
+                    )
+            results = self._fenced_commit(client, fence, ops)
+        failed = [(u, r) for u, r in zip(updates, results, strict=True) if isinstance(r, Exception)]
+        real = [(u, r) for u, r in failed if not isinstance(r, RolledBackError)]
+        if real:
+            update, error = real[0]
+            where = f"{update.topic}-{update.partition}"
+            if isinstance(error, NoNodeError) and update.expected_partition_epoch < 0:
+                raise UnknownTopicError(f"Partition {where} does not exist.")
+            raise PartitionStateConflictError(
+                f"Partition {where} is not at partition epoch {update.expected_partition_epoch} "
+                f"({type(error).__name__})"
+            )
+        stored: dict[tuple[str, int], PartitionState] = {}
+        for update, result in zip(updates, results, strict=True):
+            version = 0 if update.expected_partition_epoch < 0 else result.version
+            state = update.state
+            stored[(update.topic, update.partition)] = PartitionState(
+                state.leader, state.leader_epoch, state.isr, state.controller_epoch, version
+            )
+        self._notify(PARTITIONS)
+        return stored
+
+    def set_topic_assignment(
+        self,
+        name: str,
+        assignment: dict[int, tuple[int, ...]],
+        adding_replicas: dict[int, tuple[int, ...]],
+        removing_replicas: dict[int, tuple[int, ...]],
+        fence: ControllerFence,
+    ) -> TopicRecord:
+        client = self._zk_client()
+        path = TopicZNode.path(name)
+        with self._zk(f"reassign replicas of topic {name}"):
+            for _ in range(_RETRIES):
+                try:
+                    data, stat = client.get(path)
+                except NoNodeError:
+                    raise UnknownTopicError(f"Topic '{name}' does not exist.") from None
+                topic_id, current = TopicZNode.decode(name, data)
+                if sorted(current) != sorted(assignment):
+                    raise RegistryError(f"{name}: a reassignment cannot change the partitions")
+                topic_id = topic_id or random_kafka_uuid()
+                encoded = TopicZNode.encode(topic_id, assignment, adding_replicas, removing_replicas)
+                (result,) = self._fenced_commit(
+                    client, fence, [lambda t, e=encoded, v=stat.version: t.set_data(path, e, version=v)]
+                )
+                if isinstance(result, NoNodeError):
+                    raise UnknownTopicError(f"Topic '{name}' does not exist.")
+                if not isinstance(result, Exception):
+                    break
+            else:
+                raise RegistryError(f"could not reassign {name}: {path} kept changing")
+            configs = self._read_configs(client, name)
+        self._notify(TOPICS)
+        return TopicRecord(name, topic_id, assignment, configs, adding_replicas, removing_replicas)
+
+    # -- admin requests ----------------------------------------------------------------------------
+    def _read_admin(self, path: str) -> bytes | None:
+        client = self._zk_client()
+        with self._zk(f"read {path}"):
+            try:
+                data, _ = client.get(path)
+            except NoNodeError:
+                return None
+        return data
+
+    def _write_admin(self, path: str, data: bytes | None) -> None:
+        client = self._zk_client()
+        with self._zk(f"write {path}"):
+            if data is None:
+                with contextlib.suppress(NoNodeError):
+                    client.delete(path)
+            else:
+                try:
+                    client.set(path, data)
+                except NoNodeError:
+                    client.create(path, data, makepath=True)
+        self._notify(ADMIN)
+
+    def reassignment_requests(self) -> dict[tuple[str, int], tuple[int, ...]]:
+        data = self._read_admin(ReassignPartitionsZNode.path)
+        if data is None:
+            return {}
+        try:
+            return ReassignPartitionsZNode.decode(data)
+        except ZNodeDecodeError as error:
+            log.warning("ignoring a reassignment request kctl cannot read: %s", error)
+            return {}
+
+    def set_reassignment_requests(self, requests: dict[tuple[str, int], tuple[int, ...]]) -> None:
+        data = ReassignPartitionsZNode.encode(requests) if requests else None
+        self._write_admin(ReassignPartitionsZNode.path, data)
+
+    def preferred_election_requests(self) -> set[tuple[str, int]] | None:
+        data = self._read_admin(PreferredReplicaElectionZNode.path)
+        if data is None:
+            return None
+        try:
+            return PreferredReplicaElectionZNode.decode(data)
+        except ZNodeDecodeError as error:
+            log.warning("ignoring a preferred election request kctl cannot read: %s", error)
+            return set()
+
+    def set_preferred_election_requests(self, partitions: set[tuple[str, int]] | None) -> None:
+        self._write_admin(
+            PreferredReplicaElectionZNode.path,
+            None if partitions is None else PreferredReplicaElectionZNode.encode(partitions),
+        )
+
+    # -- controlled shutdown -----------------------------------------------------------------------
+    def request_controlled_shutdown(self, broker_id: int) -> None:
+        client = self._zk_client()
+        path = ControlledShutdownBrokerZNode.path(broker_id)
+        data = ControlledShutdownBrokerZNode.encode(ControlledShutdownBrokerZNode.REQUESTED)
+        with self._zk(f"request the controlled shutdown of broker {broker_id}"):
+            with contextlib.suppress(NoNodeError):
+                _, stat = client.get(path)
+                if stat.ephemeralOwner == self._session_id:
+                    client.delete(path)  # a retry: ask again
+            client.create(path, data, ephemeral=True, makepath=True)
+        self._notify(ADMIN)
+
+    def controlled_shutdown_requests(self) -> dict[int, tuple[str, int]]:
+        client = self._zk_client()
+        with self._zk("read the controlled shutdown requests"):
+            ids = sorted(int(c) for c in client.get_children(ControlledShutdownZNode.path) if c.isdigit())
+            results = _collect(
+                [client.get_async(ControlledShutdownBrokerZNode.path(i)) for i in ids], self._op_timeout
+            )
+        requests: dict[int, tuple[str, int]] = {}
+        for broker_id, result in zip(ids, results, strict=True):
+            if result is None:
+                continue
+            try:
+                requests[broker_id] = ControlledShutdownBrokerZNode.decode(broker_id, result[0])
+            except ZNodeDecodeError as error:
+                log.warning("ignoring a controlled shutdown request kctl cannot read: %s", error)
+        return requests
+
+    def answer_controlled_shutdown(self, broker_id: int, remaining_partitions: int) -> None:
+        client = self._zk_client()
+        path = ControlledShutdownBrokerZNode.path(broker_id)
+        data = ControlledShutdownBrokerZNode.encode(ControlledShutdownBrokerZNode.DONE, remaining_partitions)
+        action = f"answer the controlled shutdown of broker {broker_id}"
+        with self._zk(action), contextlib.suppress(NoNodeError):
+            client.set(path, data)
