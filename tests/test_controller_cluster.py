@@ -109,3 +109,41 @@ def test_failover_preferred_election_and_controlled_shutdown(
     assert "controlled shutdown of broker 1 succeeded" in cluster.broker(1).log_tail()
     state = registry.partition_states("t")[0]
     assert (state.leader, state.leader_epoch, state.isr) == (2, 4, (3, 2))
+
+
+def test_reassignment_follows_kafkas_steps(cluster: LocalCluster, registry: ZooKeeperRegistry) -> None:
+    registry.create_topic("r", {0: (1, 2)}, {})
+    wait_for("initial state", lambda: summary(registry, "r") == {0: (1, 0, (1, 2))})
+    registry.set_reassignment_requests({("r", 0): (2, 3)})
+
+    # step 1: replicas = target + old, adding/removing visible in the topic znode, new epoch
+    def started() -> bool:
+        record = registry.get_topic("r")
+        return record is not None and record.assignment == {0: (2, 3, 1)}
+
+    wait_for("reassignment started", started)
+    record = registry.get_topic("r")
+    assert record is not None
+    assert (record.adding_replicas, record.removing_replicas) == ({0: (3,)}, {0: (1,)})
+    wait_for("leader epoch bumped", lambda: summary(registry, "r") == {0: (1, 1, (1, 2))})
+    assert registry.reassignment_requests() == {("r", 0): (2, 3)}
+
+    # step 2: the leader adds the new replica to the ISR once it has caught up
+    state = registry.partition_states("r")[0]
+    registry.set_partition_state(
+        "r",
+        0,
+        PartitionState(1, state.leader_epoch, (1, 2, 3), state.controller_epoch),
+        expected_partition_epoch=state.partition_epoch,
+    )
+
+    # step 3: a leader from the target, ISR and replicas shrink to it, the request entry goes
+    wait_for("reassignment complete", lambda: summary(registry, "r") == {0: (2, 2, (2, 3))})
+
+    def finished() -> bool:
+        done = registry.get_topic("r")
+        return done is not None and done.assignment == {0: (2, 3)} and not done.adding_replicas
+
+    wait_for("replicas shrunk", finished)
+    wait_for("request removed", lambda: registry.reassignment_requests() == {} or None)
+    assert cluster.broker(1).running
