@@ -283,13 +283,15 @@ class Controller:
         view.updates.clear()
 
     def _answer_shutdowns(self, view: ClusterView) -> None:
-        """Answer each controlled shutdown request with the number of replicated partitions the
-        broker still leads (0: it may go)."""
+        """Answer each controlled shutdown request with the number of partitions the broker still
+        leads although another live ISR member could take over (0: it may go). Unlike Kafka, a
+        partition with no other live ISR member does not count: waiting cannot move it, so the last
+        replica of a partition does not hold its broker's shutdown up."""
         for broker, (state, remaining) in self.registry.controlled_shutdown_requests().items():
             led = sum(
                 1
-                for (name, partition), s in view.states.items()
-                if s.leader == broker and len(view.topics[name].assignment.get(partition, ())) > 1
+                for s in view.states.values()
+                if s.leader == broker and any(r != broker and r in view.live for r in s.isr)
             )
             if state != "done" or remaining != led:
                 self.registry.answer_controlled_shutdown(broker, led)
