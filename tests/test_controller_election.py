@@ -104,3 +104,78 @@ def test_embedded_fenced_writes(registry: EmbeddedRegistry) -> None:
         registry.set_partition_states(
             [PartitionStateUpdate("t", 0, new, 0)], ControllerFence(fence.epoch - 1, 0)
         )
+
+
+def register(registry: EmbeddedRegistry, *ids: int) -> None:
+    for broker_id in ids:
+        registry.register_broker(BrokerRegistration(broker_id, "127.0.0.1", 9000 + broker_id))
+
+
+def summary(registry: EmbeddedRegistry, topic: str) -> dict[int, tuple[int, int, tuple[int, ...]]]:
+    return {p: (s.leader, s.leader_epoch, s.isr) for p, s in registry.partition_states(topic).items()}
+
+
+def test_unclean_election_topic_config_overrides_broker_config(registry: EmbeddedRegistry) -> None:
+    register(registry, 2)
+    registry.create_topic("clean", {0: (1, 2)}, {})
+    registry.create_topic("unclean", {0: (1, 2)}, {"unclean.leader.election.enable": "true"})
+    controller = Controller(1, registry, unclean_leader_election=False)
+    controller.process({"controller"})
+    fence = registry.controller_fence()
+    assert fence is not None
+    for topic in ("clean", "unclean"):  # only broker 1 is in the ISR
+        registry.set_partition_state(topic, 0, PartitionState(1, 0, (1,), fence.epoch))
+    registry.unregister_broker(1)
+    controller.process({"brokers"})
+    assert summary(registry, "clean") == {0: (-1, 1, (1,))}
+    assert summary(registry, "unclean") == {0: (2, 1, (2,))}
+
+
+def test_auto_rebalance_moves_leadership_back_to_preferred(registry: EmbeddedRegistry) -> None:
+    register(registry, 2)
+    registry.create_topic("t", {0: (1, 2), 1: (2, 1)}, {})
+    controller = Controller(1, registry, imbalance_percentage=10)
+    controller.process({"controller"})
+    fence = registry.controller_fence()
+    assert fence is not None
+    registry.set_partition_state("t", 1, PartitionState(1, 3, (1, 2), fence.epoch))
+    controller.process({"partitions"})
+    assert summary(registry, "t")[1] == (1, 3, (1, 2))  # no rebalance without the tick
+    controller.process({"rebalance"})
+    assert summary(registry, "t")[1] == (2, 4, (1, 2))
+
+
+def test_controlled_shutdown_request_is_answered(registry: EmbeddedRegistry) -> None:
+    register(registry, 2, 3)
+    registry.create_topic("t", {0: (2, 3, 1), 1: (1, 2, 3)}, {})
+    controller = Controller(1, registry)
+    controller.process({"controller"})
+    registry.request_controlled_shutdown(2)
+    controller.process({"admin"})
+    assert summary(registry, "t") == {0: (3, 1, (3, 1)), 1: (1, 1, (1, 3))}
+    assert registry.controlled_shutdown_requests() == {2: ("done", 0)}
+
+
+def test_reassignment_with_the_embedded_registry(registry: EmbeddedRegistry) -> None:
+    register(registry, 2, 3)
+    registry.create_topic("t", {0: (1, 2)}, {})
+    controller = Controller(1, registry)
+    controller.process({"controller"})
+    registry.set_reassignment_requests({("t", 0): (3, 2)})
+    controller.process({"admin"})
+    record = registry.get_topic("t")
+    assert record is not None
+    assert (record.assignment, record.adding_replicas, record.removing_replicas) == (
+        {0: (3, 2, 1)},
+        {0: (3,)},
+        {0: (1,)},
+    )
+    state = registry.partition_states("t")[0]
+    registry.set_partition_state(
+        "t", 0, PartitionState(1, state.leader_epoch, (1, 2, 3), state.controller_epoch)
+    )
+    controller.process({"partitions"})
+    assert summary(registry, "t") == {0: (3, 2, (2, 3))}
+    record = registry.get_topic("t")
+    assert record is not None and record.assignment == {0: (3, 2)} and not record.adding_replicas
+    assert registry.reassignment_requests() == {}
