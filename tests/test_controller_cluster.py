@@ -15,6 +15,7 @@ from typing import TypeVar
 import pytest
 
 from kctl.testing import ZooKeeperServer
+from kctl.testing.broker import BrokerProcess, BrokerStartError
 from kctl.testing.cluster import LocalCluster
 from kctl.zk.model import PartitionState
 from kctl.zk.zookeeper import ZooKeeperRegistry
@@ -147,3 +148,21 @@ def test_reassignment_follows_kafkas_steps(cluster: LocalCluster, registry: ZooK
     wait_for("replicas shrunk", finished)
     wait_for("request removed", lambda: registry.reassignment_requests() == {} or None)
     assert cluster.broker(1).running
+
+
+def test_rack_registration_and_duplicate_broker_id(
+    cluster: LocalCluster, registry: ZooKeeperRegistry, tmp_path
+) -> None:
+    connect = {"zookeeper.connect": cluster.zookeeper_connect}
+    racked = BrokerProcess(tmp_path / "racked", {**connect, "broker.id": "4", "broker.rack": "r1"})
+    racked.start()
+    try:
+        racks = {b.broker_id: b.rack for b in registry.live_brokers()}
+        assert racks == {1: None, 2: None, 3: None, 4: "r1"}
+    finally:
+        racked.stop()
+    duplicate = BrokerProcess(tmp_path / "duplicate", {**connect, "broker.id": "2"})
+    with pytest.raises(BrokerStartError):
+        duplicate.start()
+    errors = [line for line in duplicate.log_tail().splitlines() if "already registered" in line]
+    assert len(errors) == 1 and "Broker id 2" in errors[0], duplicate.log_tail()
