@@ -11,7 +11,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
@@ -68,7 +68,11 @@ class ControllerOpsMixin:
     _zk: Callable[[str], contextlib.AbstractContextManager[None]]
     _notify: Callable[[str], None]
     _read_configs: Callable[[KazooClient, str], dict[str, str]]
-    _session_id: int
+
+    if TYPE_CHECKING:
+
+        @property
+        def _session_id(self) -> int: ...
 
     # -- fenced controller writes ------------------------------------------------------------------
     def _fenced_commit(self, client: KazooClient, fence: ControllerFence, ops: list[Any]) -> list[Any]:
