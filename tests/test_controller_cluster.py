@@ -111,6 +111,16 @@ def test_failover_preferred_election_and_controlled_shutdown(
     state = registry.partition_states("t")[0]
     assert (state.leader, state.leader_epoch, state.isr) == (2, 4, (3, 2))
 
+    # SIGTERM the controller: it resigns (and closes its session) as it stops, so the other broker
+    # takes over without waiting for a session to expire.
+    controller = registry.controller_id()
+    assert controller in (2, 3)
+    stopped_at = time.monotonic()
+    cluster.stop_broker(controller)
+    survivor = 5 - controller
+    wait_for("the survivor as controller", lambda: registry.controller_id() == survivor, timeout=6.0)
+    assert time.monotonic() - stopped_at < SESSION_MS / 1000
+
 
 def test_reassignment_follows_kafkas_steps(cluster: LocalCluster, registry: ZooKeeperRegistry) -> None:
     registry.create_topic("r", {0: (1, 2)}, {})
