@@ -14,7 +14,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
+from kazoo.exceptions import (
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    RolledBackError,
+    RuntimeInconsistency,
+)
 
 from kctl.zk.model import (
     ControllerFence,
@@ -125,7 +131,8 @@ class ControllerOpsMixin:
                     )
             results = self._fenced_commit(client, fence, ops)
         failed = [(u, r) for u, r in zip(updates, results, strict=True) if isinstance(r, Exception)]
-        real = [(u, r) for u, r in failed if not isinstance(r, RolledBackError)]
+        # the op that failed; the others report being rolled back (before it) or not run (after it)
+        real = [(u, r) for u, r in failed if not isinstance(r, (RolledBackError, RuntimeInconsistency))]
         if real:
             update, error = real[0]
             where = f"{update.topic}-{update.partition}"
