@@ -26,8 +26,11 @@ from typing import Any
 
 from kctl.zk.model import (
     BrokerRegistration,
+    ControllerFence,
+    ControllerMovedError,
     PartitionState,
     PartitionStateConflictError,
+    PartitionStateUpdate,
     RegistryError,
     RegistryUnavailableError,
     TopicExistsError,
@@ -41,7 +44,7 @@ from kctl.zk.model import (
     validate_replica_assignment,
     validate_topic_name,
 )
-from kctl.zk.registry import BROKERS, CONFIGS, CONTROLLER, PARTITIONS, TOPICS, Registry
+from kctl.zk.registry import ADMIN, BROKERS, CONFIGS, CONTROLLER, PARTITIONS, TOPICS, Registry
 
 __all__ = ["FORMAT_VERSION", "LOCK_FILE_NAME", "METADATA_FILE_NAME", "EmbeddedRegistry"]
 
@@ -64,9 +67,18 @@ class _Topic:
         self.assignment = assignment
         self.configs = configs
         self.states: dict[int, PartitionState] = states or {}
+        self.adding_replicas: dict[int, tuple[int, ...]] = {}
+        self.removing_replicas: dict[int, tuple[int, ...]] = {}
 
     def record(self, name: str) -> TopicRecord:
-        return TopicRecord(name, self.topic_id, dict(self.assignment), dict(self.configs))
+        return TopicRecord(
+            name,
+            self.topic_id,
+            dict(self.assignment),
+            dict(self.configs),
+            dict(self.adding_replicas),
+            dict(self.removing_replicas),
+        )
 
 
 class EmbeddedRegistry(Registry):
@@ -85,6 +97,11 @@ class EmbeddedRegistry(Registry):
         self._topics: dict[str, _Topic] = {}
         self._brokers: dict[int, BrokerRegistration] = {}
         self._controller: int | None = None
+        # The controller's requests live in memory only (a cluster of one has nothing to reassign
+        # or move; they exist so that the controller runs the same code in both modes).
+        self._reassignments: dict[tuple[str, int], tuple[int, ...]] = {}
+        self._preferred: set[tuple[str, int]] | None = None
+        self._shutdowns: dict[int, tuple[str, int]] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> None:
@@ -109,6 +126,7 @@ class EmbeddedRegistry(Registry):
             had_controller = self._controller is not None
             self._brokers.clear()
             self._controller = None
+            self._shutdowns.clear()
             self._release_lock()
         if had_brokers:
             self._notify(BROKERS)
@@ -268,6 +286,14 @@ class EmbeddedRegistry(Registry):
         self._notify(CONTROLLER)
         return True
 
+    def controller_fence(self) -> ControllerFence | None:
+        with self._open():
+            return None if self._controller is None else ControllerFence(self._controller_epoch, 0)
+
+    def _check_fence(self, fence: ControllerFence) -> None:
+        if self._controller is None or fence.epoch != self._controller_epoch:
+            raise ControllerMovedError(f"controller epoch {fence.epoch} is no longer current")
+
     def resign_controller(self) -> None:
         with self._open():
             if self._controller is None:
@@ -404,6 +430,110 @@ class EmbeddedRegistry(Registry):
     def partition_states(self, topic: str) -> dict[int, PartitionState]:
         with self._open():
             return dict(sorted(self._topic(topic).states.items()))
+
+    def set_partition_states(
+        self, updates: list[PartitionStateUpdate], fence: ControllerFence
+    ) -> dict[tuple[str, int], PartitionState]:
+        with self._open():
+            self._check_fence(fence)
+            for update in updates:
+                entry = self._topic(update.topic)
+                if update.partition not in entry.assignment:
+                    raise UnknownTopicError(f"Partition {update.topic}-{update.partition} does not exist.")
+                current = entry.states.get(update.partition)
+                current_epoch = -1 if current is None else current.partition_epoch
+                if update.expected_partition_epoch != current_epoch:
+                    raise PartitionStateConflictError(
+                        f"Partition {update.topic}-{update.partition} is at partition epoch "
+                        f"{current_epoch}, not {update.expected_partition_epoch}"
+                    )
+            previous = {
+                (u.topic, u.partition): self._topics[u.topic].states.get(u.partition) for u in updates
+            }
+            stored: dict[tuple[str, int], PartitionState] = {}
+            for update in updates:
+                state = update.state
+                stored[(update.topic, update.partition)] = self._topics[update.topic].states[
+                    update.partition
+                ] = PartitionState(
+                    state.leader,
+                    state.leader_epoch,
+                    state.isr,
+                    state.controller_epoch,
+                    update.expected_partition_epoch + 1,
+                )
+            try:
+                self._save()
+            except BaseException:
+                for (topic, partition), old in previous.items():
+                    if old is None:
+                        self._topics[topic].states.pop(partition, None)
+                    else:
+                        self._topics[topic].states[partition] = old
+                raise
+        if updates:
+            self._notify(PARTITIONS)
+        return stored
+
+    # -- reassignment ------------------------------------------------------------------------------
+    def set_topic_assignment(
+        self,
+        name: str,
+        assignment: dict[int, tuple[int, ...]],
+        adding_replicas: dict[int, tuple[int, ...]],
+        removing_replicas: dict[int, tuple[int, ...]],
+        fence: ControllerFence,
+    ) -> TopicRecord:
+        with self._open():
+            self._check_fence(fence)
+            topic = self._topic(name)
+            if sorted(assignment) != sorted(topic.assignment):
+                raise RegistryError(f"{name}: a reassignment cannot change the partitions")
+            previous = topic.assignment
+            topic.assignment = {p: tuple(r) for p, r in sorted(assignment.items())}
+            try:
+                self._save()
+            except BaseException:
+                topic.assignment = previous
+                raise
+            topic.adding_replicas = {p: tuple(r) for p, r in adding_replicas.items() if r}
+            topic.removing_replicas = {p: tuple(r) for p, r in removing_replicas.items() if r}
+            record = topic.record(name)
+        self._notify(TOPICS)
+        return record
+
+    def reassignment_requests(self) -> dict[tuple[str, int], tuple[int, ...]]:
+        with self._open():
+            return dict(self._reassignments)
+
+    def set_reassignment_requests(self, requests: dict[tuple[str, int], tuple[int, ...]]) -> None:
+        with self._open():
+            self._reassignments = {k: tuple(v) for k, v in requests.items()}
+        self._notify(ADMIN)
+
+    def preferred_election_requests(self) -> set[tuple[str, int]] | None:
+        with self._open():
+            return None if self._preferred is None else set(self._preferred)
+
+    def set_preferred_election_requests(self, partitions: set[tuple[str, int]] | None) -> None:
+        with self._open():
+            self._preferred = None if partitions is None else set(partitions)
+        self._notify(ADMIN)
+
+    # -- controlled shutdown -----------------------------------------------------------------------
+    def request_controlled_shutdown(self, broker_id: int) -> None:
+        with self._open():
+            self._shutdowns[broker_id] = ("requested", -1)
+        self._notify(ADMIN)
+
+    def controlled_shutdown_requests(self) -> dict[int, tuple[str, int]]:
+        with self._open():
+            return dict(self._shutdowns)
+
+    def answer_controlled_shutdown(self, broker_id: int, remaining_partitions: int) -> None:
+        with self._open():
+            if broker_id in self._shutdowns:
+                self._shutdowns[broker_id] = ("done", remaining_partitions)
 
 
 def _int_key(item: tuple[str, Any]) -> int:

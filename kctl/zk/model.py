@@ -19,11 +19,14 @@ __all__ = [
     "MAX_TOPIC_NAME_LENGTH",
     "BrokerIdInUseError",
     "BrokerRegistration",
+    "ControllerFence",
+    "ControllerMovedError",
     "InvalidPartitionsError",
     "InvalidReplicaAssignmentError",
     "InvalidTopicError",
     "PartitionState",
     "PartitionStateConflictError",
+    "PartitionStateUpdate",
     "RegistryError",
     "RegistryUnavailableError",
     "TopicExistsError",
@@ -72,6 +75,11 @@ class InvalidPartitionsError(RegistryError):
 
 class PartitionStateConflictError(RegistryError):
     """A conditional partition-state write whose expected partition epoch is stale."""
+
+
+class ControllerMovedError(RegistryError):
+    """A fenced write by a controller that is no longer the controller: /controller_epoch has moved
+    on since it won (Kafka's ControllerMovedException). The writer must stop acting as controller."""
 
 
 class BrokerIdInUseError(RegistryError):
@@ -172,18 +180,45 @@ class PartitionState:
 
 
 @dataclass(frozen=True)
+class ControllerFence:
+    """What a controller saw when it won: its controller epoch and the znode version of
+    /controller_epoch (ZooKeeper) it bumped. Fenced writes check that version is still current."""
+
+    epoch: int
+    epoch_zk_version: int
+
+
+@dataclass(frozen=True)
+class PartitionStateUpdate:
+    """One write of a fenced batch: the new state of ``topic``-``partition``, written only if the
+    stored state is still at ``expected_partition_epoch`` (-1: only if there is none yet)."""
+
+    topic: str
+    partition: int
+    state: PartitionState
+    expected_partition_epoch: int
+
+
+@dataclass(frozen=True)
 class TopicRecord:
     """A topic: its name, topic id, replica assignment (partition -> replica broker ids, the first
-    being the preferred leader) and its config overrides (only the keys set for this topic)."""
+    being the preferred leader), its config overrides (only the keys set for this topic) and, for
+    partitions being reassigned, the replicas being added and removed (Kafka's ``adding_replicas``
+    and ``removing_replicas``: during a reassignment ``assignment`` holds the union of both sets)."""
 
     name: str
     topic_id: uuid.UUID
     assignment: dict[int, tuple[int, ...]] = field(default_factory=dict)
     configs: dict[str, str] = field(default_factory=dict)
+    adding_replicas: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    removing_replicas: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "assignment", {int(p): tuple(r) for p, r in sorted(self.assignment.items())})
         object.__setattr__(self, "configs", dict(self.configs))
+        for name in ("adding_replicas", "removing_replicas"):
+            value = {int(p): tuple(r) for p, r in sorted(getattr(self, name).items()) if r}
+            object.__setattr__(self, name, value)
 
     @property
     def partitions(self) -> int:

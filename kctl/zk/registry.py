@@ -26,9 +26,16 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Self
 
-from kctl.zk.model import BrokerRegistration, PartitionState, TopicRecord
+from kctl.zk.model import (
+    BrokerRegistration,
+    ControllerFence,
+    PartitionState,
+    PartitionStateUpdate,
+    TopicRecord,
+)
 
 __all__ = [
+    "ADMIN",
     "BROKERS",
     "CONFIGS",
     "CONTROLLER",
@@ -52,7 +59,10 @@ CONFIGS = "configs"
 """Some topic's config overrides changed."""
 PARTITIONS = "partitions"
 """Some partition's state (leader, leader epoch, ISR) changed."""
-REASONS = (BROKERS, TOPICS, CONTROLLER, CONFIGS, PARTITIONS)
+ADMIN = "admin"
+"""A request to the controller changed: /admin/reassign_partitions,
+/admin/preferred_replica_election or a controlled shutdown request."""
+REASONS = (BROKERS, TOPICS, CONTROLLER, CONFIGS, PARTITIONS, ADMIN)
 SESSION = "session"
 """The registry's session changed state (see Registry.session_state); not a metadata change."""
 SESSION_CONNECTED, SESSION_SUSPENDED, SESSION_EXPIRED = "connected", "suspended", "expired"
@@ -127,6 +137,11 @@ class Registry(ABC):
         broker is."""
 
     @abstractmethod
+    def controller_fence(self) -> ControllerFence | None:
+        """The fence of the controllership this registry last won (the controller epoch and the
+        /controller_epoch znode version it wrote), or None if it never won or has resigned."""
+
+    @abstractmethod
     def resign_controller(self) -> None:
         """Give up controllership won through this registry (controlled shutdown); no-op if none."""
 
@@ -191,8 +206,65 @@ class Registry(ABC):
         UnknownTopicError for an unknown topic or partition."""
 
     @abstractmethod
+    def set_partition_states(
+        self, updates: list[PartitionStateUpdate], fence: ControllerFence
+    ) -> dict[tuple[str, int], PartitionState]:
+        """The controller's write: all ``updates`` at once (ZooKeeper: one multi-op), each
+        conditional on its expected partition epoch, and all conditional on ``fence`` still being
+        the current controller's. Returns the states as stored, by (topic, partition). Raises
+        ControllerMovedError when the controller epoch moved on (nothing is written), else
+        PartitionStateConflictError when some state changed under us (nothing is written),
+        UnknownTopicError for a partition that does not exist."""
+
+    @abstractmethod
     def partition_states(self, topic: str) -> dict[int, PartitionState]:
         """The partitions of ``topic`` that have a state. Raises UnknownTopicError."""
+
+    # -- reassignment ------------------------------------------------------------------------------
+    @abstractmethod
+    def set_topic_assignment(
+        self,
+        name: str,
+        assignment: dict[int, tuple[int, ...]],
+        adding_replicas: dict[int, tuple[int, ...]],
+        removing_replicas: dict[int, tuple[int, ...]],
+        fence: ControllerFence,
+    ) -> TopicRecord:
+        """The controller's rewrite of a topic's replica assignment (reassignment), fenced like
+        set_partition_states; the topic id, the partitions and the configs stay. Raises
+        UnknownTopicError, ControllerMovedError."""
+
+    @abstractmethod
+    def reassignment_requests(self) -> dict[tuple[str, int], tuple[int, ...]]:
+        """/admin/reassign_partitions: (topic, partition) -> the target replicas ({} when none)."""
+
+    @abstractmethod
+    def set_reassignment_requests(self, requests: dict[tuple[str, int], tuple[int, ...]]) -> None:
+        """Replace /admin/reassign_partitions with ``requests`` (none: delete it)."""
+
+    @abstractmethod
+    def preferred_election_requests(self) -> set[tuple[str, int]] | None:
+        """/admin/preferred_replica_election: the partitions listed, or None when there is no
+        request (an empty set: a request without partitions)."""
+
+    @abstractmethod
+    def set_preferred_election_requests(self, partitions: set[tuple[str, int]] | None) -> None:
+        """Write /admin/preferred_replica_election (None: delete it)."""
+
+    # -- controlled shutdown -----------------------------------------------------------------------
+    @abstractmethod
+    def request_controlled_shutdown(self, broker_id: int) -> None:
+        """The shutting-down broker's request (ZooKeeper: ephemeral
+        /kctl/controlled_shutdown/<broker id> holding {"state":"requested"})."""
+
+    @abstractmethod
+    def controlled_shutdown_requests(self) -> dict[int, tuple[str, int]]:
+        """Pending and answered requests: broker id -> (state, partitions still led by it)."""
+
+    @abstractmethod
+    def answer_controlled_shutdown(self, broker_id: int, remaining_partitions: int) -> None:
+        """The controller's answer: state "done", with how many partitions the broker still leads
+        (0: it may stop now). No-op when the request is gone."""
 
     # -- change notification -----------------------------------------------------------------------
     def add_listener(self, callback: Listener) -> None:

@@ -24,6 +24,12 @@ the older versions Kafka still reads. Nothing here talks to ZooKeeper: kctl.zk.z
     /config/topics/<topic>                         {"version":1,"config":{"cleanup.policy":"compact"}}
     /config/changes/config_change_<seq> (seq.)     {"version":2,"entity_path":"topics/<topic>"}
     /admin/delete_topics/<topic>                   (no data: a topic marked for deletion)
+    /admin/reassign_partitions                     {"version":1,"partitions":[{"topic":"t",
+                                                    "partition":0,"replicas":[1,2]}]}
+    /admin/preferred_replica_election              {"version":1,"partitions":[{"topic":"t",
+                                                    "partition":0}]}
+    /kctl/controlled_shutdown/<id> (ephemeral)     {"version":1,"state":"requested"|"done",
+                                                    "remaining_partitions":0}  (kctl's own)
 """
 
 from __future__ import annotations
@@ -51,10 +57,14 @@ __all__ = [
     "ConfigEntityChangeNotificationSequenceZNode",
     "ConfigEntityChangeNotificationZNode",
     "ConfigEntityZNode",
+    "ControlledShutdownBrokerZNode",
+    "ControlledShutdownZNode",
     "ControllerEpochZNode",
     "ControllerZNode",
     "DeleteTopicsTopicZNode",
     "DeleteTopicsZNode",
+    "PreferredReplicaElectionZNode",
+    "ReassignPartitionsZNode",
     "TopicPartitionStateZNode",
     "TopicPartitionZNode",
     "TopicPartitionsZNode",
@@ -237,16 +247,44 @@ class TopicZNode:
         return f"{TopicsZNode.path}/{topic}"
 
     @staticmethod
-    def encode(topic_id: uuid.UUID, assignment: Mapping[int, tuple[int, ...]]) -> bytes:
+    def encode(
+        topic_id: uuid.UUID,
+        assignment: Mapping[int, tuple[int, ...]],
+        adding_replicas: Mapping[int, tuple[int, ...]] | None = None,
+        removing_replicas: Mapping[int, tuple[int, ...]] | None = None,
+    ) -> bytes:
         return _dumps(
             {
                 "version": TopicZNode.VERSION,
                 "topic_id": encode_uuid(topic_id),
                 "partitions": {str(p): list(r) for p, r in sorted(assignment.items())},
-                "adding_replicas": {},
-                "removing_replicas": {},
+                "adding_replicas": {str(p): list(r) for p, r in sorted((adding_replicas or {}).items())},
+                "removing_replicas": {
+                    str(p): list(r) for p, r in sorted((removing_replicas or {}).items())
+                },
             }
         )
+
+    @classmethod
+    def decode_reassignment(
+        cls, topic: str, data: bytes | None
+    ) -> tuple[dict[int, tuple[int, ...]], dict[int, tuple[int, ...]]]:
+        """(adding_replicas, removing_replicas) of an ongoing reassignment ({} when none)."""
+        path = cls.path(topic)
+        obj = _loads(path, data)
+        out: list[dict[int, tuple[int, ...]]] = []
+        for key in ("adding_replicas", "removing_replicas"):
+            raw = obj.get(key) or {}
+            if not isinstance(raw, dict):
+                raise ZNodeDecodeError(f"{path}: {key!r} is not an object")
+            out.append(
+                {
+                    int(p): tuple(int(b) for b in r)
+                    for p, r in raw.items()
+                    if str(p).isdigit() and isinstance(r, list) and r
+                }
+            )
+        return out[0], out[1]
 
     @classmethod
     def decode(cls, topic: str, data: bytes | None) -> tuple[uuid.UUID | None, dict[int, tuple[int, ...]]]:
@@ -402,11 +440,103 @@ class DeleteTopicsTopicZNode:
         return f"{DeleteTopicsZNode.path}/{topic}"
 
 
+def _partition_list(path: str, data: bytes | None, with_replicas: bool) -> list[dict[str, Any]]:
+    obj = _loads(path, data)
+    entries = _field(path, obj, "partitions", list)
+    out = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise ZNodeDecodeError(f"{path}: bad entry {entry!r}")
+        _field(path, entry, "topic", str)
+        _field(path, entry, "partition", int)
+        if with_replicas:
+            replicas = _field(path, entry, "replicas", list)
+            if not all(isinstance(r, int) and not isinstance(r, bool) for r in replicas):
+                raise ZNodeDecodeError(f"{path}: bad replicas {replicas!r}")
+        out.append(entry)
+    return out
+
+
+class ReassignPartitionsZNode:
+    """``/admin/reassign_partitions``: partition reassignments the controller is asked to carry out
+    (Kafka's format; the controller removes each entry when its reassignment completes, and the
+    znode when none is left)."""
+
+    path = "/admin/reassign_partitions"
+
+    @staticmethod
+    def encode(requests: Mapping[tuple[str, int], tuple[int, ...]]) -> bytes:
+        return _dumps(
+            {
+                "version": 1,
+                "partitions": [
+                    {"topic": t, "partition": p, "replicas": list(r)}
+                    for (t, p), r in sorted(requests.items())
+                ],
+            }
+        )
+
+    @classmethod
+    def decode(cls, data: bytes | None) -> dict[tuple[str, int], tuple[int, ...]]:
+        return {
+            (e["topic"], e["partition"]): tuple(e["replicas"])
+            for e in _partition_list(cls.path, data, with_replicas=True)
+        }
+
+
+class PreferredReplicaElectionZNode:
+    """``/admin/preferred_replica_election``: partitions whose leadership should move to their
+    preferred (first) replica (Kafka's format; deleted by the controller once handled)."""
+
+    path = "/admin/preferred_replica_election"
+
+    @staticmethod
+    def encode(partitions: set[tuple[str, int]]) -> bytes:
+        return _dumps(
+            {"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in sorted(partitions)]}
+        )
+
+    @classmethod
+    def decode(cls, data: bytes | None) -> set[tuple[str, int]]:
+        return {(e["topic"], e["partition"]) for e in _partition_list(cls.path, data, with_replicas=False)}
+
+
+class ControlledShutdownZNode:
+    """``/kctl/controlled_shutdown``: kctl's parent of controlled shutdown requests (Kafka sends a
+    ControlledShutdown RPC instead; kctl brokers talk to the controller only through ZooKeeper)."""
+
+    path = "/kctl/controlled_shutdown"
+
+
+class ControlledShutdownBrokerZNode:
+    """``/kctl/controlled_shutdown/<broker id>`` (ephemeral, owned by the shutting-down broker):
+    ``state`` is "requested" until the controller has moved leadership off the broker and answered
+    "done" with the number of partitions it still leads."""
+
+    REQUESTED = "requested"
+    DONE = "done"
+
+    @staticmethod
+    def path(broker_id: int) -> str:
+        return f"{ControlledShutdownZNode.path}/{broker_id}"
+
+    @staticmethod
+    def encode(state: str, remaining_partitions: int = -1) -> bytes:
+        return _dumps({"version": 1, "state": state, "remaining_partitions": remaining_partitions})
+
+    @classmethod
+    def decode(cls, broker_id: int, data: bytes | None) -> tuple[str, int]:
+        path = cls.path(broker_id)
+        obj = _loads(path, data)
+        return _field(path, obj, "state", str), int(obj.get("remaining_partitions", -1))
+
+
 PERSISTENT_PATHS: tuple[str, ...] = (
     BrokerIdsZNode.path,
     TopicsZNode.path,
     f"/config/{ConfigEntityZNode.TOPICS}",
     ConfigEntityChangeNotificationZNode.path,
     DeleteTopicsZNode.path,
+    ControlledShutdownZNode.path,
 )
 """The parents a registry creates at start, as Kafka's brokers do (``KafkaZkClient.createTopLevelPaths``)."""

@@ -53,6 +53,7 @@ from kazoo.retry import KazooRetry
 from kctl.zk.model import (
     BrokerIdInUseError,
     BrokerRegistration,
+    ControllerFence,
     PartitionState,
     PartitionStateConflictError,
     RegistryError,
@@ -68,6 +69,7 @@ from kctl.zk.model import (
     validate_topic_name,
 )
 from kctl.zk.registry import (
+    ADMIN,
     BROKERS,
     CONFIGS,
     CONTROLLER,
@@ -88,9 +90,12 @@ from kctl.zk.znodes import (
     ConfigEntityChangeNotificationSequenceZNode,
     ConfigEntityChangeNotificationZNode,
     ConfigEntityZNode,
+    ControlledShutdownZNode,
     ControllerEpochZNode,
     ControllerZNode,
     DeleteTopicsTopicZNode,
+    PreferredReplicaElectionZNode,
+    ReassignPartitionsZNode,
     TopicPartitionStateZNode,
     TopicPartitionsZNode,
     TopicPartitionZNode,
@@ -98,6 +103,7 @@ from kctl.zk.znodes import (
     TopicZNode,
     ZNodeDecodeError,
 )
+from kctl.zk.zookeeper_controller import ControllerOpsMixin
 
 __all__ = ["DEFAULT_SESSION_TIMEOUT_MS", "ZooKeeperRegistry", "split_connect"]
 
@@ -135,7 +141,7 @@ def _collect(results: Sequence[Any], timeout: float) -> list[Any]:
     return out
 
 
-class ZooKeeperRegistry(Registry):
+class ZooKeeperRegistry(ControllerOpsMixin, Registry):
     """Cluster metadata in ZooKeeper at ``connect`` (Kafka's ``zookeeper.connect``)."""
 
     def __init__(
@@ -162,6 +168,8 @@ class ZooKeeperRegistry(Registry):
         self._session_state = SESSION_CONNECTED
         self._cluster_id: str | None = None
         self._registrations: dict[int, BrokerRegistration] = {}
+        self._fence: ControllerFence | None = None
+        self._shutdown_requests: set[int] = set()
         # topic (or topic partition) -> (generation token, its one-shot watch function)
         self._topic_watches: dict[str, tuple[object, Callable[[WatchedEvent], None]]] = {}
         self._state_watches: dict[tuple[str, int], tuple[object, Callable[[WatchedEvent], None]]] = {}
@@ -280,6 +288,7 @@ class ZooKeeperRegistry(Registry):
             log.warning("ZooKeeper session to %s expired", self.connect)
             self._session_lost = self._disconnected = True
             self._session_state = SESSION_EXPIRED
+            self._fence = None
             # Our broker registrations and controllership went with the session.
             client.handler.spawn(self._notify, CONTROLLER)
             client.handler.spawn(self._notify, SESSION)
@@ -338,6 +347,9 @@ class ZooKeeperRegistry(Registry):
             ChildrenWatch(client, TopicsZNode.path, self._on_topics),
             DataWatch(client, ControllerZNode.path, self._controller_watcher()),
             ChildrenWatch(client, ConfigEntityChangeNotificationZNode.path, self._on_config_changes),
+            DataWatch(client, ReassignPartitionsZNode.path, self._data_watcher(ADMIN)),
+            DataWatch(client, PreferredReplicaElectionZNode.path, self._data_watcher(ADMIN)),
+            ChildrenWatch(client, ControlledShutdownZNode.path, self._children_watcher(ADMIN)),
         ]
         with self._lock:
             self._watches = watches
@@ -359,6 +371,9 @@ class ZooKeeperRegistry(Registry):
         return watcher
 
     def _controller_watcher(self) -> Callable[[bytes | None, ZnodeStat | None, Any], bool | None]:
+        return self._data_watcher(CONTROLLER)
+
+    def _data_watcher(self, reason: str) -> Callable[[bytes | None, ZnodeStat | None, Any], bool | None]:
         first = [True]
 
         def watcher(data: bytes | None, stat: ZnodeStat | None, event: Any = None) -> bool | None:
@@ -367,7 +382,7 @@ class ZooKeeperRegistry(Registry):
             if first[0]:
                 first[0] = False
             else:
-                self._notify(CONTROLLER)
+                self._notify(reason)
             return None
 
         return watcher
@@ -606,9 +621,12 @@ class ZooKeeperRegistry(Registry):
             for _ in range(_RETRIES):
                 try:
                     data, stat = client.get(ControllerZNode.path)
-                    return (
-                        stat.ephemeralOwner == self._session_id and ControllerZNode.decode(data) == broker_id
-                    )
+                    owner = ControllerZNode.decode(data)
+                    ours = stat.ephemeralOwner == self._session_id and owner == broker_id
+                    if ours and self._fence is None:
+                        epoch, epoch_version = self._read_controller_epoch(client)
+                        self._fence = ControllerFence(epoch, epoch_version)
+                    return ours
                 except NoNodeError:
                     pass
                 epoch, epoch_version = self._read_controller_epoch(client)
@@ -619,6 +637,7 @@ class ZooKeeperRegistry(Registry):
                 )
                 results = transaction.commit()
                 if not any(isinstance(r, Exception) for r in results):
+                    self._fence = ControllerFence(epoch + 1, results[1].version)
                     log.info("broker %d is the controller (epoch %d)", broker_id, epoch + 1)
                     self._notify(CONTROLLER)
                     return True
@@ -636,7 +655,11 @@ class ZooKeeperRegistry(Registry):
                 with contextlib.suppress(NodeExistsError):
                     client.create(ControllerEpochZNode.path, ControllerEpochZNode.encode(0))
 
+    def controller_fence(self) -> ControllerFence | None:
+        return self._fence
+
     def resign_controller(self) -> None:
+        self._fence = None
         client = self._zk_client()
         with self._zk("resign as controller"):
             try:
@@ -735,11 +758,13 @@ class ZooKeeperRegistry(Registry):
                 except NoNodeError:
                     raise UnknownTopicError(f"Topic '{name}' does not exist.") from None
                 topic_id, assignment = TopicZNode.decode(name, data)
+                adding, removing = TopicZNode.decode_reassignment(name, data)
                 added = validate_new_partitions(assignment, new_assignment)
                 topic_id = topic_id or random_kafka_uuid()
                 assignment = {**assignment, **added}
+                encoded = TopicZNode.encode(topic_id, assignment, adding, removing)
                 try:
-                    client.set(topic_path, TopicZNode.encode(topic_id, assignment), version=stat.version)
+                    client.set(topic_path, encoded, version=stat.version)
                 except BadVersionError:
                     continue
                 except NoNodeError:
@@ -785,7 +810,11 @@ class ZooKeeperRegistry(Registry):
                 if topic_id is None:
                     continue
             overrides = ConfigEntityZNode.decode(ConfigEntityZNode.TOPICS, name, config[0]) if config else {}
-            records[name] = TopicRecord(name, topic_id, assignment, overrides)
+            try:
+                adding, removing = TopicZNode.decode_reassignment(name, data)
+            except ZNodeDecodeError:
+                adding, removing = {}, {}
+            records[name] = TopicRecord(name, topic_id, assignment, overrides, adding, removing)
         return records
 
     def _assign_topic_id(

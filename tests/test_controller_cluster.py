@@ -1,0 +1,178 @@
+"""The controller in a real 3-broker cluster (LocalCluster, real ZooKeeper): initial partition
+states, controller failover and leader failover after SIGKILL (new leader from the ISR, leader epoch
+bumped), an unreplicated partition staying offline (unclean election off), preferred replica
+election through /admin/preferred_replica_election, and controlled shutdown on SIGTERM.
+
+The ISR expansion a partition leader would make (decision 4, replication's part) is written here
+by the test itself, as that leader would write it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+import pytest
+
+from kctl.testing import ZooKeeperServer
+from kctl.testing.broker import BrokerProcess, BrokerStartError
+from kctl.testing.cluster import LocalCluster
+from kctl.zk.model import PartitionState
+from kctl.zk.zookeeper import ZooKeeperRegistry
+
+T = TypeVar("T")
+SESSION_MS = 6000
+PROPERTIES = {
+    "zookeeper.session.timeout.ms": str(SESSION_MS),
+    "auto.leader.rebalance.enable": "false",
+    "controlled.shutdown.retry.backoff.ms": "500",
+}
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 30.0) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def cluster(tmp_path, zookeeper: ZooKeeperServer) -> Iterator[LocalCluster]:
+    with LocalCluster(tmp_path, 3, properties=PROPERTIES, zookeeper=zookeeper) as started:
+        yield started
+
+
+@pytest.fixture
+def registry(cluster: LocalCluster) -> Iterator[ZooKeeperRegistry]:
+    with ZooKeeperRegistry(cluster.zookeeper_connect, connection_timeout_ms=10_000) as reg:
+        yield reg
+
+
+def summary(registry: ZooKeeperRegistry, topic: str) -> dict[int, tuple[int, int, tuple[int, ...]]]:
+    return {p: (s.leader, s.leader_epoch, s.isr) for p, s in registry.partition_states(topic).items()}
+
+
+def test_failover_preferred_election_and_controlled_shutdown(
+    cluster: LocalCluster, registry: ZooKeeperRegistry
+) -> None:
+    assert registry.controller_id() == 1  # the first broker started
+    epoch = registry.controller_epoch()
+    registry.create_topic("t", {0: (1, 2, 3), 1: (2, 3, 1), 2: (3, 1, 2)}, {})
+    registry.create_topic("solo", {0: (2,)}, {})
+    expected = {0: (1, 0, (1, 2, 3)), 1: (2, 0, (2, 3, 1)), 2: (3, 0, (3, 1, 2))}
+    wait_for("initial states", lambda: summary(registry, "t") == expected)
+    wait_for("solo's state", lambda: summary(registry, "solo") == {0: (2, 0, (2,))})
+
+    # SIGKILL the controller, which leads partition 0: another broker takes over within the
+    # session timeout and partition 0 gets a new leader from its ISR with a higher epoch.
+    killed_at = time.monotonic()
+    cluster.kill(1)
+    wait_for("a new controller", lambda: registry.controller_id() in (2, 3), timeout=3 * SESSION_MS / 1000)
+    assert registry.controller_epoch() == epoch + 1
+    after = {0: (2, 1, (2, 3)), 1: (2, 1, (2, 3)), 2: (3, 1, (3, 2))}
+    wait_for("partition 0 led by broker 2", lambda: summary(registry, "t") == after)
+    assert time.monotonic() - killed_at < 3 * SESSION_MS / 1000
+
+    # SIGKILL broker 2: partitions 0 and 1 move to 3; solo (ISR [2] only) stays offline.
+    cluster.kill(2)
+    wait_for(
+        "leaders moved to broker 3",
+        lambda: summary(registry, "t") == {0: (3, 2, (3,)), 1: (3, 2, (3,)), 2: (3, 2, (3,))},
+    )
+    wait_for("solo offline", lambda: summary(registry, "solo") == {0: (-1, 1, (2,))})
+
+    # Broker 1 and 2 come back: solo gets its leader again; the others wait for the ISR.
+    cluster.restart(1)
+    cluster.restart(2)
+    wait_for("solo back", lambda: summary(registry, "solo") == {0: (2, 2, (2,))})
+    assert all(s[0] == 3 for s in summary(registry, "t").values())
+
+    # The leader (broker 3) expands partition 0's ISR (as replication does), then a preferred
+    # election is requested: broker 1 leads partition 0 again.
+    state = registry.partition_states("t")[0]
+    registry.set_partition_state(
+        "t",
+        0,
+        PartitionState(state.leader, state.leader_epoch, (3, 1, 2), state.controller_epoch),
+        expected_partition_epoch=state.partition_epoch,
+    )
+    registry.set_preferred_election_requests({("t", 0)})
+    wait_for("preferred leader", lambda: summary(registry, "t")[0] == (1, 3, (3, 1, 2)))
+    wait_for("request handled", lambda: registry.preferred_election_requests() is None)
+
+    # SIGTERM broker 1 (it leads partition 0): controlled shutdown moves leadership off it before
+    # it exits, to the first replica in assignment order that is alive and in the ISR (broker 2).
+    cluster.stop_broker(1)
+    assert "controlled shutdown of broker 1 succeeded" in cluster.broker(1).log_tail()
+    state = registry.partition_states("t")[0]
+    assert (state.leader, state.leader_epoch, state.isr) == (2, 4, (3, 2))
+
+    # SIGTERM the controller: it resigns (and closes its session) as it stops, so the other broker
+    # takes over without waiting for a session to expire.
+    controller = registry.controller_id()
+    assert controller in (2, 3)
+    stopped_at = time.monotonic()
+    cluster.stop_broker(controller)
+    survivor = 5 - controller
+    wait_for("the survivor as controller", lambda: registry.controller_id() == survivor, timeout=6.0)
+    assert time.monotonic() - stopped_at < SESSION_MS / 1000
+
+
+def test_reassignment_follows_kafkas_steps(cluster: LocalCluster, registry: ZooKeeperRegistry) -> None:
+    registry.create_topic("r", {0: (1, 2)}, {})
+    wait_for("initial state", lambda: summary(registry, "r") == {0: (1, 0, (1, 2))})
+    registry.set_reassignment_requests({("r", 0): (2, 3)})
+
+    # step 1: replicas = target + old, adding/removing visible in the topic znode, new epoch
+    def started() -> bool:
+        record = registry.get_topic("r")
+        return record is not None and record.assignment == {0: (2, 3, 1)}
+
+    wait_for("reassignment started", started)
+    record = registry.get_topic("r")
+    assert record is not None
+    assert (record.adding_replicas, record.removing_replicas) == ({0: (3,)}, {0: (1,)})
+    wait_for("leader epoch bumped", lambda: summary(registry, "r") == {0: (1, 1, (1, 2))})
+    assert registry.reassignment_requests() == {("r", 0): (2, 3)}
+
+    # step 2: the leader adds the new replica to the ISR once it has caught up
+    state = registry.partition_states("r")[0]
+    registry.set_partition_state(
+        "r",
+        0,
+        PartitionState(1, state.leader_epoch, (1, 2, 3), state.controller_epoch),
+        expected_partition_epoch=state.partition_epoch,
+    )
+
+    # step 3: a leader from the target, ISR and replicas shrink to it, the request entry goes
+    wait_for("reassignment complete", lambda: summary(registry, "r") == {0: (2, 2, (2, 3))})
+
+    def finished() -> bool:
+        done = registry.get_topic("r")
+        return done is not None and done.assignment == {0: (2, 3)} and not done.adding_replicas
+
+    wait_for("replicas shrunk", finished)
+    wait_for("request removed", lambda: registry.reassignment_requests() == {} or None)
+    assert cluster.broker(1).running
+
+
+def test_rack_registration_and_duplicate_broker_id(
+    cluster: LocalCluster, registry: ZooKeeperRegistry, tmp_path
+) -> None:
+    connect = {"zookeeper.connect": cluster.zookeeper_connect}
+    racked = BrokerProcess(tmp_path / "racked", {**connect, "broker.id": "4", "broker.rack": "r1"})
+    racked.start()
+    try:
+        racks = {b.broker_id: b.rack for b in registry.live_brokers()}
+        assert racks == {1: None, 2: None, 3: None, 4: "r1"}
+    finally:
+        racked.stop()
+    duplicate = BrokerProcess(tmp_path / "duplicate", {**connect, "broker.id": "2"})
+    with pytest.raises(BrokerStartError):
+        duplicate.start()
+    errors = [line for line in duplicate.log_tail().splitlines() if "already registered" in line]
+    assert len(errors) == 1 and "Broker id 2" in errors[0], duplicate.log_tail()

@@ -1,0 +1,181 @@
+"""The controller's leader selection rules (decision 3), as pure functions, and one controller event
+run against the embedded registry (fenced writes, leader epoch bumps)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kctl.broker.controller import election
+from kctl.broker.controller.controller import Controller
+from kctl.zk.embedded import EmbeddedRegistry
+from kctl.zk.model import (
+    BrokerRegistration,
+    ControllerFence,
+    ControllerMovedError,
+    PartitionState,
+    PartitionStateConflictError,
+    PartitionStateUpdate,
+)
+
+
+def state(leader: int, isr: tuple[int, ...], epoch: int = 5) -> PartitionState:
+    return PartitionState(leader, epoch, isr, 1, 3)
+
+
+def test_offline_election_takes_first_live_isr_member_in_assignment_order() -> None:
+    decision = election.offline_partition_election((1, 2, 3), state(1, (3, 2, 1)), {2, 3}, unclean=False)
+    assert decision == (2, (3, 2))
+
+
+def test_offline_election_without_live_isr_member_stays_offline_keeping_the_isr() -> None:
+    decision = election.offline_partition_election((1, 2, 3), state(1, (1,)), {2, 3}, unclean=False)
+    assert decision == (-1, (1,))
+
+
+def test_unclean_election_takes_first_live_replica() -> None:
+    decision = election.offline_partition_election((1, 2, 3), state(1, (1,)), {3, 2}, unclean=True)
+    assert decision == (2, (2,))
+
+
+def test_remove_from_isr_never_empties() -> None:
+    assert election.remove_from_isr(state(1, (1, 2)), {2}) == (1, (1,))
+    assert election.remove_from_isr(state(1, (1, 2)), {3}) is None
+    assert election.remove_from_isr(state(1, (1,)), {1}) == (1, (1,))
+
+
+def test_controlled_shutdown_moves_leadership_to_another_isr_member() -> None:
+    assert election.controlled_shutdown_election((1, 2, 3), state(1, (1, 2, 3)), {2, 3}, {1}) == (2, (2, 3))
+    assert election.controlled_shutdown_election((1, 2), state(1, (1,)), {2}, {1}) is None
+
+
+def test_preferred_election_needs_preferred_alive_and_in_isr() -> None:
+    assert election.preferred_replica_election((1, 2), state(2, (1, 2)), {1, 2}) == (1, (1, 2))
+    assert election.preferred_replica_election((1, 2), state(2, (2,)), {1, 2}) is None
+    assert election.preferred_replica_election((1, 2), state(2, (1, 2)), {2}) is None
+    assert election.preferred_replica_election((1, 2), state(1, (1, 2)), {1, 2}) is None
+
+
+def test_reassignment_election_keeps_a_leader_in_the_target() -> None:
+    assert election.reassignment_election((2, 3), state(2, (1, 2, 3)), {1, 2, 3}) == (2, (2, 3))
+    assert election.reassignment_election((3, 4), state(1, (1, 3, 4)), {1, 3, 4}) == (3, (3, 4))
+
+
+@pytest.fixture
+def registry(tmp_path: Path):
+    with EmbeddedRegistry(tmp_path, fsync=False) as reg:
+        reg.register_broker(BrokerRegistration(1, "127.0.0.1", 9092))
+        yield reg
+
+
+def test_controller_writes_initial_states_and_bumps_epochs(registry: EmbeddedRegistry) -> None:
+    controller = Controller(1, registry)
+    registry.create_topic("t", {0: (1,), 1: (1,)}, {})
+    controller.process({"controller"})
+    assert controller.active
+    states = registry.partition_states("t")
+    assert {p: (s.leader, s.leader_epoch, s.isr) for p, s in states.items()} == {
+        0: (1, 0, (1,)),
+        1: (1, 0, (1,)),
+    }
+    # the leader goes away: offline, ISR kept, epoch bumped
+    registry.unregister_broker(1)
+    controller.process({"brokers"})
+    after = registry.partition_states("t")[0]
+    assert (after.leader, after.leader_epoch, after.isr) == (-1, 1, (1,))
+    # it comes back: leader again, epoch bumped again
+    registry.register_broker(BrokerRegistration(1, "127.0.0.1", 9092))
+    controller.process({"brokers"})
+    again = registry.partition_states("t")[0]
+    assert (again.leader, again.leader_epoch, again.isr) == (1, 2, (1,))
+
+
+def test_embedded_fenced_writes(registry: EmbeddedRegistry) -> None:
+    registry.create_topic("t", {0: (1,)}, {})
+    assert registry.try_become_controller(1)
+    fence = registry.controller_fence()
+    assert fence is not None
+    new = PartitionState(1, 0, (1,), fence.epoch)
+    registry.set_partition_states([PartitionStateUpdate("t", 0, new, -1)], fence)
+    with pytest.raises(PartitionStateConflictError):
+        registry.set_partition_states([PartitionStateUpdate("t", 0, new, -1)], fence)
+    with pytest.raises(ControllerMovedError):
+        registry.set_partition_states(
+            [PartitionStateUpdate("t", 0, new, 0)], ControllerFence(fence.epoch - 1, 0)
+        )
+
+
+def register(registry: EmbeddedRegistry, *ids: int) -> None:
+    for broker_id in ids:
+        registry.register_broker(BrokerRegistration(broker_id, "127.0.0.1", 9000 + broker_id))
+
+
+def summary(registry: EmbeddedRegistry, topic: str) -> dict[int, tuple[int, int, tuple[int, ...]]]:
+    return {p: (s.leader, s.leader_epoch, s.isr) for p, s in registry.partition_states(topic).items()}
+
+
+def test_unclean_election_topic_config_overrides_broker_config(registry: EmbeddedRegistry) -> None:
+    register(registry, 2)
+    registry.create_topic("clean", {0: (1, 2)}, {})
+    registry.create_topic("unclean", {0: (1, 2)}, {"unclean.leader.election.enable": "true"})
+    controller = Controller(1, registry, unclean_leader_election=False)
+    controller.process({"controller"})
+    fence = registry.controller_fence()
+    assert fence is not None
+    for topic in ("clean", "unclean"):  # only broker 1 is in the ISR
+        registry.set_partition_state(topic, 0, PartitionState(1, 0, (1,), fence.epoch))
+    registry.unregister_broker(1)
+    controller.process({"brokers"})
+    assert summary(registry, "clean") == {0: (-1, 1, (1,))}
+    assert summary(registry, "unclean") == {0: (2, 1, (2,))}
+
+
+def test_auto_rebalance_moves_leadership_back_to_preferred(registry: EmbeddedRegistry) -> None:
+    register(registry, 2)
+    registry.create_topic("t", {0: (1, 2), 1: (2, 1)}, {})
+    controller = Controller(1, registry, imbalance_percentage=10)
+    controller.process({"controller"})
+    fence = registry.controller_fence()
+    assert fence is not None
+    registry.set_partition_state("t", 1, PartitionState(1, 3, (1, 2), fence.epoch))
+    controller.process({"partitions"})
+    assert summary(registry, "t")[1] == (1, 3, (1, 2))  # no rebalance without the tick
+    controller.process({"rebalance"})
+    assert summary(registry, "t")[1] == (2, 4, (1, 2))
+
+
+def test_controlled_shutdown_request_is_answered(registry: EmbeddedRegistry) -> None:
+    register(registry, 2, 3)
+    registry.create_topic("t", {0: (2, 3, 1), 1: (1, 2, 3)}, {})
+    controller = Controller(1, registry)
+    controller.process({"controller"})
+    registry.request_controlled_shutdown(2)
+    controller.process({"admin"})
+    assert summary(registry, "t") == {0: (3, 1, (3, 1)), 1: (1, 1, (1, 3))}
+    assert registry.controlled_shutdown_requests() == {2: ("done", 0)}
+
+
+def test_reassignment_with_the_embedded_registry(registry: EmbeddedRegistry) -> None:
+    register(registry, 2, 3)
+    registry.create_topic("t", {0: (1, 2)}, {})
+    controller = Controller(1, registry)
+    controller.process({"controller"})
+    registry.set_reassignment_requests({("t", 0): (3, 2)})
+    controller.process({"admin"})
+    record = registry.get_topic("t")
+    assert record is not None
+    assert (record.assignment, record.adding_replicas, record.removing_replicas) == (
+        {0: (3, 2, 1)},
+        {0: (3,)},
+        {0: (1,)},
+    )
+    state = registry.partition_states("t")[0]
+    registry.set_partition_state(
+        "t", 0, PartitionState(1, state.leader_epoch, (1, 2, 3), state.controller_epoch)
+    )
+    controller.process({"partitions"})
+    assert summary(registry, "t") == {0: (3, 2, (2, 3))}
+    record = registry.get_topic("t")
+    assert record is not None and record.assignment == {0: (3, 2)} and not record.adding_replicas
+    assert registry.reassignment_requests() == {}
