@@ -14,9 +14,9 @@ from typing import TypeVar
 
 import pytest
 
+from kctl.localcluster.broker import BrokerProcess, BrokerStartError
+from kctl.localcluster.cluster import LocalCluster
 from kctl.testing import ZooKeeperServer
-from kctl.testing.broker import BrokerProcess, BrokerStartError
-from kctl.testing.cluster import LocalCluster
 from kctl.zk.model import PartitionState
 from kctl.zk.zookeeper import ZooKeeperRegistry
 
