@@ -302,7 +302,12 @@ def test_high_watermark_survives_a_restart(cluster: LocalCluster, registry: ZooK
         f"{topic} 0 40"
         in (cluster.broker(state.leader).data_dir / "replication-offset-checkpoint").read_text()
     )
-    assert latest_offset(bootstrap_of(cluster, state.leader), topic) == (0, 40)
+    # Controlled shutdown moved leadership to a follower; whichever broker leads now serves all 40.
+    wait_until(lambda: state_of(registry, topic).leader in (1, 2, 3), 20, "a leader")
+    leader = state_of(registry, topic).leader
+    wait_until(
+        lambda: latest_offset(bootstrap_of(cluster, leader), topic) == (0, 40), 20, "the leader's end"
+    )
 
 
 def test_group_offsets_are_replicated_and_follow_the_offsets_partitions_leader(

@@ -84,7 +84,13 @@ class ZkCluster:
 @pytest.fixture
 def zk_cluster(zookeeper: ZooKeeperServer, broker_factory: Callable[..., BrokerProcess]) -> ZkCluster:
     connect = zookeeper.connect_string()
-    broker = broker_factory({"zookeeper.connect": connect, "zookeeper.session.timeout.ms": "6000"})
+    broker = broker_factory(
+        {
+            "zookeeper.connect": connect,
+            "zookeeper.session.timeout.ms": "6000",
+            "offsets.topic.replication.factor": "1",  # a cluster of one broker, as Kafka's dev configs
+        }
+    )
     return ZkCluster(broker, connect)
 
 

@@ -59,6 +59,9 @@ class LocalCluster:
                 {
                     "broker.id": str(broker_id),
                     "zookeeper.connect": self.zookeeper_connect,
+                    # Kafka's default of 3 cannot be met by a smaller cluster: its groups would
+                    # have no coordinator (Kafka's own single-broker configs set 1 the same way).
+                    "offsets.topic.replication.factor": str(min(3, size)),
                     **self.properties,
                 },
                 detached=detached,
