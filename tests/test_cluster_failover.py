@@ -266,4 +266,3 @@ def test_two_quick_failovers_converge(cluster: LocalCluster, view: ClusterView) 
     records = read_partitions(cluster.bootstrap_servers, topic, [0])
     assert check_acked_read_once(producer.acked, records) == []
     wait_for_identical_replicas(cluster, view, topic, [0])
-

@@ -137,7 +137,7 @@ class SequencedProducer:
             time.sleep(0.05)
 
     def stop(self, flush_timeout: float = 120.0) -> None:
-        """Stop producing and wait for every outstanding delivery report."""
+        """Stop producing and wait for every outstanding delivery report (again: a no-op)."""
         self._stop.set()
         self._thread.join()
         remaining = self.producer.flush(flush_timeout)
@@ -151,9 +151,22 @@ def kcat_produce(
     """Produce ``values`` (one per line) to one partition with kcat (acks=all, idempotent)."""
     result = subprocess.run(
         [
-            "kcat", "-P", "-b", bootstrap, "-t", topic, "-p", str(partition),
-            "-X", "acks=all", "-X", "enable.idempotence=true", "-X", "message.timeout.ms=60000",
-            "-X", "topic.metadata.refresh.interval.ms=1000",
+            "kcat",
+            "-P",
+            "-b",
+            bootstrap,
+            "-t",
+            topic,
+            "-p",
+            str(partition),
+            "-X",
+            "acks=all",
+            "-X",
+            "enable.idempotence=true",
+            "-X",
+            "message.timeout.ms=60000",
+            "-X",
+            "topic.metadata.refresh.interval.ms=1000",
         ],
         input="\n".join(values) + "\n",
         capture_output=True,
