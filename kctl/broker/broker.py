@@ -13,6 +13,7 @@ from typing import Any
 
 from kctl.broker.apis.registry import handlers, supported_versions
 from kctl.broker.config import BrokerConfig
+from kctl.broker.controller import REBALANCE, Controller
 from kctl.broker.errors import ApiError
 from kctl.broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
 from kctl.broker.metadata_cache import MetadataCache
@@ -26,7 +27,8 @@ from kctl.log.manager import LogManager
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.registry import ApiKey
 from kctl.zk import Registry, open_registry
-from kctl.zk.model import BrokerRegistration
+from kctl.zk.model import BrokerRegistration, RegistryError
+from kctl.zk.registry import CONTROLLER
 
 log = logging.getLogger("kctl.broker")
 
@@ -42,6 +44,7 @@ class Broker:
     topics: TopicAdmin
     producer_ids: ProducerIdManager
     groups: GroupCoordinator
+    controller: Controller
 
     def __init__(self, config: BrokerConfig, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
@@ -80,7 +83,19 @@ class Broker:
             )
             self.metadata = MetadataCache(registry)
             self.replicas = ReplicaManager(self.broker_id, self.log_manager, self.metadata)
-            self.topics = TopicAdmin(config, registry, self.metadata, self.broker_id)
+            self.controller = Controller(
+                self.broker_id,
+                registry,
+                unclean_leader_election=config["unclean.leader.election.enable"],
+                imbalance_percentage=config["leader.imbalance.per.broker.percentage"],
+            )
+            self.topics = TopicAdmin(
+                config,
+                registry,
+                self.metadata,
+                self.broker_id,
+                initialize_partitions=self._initialize_partitions,
+            )
             self.producer_ids = ProducerIdManager(self.broker_id, metadata_dir)
             self.groups = GroupCoordinator(self)
             for listener in config.listeners:
@@ -122,10 +137,11 @@ class Broker:
                 broker_id=self.broker_id,
                 host=host,
                 port=port,
+                rack=self.config["broker.rack"] or None,
                 listeners=tuple(f"{n}://{h}:{p}" for n, h, p in advertised),
             )
         )
-        registry.try_become_controller(self.broker_id)
+        self._start_controller()
 
     @property
     def bootstrap_addresses(self) -> list[str]:
@@ -139,7 +155,9 @@ class Broker:
         await self._stopped.wait()
 
     async def stop(self) -> None:
-        """Stop cleanly: close listeners, flush and checkpoint every log, leave the registry."""
+        """Stop cleanly: in a cluster, first the controlled shutdown (leadership moves off this
+        broker); then close listeners, flush and checkpoint every log, leave the registry."""
+        await self._controlled_shutdown()
         await self._shutdown()
         self._stopped.set()
 
@@ -148,6 +166,8 @@ class Broker:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
+        if getattr(self, "controller", None) is not None and self.registry is not None:
+            await self.controller.stop()  # resign first, so that another broker takes over
         for server in self.servers:
             await server.stop()
         self.servers.clear()
@@ -174,12 +194,63 @@ class Broker:
         if self.registry is None:
             return
         try:
-            if reason == "controller" and self.metadata.controller_id is None:
-                self.registry.try_become_controller(self.broker_id)
+            if reason == CONTROLLER or self.controller.active:
+                self.controller.enqueue(reason)
             self.metadata.refresh()
             self._sync_partitions()
         except Exception:
             log.exception("metadata refresh (%s) failed", reason)
+
+    # -- controller (cluster mode: decisions 2, 8) ---------------------------------------------
+    def _start_controller(self) -> None:
+        """Run for controller now (a new controller reads everything and writes what is missing,
+        before this broker serves), then keep processing events on the controller's task."""
+        self.controller.process({CONTROLLER})
+        self.controller.start()
+        if self.config["auto.leader.rebalance.enable"] and self.config.zookeeper_connect:
+            interval_ms = self.config["leader.imbalance.check.interval.seconds"] * 1000
+            self._every(interval_ms, "leader-rebalance", self._rebalance_tick)
+
+    def _rebalance_tick(self) -> None:
+        if self.controller.active:
+            self.controller.enqueue(REBALANCE)
+
+    def _initialize_partitions(self) -> None:
+        """After this broker wrote a topic or partitions: if it is the controller, write their
+        first states now (else the controller does when its watch fires)."""
+        if self.controller.active:
+            self.controller.process({"topics"})
+
+    async def _controlled_shutdown(self) -> None:
+        """kctl's controlled shutdown (docs/architecture.md): create the ephemeral
+        /kctl/controlled_shutdown/<id> and wait until the controller answers "done" with no
+        replicated partition still led by this broker; an attempt lasts at most the ZooKeeper
+        session timeout (a new controller is elected within it); up to
+        ``controlled.shutdown.max.retries`` attempts, ``controlled.shutdown.retry.backoff.ms``
+        apart; then the broker stops anyway."""
+        config = self.config
+        registry = self.registry
+        if registry is None or not config.zookeeper_connect or not config["controlled.shutdown.enable"]:
+            return
+        attempt_s = config["zookeeper.session.timeout.ms"] / 1000
+        for attempt in range(1, max(config["controlled.shutdown.max.retries"], 1) + 1):
+            try:
+                await asyncio.to_thread(registry.request_controlled_shutdown, self.broker_id)
+                deadline = time.monotonic() + attempt_s
+                while time.monotonic() < deadline:
+                    requests = await asyncio.to_thread(registry.controlled_shutdown_requests)
+                    state, remaining = requests.get(self.broker_id, ("", -1))
+                    if state == "done" and remaining == 0:
+                        log.info("controlled shutdown of broker %d succeeded", self.broker_id)
+                        return
+                    if state == "done":
+                        log.info("controlled shutdown: %d partition(s) still led here", remaining)
+                        break
+                    await asyncio.sleep(0.1)
+            except RegistryError as error:
+                log.warning("controlled shutdown attempt %d failed: %s", attempt, error)
+            await asyncio.sleep(config["controlled.shutdown.retry.backoff.ms"] / 1000)
+        log.warning("controlled shutdown of broker %d did not complete; stopping anyway", self.broker_id)
 
     def on_metadata_changed(self) -> None:
         """After an admin change made here: bring the hosted partitions in line."""
@@ -195,7 +266,9 @@ class Broker:
         if self.metadata.topic(OFFSETS_TOPIC) is None:
             if not self.is_controller:
                 raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "__consumer_offsets is being created")
-            factor = min(self.config["offsets.topic.replication.factor"], len(self.metadata.brokers()))
+            # Kafka's rule: wait (COORDINATOR_NOT_AVAILABLE) until offsets.topic.replication.factor
+            # brokers are up; a cluster of one (embedded mode) uses 1.
+            factor = self.config["offsets.topic.replication.factor"] if self.config.zookeeper_connect else 1
             try:
                 self.topics.create_topic(
                     OFFSETS_TOPIC,

@@ -133,6 +133,54 @@ BROKER_CONFIGS = ConfigDef(
             importance=_HIGH,
         ),
         _broker("delete.topic.enable", T.BOOLEAN, True, None, "Allow DeleteTopics.", importance=_HIGH),
+        _broker("broker.rack", T.STRING, None, None, "This broker's rack, for rack-aware replica placement."),
+        _broker(
+            "unclean.leader.election.enable",
+            T.BOOLEAN,
+            False,
+            None,
+            "Elect a replica outside the ISR when no ISR member is alive (may lose data).",
+            importance=_HIGH,
+        ),
+        _broker(
+            "auto.leader.rebalance.enable",
+            T.BOOLEAN,
+            True,
+            None,
+            "The controller moves leadership back to preferred replicas when imbalanced.",
+            importance=_HIGH,
+        ),
+        _broker(
+            "leader.imbalance.check.interval.seconds",
+            T.LONG,
+            300,
+            Range(1),
+            "How often the controller checks the leader imbalance.",
+        ),
+        _broker(
+            "leader.imbalance.per.broker.percentage",
+            T.INT,
+            10,
+            Range(0),
+            "Leader imbalance per broker (percent) above which the controller rebalances.",
+        ),
+        _broker(
+            "controlled.shutdown.enable",
+            T.BOOLEAN,
+            True,
+            None,
+            "On SIGTERM, ask the controller to move leadership off this broker before stopping.",
+        ),
+        _broker(
+            "controlled.shutdown.max.retries", T.INT, 3, Range(0), "Controlled shutdown attempts to make."
+        ),
+        _broker(
+            "controlled.shutdown.retry.backoff.ms",
+            T.LONG,
+            5000,
+            Range(0),
+            "Wait between controlled shutdown attempts.",
+        ),
         _broker(
             "message.max.bytes",
             T.INT,
@@ -304,9 +352,10 @@ BROKER_CONFIGS = ConfigDef(
         _broker(
             "offsets.topic.replication.factor",
             T.INT,
-            1,
+            3,
             Range(1),
-            "Replication factor of __consumer_offsets.",
+            "Replication factor of __consumer_offsets (embedded mode: 1; a cluster refuses to create "
+            "it, COORDINATOR_NOT_AVAILABLE, until that many brokers are up).",
             importance=_HIGH,
         ),
         _broker(

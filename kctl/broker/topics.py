@@ -1,43 +1,57 @@
-"""Topic administration as the controller does it: validate, choose replica assignments, write topics,
-partitions, partition states and configs to the registry. Used by CreateTopics, DeleteTopics,
-CreatePartitions, the config APIs and topic auto-creation."""
+"""Topic administration by the broker handling the request: validate, choose replica assignments
+(kctl.broker.controller.placement, over the live brokers and their racks), write topics, partitions
+and configs to the registry. The partitions' first states (leaders) are the controller's to write
+(decision 7): ``initialize_partitions`` asks this broker's controller to do it at once when it is
+the active one (always so in embedded mode); otherwise the controller hears of the new topic
+through its watch. Used by CreateTopics, DeleteTopics, CreatePartitions, the config APIs and topic
+auto-creation."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from kctl.broker.config import BrokerConfig
+from kctl.broker.controller.placement import InvalidReplicationFactorError, assign_replicas
 from kctl.broker.errors import ApiError
 from kctl.broker.metadata_cache import INTERNAL_TOPICS, MetadataCache
 from kctl.log.config import InvalidConfigError
 from kctl.log.naming import validate_topic_name
 from kctl.protocol.errors import ErrorCode
-from kctl.zk.model import PartitionState, TopicExistsError, TopicRecord, UnknownTopicError
+from kctl.zk.model import TopicExistsError, TopicRecord, UnknownTopicError
 from kctl.zk.registry import Registry
 
 MAX_PARTITIONS = 100_000
 
 
-def assign_replicas(
-    brokers: list[int], partitions: range, replication_factor: int
-) -> dict[int, tuple[int, ...]]:
-    """Round-robin replica placement: partition p's replicas start at broker p (mod n), as Kafka's
-    rack-unaware assignment spreads leaders evenly."""
-    count = len(brokers)
-    return {p: tuple(brokers[(p + i) % count] for i in range(replication_factor)) for p in partitions}
-
-
 class TopicAdmin:
     def __init__(
-        self, config: BrokerConfig, registry: Registry, metadata: MetadataCache, broker_id: int
+        self,
+        config: BrokerConfig,
+        registry: Registry,
+        metadata: MetadataCache,
+        broker_id: int,
+        *,
+        initialize_partitions: Callable[[], None] | None = None,
     ) -> None:
         self.config = config
         self.registry = registry
         self.metadata = metadata
         self.broker_id = broker_id
+        self._initialize_partitions = initialize_partitions
 
     def _live_broker_ids(self) -> list[int]:
         return sorted(b.broker_id for b in self.metadata.brokers())
+
+    def _place(self, partitions: range, factor: int) -> dict[int, tuple[int, ...]]:
+        racks = {b.broker_id: b.rack for b in self.metadata.brokers()}
+        try:
+            return assign_replicas(racks, partitions, factor)
+        except InvalidReplicationFactorError as error:
+            raise ApiError(ErrorCode.INVALID_REPLICATION_FACTOR, str(error)) from None
+
+    def _elect_leaders(self) -> None:
+        if self._initialize_partitions is not None:
+            self._initialize_partitions()
 
     def validate_configs(self, configs: Mapping[str, str | None]) -> dict[str, str]:
         clean = {k: v for k, v in configs.items() if v is not None}
@@ -101,26 +115,16 @@ class TopicAdmin:
                     ErrorCode.INVALID_REPLICATION_FACTOR,
                     f"replication factor {factor} is larger than the {len(live)} available broker(s)",
                 )
-            chosen = assign_replicas(live, range(partitions), factor)
+            chosen = self._place(range(partitions), factor)
         if validate_only:
             return None
         try:
             record = self.registry.create_topic(name, chosen, clean_configs)
         except TopicExistsError:
             raise ApiError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists") from None
-        self._elect_leaders(name, chosen)
+        self._elect_leaders()
         self.metadata.refresh()
         return record
-
-    def _elect_leaders(self, name: str, assignment: Mapping[int, tuple[int, ...]]) -> None:
-        live = set(self._live_broker_ids())
-        epoch = self.registry.controller_epoch()
-        for partition, replicas in assignment.items():
-            alive = tuple(r for r in replicas if r in live)
-            leader = alive[0] if alive else -1
-            self.registry.set_partition_state(
-                name, partition, PartitionState(leader, 0, alive or replicas[:1], epoch)
-            )
 
     def delete_topic(self, name: str) -> None:
         if not self.config["delete.topic.enable"]:
@@ -172,11 +176,11 @@ class TopicAdmin:
         else:
             if factor > len(live):
                 raise ApiError(ErrorCode.INVALID_REPLICATION_FACTOR, "not enough live brokers")
-            chosen = assign_replicas(live, new, factor)
+            chosen = self._place(new, factor)
         if validate_only:
             return
         self.registry.add_partitions(name, chosen)
-        self._elect_leaders(name, chosen)
+        self._elect_leaders()
         self.metadata.refresh()
 
     def set_topic_configs(

@@ -1,0 +1,295 @@
+"""The controller: runs in the broker that won /controller and keeps every partition's state (leader,
+leader epoch, ISR) and every reassignment moving, writing only to the registry (decision 1: brokers
+learn their roles by watching the partition state znodes).
+
+Events (registry notifications, admin requests, the auto-rebalance tick) are queued and processed
+one at a time on one worker thread; listener callbacks only enqueue. Processing is level-triggered:
+each event reads the registry's current view (live brokers, topics, partition states, controlled
+shutdown, preferred election and reassignment requests) and writes what differs from what the rules
+say, so a missed or coalesced notification is repaired by the next one. Every partition-state and
+assignment write is fenced by the controller epoch (ControllerFence): when it fails with
+ControllerMovedError this broker stops acting as controller; a PartitionStateConflictError (a leader
+changed an ISR meanwhile) makes the event run again on fresh data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kctl.broker.controller import election
+from kctl.broker.controller.reassignment import Reassigner
+from kctl.zk.model import (
+    ControllerFence,
+    ControllerMovedError,
+    PartitionState,
+    PartitionStateConflictError,
+    PartitionStateUpdate,
+    RegistryError,
+    TopicRecord,
+)
+from kctl.zk.registry import Registry
+
+__all__ = ["REBALANCE", "ClusterView", "Controller"]
+
+log = logging.getLogger("kctl.controller")
+
+REBALANCE = "rebalance"
+"""The auto leader rebalance tick (an event reason of the controller's own)."""
+_BATCH = 500  # partition states per fenced multi-op
+
+
+@dataclass
+class ClusterView:
+    """What one event works on: read from the registry at its start."""
+
+    registered: set[int]
+    shutting_down: set[int]
+    topics: dict[str, TopicRecord]
+    states: dict[tuple[str, int], PartitionState]
+    unclean_default: bool
+    updates: dict[tuple[str, int], PartitionStateUpdate] = field(default_factory=dict)
+
+    @property
+    def live(self) -> set[int]:
+        """Brokers that may lead: registered and not shutting down (Kafka's liveBrokerIds)."""
+        return self.registered - self.shutting_down
+
+    def current(self, key: tuple[str, int]) -> PartitionState | None:
+        """The state as this event has decided it so far."""
+        update = self.updates.get(key)
+        return update.state if update is not None else self.states.get(key)
+
+    def unclean(self, topic: str) -> bool:
+        value = self.topics[topic].configs.get("unclean.leader.election.enable")
+        return self.unclean_default if value is None else value.strip().lower() == "true"
+
+    def propose(
+        self, key: tuple[str, int], decision: election.Decision | None, epoch: int, *, force: bool = False
+    ) -> None:
+        """Record a new (leader, isr) for ``key``: a new leader epoch (the controller bumps it on
+        every change it makes, as Kafka's ZooKeeper-mode controller does). Without ``force``, a
+        decision equal to the current state is not a change."""
+        if decision is None:
+            return
+        leader, isr = decision
+        old = self.states.get(key)
+        now = self.current(key)
+        if not force and now is not None and (now.leader, now.isr) == (leader, tuple(isr)):
+            return
+        base_epoch = old.leader_epoch if old is not None else -1
+        expected = old.partition_epoch if old is not None else -1
+        state = PartitionState(leader, base_epoch + 1, tuple(isr), epoch)
+        self.updates[key] = PartitionStateUpdate(key[0], key[1], state, expected)
+
+
+class Controller:
+    """The controller of one broker; active only while ``fence`` is set (this broker won)."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        registry: Registry,
+        *,
+        unclean_leader_election: bool = False,
+        imbalance_percentage: int = 10,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
+        self.broker_id = broker_id
+        self.registry = registry
+        self.unclean_leader_election = unclean_leader_election
+        self.imbalance_percentage = imbalance_percentage
+        self.fence: ControllerFence | None = None
+        self._on_change = on_change
+        self._lock = threading.Lock()
+        self._queue: asyncio.Queue[str] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._reassigner = Reassigner(self)
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    @property
+    def active(self) -> bool:
+        return self.fence is not None
+
+    def start(self) -> None:
+        """Start the event loop (call from the broker's event loop)."""
+        self._queue = asyncio.Queue()
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="kctl-controller")
+
+    async def stop(self) -> None:
+        """Stop processing and resign, so that another broker takes over at once."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        with self._lock:
+            if self.fence is not None:
+                self.fence = None
+                try:
+                    self.registry.resign_controller()
+                    log.info("broker %d resigned as controller", self.broker_id)
+                except RegistryError:
+                    log.warning("could not resign as controller", exc_info=True)
+
+    def enqueue(self, reason: str) -> None:
+        """Queue an event (from the broker's event loop thread)."""
+        if self._queue is not None:
+            self._queue.put_nowait(reason)
+
+    async def _run(self) -> None:
+        assert self._queue is not None
+        while True:
+            reasons = {await self._queue.get()}
+            while not self._queue.empty():
+                reasons.add(self._queue.get_nowait())
+            retry = await asyncio.to_thread(self.process, reasons)
+            if retry:
+                await asyncio.sleep(0.1)
+                self.enqueue("retry")
+
+    # -- events ------------------------------------------------------------------------------------
+    def process(self, reasons: set[str]) -> bool:
+        """Handle one (coalesced) event: run for controller if there is none, then, if this broker
+        is the controller, bring the cluster in line. Returns True when it should run again."""
+        with self._lock:
+            if self.fence is not None and self.registry.controller_fence() != self.fence:
+                log.warning("broker %d lost controllership (ZooKeeper session)", self.broker_id)
+                self.fence = None
+            try:
+                if self.fence is None or "controller" in reasons:
+                    self._elect()
+                if self.fence is None:
+                    return False
+                self._reconcile(rebalance=REBALANCE in reasons)
+            except ControllerMovedError as error:
+                log.warning("broker %d is no longer the controller: %s", self.broker_id, error)
+                self.fence = None
+                return False
+            except PartitionStateConflictError as error:
+                log.info("partition state changed under the controller (%s); running again", error)
+                return True
+            except RegistryError as error:
+                log.warning("controller event %s failed: %s", sorted(reasons), error)
+                return self.fence is not None
+        if self._on_change is not None:
+            self._on_change()
+        return False
+
+    def _elect(self) -> None:
+        won = self.registry.try_become_controller(self.broker_id)
+        fence = self.registry.controller_fence() if won else None
+        if fence != self.fence:
+            if fence is not None:
+                log.info("broker %d is the controller (epoch %d)", self.broker_id, fence.epoch)
+            self.fence = fence
+
+    def read_view(self) -> ClusterView:
+        registry = self.registry
+        registered = {b.broker_id for b in registry.live_brokers()}
+        shutting = {b for b in registry.controlled_shutdown_requests() if b in registered}
+        topics = registry.topics()
+        states = {
+            (name, partition): state
+            for name in topics
+            for partition, state in registry.partition_states(name).items()
+        }
+        return ClusterView(registered, shutting, topics, states, self.unclean_leader_election)
+
+    def _reconcile(self, *, rebalance: bool) -> None:
+        fence = self.fence
+        assert fence is not None
+        view = self.read_view()
+        epoch = fence.epoch
+        live = view.live
+        preferred_requests = self.registry.preferred_election_requests()
+        for name, record in view.topics.items():
+            for partition, replicas in record.assignment.items():
+                key = (name, partition)
+                state = view.states.get(key)
+                if state is None:  # a new partition: its first state
+                    alive = tuple(r for r in replicas if r in view.registered)
+                    leaders = [r for r in alive if r in live]
+                    view.propose(key, (leaders[0] if leaders else -1, alive or replicas[:1]), epoch)
+                    continue
+                if state.leader not in view.registered:  # leader dead or none
+                    decision = election.offline_partition_election(
+                        replicas, state, live, unclean=view.unclean(name)
+                    )
+                    view.propose(key, decision, epoch)
+                elif state.leader in view.shutting_down:
+                    view.propose(
+                        key,
+                        election.controlled_shutdown_election(replicas, state, live, view.shutting_down),
+                        epoch,
+                    )
+                current = view.current(key)
+                assert current is not None
+                if current.leader >= 0:  # followers that died or are shutting down leave the ISR
+                    gone = {r for r in current.isr if r not in live and r != current.leader}
+                    view.propose(key, election.remove_from_isr(current, gone), epoch)
+                if preferred_requests is not None and (not preferred_requests or key in preferred_requests):
+                    current = view.current(key)
+                    assert current is not None
+                    view.propose(key, election.preferred_replica_election(replicas, current, live), epoch)
+        if rebalance:
+            self._rebalance(view, epoch)
+        self._reassigner.step(view, fence)
+        self._write(view, fence)
+        if preferred_requests is not None:
+            self.registry.set_preferred_election_requests(None)
+        self._reassigner.finish(view, fence)
+        self._answer_shutdowns(view)
+
+    def _rebalance(self, view: ClusterView, epoch: int) -> None:
+        """Kafka's auto leader rebalance: for each broker, when more than
+        ``leader.imbalance.per.broker.percentage`` of the partitions it is the preferred leader of
+        are led by another broker, move those back to it (when it is alive and in the ISR)."""
+        by_preferred: dict[int, list[tuple[str, int]]] = {}
+        for name, record in view.topics.items():
+            for partition, replicas in record.assignment.items():
+                if replicas and partition not in record.adding_replicas:
+                    by_preferred.setdefault(replicas[0], []).append((name, partition))
+        for broker, keys in by_preferred.items():
+            if broker not in view.live:
+                continue
+            misplaced = [k for k in keys if (s := view.current(k)) is not None and s.leader != broker]
+            if not keys or len(misplaced) * 100 <= self.imbalance_percentage * len(keys):
+                continue
+            log.info("rebalancing %d partition(s) back to their preferred leader %d", len(misplaced), broker)
+            for key in misplaced:
+                state = view.current(key)
+                assert state is not None
+                replicas = view.topics[key[0]].assignment[key[1]]
+                view.propose(key, election.preferred_replica_election(replicas, state, view.live), epoch)
+
+    def _write(self, view: ClusterView, fence: ControllerFence) -> None:
+        updates = list(view.updates.values())
+        for start in range(0, len(updates), _BATCH):
+            batch = updates[start : start + _BATCH]
+            stored = self.registry.set_partition_states(batch, fence)
+            view.states.update(stored)
+        for update in updates:
+            log.info(
+                "partition %s-%d: leader %d, leader epoch %d, isr %s",
+                update.topic,
+                update.partition,
+                update.state.leader,
+                update.state.leader_epoch,
+                list(update.state.isr),
+            )
+        view.updates.clear()
+
+    def _answer_shutdowns(self, view: ClusterView) -> None:
+        """Answer each controlled shutdown request with the number of replicated partitions the
+        broker still leads (0: it may go)."""
+        for broker, (state, remaining) in self.registry.controlled_shutdown_requests().items():
+            led = sum(
+                1
+                for (name, partition), s in view.states.items()
+                if s.leader == broker and len(view.topics[name].assignment.get(partition, ())) > 1
+            )
+            if state != "done" or remaining != led:
+                self.registry.answer_controlled_shutdown(broker, led)
