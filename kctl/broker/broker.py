@@ -19,6 +19,8 @@ from kctl.broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
 from kctl.broker.metadata_cache import MetadataCache
 from kctl.broker.producer_ids import ProducerIdManager
 from kctl.broker.replica_manager import ReplicaManager
+from kctl.broker.replication.channel import BrokerChannel
+from kctl.broker.replication.fetcher import FetcherSettings, ReplicaFetcherManager
 from kctl.broker.server import KafkaServer, RequestContext
 from kctl.broker.topics import TopicAdmin
 from kctl.log.cleaner import clean_log, needs_cleaning
@@ -27,8 +29,8 @@ from kctl.log.manager import LogManager
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.registry import ApiKey
 from kctl.zk import Registry, open_registry
-from kctl.zk.model import BrokerRegistration, RegistryError
-from kctl.zk.registry import CONTROLLER
+from kctl.zk.model import BrokerRegistration, RegistryError, parse_endpoint
+from kctl.zk.registry import CONTROLLER, SESSION, SESSION_CONNECTED, SESSION_EXPIRED, SESSION_SUSPENDED
 
 log = logging.getLogger("kctl.broker")
 
@@ -80,9 +82,10 @@ class Broker:
                 broker_id=self.broker_id,
                 cluster_id=cluster_id,
                 clock=self.clock,
+                high_watermark_follows_log_end=not self.replicated,
             )
             self.metadata = MetadataCache(registry)
-            self.replicas = ReplicaManager(self.broker_id, self.log_manager, self.metadata)
+            self.replicas = self._replica_manager(registry)
             self.controller = Controller(
                 self.broker_id,
                 registry,
@@ -122,6 +125,88 @@ class Broker:
             cluster_id,
             "ZooKeeper " + config.zookeeper_connect if config.zookeeper_connect else "embedded metadata",
             ", ".join(self.bootstrap_addresses),
+        )
+
+    # -- replication (cluster mode) ------------------------------------------------------------
+    @property
+    def replicated(self) -> bool:
+        """Cluster mode (ZooKeeper): partitions are replicated between brokers."""
+        return self.config.zookeeper_connect is not None
+
+    def _replica_manager(self, registry: Registry) -> ReplicaManager:
+        config = self.config
+        fetchers = None
+        if self.replicated:
+            settings = FetcherSettings(
+                broker_id=self.broker_id,
+                wait_max_ms=config["replica.fetch.wait.max.ms"],
+                min_bytes=config["replica.fetch.min.bytes"],
+                max_bytes=config["replica.fetch.max.bytes"],
+                response_max_bytes=config["replica.fetch.response.max.bytes"],
+                backoff_ms=config["replica.fetch.backoff.ms"],
+            )
+            fetchers = ReplicaFetcherManager(settings, self._channel_to)
+        return ReplicaManager(
+            self.broker_id,
+            self.logs,
+            self.metadata,
+            registry=registry if self.replicated else None,
+            fetchers=fetchers,
+            replicated=self.replicated,
+            on_isr_conflict=lambda: self._refresh_metadata("partitions"),
+        )
+
+    def _channel_to(self, broker_id: int) -> BrokerChannel | None:
+        """A channel to ``broker_id``'s inter-broker endpoint (``inter.broker.listener.name``'s, or its
+        first), from its registration; None while it is not registered."""
+        registration = next((b for b in self.metadata.brokers() if b.broker_id == broker_id), None)
+        if registration is None:
+            return None
+        host, port = registration.host, registration.port
+        wanted = self.config["inter.broker.listener.name"]
+        for endpoint in registration.listeners:
+            name, endpoint_host, endpoint_port = parse_endpoint(endpoint)
+            if wanted is None or name.upper() == wanted.upper():
+                host, port = endpoint_host, endpoint_port
+                break
+        return BrokerChannel(
+            broker_id,
+            host,
+            port,
+            request_timeout=self.config["replica.fetch.wait.max.ms"] / 1000 + 30,
+            backoff=self.config["replica.fetch.backoff.ms"] / 1000,
+            max_backoff=max(self.config["replica.fetch.backoff.ms"] / 1000, 1.0),
+        )
+
+    def _on_session_change(self) -> None:
+        """Zombie fencing (decision 6): with the ZooKeeper session expired, stop leading at once; with
+        the connection suspended, stop once it has been for the session timeout. Leading resumes
+        after the registry re-registered and the states were re-read (``_refresh_metadata``)."""
+        registry = self.registry
+        if registry is None or not self.replicated:
+            return
+        state = registry.session_state()
+        if state == SESSION_EXPIRED:
+            self.replicas.fence()
+        elif state == SESSION_SUSPENDED and self._loop is not None:
+            self._loop.call_later(
+                self.config["zookeeper.session.timeout.ms"] / 1000, self._fence_if_still_suspended
+            )
+
+    def _fence_if_still_suspended(self) -> None:
+        if self.registry is not None and self.registry.session_state() != SESSION_CONNECTED:
+            self.replicas.fence()
+
+    def _start_replication_tasks(self) -> None:
+        if not self.replicated:
+            return
+        config = self.config
+        lag_max_ms = config["replica.lag.time.max.ms"]
+        self._every(max(lag_max_ms // 2, 1), "isr-shrink", lambda: self.replicas.maybe_shrink_isr(lag_max_ms))
+        self._every(
+            config["replica.high.watermark.checkpoint.interval.ms"],
+            "hw-checkpoint",
+            lambda: self.logs.checkpoint(),
         )
 
     def _register(self, registry: Registry) -> None:
@@ -171,6 +256,9 @@ class Broker:
         for server in self.servers:
             await server.stop()
         self.servers.clear()
+        replicas: ReplicaManager | None = getattr(self, "replicas", None)
+        if replicas is not None:
+            await replicas.close()
         if self.log_manager is not None:
             self.log_manager.close()
             self.log_manager = None
@@ -193,11 +281,17 @@ class Broker:
     def _refresh_metadata(self, reason: str) -> None:
         if self.registry is None:
             return
+        if reason == SESSION:
+            self._on_session_change()
+            return
         try:
             if reason == CONTROLLER or self.controller.active:
                 self.controller.enqueue(reason)
+            fenced = self.replicas.fenced
             self.metadata.refresh()
             self._sync_partitions()
+            if fenced and self.registry.session_state() == SESSION_CONNECTED:
+                self.replicas.unfence()
         except Exception:
             log.exception("metadata refresh (%s) failed", reason)
 
@@ -262,10 +356,9 @@ class Broker:
 
     def group_coordinator_for(self, group_id: str) -> int:
         """The broker id leading ``group_id``'s __consumer_offsets partition (creating the topic on
-        first use); raises ApiError(COORDINATOR_NOT_AVAILABLE) while it cannot be known."""
+        first use, from whichever broker is asked, as Kafka's brokers do: the registry's create is
+        atomic); raises ApiError(COORDINATOR_NOT_AVAILABLE) while it cannot be known."""
         if self.metadata.topic(OFFSETS_TOPIC) is None:
-            if not self.is_controller:
-                raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "__consumer_offsets is being created")
             # Kafka's rule: wait (COORDINATOR_NOT_AVAILABLE) until offsets.topic.replication.factor
             # brokers are up; a cluster of one (embedded mode) uses 1.
             factor = self.config["offsets.topic.replication.factor"] if self.config.zookeeper_connect else 1
@@ -330,6 +423,7 @@ class Broker:
         self._every(
             config["producer.id.expiration.check.interval.ms"], "producer-expiry", self._expire_producers
         )
+        self._start_replication_tasks()
         if config["log.cleaner.enable"]:
             self._every(config["log.cleaner.backoff.ms"], "compaction", self._run_compaction, in_thread=True)
 

@@ -382,6 +382,51 @@ BROKER_CONFIGS = ConfigDef(
             importance=_LOW,
         ),
         _broker(
+            "min.insync.replicas",
+            T.INT,
+            1,
+            Range(1),
+            "Fewest in-sync replicas for an acks=all produce (topic: min.insync.replicas).",
+            importance=_HIGH,
+        ),
+        _broker(
+            "replica.lag.time.max.ms",
+            T.LONG,
+            30000,
+            Range(1),
+            "A follower not caught up to the leader's log end for this long leaves the ISR.",
+            importance=_HIGH,
+        ),
+        _broker("replica.fetch.wait.max.ms", T.INT, 500, Range(0), "Longest wait of a follower's fetch."),
+        _broker("replica.fetch.min.bytes", T.INT, 1, Range(1), "Bytes a follower's fetch waits for."),
+        _broker(
+            "replica.fetch.max.bytes", T.INT, 1048576, Range(0), "Bytes a follower fetches per partition."
+        ),
+        _broker(
+            "replica.fetch.response.max.bytes",
+            T.INT,
+            10485760,
+            Range(0),
+            "Bytes a follower's whole fetch response may hold.",
+        ),
+        _broker(
+            "replica.fetch.backoff.ms", T.INT, 1000, Range(0), "A follower's pause after a failed fetch."
+        ),
+        _broker(
+            "inter.broker.listener.name",
+            T.STRING,
+            None,
+            None,
+            "Listener followers fetch from (default: the first advertised listener).",
+        ),
+        _broker(
+            "replica.high.watermark.checkpoint.interval.ms",
+            T.LONG,
+            5000,
+            Range(1),
+            "How often high watermarks are written to replication-offset-checkpoint.",
+        ),
+        _broker(
             "max.decompressed.batch.bytes",
             T.INT,
             268435456,

@@ -1,15 +1,25 @@
 """The partitions this broker hosts, kept in step with the cluster metadata, and the partition-level
-operations the produce, fetch and offset APIs are built on."""
+operations the produce, fetch and offset APIs are built on.
+
+``sync()`` brings every hosted partition in line with its state in the metadata cache: a partition
+this broker now leads becomes leader (``Partition.make_leader``) and leaves the replica fetcher; one
+it follows becomes follower at the state's leader epoch and is fetched from its leader
+(``ReplicaFetcherManager``). As leader it changes the ISR itself (``maybe_shrink_isr`` periodically,
+expansion on a follower's fetch), writing the partition state with the partition epoch it last saw;
+on a conflict it re-reads the metadata and re-decides. While ``fenced`` (the ZooKeeper session was
+lost) it leads nothing: produce, consumer fetches and offset lookups answer NOT_LEADER_OR_FOLLOWER
+and parked acks=all produces fail so."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from kctl.broker.errors import ApiError
 from kctl.broker.metadata_cache import MetadataCache
 from kctl.broker.partition import Partition
+from kctl.broker.replication.fetcher import ReplicaFetcherManager
 from kctl.log.files import FileRegion, LogStorageError
 from kctl.log.log import AppendInfo, OffsetOutOfRangeError, RecordBatchTooLargeError
 from kctl.log.manager import LogManager
@@ -17,62 +27,194 @@ from kctl.log.naming import TopicPartition
 from kctl.log.producer_state import InvalidProducerEpochError, OutOfOrderSequenceError
 from kctl.protocol.errors import ErrorCode
 from kctl.records.header import InvalidRecordBatch
+from kctl.zk.model import PartitionState, PartitionStateConflictError, RegistryError
+from kctl.zk.registry import Registry
 
 log = logging.getLogger("kctl.broker.replica_manager")
 
+NO_EPOCH = -1
+
 
 class ReplicaManager:
-    def __init__(self, broker_id: int, log_manager: LogManager, metadata: MetadataCache) -> None:
+    def __init__(
+        self,
+        broker_id: int,
+        log_manager: LogManager,
+        metadata: MetadataCache,
+        *,
+        registry: Registry | None = None,
+        fetchers: ReplicaFetcherManager | None = None,
+        replicated: bool = False,
+        now_ms: Callable[[], int] | None = None,
+        on_isr_conflict: Callable[[], None] | None = None,
+    ) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
         self.metadata = metadata
+        self.registry = registry
+        self.fetchers = fetchers
+        self.replicated = replicated
         self.partitions: dict[TopicPartition, Partition] = {}
+        self.fenced = False
+        self._now_ms = now_ms or (lambda: int(asyncio.get_running_loop().time() * 1000))
+        self._on_isr_conflict = on_isr_conflict
+        self._tasks: set[asyncio.Task[None]] = set()
 
+    # -- roles ---------------------------------------------------------------------------------
     def sync(self) -> None:
-        """Create the logs of partitions assigned to this broker; drop those of deleted topics."""
+        """Create the logs of partitions assigned to this broker, drop those of deleted topics, and
+        make each hosted partition leader or follower as its state says."""
         topics = self.metadata.topics()
         wanted: set[TopicPartition] = set()
         for name, record in topics.items():
             config = self.log_manager.default_config.with_overrides(record.configs)
             self.log_manager.update_topic_config(name, config)
-            for partition, replicas in record.assignment.items():
+            for index, replicas in record.assignment.items():
                 if self.broker_id not in replicas:
                     continue
-                tp = TopicPartition(name, partition)
+                tp = TopicPartition(name, index)
                 wanted.add(tp)
-                state = self.metadata.partition_state(name, partition)
-                leader = state.leader if state else replicas[0]
-                epoch = state.leader_epoch if state else 0
-                isr = tuple(state.isr) if state else tuple(replicas)
-                existing = self.partitions.get(tp)
-                if existing is None:
+                state = self.metadata.partition_state(name, index)
+                if state is None:
+                    if self.replicated:
+                        # no state yet (the controller writes it): host the log, lead nothing
+                        state = PartitionState(leader=-1, leader_epoch=NO_EPOCH, isr=(), partition_epoch=-1)
+                    else:
+                        state = PartitionState(leader=replicas[0], leader_epoch=0, isr=tuple(replicas))
+                partition = self.partitions.get(tp)
+                if partition is None:
                     plog = self.log_manager.get_or_create_log(tp, config)
-                    self.partitions[tp] = Partition(
-                        tp, plog, leader_id=leader, leader_epoch=epoch, replicas=tuple(replicas), isr=isr
+                    partition = self.partitions[tp] = Partition(
+                        tp,
+                        plog,
+                        leader_id=-1,
+                        leader_epoch=NO_EPOCH,
+                        replicas=tuple(replicas),
+                        isr=(),
+                        broker_id=self.broker_id,
+                        partition_epoch=-1,
+                        replicated=self.replicated,
                     )
-                else:
-                    existing.leader_id, existing.leader_epoch = leader, epoch
-                    existing.replicas, existing.isr = tuple(replicas), isr
+                self._apply_state(partition, state, tuple(replicas))
         for tp in [tp for tp in self.partitions if tp not in wanted]:
             removed = self.partitions.pop(tp)
-            removed.notify_append()
+            if self.fetchers is not None:
+                self.fetchers.remove_partition(tp)
+            removed.make_follower(
+                -1, removed.leader_epoch, removed.isr, removed.replicas, removed.partition_epoch, 0
+            )
             if tp.topic not in topics:
                 self.log_manager.delete_log(tp)
                 log.info("deleted the log of %s", tp)
+        fetchers = self.fetchers
+        if fetchers is not None and any(not f.partitions for f in fetchers.fetchers.values()):
+            task = asyncio.get_running_loop().create_task(fetchers.shutdown_idle())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
-    def leader_partition(self, tp: TopicPartition) -> Partition:
+    def _apply_state(self, partition: Partition, state: PartitionState, replicas: tuple[int, ...]) -> None:
+        same_epoch = partition.leader_id == state.leader and partition.leader_epoch == state.leader_epoch
+        if same_epoch:
+            if state.partition_epoch >= partition.partition_epoch:  # never a stale snapshot's ISR
+                partition.update_state(state.isr, replicas, state.partition_epoch, state.controller_epoch)
+                if partition.is_leader:
+                    partition.maybe_advance_high_watermark()
+                    partition.complete_acks()
+            elif partition.replicas != replicas:
+                partition.replicas = replicas
+            fetchers = self.fetchers
+            if (
+                not partition.is_leader
+                and fetchers is not None
+                and state.leader >= 0
+                and fetchers.fetching(partition.topic_partition) is None
+            ):
+                fetchers.add_partition(partition, state.leader, state.leader_epoch)
+            return
+        if state.partition_epoch < partition.partition_epoch:
+            return  # an older snapshot than what this partition already acted on
+        tp = partition.topic_partition
+        if state.leader == self.broker_id:
+            if self.fetchers is not None:
+                self.fetchers.remove_partition(tp)
+            partition.make_leader(
+                state.leader_epoch,
+                state.isr,
+                replicas,
+                state.partition_epoch,
+                state.controller_epoch,
+                self._now_ms(),
+            )
+            if self.replicated:
+                log.info("%s: leader at epoch %d, ISR %s", tp, state.leader_epoch, list(state.isr))
+        else:
+            partition.make_follower(
+                state.leader,
+                state.leader_epoch,
+                state.isr,
+                replicas,
+                state.partition_epoch,
+                state.controller_epoch,
+            )
+            if self.fetchers is not None:
+                if state.leader >= 0:
+                    self.fetchers.add_partition(partition, state.leader, state.leader_epoch)
+                else:
+                    self.fetchers.remove_partition(tp)
+            if self.replicated:
+                log.info("%s: follower of %d at epoch %d", tp, state.leader, state.leader_epoch)
+
+    def fence(self) -> None:
+        """The registry session is gone: lead nothing until ``unfence`` (zombie fencing)."""
+        if self.fenced:
+            return
+        self.fenced = True
+        log.warning("ZooKeeper session lost: broker %d stops leading until it is back", self.broker_id)
+        for partition in self.partitions.values():
+            partition.fail_acks(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            partition.notify_append()
+
+    def unfence(self) -> None:
+        if self.fenced:
+            self.fenced = False
+            log.info(
+                "ZooKeeper session re-established and states re-read: broker %d leads again", self.broker_id
+            )
+
+    # -- lookups -------------------------------------------------------------------------------
+    def hosted_partition(self, tp: TopicPartition) -> Partition:
         partition = self.partitions.get(tp)
         if partition is None:
             record = self.metadata.topic(tp.topic)
             if record is None or tp.partition not in record.assignment:
                 raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{tp} does not exist")
             raise ApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{tp} is not hosted by this broker")
-        if partition.leader_id != self.broker_id:
+        return partition
+
+    def leader_partition(self, tp: TopicPartition, current_leader_epoch: int = NO_EPOCH) -> Partition:
+        """The partition if this broker leads it (checking the request's ``current_leader_epoch``
+        when given: older -> FENCED_LEADER_EPOCH, newer -> UNKNOWN_LEADER_EPOCH)."""
+        partition = self.hosted_partition(tp)
+        if current_leader_epoch >= 0:
+            if current_leader_epoch < partition.leader_epoch:
+                raise ApiError(ErrorCode.FENCED_LEADER_EPOCH, f"{tp}: epoch {current_leader_epoch} is fenced")
+            if current_leader_epoch > partition.leader_epoch:
+                raise ApiError(
+                    ErrorCode.UNKNOWN_LEADER_EPOCH, f"{tp}: epoch {current_leader_epoch} is unknown"
+                )
+        if not partition.is_leader or self.fenced:
             raise ApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.broker_id} does not lead {tp}")
         return partition
 
-    def append(self, tp: TopicPartition, records: memoryview | bytes) -> AppendInfo:
+    # -- produce -------------------------------------------------------------------------------
+    def append(self, tp: TopicPartition, records: memoryview | bytes, *, acks: int = 1) -> AppendInfo:
         partition = self.leader_partition(tp)
+        if acks == -1 and len(partition.isr) < partition.min_insync_replicas:
+            raise ApiError(
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"{tp}: ISR {list(partition.isr)} is smaller than min.insync.replicas "
+                f"{partition.min_insync_replicas}",
+            )
         try:
             info = partition.log.append(records, leader_epoch=partition.leader_epoch)
         except InvalidRecordBatch as error:
@@ -86,23 +228,68 @@ class ReplicaManager:
         except LogStorageError as error:
             log.error("storage error appending to %s: %s", tp, error)
             raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"{tp}: {error}") from None
+        if self.replicated:
+            partition.maybe_advance_high_watermark()
         partition.notify_append()
         return info
 
+    async def wait_for_replication(self, tp: TopicPartition, required_offset: int, timeout: float) -> int:
+        """Wait until ``tp``'s high watermark reaches ``required_offset`` (acks=all): the error code
+        to answer — NONE, NOT_ENOUGH_REPLICAS_AFTER_APPEND (the ISR shrank below min.insync.replicas
+        meanwhile), NOT_LEADER_OR_FOLLOWER (leadership lost), or REQUEST_TIMED_OUT."""
+        partition = self.partitions.get(tp)
+        if partition is None or not partition.is_leader or self.fenced:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        future = partition.add_ack_waiter(required_offset)
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout)
+        except TimeoutError:
+            return ErrorCode.REQUEST_TIMED_OUT
+        finally:
+            partition.remove_ack_waiter(future)
+
+    # -- fetch ---------------------------------------------------------------------------------
     def read(
-        self, partition: Partition, offset: int, max_bytes: int, min_one_batch: bool
+        self,
+        partition: Partition,
+        offset: int,
+        max_bytes: int,
+        min_one_batch: bool,
+        *,
+        follower: bool = False,
     ) -> FileRegion | None:
+        """Read for a consumer (up to the high watermark) or a follower (up to the log end)."""
         try:
             return partition.log.read(
-                offset, max_bytes, max_offset=partition.high_watermark, min_one_batch=min_one_batch
+                offset,
+                max_bytes,
+                max_offset=None if follower else partition.high_watermark,
+                min_one_batch=min_one_batch,
             )
         except OffsetOutOfRangeError as error:
             raise ApiError(ErrorCode.OFFSET_OUT_OF_RANGE, str(error)) from None
         except LogStorageError as error:
             raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, str(error)) from None
 
+    def record_follower_fetch(self, partition: Partition, replica_id: int, fetch_offset: int) -> None:
+        """A follower fetch at ``fetch_offset``: update what the leader knows of it, advance the high
+        watermark, and add it to the ISR once it has caught up."""
+        if replica_id not in partition.replicas:
+            raise ApiError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"broker {replica_id} is not a replica of {partition.topic_partition}",
+            )
+        if fetch_offset > partition.log_end_offset or fetch_offset < 0:
+            return  # the read answers OFFSET_OUT_OF_RANGE; the follower truncates
+        partition.record_follower_fetch(replica_id, fetch_offset, self._now_ms())
+        partition.maybe_advance_high_watermark()
+        if partition.replica_to_add(replica_id) and not partition.isr_update_pending:
+            new_isr = tuple(sorted({*partition.isr, replica_id}))
+            self._start_isr_update(partition, new_isr, f"broker {replica_id} caught up")
+
     async def wait_for_append(self, partitions: Iterable[Partition], timeout: float) -> None:
-        """Return when any of ``partitions`` gets an append, or after ``timeout`` seconds."""
+        """Return when any of ``partitions`` gets an append (or high watermark move), or after
+        ``timeout`` seconds."""
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] = loop.create_future()
         parts = list(partitions)
@@ -115,3 +302,69 @@ class ReplicaManager:
         finally:
             for partition in parts:
                 partition.remove_waiter(waiter)
+
+    # -- ISR changes (the leader makes them, decision 4) ---------------------------------------
+    def maybe_shrink_isr(self, lag_max_ms: int) -> None:
+        """Drop from each led partition's ISR the followers not caught up for ``lag_max_ms``."""
+        if self.fenced or self.registry is None:
+            return
+        now = self._now_ms()
+        for partition in self.partitions.values():
+            if not partition.is_leader or partition.isr_update_pending:
+                continue
+            lagging = partition.out_of_sync_replicas(now, lag_max_ms)
+            if lagging:
+                new_isr = tuple(r for r in partition.isr if r not in lagging)
+                self._start_isr_update(partition, new_isr, f"{sorted(lagging)} fell behind")
+
+    def _start_isr_update(self, partition: Partition, new_isr: tuple[int, ...], why: str) -> None:
+        if self.registry is None or self.fenced:
+            return
+        partition.isr_update_pending = True
+        task = asyncio.get_running_loop().create_task(self._update_isr(partition, new_isr, why))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _update_isr(self, partition: Partition, new_isr: tuple[int, ...], why: str) -> None:
+        tp = partition.topic_partition
+        epoch, expected = partition.leader_epoch, partition.partition_epoch
+        state = PartitionState(
+            leader=self.broker_id,
+            leader_epoch=epoch,
+            isr=new_isr,
+            controller_epoch=partition.controller_epoch,
+        )
+        registry = self.registry
+        assert registry is not None
+        try:
+            stored = await asyncio.to_thread(
+                registry.set_partition_state, tp.topic, tp.partition, state, expected_partition_epoch=expected
+            )
+        except PartitionStateConflictError:
+            log.info("%s: ISR change (%s) lost a race: re-reading the state", tp, why)
+            if self._on_isr_conflict is not None:
+                self._on_isr_conflict()
+            return
+        except RegistryError as error:
+            log.warning("%s: could not write the ISR (%s): %s", tp, why, error)
+            return
+        finally:
+            partition.isr_update_pending = False
+        if (
+            self.partitions.get(tp) is not partition
+            or not partition.is_leader
+            or partition.leader_epoch != epoch
+        ):
+            return
+        log.info("%s: ISR %s -> %s (%s)", tp, list(partition.isr), list(stored.isr), why)
+        partition.update_state(
+            stored.isr, partition.replicas, stored.partition_epoch, stored.controller_epoch
+        )
+        partition.maybe_advance_high_watermark()
+        partition.complete_acks()
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        if self.fetchers is not None:
+            await self.fetchers.close()

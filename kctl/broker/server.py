@@ -23,7 +23,9 @@ Bad input — oversized or negative frame sizes, malformed headers or bodies, un
 answered with an error where the protocol allows it (ApiVersions at an unknown version gets the v0
 error reply listing the supported versions), otherwise that one connection is closed after the
 responses to its earlier requests; it is always logged and never affects others. Neither does a bug
-in a handler: it is logged and costs only its connection."""
+in a handler: it is logged and costs only its connection. A request parked in its handler (a long-polling
+fetch, an acks=all produce waiting for replication) is cancelled when its connection is lost or the
+client ends its stream (as Kafka closes a connection on EOF)."""
 
 from __future__ import annotations
 
@@ -174,6 +176,7 @@ class _Connection(asyncio.BufferedProtocol):
         self._receiving = True  # until the end of the stream, a bad frame size, or the connection is lost
         self._lost = False
         self._waiter: asyncio.Future[None] | None = None
+        self._dispatching = False  # the task awaits a handler (maybe parked: a fetch, an acks=all produce)
         # sending: response bytes not yet written, and the transport's flow control
         self._out: list[Any] = []
         self._out_bytes = 0
@@ -222,6 +225,8 @@ class _Connection(asyncio.BufferedProtocol):
             self._receiving = False
             self._queue.append(None)
             self._wake()
+        if self._dispatching and self.task is not None:
+            self.task.cancel()  # the client closed while a request was parked: no one waits for it
         return True
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -238,6 +243,8 @@ class _Connection(asyncio.BufferedProtocol):
         self._wake()
         if self._drain_waiter is not None and not self._drain_waiter.done():
             self._drain_waiter.set_result(None)
+        if self._dispatching and self.task is not None:
+            self.task.cancel()  # a parked request (long-polling fetch, acks=all produce) has no one to answer
 
     def pause_writing(self) -> None:
         self._writing_paused = True
@@ -408,7 +415,11 @@ class _Connection(asyncio.BufferedProtocol):
             log.debug("malformed request frame: %s", bytes(frame[:512]).hex())
             self._close_because(f"malformed {kp.ApiKey(header.api_key).name} v{header.api_version}: {error}")
         context = RequestContext(header, self.host, self.port, self.connection_id)
-        response = await self.dispatch(context, body)
+        self._dispatching = True
+        try:
+            response = await self.dispatch(context, body)
+        finally:
+            self._dispatching = False
         if response is None:
             return
         chunks = kp.encode_response_chunks(header, response)

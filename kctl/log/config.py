@@ -200,6 +200,14 @@ TOPIC_CONFIGS = ConfigDef(
             Synonym("log.segment.delete.delay.ms"),
         ),
         _topic(
+            "min.insync.replicas",
+            T.INT,
+            1,
+            Range(1),
+            "Fewest in-sync replicas for an acks=all produce.",
+            Synonym("min.insync.replicas"),
+        ),
+        _topic(
             "preallocate",
             T.BOOLEAN,
             False,
@@ -234,6 +242,7 @@ class LogConfig:
     max_message_bytes: int = _default("max.message.bytes")
     message_timestamp_type: str = _default("message.timestamp.type")
     file_delete_delay_ms: int = _default("file.delete.delay.ms")
+    min_insync_replicas: int = _default("min.insync.replicas")
     preallocate: bool = _default("preallocate")
 
     @property

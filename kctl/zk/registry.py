@@ -41,6 +41,7 @@ __all__ = [
     "CONTROLLER",
     "PARTITIONS",
     "REASONS",
+    "SESSION",
     "TOPICS",
     "Listener",
     "Registry",
@@ -62,6 +63,9 @@ ADMIN = "admin"
 """A request to the controller changed: /admin/reassign_partitions,
 /admin/preferred_replica_election or a controlled shutdown request."""
 REASONS = (BROKERS, TOPICS, CONTROLLER, CONFIGS, PARTITIONS, ADMIN)
+SESSION = "session"
+"""The registry's session changed state (see Registry.session_state); not a metadata change."""
+SESSION_CONNECTED, SESSION_SUSPENDED, SESSION_EXPIRED = "connected", "suspended", "expired"
 
 Listener = Callable[[str], None]
 
@@ -96,6 +100,13 @@ class Registry(ABC):
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+    def session_state(self) -> str:
+        """SESSION_CONNECTED, SESSION_SUSPENDED (connection down, the session may still be alive) or
+        SESSION_EXPIRED (the ephemeral registrations are gone; it stays so until they are made again
+        in a new session). Listeners hear SESSION when it changes. The embedded registry is always
+        connected."""
+        return SESSION_CONNECTED
 
     # -- cluster -----------------------------------------------------------------------------------
     @abstractmethod

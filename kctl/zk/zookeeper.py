@@ -78,6 +78,10 @@ from kctl.zk.registry import (
     CONTROLLER,
     PARTITIONS,
     REASONS,
+    SESSION,
+    SESSION_CONNECTED,
+    SESSION_EXPIRED,
+    SESSION_SUSPENDED,
     TOPICS,
     Registry,
 )
@@ -164,6 +168,7 @@ class ZooKeeperRegistry(Registry):
         self._closed = False
         self._session_lost = False
         self._disconnected = False
+        self._session_state = SESSION_CONNECTED
         self._cluster_id: str | None = None
         self._registrations: dict[int, BrokerRegistration] = {}
         self._fence: ControllerFence | None = None
@@ -286,20 +291,31 @@ class ZooKeeperRegistry(Registry):
             log.warning("ZooKeeper session to %s expired", self.connect)
             self._session_lost = self._disconnected = True
             self._fence = None
+            self._session_state = SESSION_EXPIRED
             # Our broker registrations and controllership went with the session.
             client.handler.spawn(self._notify, CONTROLLER)
+            client.handler.spawn(self._notify, SESSION)
         elif state == KazooState.SUSPENDED:
             log.warning("connection to ZooKeeper at %s suspended", self.connect)
             self._disconnected = True
+            if self._session_state != SESSION_EXPIRED:
+                self._session_state = SESSION_SUSPENDED
+            client.handler.spawn(self._notify, SESSION)
         elif state == KazooState.CONNECTED and self._disconnected:
             new_session, self._session_lost, self._disconnected = self._session_lost, False, False
+            if not new_session and self._session_state != SESSION_EXPIRED:
+                self._session_state = SESSION_CONNECTED
             client.handler.spawn(self._after_reconnect, new_session)
+
+    def session_state(self) -> str:
+        return self._session_state
 
     def _after_reconnect(self, new_session: bool) -> None:
         """Set the topic and partition-state watches again (kazoo dropped them with the connection)
         and, in a new session, register again what this registry had registered. Listeners then
         hear that anything may have changed meanwhile (with a new session: the controller too, as
         ours, if any, went with the old session)."""
+        registered = True
         if new_session:
             with self._lock:
                 registrations = list(self._registrations.values())
@@ -309,6 +325,7 @@ class ZooKeeperRegistry(Registry):
                     log.info("re-registered broker %d after session expiry", registration.broker_id)
                 except RegistryError:
                     log.exception("could not re-register broker %d", registration.broker_id)
+                    registered = False
         try:
             with self._lock:
                 topics = list(self._topic_watches)
@@ -316,7 +333,9 @@ class ZooKeeperRegistry(Registry):
             self._arm_now(topics, keys)
         except RegistryError:
             log.warning("could not set the watches again; they will be on the next reconnection")
-        for reason in REASONS if new_session else (TOPICS, PARTITIONS):
+        if new_session and registered:
+            self._session_state = SESSION_CONNECTED  # only once registered again
+        for reason in (*REASONS, SESSION) if new_session else (TOPICS, PARTITIONS, SESSION):
             self._notify(reason)
 
     # -- watches -----------------------------------------------------------------------------------

@@ -2,7 +2,11 @@
 ``min_bytes`` are available or ``max_wait_ms`` passes, woken as soon as a partition gets data.
 
 No fetch sessions (a session id of 0 tells clients to send full requests), no transactions (the last
-stable offset is the high watermark).
+stable offset is the high watermark). A fetch with a replica id (>= 0) comes from a follower: it is
+served up to the log end offset, its fetch offset is recorded as the follower's log end offset (which
+may advance the high watermark and add the follower to the ISR); consumers read up to the high
+watermark. A current leader epoch older than the partition's is FENCED_LEADER_EPOCH, a newer one
+UNKNOWN_LEADER_EPOCH.
 
 Versions: v0-17. v3+ bound the response by max_bytes; v4+ answer with the last stable offset and aborted
 transactions (none); v5+ with the log start offset; v7+ carry fetch sessions (answered with session id 0);
@@ -25,6 +29,7 @@ if TYPE_CHECKING:
     from kctl.broker.server import RequestContext
 
 FIRST_TOPIC_ID_VERSION = 13
+FIRST_REPLICA_STATE_VERSION = 15  # the follower's id moves into replica_state
 
 
 def _error(index: int, code: int) -> PartitionData:
@@ -39,11 +44,22 @@ def _error(index: int, code: int) -> PartitionData:
     )
 
 
+def _replica_id(request: FetchRequest, version: int) -> int:
+    """The fetching follower's broker id; negative for a consumer."""
+    if version < FIRST_REPLICA_STATE_VERSION:
+        return int(request.replica_id)
+    state = request.replica_state
+    return int(state.replica_id) if state is not None else -1
+
+
 def _read_all(
     broker: Broker, request: FetchRequest, version: int
 ) -> tuple[list[FetchableTopicResponse], int, list[Any], bool]:
     """One pass over the request: (topic responses, bytes found, partitions read, any error)."""
     remaining = request.max_bytes if version >= 3 else 0x7FFFFFFF
+    replicas = broker.replicas
+    replica_id = _replica_id(request, version)
+    follower = replica_id >= 0
     total = 0
     errors = False
     hosted = []
@@ -57,12 +73,18 @@ def _read_all(
                 errors = True
                 continue
             try:
-                partition = broker.replicas.leader_partition(TopicPartition(name, part.partition))
+                partition = replicas.leader_partition(
+                    TopicPartition(name, part.partition), part.current_leader_epoch
+                )
+                if follower:
+                    replicas.record_follower_fetch(partition, replica_id, part.fetch_offset)
                 hosted.append(partition)
                 region = None
                 limit = min(part.partition_max_bytes, remaining)
                 if limit > 0 or total == 0:
-                    region = broker.replicas.read(partition, part.fetch_offset, max(limit, 0), total == 0)
+                    region = replicas.read(
+                        partition, part.fetch_offset, max(limit, 0), total == 0, follower=follower
+                    )
             except ApiError as error:
                 partitions.append(_error(part.partition, error.code))
                 errors = True

@@ -3,7 +3,9 @@ timestamp is at or after a given time.
 
 Versions: v0-9. v0 asks for several old-style offsets (answered with at most one); v1+ answer with one
 offset and its timestamp; v2+ carry an isolation level; v4+ carry and answer with a leader epoch; v6+ are
-flexible; v7+ may ask for the offset of the max timestamp (-3)."""
+flexible; v7+ may ask for the offset of the max timestamp (-3). A request with a replica id (>= 0)
+comes from a follower, whose latest offset is the leader's log end offset (consumers: the high
+watermark)."""
 
 from __future__ import annotations
 
@@ -30,11 +32,12 @@ LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 EARLIEST_LOCAL, LATEST_TIERED = -4, -5  # tiered storage (v8+/v9): no tiers here, the log is all local
 
 
-def _lookup(partition: Partition, timestamp: int) -> tuple[int, int]:
-    """(offset, timestamp) for the request's timestamp; (-1, -1) when no record is that recent."""
+def _lookup(partition: Partition, timestamp: int, follower: bool = False) -> tuple[int, int]:
+    """(offset, timestamp) for the request's timestamp; (-1, -1) when no record is that recent.
+    The latest offset is the high watermark for a consumer, the log end offset for a follower."""
     log = partition.log
     if timestamp == LATEST:
-        return partition.high_watermark, -1
+        return (partition.log_end_offset if follower else partition.high_watermark), -1
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return partition.log_start_offset, -1
     if timestamp == LATEST_TIERED:
@@ -56,8 +59,10 @@ async def handle(broker: Broker, context: RequestContext, request: ListOffsetsRe
             try:
                 if part.timestamp == MAX_TIMESTAMP and version < 7:
                     raise ApiError(ErrorCode.UNSUPPORTED_VERSION, "max timestamp needs ListOffsets v7+")
-                partition = broker.replicas.leader_partition(TopicPartition(topic.name, part.partition_index))
-                offset, timestamp = _lookup(partition, part.timestamp)
+                partition = broker.replicas.leader_partition(
+                    TopicPartition(topic.name, part.partition_index), part.current_leader_epoch
+                )
+                offset, timestamp = _lookup(partition, part.timestamp, request.replica_id >= 0)
                 partitions.append(
                     ListOffsetsPartitionResponse(
                         partition_index=part.partition_index,

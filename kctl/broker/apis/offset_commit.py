@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.broker.group.records import OffsetValue
+from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.offset_commit import (
     OffsetCommitRequest,
     OffsetCommitResponse,
@@ -42,6 +43,9 @@ async def handle(
     instance_id = request.group_instance_id if version >= 7 else None
     try:
         results = broker.groups.commit_offsets(request.group_id, member_id, instance_id, generation, offsets)
+        code = await broker.groups.wait_replicated(request.group_id)
+        if code != ErrorCode.NONE:
+            results = {tp: code if result == ErrorCode.NONE else result for tp, result in results.items()}
     except ApiError as error:
         results = dict.fromkeys(offsets, error.code)
     return OffsetCommitResponse(

@@ -1,6 +1,9 @@
 """Produce: append each partition's record batches (validated and offset-assigned as bytes) and
-answer with the base offsets; acks=0 sends no response. With one replica per partition, acks=1 and
-acks=-1 are both satisfied once the append returns.
+answer with the base offsets; acks=0 sends no response, acks=1 answers after the local append.
+acks=-1 (all): refused with NOT_ENOUGH_REPLICAS before appending when the ISR is smaller than
+min.insync.replicas; otherwise parked until the high watermark passes the last offset appended
+(REQUEST_TIMED_OUT after the request's timeout, NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank
+below min.insync.replicas meanwhile). In embedded mode (one replica) it is answered at once.
 
 Versions: v0-11. v0-2 carry the pre-0.11 message formats, which kctl does not store: each partition gets
 UNSUPPORTED_VERSION (the versions are advertised because librdkafka before 2.11.1 requires them). v3+
@@ -10,6 +13,7 @@ flexible."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING
 
@@ -46,11 +50,29 @@ def _partition_response(index: int, code: int, message: str | None = None) -> Pa
     )
 
 
+async def _wait_for_replication(
+    broker: Broker,
+    waits: list[tuple[int, list[PartitionProduceResponse], TopicPartition, int]],
+    timeout_ms: int,
+) -> None:
+    """acks=all: park until each appended partition's high watermark passes its last offset (or the
+    request's timeout); a partition that fails gets its error code instead of its offsets."""
+    timeout = max(timeout_ms, 0) / 1000
+    codes = await asyncio.gather(
+        *(broker.replicas.wait_for_replication(tp, required, timeout) for _i, _p, tp, required in waits)
+    )
+    for (index, partitions, tp, _required), code in zip(waits, codes, strict=True):
+        if code != ErrorCode.NONE:
+            log.info("acks=all produce to %s: %s", tp, ErrorCode(code).name)
+            partitions[index] = _partition_response(partitions[index].index, code)
+
+
 @api_handler(ApiKey.PRODUCE, versions=(0, 11))
 async def handle(broker: Broker, context: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
     version = context.header.api_version
     acks = request.acks
     responses = []
+    waits: list[tuple[int, list[PartitionProduceResponse], TopicPartition, int]] = []
     for topic in request.topic_data:
         partitions = []
         for data in topic.partition_data:
@@ -66,12 +88,14 @@ async def handle(broker: Broker, context: RequestContext, request: ProduceReques
                 if data.records is None or len(data.records) == 0:
                     raise ApiError(ErrorCode.CORRUPT_MESSAGE, "no records")
                 broker.ensure_topic_for_produce(topic.name)
-                info = broker.replicas.append(tp, data.records)
+                info = broker.replicas.append(tp, data.records, acks=acks)
             except ApiError as error:
                 if error.code not in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER):
                     log.warning("produce to %s from %s rejected: %s", tp, context.client_host, error.message)
                 partitions.append(_partition_response(data.index, error.code, error.message))
                 continue
+            if acks == -1 and broker.replicas.replicated:
+                waits.append((len(partitions), partitions, tp, info.last_offset + 1))
             partitions.append(
                 PartitionProduceResponse(
                     index=data.index,
@@ -86,4 +110,6 @@ async def handle(broker: Broker, context: RequestContext, request: ProduceReques
         responses.append(TopicProduceResponse(name=topic.name, partition_responses=partitions))
     if acks == 0:
         return None
+    if waits:
+        await _wait_for_replication(broker, waits, request.timeout_ms)
     return ProduceResponse(responses=responses, throttle_time_ms=0)

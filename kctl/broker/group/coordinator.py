@@ -3,8 +3,10 @@ LeaveGroup, static membership) and committed offsets (OffsetCommit/Fetch/Delete,
 for the groups whose ``__consumer_offsets`` partition this broker leads.
 
 Every committed offset and every group generation is written to ``__consumer_offsets`` and
-acknowledged only once written; at start-up (or when it takes over a partition) the coordinator
-rebuilds its state by reading the partition, answering COORDINATOR_LOAD_IN_PROGRESS meanwhile."""
+acknowledged only once written (offset commits: once replicated to the ISR, ``wait_replicated``);
+at start-up (or when it takes over a partition) the coordinator rebuilds its state by reading the
+partition, answering COORDINATOR_LOAD_IN_PROGRESS meanwhile; it drops the groups of a partition it
+no longer leads."""
 
 from __future__ import annotations
 
@@ -51,6 +53,7 @@ log = logging.getLogger("kctl.broker.group")
 OFFSETS_TOPIC = "__consumer_offsets"
 SKIP_ASSIGNMENT_VERSION = 9
 READ_CHUNK = 4 * 1024 * 1024
+OFFSET_COMMIT_TIMEOUT = 5.0  # Kafka's offsets.commit.timeout.ms
 
 
 class CoordinatorBroker(Protocol):
@@ -199,6 +202,23 @@ class GroupCoordinator:
             group.rebalance_timer.cancel()
 
     # -- persistence ---------------------------------------------------------------------------
+    async def wait_replicated(self, group_id: str, timeout: float = OFFSET_COMMIT_TIMEOUT) -> int:
+        """Wait until everything written to ``group_id``'s __consumer_offsets partition so far is
+        replicated (its high watermark reached the log end offset: acks=all semantics); the error code
+        to answer an OffsetCommit with — NONE, NOT_COORDINATOR (leadership lost) or
+        COORDINATOR_NOT_AVAILABLE (not enough replicas, timed out)."""
+        replicas = self.broker.replicas
+        if not replicas.replicated:
+            return ErrorCode.NONE
+        tp = TopicPartition(OFFSETS_TOPIC, self.partition_of(group_id))
+        partition = replicas.partitions.get(tp)
+        if partition is None:
+            return ErrorCode.NOT_COORDINATOR
+        code = await replicas.wait_for_replication(tp, partition.log_end_offset, timeout)
+        if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+            return ErrorCode.NOT_COORDINATOR
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE if code != ErrorCode.NONE else ErrorCode.NONE
+
     def _write(self, group_id: str, records: Iterable[tuple[bytes, bytes | None]]) -> None:
         """Append records to the group's __consumer_offsets partition (raises ApiError)."""
         builder = RecordBatchBuilder()

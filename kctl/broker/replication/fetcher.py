@@ -1,0 +1,396 @@
+"""The replica fetcher: how a follower copies its leaders' logs.
+
+One ``ReplicaFetcher`` (one asyncio task, one ``BrokerChannel``) per source broker fetches every
+partition this broker follows there. A partition added for a new leader epoch is first truncated
+(KIP-101/KIP-279): OffsetForLeaderEpoch with the follower's latest epoch; when the leader answers
+that epoch, truncate to min(its end offset, the follower's end offset of it); when it answers an
+older epoch the follower knows, truncate to the follower's end of that epoch and ask again with it;
+an epoch the follower does not know, or a follower without epochs, falls back to the high watermark.
+Then Fetch (replica_id = this broker, current_leader_epoch, from the log end offset, long polling
+``replica.fetch.wait.max.ms``) and ``append_as_follower``; the follower's high watermark is
+min(the leader's, its own log end offset). OFFSET_OUT_OF_RANGE asks the leader's log end and start
+(ListOffsets as a replica): truncate to a lower leader end, or start over at a higher leader start.
+FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH and connection failures back the
+partition (or the whole fetcher) off for ``replica.fetch.backoff.ms`` until metadata changes it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kctl.broker.partition import Partition
+from kctl.broker.replication.channel import BrokerChannel, ChannelError
+from kctl.log.files import LogStorageError
+from kctl.log.naming import TopicPartition
+from kctl.protocol.errors import ErrorCode, error_name
+from kctl.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+from kctl.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from kctl.protocol.messages.offset_for_leader_epoch import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderPartition,
+    OffsetForLeaderTopic,
+)
+from kctl.protocol.registry import ApiKey
+from kctl.records.header import LOG_OVERHEAD, MIN_BATCH_LENGTH, InvalidRecordBatch, iter_headers, read_prefix
+
+log = logging.getLogger("kctl.broker.replication")
+
+FETCH_VERSION = 11  # replica_id, current_leader_epoch (v9+), topic names (before v13), not flexible
+OFFSET_FOR_LEADER_EPOCH_VERSION = 3  # replica_id (v3+), current_leader_epoch (v2+)
+LIST_OFFSETS_VERSION = 4  # current_leader_epoch (v4+)
+LATEST, EARLIEST = -1, -2
+_PARTITION_ERRORS_TO_WAIT_ON = {
+    ErrorCode.FENCED_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_LEADER_EPOCH,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.LEADER_NOT_AVAILABLE,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class FetcherSettings:
+    broker_id: int
+    wait_max_ms: int = 500
+    min_bytes: int = 1
+    max_bytes: int = 1024 * 1024
+    response_max_bytes: int = 10 * 1024 * 1024
+    backoff_ms: int = 1000
+
+
+@dataclass(slots=True)
+class FetchState:
+    partition: Partition
+    leader_epoch: int
+    needs_truncation: bool = True
+    delayed_until: float = 0.0
+
+
+def whole_batches(data: memoryview) -> memoryview:
+    """The longest prefix of ``data`` made of whole batches (a fetch response may end in part of one)."""
+    position, size = 0, len(data)
+    while size - position >= LOG_OVERHEAD:
+        _base, length = read_prefix(data, position)
+        if length < MIN_BATCH_LENGTH or position + LOG_OVERHEAD + length > size:
+            break
+        position += LOG_OVERHEAD + length
+    return data[:position]
+
+
+class ReplicaFetcher:
+    """Fetches the partitions this broker follows from one source broker."""
+
+    def __init__(self, source_id: int, channel: BrokerChannel, settings: FetcherSettings) -> None:
+        self.source_id = source_id
+        self.channel = channel
+        self.settings = settings
+        self.partitions: dict[TopicPartition, FetchState] = {}
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name=f"kctl-fetcher-{self.source_id}"
+        )
+
+    def add(self, partition: Partition, leader_epoch: int) -> None:
+        tp = partition.topic_partition
+        current = self.partitions.get(tp)
+        if current is not None and current.leader_epoch == leader_epoch and current.partition is partition:
+            return
+        self.partitions[tp] = FetchState(partition, leader_epoch)
+        self._wakeup.set()
+
+    def remove(self, tp: TopicPartition) -> None:
+        self.partitions.pop(tp, None)
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._task
+        await self.channel.close()
+
+    # -- the loop ------------------------------------------------------------------------------
+    async def _run(self) -> None:
+        backoff = self.settings.backoff_ms / 1000
+        while True:
+            now = time.monotonic()
+            ready = {tp: s for tp, s in self.partitions.items() if s.delayed_until <= now}
+            if not ready:
+                delays = [s.delayed_until - now for s in self.partitions.values()]
+                self._wakeup.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wakeup.wait(), min(delays) if delays else None)
+                continue
+            try:
+                to_truncate = {tp: s for tp, s in ready.items() if s.needs_truncation}
+                if to_truncate:
+                    await self._truncate(to_truncate)
+                    continue
+                await self._fetch(ready)
+            except ChannelError as error:
+                log.info("fetching from broker %d: %s; retrying in %.1f s", self.source_id, error, backoff)
+                await asyncio.sleep(backoff)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("replica fetcher for broker %d failed; retrying", self.source_id)
+                await asyncio.sleep(backoff)
+
+    def _delay(self, state: FetchState) -> None:
+        state.delayed_until = time.monotonic() + self.settings.backoff_ms / 1000
+
+    def _current(self, tp: TopicPartition, state: FetchState) -> bool:
+        """Whether ``state`` is still what this fetcher should do for ``tp`` (not replaced meanwhile)."""
+        return self.partitions.get(tp) is state
+
+    # -- truncation (KIP-101/KIP-279) ----------------------------------------------------------
+    async def _truncate(self, states: dict[TopicPartition, FetchState]) -> None:
+        asking: dict[TopicPartition, tuple[FetchState, int]] = {}
+        for tp, state in states.items():
+            plog = state.partition.log
+            epoch = plog.latest_epoch
+            if epoch < 0:  # no epoch known: fall back to the high watermark
+                self._truncate_to(state, plog.high_watermark, "no leader epoch known")
+                state.needs_truncation = False
+                continue
+            asking[tp] = (state, epoch)
+        if not asking:
+            return
+        by_topic: dict[str, list[OffsetForLeaderPartition]] = {}
+        for tp, (state, epoch) in asking.items():
+            by_topic.setdefault(tp.topic, []).append(
+                OffsetForLeaderPartition(
+                    partition=tp.partition, current_leader_epoch=state.leader_epoch, leader_epoch=epoch
+                )
+            )
+        request = OffsetForLeaderEpochRequest(
+            replica_id=self.settings.broker_id,
+            topics=[OffsetForLeaderTopic(topic=t, partitions=p) for t, p in by_topic.items()],
+        )
+        response = await self.channel.request(
+            ApiKey.OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, request
+        )
+        for topic in response.topics:
+            for answer in topic.partitions:
+                tp = TopicPartition(topic.topic, answer.partition)
+                entry = asking.get(tp)
+                if entry is None or not self._current(tp, entry[0]):
+                    continue
+                state, _asked = entry
+                if answer.error_code:
+                    log.info("%s: OffsetForLeaderEpoch: %s", tp, error_name(answer.error_code))
+                    self._delay(state)
+                    continue
+                self._apply_epoch_end(state, answer.leader_epoch, answer.end_offset)
+
+    def _apply_epoch_end(self, state: FetchState, leader_epoch: int, end_offset: int) -> None:
+        plog = state.partition.log
+        if end_offset < 0:  # the leader does not know the epoch: fall back to the high watermark
+            self._truncate_to(state, plog.high_watermark, "the leader knows no such epoch")
+            state.needs_truncation = False
+            return
+        local_epoch, local_end = plog.end_offset_for_epoch(leader_epoch)
+        if local_epoch < 0 or local_epoch == leader_epoch:
+            bound = end_offset if local_epoch < 0 else min(end_offset, local_end)
+            self._truncate_to(
+                state, min(bound, plog.log_end_offset), f"epoch {leader_epoch} ends at {end_offset}"
+            )
+            state.needs_truncation = False
+            return
+        # the leader answered an older epoch than asked, one this follower does not have: cut to the
+        # end of the follower's own epoch before it and ask again with that one
+        self._truncate_to(state, min(local_end, plog.log_end_offset), f"diverged before epoch {leader_epoch}")
+
+    def _truncate_to(self, state: FetchState, offset: int, why: str) -> None:
+        plog = state.partition.log
+        if offset < plog.log_end_offset:
+            log.info(
+                "%s: truncating from %d to %d (%s)",
+                state.partition.topic_partition,
+                plog.log_end_offset,
+                offset,
+                why,
+            )
+            plog.truncate_to(offset)
+
+    # -- fetching ------------------------------------------------------------------------------
+    async def _fetch(self, states: dict[TopicPartition, FetchState]) -> None:
+        settings = self.settings
+        by_topic: dict[str, list[FetchPartition]] = {}
+        for tp, state in states.items():
+            plog = state.partition.log
+            by_topic.setdefault(tp.topic, []).append(
+                FetchPartition(
+                    partition=tp.partition,
+                    current_leader_epoch=state.leader_epoch,
+                    fetch_offset=plog.log_end_offset,
+                    log_start_offset=plog.log_start_offset,
+                    partition_max_bytes=settings.max_bytes,
+                )
+            )
+        request = FetchRequest(
+            replica_id=settings.broker_id,
+            max_wait_ms=settings.wait_max_ms,
+            min_bytes=settings.min_bytes,
+            max_bytes=settings.response_max_bytes,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[FetchTopic(topic=t, partitions=p) for t, p in by_topic.items()],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
+        response = await self.channel.request(
+            ApiKey.FETCH, FETCH_VERSION, request, timeout=settings.wait_max_ms / 1000 + 30
+        )
+        if response.error_code:
+            log.info("fetch from broker %d: %s", self.source_id, error_name(response.error_code))
+            for state in states.values():
+                self._delay(state)
+            return
+        out_of_range: list[tuple[TopicPartition, FetchState]] = []
+        for topic in response.responses:
+            for data in topic.partitions:
+                tp = TopicPartition(topic.topic, data.partition_index)
+                state = states.get(tp)
+                if state is None or not self._current(tp, state):
+                    continue
+                code = data.error_code
+                if code == ErrorCode.NONE:
+                    self._append(state, data.records, data.high_watermark, data.log_start_offset)
+                elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    out_of_range.append((tp, state))
+                else:
+                    if code not in _PARTITION_ERRORS_TO_WAIT_ON:
+                        log.warning("%s: fetch from broker %d: %s", tp, self.source_id, error_name(code))
+                    self._delay(state)
+        for tp, state in out_of_range:
+            await self._handle_out_of_range(tp, state)
+
+    def _append(self, state: FetchState, records: object, high_watermark: int, log_start_offset: int) -> None:
+        partition = state.partition
+        plog = partition.log
+        tp = partition.topic_partition
+        if records is not None and len(records):  # type: ignore[arg-type]
+            data = whole_batches(memoryview(records).cast("B"))  # type: ignore[arg-type]
+            # skip whole batches below our log end (never expected: fetches start at a batch boundary)
+            end = plog.log_end_offset
+            start = 0
+            try:
+                for position, header in iter_headers(data):
+                    if header.last_offset >= end:
+                        break
+                    start = position + header.size
+            except InvalidRecordBatch:
+                pass
+            data = data[start:]
+            if len(data):
+                try:
+                    plog.append_as_follower(data)
+                except (InvalidRecordBatch, LogStorageError) as error:
+                    log.error("%s: follower append failed: %s", tp, error)
+                    self._delay(state)
+                    return
+        if high_watermark >= 0:
+            plog.update_high_watermark(min(high_watermark, plog.log_end_offset))
+        if log_start_offset > plog.log_start_offset:  # DeleteRecords on the leader: follow it
+            plog.maybe_increment_log_start_offset(min(log_start_offset, plog.high_watermark))
+
+    async def _handle_out_of_range(self, tp: TopicPartition, state: FetchState) -> None:
+        plog = state.partition.log
+        leader_end = await self._leader_offset(tp, state, LATEST)
+        if leader_end is None or not self._current(tp, state):
+            return
+        if leader_end < plog.log_end_offset:
+            self._truncate_to(state, leader_end, f"the leader's log ends at {leader_end}")
+            return
+        leader_start = await self._leader_offset(tp, state, EARLIEST)
+        if leader_start is None or not self._current(tp, state):
+            return
+        if leader_start > plog.log_end_offset:
+            log.info("%s: the leader's log starts at %d: starting over there", tp, leader_start)
+            plog.truncate_fully_and_start_at(leader_start)
+
+    async def _leader_offset(self, tp: TopicPartition, state: FetchState, timestamp: int) -> int | None:
+        request = ListOffsetsRequest(
+            replica_id=self.settings.broker_id,
+            isolation_level=0,
+            topics=[
+                ListOffsetsTopic(
+                    name=tp.topic,
+                    partitions=[
+                        ListOffsetsPartition(
+                            partition_index=tp.partition,
+                            current_leader_epoch=state.leader_epoch,
+                            timestamp=timestamp,
+                        )
+                    ],
+                )
+            ],
+        )
+        response = await self.channel.request(ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, request)
+        for topic in response.topics:
+            for answer in topic.partitions:
+                if answer.error_code:
+                    log.info("%s: ListOffsets: %s", tp, error_name(answer.error_code))
+                    self._delay(state)
+                    return None
+                return int(answer.offset)
+        self._delay(state)
+        return None
+
+
+ChannelFactory = Callable[[int], BrokerChannel | None]
+
+
+class ReplicaFetcherManager:
+    """The fetchers of one broker, one per source broker, created and closed as partitions move."""
+
+    def __init__(self, settings: FetcherSettings, channel_for: ChannelFactory) -> None:
+        self.settings = settings
+        self._channel_for = channel_for
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self._source_of: dict[TopicPartition, int] = {}
+
+    def add_partition(self, partition: Partition, leader_id: int, leader_epoch: int) -> None:
+        """Fetch ``partition`` from ``leader_id`` at ``leader_epoch`` (truncating first)."""
+        tp = partition.topic_partition
+        if self._source_of.get(tp) not in (None, leader_id):
+            self.remove_partition(tp)
+        fetcher = self.fetchers.get(leader_id)
+        if fetcher is None:
+            channel = self._channel_for(leader_id)
+            if channel is None:
+                log.warning("%s: leader %d has no known endpoint; not fetching", tp, leader_id)
+                return
+            fetcher = self.fetchers[leader_id] = ReplicaFetcher(leader_id, channel, self.settings)
+            fetcher.start()
+        fetcher.add(partition, leader_epoch)
+        self._source_of[tp] = leader_id
+
+    def remove_partition(self, tp: TopicPartition) -> None:
+        source = self._source_of.pop(tp, None)
+        if source is not None and (fetcher := self.fetchers.get(source)) is not None:
+            fetcher.remove(tp)
+
+    def fetching(self, tp: TopicPartition) -> int | None:
+        return self._source_of.get(tp)
+
+    async def shutdown_idle(self) -> None:
+        """Close the fetchers left without partitions."""
+        for source in list(self.fetchers):
+            fetcher = self.fetchers.get(source)
+            if fetcher is not None and not fetcher.partitions:  # re-checked after each await
+                del self.fetchers[source]
+                await fetcher.close()
+
+    async def close(self) -> None:
+        fetchers, self.fetchers = list(self.fetchers.values()), {}
+        self._source_of.clear()
+        await asyncio.gather(*(f.close() for f in fetchers), return_exceptions=True)
