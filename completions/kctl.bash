@@ -3,11 +3,13 @@
 
 _kctl_subcommands() {
     case "$1" in
-        'kctl') echo 'broker config consume group log perf produce topic' ;;
-        'kctl broker') echo 'start stop log-dirs' ;;
+        'kctl') echo 'broker cluster config consume group log partition perf produce topic' ;;
+        'kctl broker') echo 'start stop log-dirs list' ;;
+        'kctl cluster') echo 'up status down' ;;
         'kctl config') echo 'show' ;;
         'kctl group') echo 'list describe rewind delete' ;;
         'kctl log') echo 'dump verify recover purge' ;;
+        'kctl partition') echo 'reassign elect-leaders' ;;
         'kctl perf') echo 'produce consume' ;;
         'kctl topic') echo 'create list describe delete alter' ;;
     esac
@@ -15,7 +17,7 @@ _kctl_subcommands() {
 
 _kctl_is_subcommand() {
     case "$1 $2" in
-        'kctl broker'|'kctl config'|'kctl consume'|'kctl group'|'kctl log'|'kctl perf'|'kctl produce'|'kctl topic'|'kctl broker start'|'kctl broker stop'|'kctl broker log-dirs'|'kctl config show'|'kctl group list'|'kctl group describe'|'kctl group rewind'|'kctl group delete'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge'|'kctl perf produce'|'kctl perf consume'|'kctl topic create'|'kctl topic list'|'kctl topic describe'|'kctl topic delete'|'kctl topic alter') return 0 ;;
+        'kctl broker'|'kctl cluster'|'kctl config'|'kctl consume'|'kctl group'|'kctl log'|'kctl partition'|'kctl perf'|'kctl produce'|'kctl topic'|'kctl broker start'|'kctl broker stop'|'kctl broker log-dirs'|'kctl broker list'|'kctl cluster up'|'kctl cluster status'|'kctl cluster down'|'kctl config show'|'kctl group list'|'kctl group describe'|'kctl group rewind'|'kctl group delete'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge'|'kctl partition reassign'|'kctl partition elect-leaders'|'kctl perf produce'|'kctl perf consume'|'kctl topic create'|'kctl topic list'|'kctl topic describe'|'kctl topic delete'|'kctl topic alter') return 0 ;;
     esac
     return 1
 }
@@ -27,6 +29,11 @@ _kctl_options() {
         'kctl broker start') echo '-c --config -X -d --daemon --pid-file --log-file --log-level -h --help' ;;
         'kctl broker stop') echo '-c --config -X --pid-file --timeout -h --help' ;;
         'kctl broker log-dirs') echo '--broker -t --topic -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl broker list') echo '-f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl cluster') echo '-h --help' ;;
+        'kctl cluster up') echo '-n --brokers -d --dir --base-port -X --timeout -h --help' ;;
+        'kctl cluster status') echo '-d --dir -f --format -h --help' ;;
+        'kctl cluster down') echo '-d --dir --timeout -h --help' ;;
         'kctl config') echo '-h --help' ;;
         'kctl config show') echo '-f --format -c --config -X -b --bootstrap-server --show-secrets --broker --topic --producer --consumer -h --help' ;;
         'kctl consume') echo '--pattern -p --partition -o --offset -u --until -n --max -g --group -f --format -q --quiet -c --config -X -b --bootstrap-server -h --help' ;;
@@ -40,6 +47,9 @@ _kctl_options() {
         'kctl log verify') echo '-f --format -c --config -X -h --help' ;;
         'kctl log recover') echo '-n --dry-run -f --format -c --config -X -h --help' ;;
         'kctl log purge') echo '--retention-ms --retention-bytes --before-offset -n --dry-run -f --format -c --config -X -h --help' ;;
+        'kctl partition') echo '-h --help' ;;
+        'kctl partition reassign') echo '--generate --topics-to-move-json-file -t --topic --broker-list --brokers --seed --reassignment-json-file --execute --verify --cancel --throttle -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl partition elect-leaders') echo '--election-type --all-topic-partitions -t --topic -p --partition --path-to-json-file -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl perf') echo '-h --help' ;;
         'kctl perf produce') echo '-n --num-records -d --duration -s --record-size -t --throughput -w --warmup -k --keys --key-size -a --acks -z --compression -i --interval --latency-every -q --quiet -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl perf consume') echo '-n --num-records -d --duration -o --offset -p --partition -l --latency --idle-timeout -i --interval --latency-every -q --quiet -f --format -c --config -X -b --bootstrap-server -h --help' ;;
@@ -47,7 +57,7 @@ _kctl_options() {
         'kctl topic') echo '-h --help' ;;
         'kctl topic create') echo '-p --partitions -r --replication-factor --topic-config --if-not-exists --validate-only -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl topic list') echo '-i --internal --pattern -f --format -c --config -X -b --bootstrap-server -h --help' ;;
-        'kctl topic describe') echo '-a --all -i --internal -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl topic describe') echo '-a --all -i --internal --under-replicated --unavailable --under-min-isr -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl topic delete') echo '--if-exists -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl topic alter') echo '-p --partitions --topic-config --delete-config --validate-only -f --format -c --config -X -b --bootstrap-server -h --help' ;;
     esac
@@ -71,6 +81,19 @@ _kctl_option_value() {
         'kctl broker log-dirs -c'|'kctl broker log-dirs --config') echo 'file' ;;
         'kctl broker log-dirs -X') echo 'any' ;;
         'kctl broker log-dirs -b'|'kctl broker log-dirs --bootstrap-server') echo 'any' ;;
+        'kctl broker list -f'|'kctl broker list --format') echo 'choice table json jsonl' ;;
+        'kctl broker list -c'|'kctl broker list --config') echo 'file' ;;
+        'kctl broker list -X') echo 'any' ;;
+        'kctl broker list -b'|'kctl broker list --bootstrap-server') echo 'any' ;;
+        'kctl cluster up -n'|'kctl cluster up --brokers') echo 'any' ;;
+        'kctl cluster up -d'|'kctl cluster up --dir') echo 'dir' ;;
+        'kctl cluster up --base-port') echo 'any' ;;
+        'kctl cluster up -X') echo 'any' ;;
+        'kctl cluster up --timeout') echo 'any' ;;
+        'kctl cluster status -d'|'kctl cluster status --dir') echo 'dir' ;;
+        'kctl cluster status -f'|'kctl cluster status --format') echo 'choice table json jsonl' ;;
+        'kctl cluster down -d'|'kctl cluster down --dir') echo 'dir' ;;
+        'kctl cluster down --timeout') echo 'any' ;;
         'kctl config show -f'|'kctl config show --format') echo 'choice table json jsonl' ;;
         'kctl config show -c'|'kctl config show --config') echo 'file' ;;
         'kctl config show -X') echo 'any' ;;
@@ -127,6 +150,24 @@ _kctl_option_value() {
         'kctl log purge -f'|'kctl log purge --format') echo 'choice table json jsonl' ;;
         'kctl log purge -c'|'kctl log purge --config') echo 'file' ;;
         'kctl log purge -X') echo 'any' ;;
+        'kctl partition reassign --topics-to-move-json-file') echo 'file' ;;
+        'kctl partition reassign -t'|'kctl partition reassign --topic') echo 'any' ;;
+        'kctl partition reassign --broker-list'|'kctl partition reassign --brokers') echo 'any' ;;
+        'kctl partition reassign --seed') echo 'any' ;;
+        'kctl partition reassign --reassignment-json-file') echo 'file' ;;
+        'kctl partition reassign --throttle') echo 'any' ;;
+        'kctl partition reassign -f'|'kctl partition reassign --format') echo 'choice table json jsonl' ;;
+        'kctl partition reassign -c'|'kctl partition reassign --config') echo 'file' ;;
+        'kctl partition reassign -X') echo 'any' ;;
+        'kctl partition reassign -b'|'kctl partition reassign --bootstrap-server') echo 'any' ;;
+        'kctl partition elect-leaders --election-type') echo 'any' ;;
+        'kctl partition elect-leaders -t'|'kctl partition elect-leaders --topic') echo 'any' ;;
+        'kctl partition elect-leaders -p'|'kctl partition elect-leaders --partition') echo 'any' ;;
+        'kctl partition elect-leaders --path-to-json-file') echo 'file' ;;
+        'kctl partition elect-leaders -f'|'kctl partition elect-leaders --format') echo 'choice table json jsonl' ;;
+        'kctl partition elect-leaders -c'|'kctl partition elect-leaders --config') echo 'file' ;;
+        'kctl partition elect-leaders -X') echo 'any' ;;
+        'kctl partition elect-leaders -b'|'kctl partition elect-leaders --bootstrap-server') echo 'any' ;;
         'kctl perf produce -n'|'kctl perf produce --num-records') echo 'any' ;;
         'kctl perf produce -d'|'kctl perf produce --duration') echo 'any' ;;
         'kctl perf produce -s'|'kctl perf produce --record-size') echo 'any' ;;

@@ -37,6 +37,7 @@ from kafka.structs import OffsetAndMetadata
 from raw_kafka import RawConnection, create_topic, kcat, running_broker, unique, wait_until
 
 import kctl.protocol as kp
+from kctl.localcluster.broker import START_TIMEOUT, BrokerProcess
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.find_coordinator import FindCoordinatorRequest
 from kctl.protocol.messages.offset_commit import (
@@ -45,7 +46,6 @@ from kctl.protocol.messages.offset_commit import (
     OffsetCommitRequestTopic,
 )
 from kctl.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRequestGroup
-from kctl.testing.broker import START_TIMEOUT, BrokerProcess
 
 pytestmark = pytest.mark.timeout(120)
 

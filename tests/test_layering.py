@@ -6,7 +6,9 @@ anyone may import them, and they import nothing from kctl but each other. kctl/_
 entry point and may import everything. kctl/common is the lowest package: every package may
 import it, and it imports nothing from kctl but itself and the top-level modules. kctl/testing
 (the test harness) is the top layer: it may import any layer but kctl.commands, and nothing else
-under kctl/ imports it. Some packages must also stay free of I/O frameworks (FORBIDDEN_EXTERNAL).
+under kctl/ imports it; the process management it shares with `kctl cluster` lives in
+kctl/localcluster (above kctl.zk, below kctl.commands and kctl.testing). Some packages must also
+stay free of I/O frameworks (FORBIDDEN_EXTERNAL).
 Imports under `if TYPE_CHECKING:` count too: they are coupling as well.
 """
 
@@ -20,7 +22,19 @@ KCTL = Path(__file__).resolve().parent.parent / "kctl"
 
 TOP_LEVEL = frozenset({"__init__", "properties"})
 EVERYTHING = frozenset(
-    {"common", "records", "log", "protocol", "zk", "client", "broker", "console", "perf", "commands"}
+    {
+        "common",
+        "records",
+        "log",
+        "protocol",
+        "zk",
+        "client",
+        "broker",
+        "console",
+        "perf",
+        "localcluster",
+        "commands",
+    }
 )
 _ALLOWED: dict[str, frozenset[str]] = {
     "common": frozenset(),
@@ -32,6 +46,7 @@ _ALLOWED: dict[str, frozenset[str]] = {
     "broker": frozenset({"broker", "log", "protocol", "records", "zk"}),
     "console": frozenset({"console", "client", "protocol", "records", "zk"}),
     "perf": frozenset({"perf", "console", "client", "protocol", "records", "zk"}),
+    "localcluster": frozenset({"localcluster", "zk"}),
     "commands": EVERYTHING,
     "testing": (EVERYTHING - {"commands"}) | {"testing"},
     "__main__": EVERYTHING,
@@ -281,7 +296,7 @@ def test_checker_reports_imports_of_the_test_harness(tmp_path: Path) -> None:
     root = _tree(
         tmp_path,
         {
-            "testing/__init__.py": "from kctl.testing.broker import BrokerProcess\nimport kctl.client\n",
+            "testing/__init__.py": "from kctl.localcluster.broker import BrokerProcess\nimport kctl.client\n",
             "testing/broker.py": "from kctl.broker import server\nfrom kctl.commands import app\n",
             "commands/__init__.py": "",
             "commands/app.py": "import kctl.testing\n",

@@ -13,6 +13,8 @@ import pytest
 from kazoo.client import KazooClient
 from raw_kafka import RawConnection, api_versions, kcat, metadata, wait_until
 
+from kctl.localcluster.guard import running_test
+from kctl.localcluster.zookeeper import four_letter_word
 from kctl.testing import (
     BrokerProcess,
     BrokerStartError,
@@ -21,8 +23,6 @@ from kctl.testing import (
     ZooKeeperServer,
     new_chroot,
 )
-from kctl.testing.guard import running_test
-from kctl.testing.zookeeper import four_letter_word
 
 pytest_plugins = ["pytester"]
 
@@ -220,7 +220,7 @@ def test_markers_come_from_fixtures_and_missing_ones_fail(pytester: pytest.Pytes
             pass
 
         def test_starts_a_broker_unmarked(tmp_path):
-            from kctl.testing import broker
+            from kctl.localcluster import broker
             broker.BrokerProcess(tmp_path / "data").start()
         """
     )

@@ -18,10 +18,12 @@ from kctl import __version__
 
 COMMAND_GROUPS: tuple[tuple[str, str], ...] = (
     ("kctl.commands.broker", "broker"),
+    ("kctl.commands.cluster", "cluster"),
     ("kctl.commands.config", "config"),
     ("kctl.commands.consume", "consume"),
     ("kctl.commands.group", "group"),
     ("kctl.commands.log", "log"),
+    ("kctl.commands.partition", "partition"),
     ("kctl.commands.perf", "perf"),
     ("kctl.commands.produce", "produce"),
     ("kctl.commands.topic", "topic"),

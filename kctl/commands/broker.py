@@ -1,5 +1,5 @@
-"""`kctl broker`: run a broker in the foreground or as a daemon, stop it, and show the log dirs of
-running brokers."""
+"""`kctl broker`: run a broker in the foreground or as a daemon, stop it, list the brokers of a running
+cluster and show their log dirs."""
 
 from __future__ import annotations
 
@@ -27,7 +27,9 @@ from kctl.commands.options import (
 )
 from kctl.commands.output import Column, OutputFormat, info, render_documents, render_rows, warn
 
-app = typer.Typer(help="Run and stop a kctl broker; show brokers' log dirs.", no_args_is_help=True)
+app = typer.Typer(
+    help="Run and stop a kctl broker; list the brokers and show their log dirs.", no_args_is_help=True
+)
 
 PID_FILE_NAME = "kctl-broker.pid"
 PidFileOption = Annotated[
@@ -304,3 +306,58 @@ def log_dirs(
         raise KctlError("; ".join(offline))
     if missing_topics:
         raise KctlError(f"no such topic: {', '.join(missing_topics)}", ExitCode.FAILURE)
+
+
+# -- list ------------------------------------------------------------------------------------------
+BROKER_COLUMNS = [
+    Column("broker_id", "ID"),
+    Column("endpoint"),
+    Column("rack", formatter=lambda r: r or "-"),
+    Column("controller", formatter=lambda c: "*" if c else ""),
+    Column("leader_partitions", "LEADS"),
+    Column("replica_partitions", "HOSTS"),
+]
+
+
+@app.command("list")
+def list_brokers(
+    fmt: FormatOption = DEFAULT_FORMAT,
+    config_file: ConfigFileOption = None,
+    overrides: ConfigOverrideOption = None,
+    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+) -> None:
+    """List the live brokers of a running cluster: id, endpoint (host:port), rack, the controller
+    (*), and how many partitions each leads and hosts (replicas, internal topics included), from
+    Metadata.
+
+    Talks to a running cluster (-b); --config/-X take client properties here."""
+    from kctl.commands.clients import admin_session
+
+    with admin_session(config_file, overrides, bootstrap_server) as admin:
+        cluster = admin.describe_cluster()
+        topics = admin.list_topics(include_internal=True)
+    leads: dict[int, int] = {}
+    hosts: dict[int, int] = {}
+    for topic in topics:
+        for p in topic.partitions:
+            if p.leader >= 0:
+                leads[p.leader] = leads.get(p.leader, 0) + 1
+            for replica in p.replicas:
+                hosts[replica] = hosts.get(replica, 0) + 1
+    rows = [
+        {
+            "broker_id": b.node_id,
+            "endpoint": b.address,
+            "host": b.host,
+            "port": b.port,
+            "rack": b.rack,
+            "controller": b.node_id == cluster.controller_id,
+            "leader_partitions": leads.get(b.node_id, 0),
+            "replica_partitions": hosts.get(b.node_id, 0),
+        }
+        for b in cluster.brokers
+    ]
+    columns = BROKER_COLUMNS
+    if fmt is not OutputFormat.TABLE:
+        columns = [*BROKER_COLUMNS[:2], Column("host"), Column("port"), *BROKER_COLUMNS[2:]]
+    render_rows(rows, columns, fmt)

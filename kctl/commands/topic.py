@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
 import typer
@@ -294,7 +294,40 @@ def _partition_sizes(admin: AdminClient, topics: list[TopicDescription]) -> dict
     return sizes
 
 
-def _describe_documents(admin: AdminClient, topics: list[TopicDescription]) -> list[dict[str, Any]]:
+PartitionFilter = Callable[[dict[str, Any], int], bool]
+"""(partition document, the topic's min.insync.replicas) -> whether to show the partition."""
+
+
+def _partition_filter(
+    under_replicated: bool, unavailable: bool, under_min_isr: bool
+) -> PartitionFilter | None:
+    """The partitions to show for kafka-topics.sh's --under-replicated-partitions,
+    --unavailable-partitions and --under-min-isr-partitions (any of those given); None: all."""
+    tests: list[PartitionFilter] = []
+    if under_replicated:
+        tests.append(lambda p, _: len(p["isr"]) < len(p["replicas"]))
+    if unavailable:
+        tests.append(lambda p, _: p["leader"] < 0)
+    if under_min_isr:
+        tests.append(lambda p, min_isr: len(p["isr"]) < min_isr)
+    if not tests:
+        return None
+    return lambda p, min_isr: any(test(p, min_isr) for test in tests)
+
+
+def _min_insync_replicas(topic_configs: Any) -> int:
+    for entry in topic_configs.entries if topic_configs is not None else ():
+        if entry.name == "min.insync.replicas" and entry.value is not None:
+            try:
+                return int(entry.value)
+            except ValueError:
+                break
+    return 1
+
+
+def _describe_documents(
+    admin: AdminClient, topics: list[TopicDescription], keep: PartitionFilter | None = None
+) -> list[dict[str, Any]]:
     # partitions without a leader have no offsets to ask for (and asking would wait for an election)
     tps = [TopicPartition(t.name, p.partition) for t in topics for p in t.partitions if p.leader >= 0]
     earliest = admin.list_offsets(tps, "earliest") if tps else {}
@@ -326,6 +359,11 @@ def _describe_documents(admin: AdminClient, topics: list[TopicDescription]) -> l
                     "size": sizes.get(tp),
                 }
             )
+        if keep is not None:
+            min_isr = _min_insync_replicas(topic_configs)
+            partitions = [p for p in partitions if keep(p, min_isr)]
+            if not partitions:
+                continue
         documents.append(
             {
                 "topic": topic.name,
@@ -353,6 +391,22 @@ def describe(
     internal: Annotated[
         bool, typer.Option("--internal", "-i", help="With --all, include internal topics.")
     ] = False,
+    under_replicated: Annotated[
+        bool,
+        typer.Option(
+            "--under-replicated", help="Only partitions whose ISR is smaller than their replica set."
+        ),
+    ] = False,
+    unavailable: Annotated[
+        bool, typer.Option("--unavailable", help="Only partitions without a leader (leader -1: offline).")
+    ] = False,
+    under_min_isr: Annotated[
+        bool,
+        typer.Option(
+            "--under-min-isr",
+            help="Only partitions whose ISR is smaller than the topic's min.insync.replicas.",
+        ),
+    ] = False,
     fmt: FormatOption = DEFAULT_FORMAT,
     config_file: ConfigFileOption = None,
     overrides: ConfigOverrideOption = None,
@@ -368,7 +422,11 @@ def describe(
     The table format prints a topics table, then a partitions table; json/jsonl print one nested
     object per topic ("partitions" is a list; "configs" maps each config whose value does not come
     from the built-in default to its value). Exit status 3 if no named topic exists, 1 if only some
-    do."""
+    do.
+
+    --under-replicated, --unavailable and --under-min-isr (kafka-topics.sh's
+    --under-replicated-partitions, --unavailable-partitions, --under-min-isr-partitions; together:
+    partitions matching any) show only those partitions, and only the topics that have one."""
     names = _unique(topics or [])
     if all_topics and names:
         raise KctlError("give topic names or --all, not both", ExitCode.USAGE)
@@ -381,7 +439,8 @@ def describe(
             results: list[TopicDescription] = admin.list_topics(include_internal=internal)
         else:
             results = admin.describe_topics(names)
-        documents = _describe_documents(admin, [t for t in results if t.ok])
+        keep = _partition_filter(under_replicated, unavailable, under_min_isr)
+        documents = _describe_documents(admin, [t for t in results if t.ok], keep)
     if fmt is OutputFormat.TABLE:
         render_rows(documents, TOPIC_COLUMNS, fmt, title="topics")
         sys.stdout.write("\n")

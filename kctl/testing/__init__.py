@@ -3,16 +3,18 @@ kazoo ships its harness): a real ZooKeeper server (`ZooKeeperServer`), a real ``
 process (`BrokerProcess`), a `LocalCluster` of both, and pytest fixtures (``kctl.testing.pytest_plugin``:
 ``pytest_plugins = ["kctl.testing.pytest_plugin"]`` in a conftest.py).
 
-This package is the top layer: it may import any part of kctl, and nothing else in kctl imports it.
+The process classes live in kctl.localcluster (which ``kctl cluster up`` uses too); this package
+re-exports them and adds the pytest plugin. It is the top layer: it may import any part of kctl but
+kctl.commands, and nothing else in kctl imports it.
 """
 
 from __future__ import annotations
 
-from kctl.testing.broker import BrokerProcess, BrokerStartError
-from kctl.testing.cluster import LocalCluster
-from kctl.testing.guard import UnmarkedProcessError
-from kctl.testing.notifications import Notifications
-from kctl.testing.zookeeper import (
+from kctl.localcluster import (
+    BrokerProcess,
+    BrokerStartError,
+    LocalCluster,
+    UnmarkedProcessError,
     ZooKeeperServer,
     ZooKeeperStartError,
     ZooKeeperUnavailableError,
@@ -20,6 +22,7 @@ from kctl.testing.zookeeper import (
     new_chroot,
     start_zookeeper,
 )
+from kctl.testing.notifications import Notifications
 
 __all__ = [
     "BrokerProcess",

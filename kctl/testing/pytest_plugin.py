@@ -20,7 +20,7 @@ Markers: ``zk`` (needs ZooKeeper), ``e2e`` (starts broker processes or external 
 other fixtures), from a module holding `BrokerProcess`, `LocalCluster` or `start_zookeeper`, and
 (``e2e``) from a module named ``test_e2e_*``; so ``pytest -m "not e2e and not zk"`` runs the unit
 tests alone. A test that starts a broker or ZooKeeper without its marker fails
-(`kctl.testing.guard`), so a missing marker cannot go unnoticed.
+(`kctl.localcluster.guard`), so a missing marker cannot go unnoticed.
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ from typing import Any
 
 import pytest
 
-from kctl.testing import guard
-from kctl.testing.broker import BrokerProcess
-from kctl.testing.cluster import LocalCluster
-from kctl.testing.zookeeper import (
+from kctl.localcluster import guard
+from kctl.localcluster.broker import BrokerProcess
+from kctl.localcluster.cluster import LocalCluster
+from kctl.localcluster.zookeeper import (
     ZooKeeperServer,
     ZooKeeperStartError,
     ZooKeeperUnavailableError,
@@ -80,7 +80,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    """While a test runs, it may start only the processes its markers declare (`kctl.testing.guard`)."""
+    """While a test runs, it may start only the processes its markers declare (`kctl.localcluster.guard`)."""
     with guard.running_test(item.nodeid, {mark.name for mark in item.iter_markers()}):
         yield
 

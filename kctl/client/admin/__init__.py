@@ -5,13 +5,15 @@ cluster, over Kafka's admin APIs.
   ``ConfigSource``, ``AlterConfigOp``, ``NewTopic``, ...) and ``raise_for_errors``.
 * ``base``    — the connection, deadlines and the retry engine the operations share.
 * ``topics``, ``configs``, ``records`` (list offsets, delete records), ``cluster`` (describe the
-  cluster, log dirs) — the operations, by subject.
+  cluster, log dirs), ``reassignments`` (leader elections, partition reassignments) — the operations,
+  by subject.
 * ``client``  — ``AdminClient``, which has them all.
 """
 
 from kctl.client.admin.base import Outcome
 from kctl.client.admin.client import AdminClient
 from kctl.client.admin.configs import BROKER_RESOURCE, TOPIC_RESOURCE
+from kctl.client.admin.reassignments import PartitionReassignment, PartitionResult
 from kctl.client.admin.records import EARLIEST, LATEST, MAX_TIMESTAMP, OFFSET_SPECS, OffsetSpec
 from kctl.client.admin.results import (
     AdminOperationError,
@@ -54,6 +56,8 @@ __all__ = [
     "OffsetSpec",
     "Outcome",
     "PartitionInfo",
+    "PartitionReassignment",
+    "PartitionResult",
     "ReplicaLogInfo",
     "Result",
     "TopicConfigs",

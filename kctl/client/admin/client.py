@@ -13,7 +13,8 @@ error name and the broker's message (``error``, ``error_code``, ``error_message`
 report partial failures; ``raise_for_errors`` turns the first failure into an exception.
 
 Routing follows Kafka's admin client: CreateTopics, DeleteTopics and CreatePartitions go to the
-controller; ListOffsets and DeleteRecords to each partition's leader (one pipelined request per
+controller, and so do ElectLeaders, AlterPartitionReassignments and ListPartitionReassignments;
+ListOffsets and DeleteRecords to each partition's leader (one pipelined request per
 leader); the rest to any broker. Retriable failures (NOT_CONTROLLER, NOT_LEADER_OR_FOLLOWER,
 LEADER_NOT_AVAILABLE, lost connections, ...) are retried for the items they concern, with backoff,
 until the operation's deadline (``timeout`` seconds, default ``default.api.timeout.ms``).
@@ -23,14 +24,16 @@ from __future__ import annotations
 
 from kctl.client.admin.cluster import ClusterAdmin
 from kctl.client.admin.configs import ConfigAdmin
+from kctl.client.admin.reassignments import ReassignmentAdmin
 from kctl.client.admin.records import RecordAdmin
 from kctl.client.admin.topics import TopicAdmin
 
 
-class AdminClient(TopicAdmin, ConfigAdmin, RecordAdmin, ClusterAdmin):
+class AdminClient(TopicAdmin, ConfigAdmin, RecordAdmin, ClusterAdmin, ReassignmentAdmin):
     """Kafka's admin operations. ``bootstrap_servers`` may also be an existing ``ClusterClient``
     (shared, then not closed by ``close``). ``config``/``overrides`` as for ``ClusterClient``.
 
     The operations live by subject beside this module: ``topics``, ``configs``, ``records``
-    (offsets, delete records) and ``cluster``; ``base`` holds the connection and the retry engine
+    (offsets, delete records), ``cluster`` and ``reassignments`` (leader elections, reassignments);
+    ``base`` holds the connection and the retry engine
     they share."""

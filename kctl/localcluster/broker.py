@@ -14,6 +14,10 @@ is the one started when ``cwd`` is that checkout. ``start()`` waits, until a dea
 sleeping, for the bootstrap address the broker prints as its first stdout line; the broker's stderr
 goes to ``log_file`` and is quoted when it fails to start. ``pause()``/``resume()`` send
 SIGSTOP/SIGCONT: a broker that is alive but does not answer.
+
+``detached=True`` (``kctl cluster up``): the broker runs in a session of its own and writes its
+stdout to ``stdout_file`` instead of a pipe, so it outlives the process that started it; ``start()``
+then waits for the address in that file.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
-from kctl.testing import guard
+from kctl.localcluster import guard
 
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 15.0
@@ -52,6 +56,8 @@ class BrokerProcess:
         host: str = "127.0.0.1",
         python: str = sys.executable,
         cwd: Path | None = None,
+        detached: bool = False,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.properties = {key: str(value) for key, value in (properties or {}).items()}
@@ -62,6 +68,9 @@ class BrokerProcess:
         self.log_file = (
             Path(log_file) if log_file is not None else self.data_dir.with_name(self.data_dir.name + ".log")
         )
+        self.detached = detached
+        self.env = dict(env or {})  # added to this process's environment
+        self.stdout_file = self.data_dir.with_name(self.data_dir.name + ".out")
         self.process: subprocess.Popen[bytes] | None = None
         self.bootstrap = ""
         self.starts = 0
@@ -111,16 +120,21 @@ class BrokerProcess:
         with open(self.log_file, "ab") as log:
             log.write(f"---- start {self.starts}: {' '.join(self.argv())}\n".encode())
             log.flush()
-            self.process = subprocess.Popen(
-                self.argv(),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=log,
-                cwd=self.cwd or self.data_dir.parent,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
+            with contextlib.ExitStack() as files:
+                stdout: int | object = subprocess.PIPE
+                if self.detached:
+                    stdout = files.enter_context(open(self.stdout_file, "wb"))
+                self.process = subprocess.Popen(
+                    self.argv(),
+                    stdin=subprocess.DEVNULL,
+                    stdout=stdout,
+                    stderr=log,
+                    cwd=self.cwd or self.data_dir.parent,
+                    env={**os.environ, **self.env, "PYTHONUNBUFFERED": "1"},
+                    start_new_session=self.detached,
+                )
         try:
-            line = self._first_line(timeout)
+            line = self._first_line_of_file(timeout) if self.detached else self._first_line(timeout)
         except BaseException:
             self.kill()
             raise
@@ -130,8 +144,27 @@ class BrokerProcess:
         host, _, port = address.rpartition(":")
         self.host, self.port = host.strip("[]") or self.host, int(port)
         self.bootstrap = address
-        threading.Thread(target=self._drain, args=(self.process,), daemon=True).start()
+        if not self.detached:
+            threading.Thread(target=self._drain, args=(self.process,), daemon=True).start()
         return self
+
+    def _first_line_of_file(self, timeout: float) -> str:
+        """The first line of ``stdout_file``, polled until the deadline (a detached broker)."""
+        assert self.process is not None
+        deadline = time.monotonic() + timeout
+        while True:
+            with contextlib.suppress(OSError):
+                data = self.stdout_file.read_bytes()
+                if b"\n" in data:
+                    return data.split(b"\n", 1)[0].decode()
+            if self.process.poll() is not None:
+                raise BrokerStartError(
+                    f"the broker exited with status {self.process.returncode} before printing its "
+                    f"address\n{self.log_tail()}"
+                )
+            if time.monotonic() >= deadline:
+                raise BrokerStartError(f"no address from the broker within {timeout:g}s\n{self.log_tail()}")
+            time.sleep(0.05)  # polling interval, bounded by the deadline
 
     def _first_line(self, timeout: float) -> str:
         assert self.process is not None and self.process.stdout is not None

@@ -10,7 +10,9 @@ own; each keeps its log directory under ``base_dir`` (``broker-<id>/data``, stde
 ``broker-<id>/data.log``). The ZooKeeper server is started under ``base_dir/zookeeper`` unless one is
 passed in (the shared test-session server), in which case the cluster leaves it running at stop.
 What the brokers do together is what the broker implements: today each registers itself in
-ZooKeeper and serves the partitions it leads.
+ZooKeeper and serves the partitions it leads. ``broker_ports`` fixes the brokers' ports (default:
+the kernel picks); ``detached=True`` starts every process in a session of its own that outlives
+this one (``kctl cluster up``, kctl.localcluster.launcher).
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
-from kctl.testing.broker import BrokerProcess
-from kctl.testing.zookeeper import ZooKeeperServer, new_chroot
+from kctl.localcluster.broker import BrokerProcess
+from kctl.localcluster.zookeeper import ZooKeeperServer, new_chroot
 
 
 class LocalCluster:
@@ -34,6 +36,10 @@ class LocalCluster:
         properties: Mapping[str, str] | None = None,
         zookeeper: ZooKeeperServer | None = None,
         chroot: str | None = None,
+        zookeeper_port: int | None = None,
+        broker_ports: Mapping[int, int] | None = None,
+        detached: bool = False,
+        broker_env: Mapping[str, str] | None = None,
     ) -> None:
         if size < 1:
             raise ValueError(f"a cluster needs at least one broker, not {size}")
@@ -41,7 +47,11 @@ class LocalCluster:
         self.size = size
         self.properties = dict(properties or {})
         self._own_zookeeper = zookeeper is None
-        self.zookeeper = zookeeper if zookeeper is not None else ZooKeeperServer(self.base_dir / "zookeeper")
+        self.zookeeper = (
+            zookeeper
+            if zookeeper is not None
+            else ZooKeeperServer(self.base_dir / "zookeeper", port=zookeeper_port, detached=detached)
+        )
         self.chroot = chroot or new_chroot("kctl-cluster")
         self.brokers: dict[int, BrokerProcess] = {
             broker_id: BrokerProcess(
@@ -51,9 +61,13 @@ class LocalCluster:
                     "zookeeper.connect": self.zookeeper_connect,
                     **self.properties,
                 },
+                detached=detached,
+                env=broker_env,
             )
             for broker_id in range(1, size + 1)
         }
+        for broker_id, port in (broker_ports or {}).items():
+            self.broker(broker_id).port = port
 
     def __repr__(self) -> str:
         return f"<LocalCluster {self.size} brokers {self.zookeeper_connect}>"

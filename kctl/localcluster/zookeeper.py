@@ -1,4 +1,5 @@
-"""A real, standalone ZooKeeper server for tests (Debian's ``zookeeper`` package), with a chroot helper.
+"""A real, standalone ZooKeeper server (Debian's ``zookeeper`` package), with a chroot helper: for
+tests and for ``kctl cluster up``.
 
 One ``ZooKeeperServer`` runs ``ZooKeeperServerMain`` on 127.0.0.1 and a free port, with its config,
 data directory and output under a directory of its own. Tests sharing one server isolate themselves
@@ -27,7 +28,7 @@ import uuid
 from pathlib import Path
 from types import TracebackType
 
-from kctl.testing import guard
+from kctl.localcluster import guard
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 SLF4J_SIMPLE_JAR = Path("/usr/share/java/slf4j-simple.jar")  # optional: the server's log, for failures
@@ -73,7 +74,7 @@ class ZooKeeperServer:
     """A standalone ZooKeeper server on 127.0.0.1:``port`` with its config, data and output under
     ``directory``. ``start()`` waits until it serves; ``stop()`` then ``start()`` again is a restart."""
 
-    def __init__(self, directory: Path, *, port: int | None = None) -> None:
+    def __init__(self, directory: Path, *, port: int | None = None, detached: bool = False) -> None:
         java = shutil.which("java")
         if java is None or not ZOOKEEPER_JAR.is_file():
             raise ZooKeeperUnavailableError(
@@ -82,6 +83,7 @@ class ZooKeeperServer:
             )
         self.directory = Path(directory)
         self.port = port or free_port()
+        self.detached = detached  # a session of its own: it outlives the process that started it
         self.process: subprocess.Popen[bytes] | None = None
         self.directory.mkdir(parents=True, exist_ok=True)
         self.data_dir = self.directory / "data"
@@ -173,6 +175,7 @@ class ZooKeeperServer:
                 stdin=subprocess.DEVNULL,
                 cwd=self.directory,
                 env={**os.environ, "JVMFLAGS": ""},
+                start_new_session=self.detached,
             )
         self.process = process
         deadline = time.monotonic() + timeout

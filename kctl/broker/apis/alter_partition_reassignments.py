@@ -1,0 +1,130 @@
+"""AlterPartitionReassignments (answered by the controller): start or cancel partition reassignments.
+
+Versions: v0 only (flexible; v1, which may refuse replication factor changes, is not answered). Only
+the controller answers (others: NOT_CONTROLLER at the top). Each partition
+is checked as Kafka's controller does — UNKNOWN_TOPIC_OR_PARTITION; INVALID_REPLICA_ASSIGNMENT for an
+empty or duplicated replica list or a broker that is not alive — then the targets are added to
+/admin/reassign_partitions (Kafka's format, kctl.zk.admin_requests), which the controller executes
+(union of old and new replicas, wait for the new ones in the ISR, leader from the new set, shrink).
+``replicas`` null cancels: the partition's entry is withdrawn from the znode and, when the controller
+has started it (adding/removing replicas in the topic znode), a reassignment back to the original
+replicas is requested; NO_REASSIGNMENT_IN_PROGRESS when there is neither. The answer does not wait for
+the data to move (ListPartitionReassignments shows progress). An embedded (ZooKeeper-less) broker
+accepts only its current assignment (nothing to move)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from kctl.broker.apis.registry import api_handler
+from kctl.protocol.errors import ErrorCode
+from kctl.protocol.messages.alter_partition_reassignments import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    ReassignablePartitionResponse,
+    ReassignableTopicResponse,
+)
+from kctl.protocol.registry import ApiKey
+from kctl.zk import admin_requests
+from kctl.zk.model import RegistryError
+
+if TYPE_CHECKING:
+    from kctl.broker.broker import Broker
+    from kctl.broker.server import RequestContext
+
+Key = tuple[str, int]
+
+
+def _check(broker: Broker, topic: str, partition: int, replicas: list[int] | None) -> tuple[int, str | None]:
+    record = broker.metadata.topic(topic)
+    if record is None or partition not in record.assignment:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no partition {topic}-{partition}"
+    if replicas is None:
+        return 0, None
+    if not replicas:
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "the replica list is empty"
+    if len(set(replicas)) != len(replicas):
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"duplicate replicas in {replicas}"
+    alive = {b.broker_id for b in broker.metadata.brokers()}
+    dead = [r for r in replicas if r not in alive]
+    if dead:
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"brokers not alive: {dead}"
+    return 0, None
+
+
+def _submit(
+    client: Any, broker: Broker, targets: dict[Key, list[int]], cancels: list[Key]
+) -> dict[Key, tuple[int, str | None]]:
+    """Write the znode changes (blocking: run in a thread); returns the outcome of each cancel."""
+    if targets:
+        admin_requests.request_reassignment(client, targets)
+    if not cancels:
+        return {}
+    withdrawn = admin_requests.withdraw_reassignment(client, cancels)
+    started = {topic: admin_requests.topic_reassignment(client, topic) for topic, _ in cancels}
+    back: dict[Key, tuple[int, ...]] = {}
+    for topic, partition in cancels:
+        adding, removing = started[topic]
+        if partition in adding or partition in removing:
+            record = broker.metadata.topic(topic)
+            current = record.assignment.get(partition, ()) if record is not None else ()
+            back[topic, partition] = tuple(r for r in current if r not in adding.get(partition, ()))
+    if back:
+        admin_requests.request_reassignment(client, back)
+    return {
+        key: (0, None) if key in back or key in withdrawn else (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)
+        for key in cancels
+    }
+
+
+@api_handler(ApiKey.ALTER_PARTITION_REASSIGNMENTS, versions=(0, 0))
+async def handle(
+    broker: Broker, context: RequestContext, request: AlterPartitionReassignmentsRequest
+) -> AlterPartitionReassignmentsResponse:
+    if not broker.is_controller:
+        return AlterPartitionReassignmentsResponse(
+            throttle_time_ms=0,
+            error_code=ErrorCode.NOT_CONTROLLER,
+            error_message="this broker is not the controller",
+            responses=[],
+        )
+    results: dict[Key, tuple[int, str | None]] = {}
+    targets: dict[Key, list[int]] = {}
+    cancels: list[Key] = []
+    for topic in request.topics:
+        for p in topic.partitions:
+            key = (topic.name, p.partition_index)
+            results[key] = _check(broker, topic.name, p.partition_index, p.replicas)
+            if results[key][0] == 0:
+                if p.replicas is None:
+                    cancels.append(key)
+                else:
+                    targets[key] = list(p.replicas)
+    client = getattr(broker.registry, "kazoo_client", None)
+    if client is None:  # embedded: a cluster of one, nothing can move
+        for key, replicas in targets.items():
+            record = broker.metadata.topic(key[0])
+            if record is None or tuple(replicas) != record.assignment.get(key[1]):
+                results[key] = (
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    "an embedded broker cannot move replicas",
+                )
+        for key in cancels:
+            results[key] = (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)
+    elif targets or cancels:
+        try:
+            results.update(await asyncio.to_thread(_submit, client, broker, targets, cancels))
+        except RegistryError as error:
+            for key in [*targets, *cancels]:
+                results[key] = (ErrorCode.UNKNOWN_SERVER_ERROR, str(error))
+    by_topic: dict[str, list[ReassignablePartitionResponse]] = {}
+    for (topic, partition), (code, message) in results.items():
+        by_topic.setdefault(topic, []).append(
+            ReassignablePartitionResponse(partition_index=partition, error_code=code, error_message=message)
+        )
+    return AlterPartitionReassignmentsResponse(
+        throttle_time_ms=0,
+        error_code=0,
+        responses=[ReassignableTopicResponse(name=t, partitions=ps) for t, ps in by_topic.items()],
+    )

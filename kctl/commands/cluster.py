@@ -1,0 +1,157 @@
+"""`kctl cluster`: start, show and stop a local cluster (a real ZooKeeper and N brokers) under one
+directory; the process management is kctl.localcluster.launcher."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kctl.commands.errors import ExitCode, KctlError
+from kctl.commands.options import DEFAULT_FORMAT, FormatOption, OverrideSyntaxError, parse_override
+from kctl.commands.output import Column, info, render_rows, warn
+
+app = typer.Typer(
+    help="Start, show and stop a local cluster: a ZooKeeper server and N brokers on this machine.",
+    no_args_is_help=True,
+)
+
+DirectoryOption = Annotated[
+    Path,
+    typer.Option(
+        "--dir",
+        "-d",
+        metavar="DIR",
+        file_okay=False,
+        help="The cluster's directory: state file, ZooKeeper data, brokers' log dirs and logs.",
+    ),
+]
+DEFAULT_DIRECTORY = Path("kctl-cluster")
+
+
+def _broker_properties(values: list[str] | None) -> dict[str, str]:
+    properties: dict[str, str] = {}
+    for text in values or ():
+        try:
+            key, value = parse_override(text)
+        except OverrideSyntaxError as error:
+            raise KctlError(f"invalid -X: {error}", ExitCode.USAGE) from None
+        if key in ("broker.id", "zookeeper.connect", "log.dirs", "log.dir", "listeners"):
+            raise KctlError(f"-X {key} is set by `kctl cluster up` for each broker", ExitCode.USAGE)
+        properties[key] = value
+    return properties
+
+
+@app.command("up")
+def up(
+    brokers: Annotated[
+        int, typer.Option("--brokers", "-n", min=1, metavar="N", help="Number of brokers.")
+    ] = 3,
+    directory: DirectoryOption = DEFAULT_DIRECTORY,
+    base_port: Annotated[
+        int | None,
+        typer.Option(
+            "--base-port",
+            metavar="P",
+            min=1,
+            max=65535,
+            help="ZooKeeper on port P, broker i on P+i (default: the previous run's ports, else free ports).",
+        ),
+    ] = None,
+    overrides: Annotated[
+        list[str] | None,
+        typer.Option("-X", metavar="KEY=VALUE", help="A broker property for every broker (repeatable)."),
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=1, help="Seconds to wait for every broker to register.")
+    ] = 60.0,
+) -> None:
+    """Start a ZooKeeper server and N brokers (broker.id 1..N) in the background under DIR.
+
+    ZooKeeper is the system's (Debian package `zookeeper`, with a Java runtime). Every broker has its
+    own log dir (DIR/broker-ID/data, its log in DIR/broker-ID/data.log) and uses zookeeper.connect
+    with the chroot /kctl. Waits until every broker is registered in ZooKeeper, then prints the
+    bootstrap list (HOST:PORT,...) on stdout. Pids and ports are kept in DIR/cluster.json for `kctl
+    cluster status` and `kctl cluster down`; starting a stopped cluster again reuses its ports and
+    data. Exit status 1 if a process does not come up (what was started is stopped again)."""
+    from kctl.localcluster import BrokerStartError, ZooKeeperStartError, ZooKeeperUnavailableError
+    from kctl.localcluster.launcher import ClusterStartError, ClusterStateError
+    from kctl.localcluster.launcher import up as start_cluster
+
+    properties = _broker_properties(overrides)
+    if base_port is not None and base_port + brokers > 65535:
+        raise KctlError(f"--base-port {base_port} leaves no room for {brokers} brokers", ExitCode.USAGE)
+    info(f"starting ZooKeeper and {brokers} broker{'s' if brokers > 1 else ''} in {directory}")
+    try:
+        state = start_cluster(directory, brokers, base_port=base_port, properties=properties, timeout=timeout)
+    except ZooKeeperUnavailableError as error:
+        raise KctlError(str(error), ExitCode.NOT_FOUND) from None
+    except (ClusterStateError, ClusterStartError, ZooKeeperStartError, BrokerStartError) as error:
+        raise KctlError(str(error)) from None
+    print(state.bootstrap_servers, flush=True)
+    info(
+        f"cluster up: ZooKeeper {state.zookeeper_connect}, brokers "
+        + ", ".join(f"{b.broker_id}={b.address}" for b in state.brokers)
+        + f" (state in {Path(state.directory) / 'cluster.json'})"
+    )
+
+
+STATUS_COLUMNS = [
+    Column("role"),
+    Column("broker_id", "BROKER", formatter=lambda v: "-" if v is None else str(v)),
+    Column("pid"),
+    Column("address"),
+    Column("alive", formatter=lambda a: "yes" if a else "no"),
+    Column("controller", formatter=lambda c: "*" if c else ""),
+    Column("log_file", "LOG"),
+]
+
+
+@app.command("status")
+def status(directory: DirectoryOption = DEFAULT_DIRECTORY, fmt: FormatOption = DEFAULT_FORMAT) -> None:
+    """Show the cluster's ZooKeeper and brokers: pid, address, alive, and which broker is the
+    controller (*).
+
+    Exit status 0 when every process is alive, 1 when some are not, 3 when DIR holds no cluster."""
+    import dataclasses
+
+    from kctl.localcluster.launcher import ClusterStateError
+    from kctl.localcluster.launcher import status as cluster_status
+
+    try:
+        rows = cluster_status(directory)
+    except ClusterStateError as error:
+        raise KctlError(str(error), ExitCode.NOT_FOUND) from None
+    render_rows([dataclasses.asdict(r) for r in rows], STATUS_COLUMNS, fmt)
+    dead = [r for r in rows if not r.alive]
+    if dead:
+        names = ", ".join("zookeeper" if r.role == "zookeeper" else f"broker {r.broker_id}" for r in dead)
+        warn(f"not running: {names}")
+        raise typer.Exit(ExitCode.FAILURE)
+
+
+@app.command("down")
+def down(
+    directory: DirectoryOption = DEFAULT_DIRECTORY,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=1, help="Seconds to wait for each process (then SIGKILL).")
+    ] = 60.0,
+) -> None:
+    """Stop the cluster: each broker with SIGTERM, one at a time (a controlled shutdown: its
+    leaderships move to the others first), then ZooKeeper; each is waited for.
+
+    The directory stays (data, logs, cluster.json): `kctl cluster up --dir DIR` starts it again.
+    Exit status 3 when DIR holds no cluster."""
+    from kctl.localcluster.launcher import ClusterStateError
+    from kctl.localcluster.launcher import down as stop_cluster
+
+    try:
+        stopped = stop_cluster(directory, timeout)
+    except ClusterStateError as error:
+        raise KctlError(str(error), ExitCode.NOT_FOUND) from None
+    for process in stopped:
+        what = "ZooKeeper" if process.role == "zookeeper" else f"broker {process.broker_id}"
+        info(f"stopped {what} (pid {process.pid})")
+    if not stopped:
+        info(f"nothing was running in {directory}")

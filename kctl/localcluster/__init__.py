@@ -1,0 +1,35 @@
+"""Local processes of a kctl cluster on this machine: a real ZooKeeper server (`ZooKeeperServer`),
+a real ``kctl broker start`` process (`BrokerProcess`), a `LocalCluster` of both, and the launcher
+behind ``kctl cluster up/status/down`` (kctl.localcluster.launcher: detached processes whose pids and
+ports are kept in a state file). kctl.testing (the test harness) and kctl.commands build on it.
+
+`guard` is the check the test harness arms so that a test starts only the processes its markers
+declare; outside pytest it checks nothing.
+"""
+
+from __future__ import annotations
+
+from kctl.localcluster.broker import BrokerProcess, BrokerStartError
+from kctl.localcluster.cluster import LocalCluster
+from kctl.localcluster.guard import UnmarkedProcessError
+from kctl.localcluster.zookeeper import (
+    ZooKeeperServer,
+    ZooKeeperStartError,
+    ZooKeeperUnavailableError,
+    free_port,
+    new_chroot,
+    start_zookeeper,
+)
+
+__all__ = [
+    "BrokerProcess",
+    "BrokerStartError",
+    "LocalCluster",
+    "UnmarkedProcessError",
+    "ZooKeeperServer",
+    "ZooKeeperStartError",
+    "ZooKeeperUnavailableError",
+    "free_port",
+    "new_chroot",
+    "start_zookeeper",
+]

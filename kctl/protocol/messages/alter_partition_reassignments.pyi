@@ -1,0 +1,49 @@
+# Generated from kctl/protocol/messages/alter_partition_reassignments.py by scripts/gen_protocol_stubs.py.
+# Do not edit: run `make gen`.
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from kctl.protocol.schema import ApiSchema
+from kctl.protocol.types import StructSchema
+
+@dataclass(slots=True)
+class ReassignablePartition:
+    __kafka_schema__: ClassVar[StructSchema]
+    partition_index: int = ...
+    replicas: list[int] | None = ...
+
+@dataclass(slots=True)
+class ReassignableTopic:
+    __kafka_schema__: ClassVar[StructSchema]
+    name: str = ...
+    partitions: list[ReassignablePartition] = ...
+
+@dataclass(slots=True)
+class AlterPartitionReassignmentsRequest:
+    __kafka_schema__: ClassVar[StructSchema]
+    timeout_ms: int = ...
+    topics: list[ReassignableTopic] = ...
+
+@dataclass(slots=True)
+class ReassignablePartitionResponse:
+    __kafka_schema__: ClassVar[StructSchema]
+    partition_index: int = ...
+    error_code: int = ...
+    error_message: str | None = ...
+
+@dataclass(slots=True)
+class ReassignableTopicResponse:
+    __kafka_schema__: ClassVar[StructSchema]
+    name: str = ...
+    partitions: list[ReassignablePartitionResponse] = ...
+
+@dataclass(slots=True)
+class AlterPartitionReassignmentsResponse:
+    __kafka_schema__: ClassVar[StructSchema]
+    throttle_time_ms: int = ...
+    error_code: int = ...
+    error_message: str | None = ...
+    responses: list[ReassignableTopicResponse] = ...
+
+SCHEMA: ApiSchema
