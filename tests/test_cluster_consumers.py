@@ -20,10 +20,9 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaPythonTopicPartition
 
 from kctl.broker.group.records import partition_for_group
-from kctl.testing.cluster import LocalCluster
+from kctl.testing import LocalCluster, ZooKeeperServer
 from kctl.testing.cluster_clients import SequencedProducer, create_topic
 from kctl.testing.cluster_view import ClusterView
-from kctl.testing.zookeeper import ZooKeeperServer
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from kctl.testing.cluster import LocalCluster
+from kctl.testing import LocalCluster, ZooKeeperServer
 from kctl.testing.cluster_checks import check_acked_read_once, wait_for_identical_replicas
 from kctl.testing.cluster_clients import (
     Delivery,
@@ -25,7 +25,6 @@ from kctl.testing.cluster_clients import (
     read_partitions,
 )
 from kctl.testing.cluster_view import ClusterView
-from kctl.testing.zookeeper import ZooKeeperServer
 
 pytestmark = pytest.mark.slow
 

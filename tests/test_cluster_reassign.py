@@ -13,11 +13,10 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kctl.testing.cluster import LocalCluster
+from kctl.testing import LocalCluster, ZooKeeperServer
 from kctl.testing.cluster_checks import check_acked_read_once, wait_for_identical_replicas
 from kctl.testing.cluster_clients import SequencedProducer, read_partitions
 from kctl.testing.cluster_view import ClusterView
-from kctl.testing.zookeeper import ZooKeeperServer
 
 pytestmark = pytest.mark.slow
 

@@ -14,11 +14,10 @@ from collections.abc import Iterator
 import pytest
 
 from kctl.protocol import ErrorCode
-from kctl.testing.cluster import LocalCluster
+from kctl.testing import LocalCluster, ZooKeeperServer
 from kctl.testing.cluster_checks import check_acked_read_once, wait_for_identical_replicas
 from kctl.testing.cluster_clients import SequencedProducer, create_topic, raw_produce, read_partitions
 from kctl.testing.cluster_view import ClusterView, leaders_by_epoch
-from kctl.testing.zookeeper import ZooKeeperServer
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from kctl.testing.cluster import LocalCluster
+from kctl.testing import LocalCluster
 from kctl.testing.cluster_clients import Delivery, high_watermarks, replica_batches
 from kctl.testing.cluster_view import ClusterView, ClusterWaitTimeout
 
