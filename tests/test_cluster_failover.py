@@ -9,6 +9,7 @@ with ``kctl log dump --deep -f jsonl``) is identical below the high watermark.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -35,6 +36,8 @@ PROPERTIES = {
     "offsets.topic.num.partitions": "3",
 }
 ROUNDS = 5
+FETCH_WAIT_S = 1.0
+KCAT_RECORDS = 3000  # at 500/s: kcat is still producing while the leader is killed and replaced
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +62,7 @@ def all_brokers_running(cluster: LocalCluster, view: ClusterView) -> Iterator[No
     yield
     for broker in cluster.brokers.values():
         if not broker.running:
+            view.wait_for_deregistered(broker.broker_id)
             broker.start()
         else:
             broker.resume()
@@ -72,12 +76,19 @@ def _new_topic(
     view.wait_for_full_isr(name, partitions)
 
 
+def _restart_when_deregistered(cluster: LocalCluster, view: ClusterView, broker_id: int) -> None:
+    """Restart a SIGKILLed broker once its old session's /brokers/ids/<id> is gone (a broker refuses
+    to start while its id is registered by another session, as Kafka's does)."""
+    view.wait_for_deregistered(broker_id)
+    cluster.restart(broker_id)
+
+
 def _kill_and_restart_leader(cluster: LocalCluster, view: ClusterView, topic: str, partition: int) -> int:
     """SIGKILL the partition's leader, wait for another leader, restart it, wait for a full ISR."""
     leader = view.wait_for_leader(topic, partition).leader
     cluster.kill(leader)
     view.wait_for_leader(topic, partition, not_in={leader})
-    cluster.restart(leader)
+    _restart_when_deregistered(cluster, view, leader)
     view.wait_for_isr(topic, partition, set(view.assignment(topic)[partition]), timeout=60)
     return leader
 
@@ -108,15 +119,15 @@ def test_leader_kills_under_acks_all_load_kcat(cluster: LocalCluster, view: Clus
     _new_topic(cluster, view, topic, partitions=1)
     acknowledged: list[str] = []
     for round_number in range(ROUNDS):
-        values = [f"kcat{round_number}-{n}" for n in range(300)]
-        outcome: list[bool] = []
+        values = [f"kcat{round_number}-{n}" for n in range(KCAT_RECORDS)]
+        outcome: list[tuple[bool, str]] = []
         sender = threading.Thread(
             target=lambda v=values, o=outcome: o.append(kcat_produce(cluster.bootstrap_servers, topic, 0, v))
         )
         sender.start()
         _kill_and_restart_leader(cluster, view, topic, 0)
         sender.join()
-        assert outcome == [True], f"round {round_number}: kcat failed to deliver"
+        assert outcome[0][0], f"round {round_number}: kcat failed to deliver: {outcome[0][1][-2000:]}"
         acknowledged += values
     records = read_partitions(cluster.bootstrap_servers, topic, [0])
     read_values = [value for _, value in records[0]]
@@ -124,7 +135,7 @@ def test_leader_kills_under_acks_all_load_kcat(cluster: LocalCluster, view: Clus
     assert len(set(read_values)) == len(read_values)
     for round_number in range(ROUNDS):  # in order within each kcat run
         run = [value for value in read_values if value.startswith(f"kcat{round_number}-")]
-        assert run == [f"kcat{round_number}-{n}" for n in range(300)]
+        assert run == [f"kcat{round_number}-{n}" for n in range(KCAT_RECORDS)]
     wait_for_identical_replicas(cluster, view, topic, [0])
 
 
@@ -149,7 +160,7 @@ def test_follower_killed_is_under_replicated_then_catches_up(
         view.wait_for(lambda: _isr_in_metadata(cluster, topic, 0) == rest, "Metadata's ISR without it")
         before = producer.acked_count()
         producer.wait_for_acks(before + 200)  # min.insync.replicas=2 still met
-        cluster.restart(follower)
+        _restart_when_deregistered(cluster, view, follower)
         view.wait_for_isr(topic, 0, rest | {follower}, timeout=60)
         view.wait_for(lambda: _isr_in_metadata(cluster, topic, 0) == rest | {follower}, "Metadata's full ISR")
         producer.wait_for_acks(producer.acked_count() + 100)
@@ -171,7 +182,7 @@ def test_controller_killed_another_takes_over_and_elections_still_work(
     assert successor in cluster.brokers
     for partition in range(3):  # partitions the old controller led are led elsewhere
         view.wait_for_leader(topic, partition, not_in={controller})
-    cluster.restart(controller)
+    _restart_when_deregistered(cluster, view, controller)
     view.wait_for_full_isr(topic, 3, timeout=60)
     # a later election, run by the new controller: kill a leader that is not the controller
     partition, victim = next(
@@ -183,7 +194,7 @@ def test_controller_killed_another_takes_over_and_elections_still_work(
         cluster.kill(victim)
         view.wait_for_leader(topic, partition, not_in={victim})
         producer.wait_for_acks(producer.acked_count() + 100)
-        cluster.restart(victim)
+        _restart_when_deregistered(cluster, view, victim)
         view.wait_for_full_isr(topic, 3, timeout=60)
     finally:
         producer.stop()
@@ -227,6 +238,9 @@ def test_divergent_log_of_a_dead_leader_is_truncated(cluster: LocalCluster, view
     for follower in followers:
         cluster.broker(follower).pause()
     try:
+        # a follower fetch parked on the leader is answered within replica.fetch.wait.max.ms (500 ms
+        # by default); wait it out so no fetch response carries the next records to a paused follower
+        time.sleep(FETCH_WAIT_S)
         _produce(cluster, topic, [f"only-{n}" for n in range(20)], "1")  # on the leader alone
         cluster.kill(old_leader)
     finally:
@@ -235,7 +249,7 @@ def test_divergent_log_of_a_dead_leader_is_truncated(cluster: LocalCluster, view
     new_state = view.wait_for_leader(topic, 0, not_in={old_leader})
     assert new_state.leader in followers
     acked += _produce(cluster, topic, [f"new-{n}" for n in range(30)], "all")
-    cluster.restart(old_leader)
+    _restart_when_deregistered(cluster, view, old_leader)
     view.wait_for_isr(topic, 0, set(view.assignment(topic)[0]), timeout=60)
     records = read_partitions(cluster.bootstrap_servers, topic, [0])
     assert check_acked_read_once(acked, records) == []
@@ -254,9 +268,9 @@ def test_two_quick_failovers_converge(cluster: LocalCluster, view: ClusterView) 
         cluster.kill(first)
         second = view.wait_for_leader(topic, 0, not_in={first}).leader
         cluster.kill(second)
-        cluster.restart(first)
+        _restart_when_deregistered(cluster, view, first)
         view.wait_for_leader(topic, 0, not_in={second}, timeout=60)
-        cluster.restart(second)
+        _restart_when_deregistered(cluster, view, second)
         view.wait_for_isr(topic, 0, set(view.assignment(topic)[0]), timeout=60)
         producer.wait_for_acks(producer.acked_count() + 100, timeout=60)
     finally:

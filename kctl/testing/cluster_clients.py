@@ -146,10 +146,11 @@ class SequencedProducer:
 
 
 def kcat_produce(
-    bootstrap: str, topic: str, partition: int, values: list[str], timeout: float = 120.0
-) -> bool:
-    """Produce ``values`` (one per line) to one partition with kcat (acks=all, idempotent)."""
-    result = subprocess.run(
+    bootstrap: str, topic: str, partition: int, values: list[str], *, rate_per_s: float = 500.0
+) -> tuple[bool, str]:
+    """Produce ``values`` (one per line, written to kcat's stdin at ``rate_per_s``) to one partition
+    with kcat (acks=all, idempotent); (kcat exited 0 and reported no failed delivery, its stderr)."""
+    process = subprocess.Popen(
         [
             "kcat",
             "-P",
@@ -164,17 +165,24 @@ def kcat_produce(
             "-X",
             "enable.idempotence=true",
             "-X",
-            "message.timeout.ms=60000",
+            "message.timeout.ms=120000",
             "-X",
             "topic.metadata.refresh.interval.ms=1000",
         ],
-        input="\n".join(values) + "\n",
-        capture_output=True,
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
-        check=False,
     )
-    return result.returncode == 0 and "failed" not in result.stderr.lower()
+    assert process.stdin is not None
+    chunk = max(1, int(rate_per_s / 20))
+    next_write = time.monotonic()
+    for start in range(0, len(values), chunk):
+        process.stdin.write("".join(value + "\n" for value in values[start : start + chunk]))
+        process.stdin.flush()
+        next_write += chunk / rate_per_s
+        time.sleep(max(0.0, next_write - time.monotonic()))  # pacing the input, not waiting for a state
+    _, stderr = process.communicate(timeout=180)
+    return process.returncode == 0 and "delivery failed" not in stderr.lower(), stderr
 
 
 def read_partitions(

@@ -171,6 +171,11 @@ class ClusterView:
         for partition, replicas in sorted(self.assignment(topic).items())[:partitions]:
             self.wait_for_isr(topic, partition, set(replicas), timeout=timeout)
 
+    def wait_for_deregistered(self, broker_id: int, *, timeout: float = 60.0) -> None:
+        """Wait until /brokers/ids/<broker_id> is gone (a SIGKILLed broker's session expired): a
+        broker refuses to start while its id is registered by another session, as Kafka's does."""
+        self.wait_for(lambda: broker_id not in self.live_brokers(), f"/brokers/ids/{broker_id} gone", timeout)
+
     def wait_for_controller(self, *, not_in: set[int] = frozenset(), timeout: float = 30.0) -> int:
         def ready() -> int | None:
             controller = self.controller_id()
