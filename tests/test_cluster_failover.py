@@ -24,6 +24,7 @@ from kctl.testing.cluster_clients import (
     create_topic,
     kcat_produce,
     read_partitions,
+    replica_batches,
 )
 from kctl.testing.cluster_view import ClusterView
 
@@ -248,6 +249,9 @@ def test_divergent_log_of_a_dead_leader_is_truncated(cluster: LocalCluster, view
             cluster.broker(follower).resume()
     new_state = view.wait_for_leader(topic, 0, not_in={old_leader})
     assert new_state.leader in followers
+    dead_log = replica_batches(cluster.broker(old_leader).data_dir, topic, 0, up_to=1 << 62)
+    diverged = [v for batch in dead_log for _, _, v in batch["records"] if str(v).startswith("only-")]
+    assert len(diverged) == 20, "the dead leader's log should hold the records it alone appended"
     acked += _produce(cluster, topic, [f"new-{n}" for n in range(30)], "all")
     _restart_when_deregistered(cluster, view, old_leader)
     view.wait_for_isr(topic, 0, set(view.assignment(topic)[0]), timeout=60)
