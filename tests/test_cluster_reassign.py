@@ -44,7 +44,9 @@ def _request(view: ClusterView, path: str, partitions: list[dict[str, object]]) 
 def test_reassignment_under_load_then_preferred_election(cluster: LocalCluster) -> None:
     topic = "moving"
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    new_topic = NewTopic(topic, num_partitions=-1, replica_assignment=[[1, 2, 3]], config={"min.insync.replicas": "2"})
+    new_topic = NewTopic(
+        topic, num_partitions=-1, replica_assignment=[[1, 2, 3]], config={"min.insync.replicas": "2"}
+    )
     admin.create_topics([new_topic], operation_timeout=30)[topic].result(30)
     with ClusterView(cluster.zookeeper_connect) as view:
         view.wait_for_isr(topic, 0, {1, 2, 3})
@@ -92,7 +94,9 @@ def test_reassignment_and_preferred_election_through_the_cli(cluster: LocalClust
     and ``kctl partition elect-leaders --election-type preferred`` (ElectLeaders)."""
     topic = "moving-cli"
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    new_topic = NewTopic(topic, num_partitions=-1, replica_assignment=[[1, 2, 3]], config={"min.insync.replicas": "2"})
+    new_topic = NewTopic(
+        topic, num_partitions=-1, replica_assignment=[[1, 2, 3]], config={"min.insync.replicas": "2"}
+    )
     admin.create_topics([new_topic], operation_timeout=30)[topic].result(30)
     plan = tmp_path / "plan.json"
     plan.write_text(

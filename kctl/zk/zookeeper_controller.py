@@ -46,6 +46,7 @@ from kctl.zk.znodes import (
     TopicZNode,
     ZNodeDecodeError,
 )
+from kctl.zk.zookeeper_topics import collect
 
 __all__ = ["ControllerOpsMixin"]
 
@@ -53,15 +54,6 @@ log = logging.getLogger("kctl.zk.zookeeper")
 
 _RETRIES = 10
 
-
-def _collect(results: list[Any], timeout: float) -> list[Any]:
-    out: list[Any] = []
-    for result in results:
-        try:
-            out.append(result.get(timeout=timeout))
-        except NoNodeError:
-            out.append(None)
-    return out
 
 
 class ControllerOpsMixin:
@@ -256,7 +248,7 @@ class ControllerOpsMixin:
         client = self._zk_client()
         with self._zk("read the controlled shutdown requests"):
             ids = sorted(int(c) for c in client.get_children(ControlledShutdownZNode.path) if c.isdigit())
-            results = _collect(
+            results = collect(
                 [client.get_async(ControlledShutdownBrokerZNode.path(i)) for i in ids], self._op_timeout
             )
         requests: dict[int, tuple[str, int]] = {}

@@ -1,0 +1,378 @@
+"""The ZooKeeper registry's topic operations (a mixin of kctl.zk.zookeeper.ZooKeeperRegistry):
+creating, deleting and growing topics in /brokers/topics, their topic ids, their config overrides
+in /config/topics with Kafka's change notifications (/config/changes, purged after 15 minutes),
+and the reads and version-checked writes of partition states. The session, watches and broker
+registrations are in kctl.zk.zookeeper; the controller's fenced writes in
+kctl.zk.zookeeper_controller."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.protocol.states import ZnodeStat
+
+from kctl.zk.model import (
+    PartitionState,
+    PartitionStateConflictError,
+    RegistryError,
+    TopicExistsError,
+    TopicRecord,
+    UnknownTopicError,
+    check_topic_collisions,
+    encode_uuid,
+    random_kafka_uuid,
+    validate_new_partitions,
+    validate_replica_assignment,
+    validate_topic_name,
+)
+from kctl.zk.registry import CONFIGS, PARTITIONS, TOPICS
+from kctl.zk.znodes import (
+    ConfigEntityChangeNotificationSequenceZNode,
+    ConfigEntityChangeNotificationZNode,
+    ConfigEntityZNode,
+    DeleteTopicsTopicZNode,
+    TopicPartitionStateZNode,
+    TopicPartitionsZNode,
+    TopicPartitionZNode,
+    TopicsZNode,
+    TopicZNode,
+    ZNodeDecodeError,
+)
+
+__all__ = ["TopicOpsMixin", "collect"]
+
+log = logging.getLogger("kctl.zk.zookeeper")
+
+_RETRIES = 10
+
+
+def collect(results: Sequence[Any], timeout: float) -> list[Any]:
+    """The values of kazoo async ``results``, None for a znode that does not exist."""
+    out: list[Any] = []
+    for result in results:
+        try:
+            out.append(result.get(timeout=timeout))
+        except NoNodeError:
+            out.append(None)
+    return out
+
+
+class TopicOpsMixin:
+    """What ZooKeeperRegistry provides to these methods."""
+
+    _op_timeout: float
+    _zk_client: Callable[[], KazooClient]
+    _zk: Callable[[str], contextlib.AbstractContextManager[None]]
+    _notify: Callable[[str], None]
+
+    # -- topics ------------------------------------------------------------------------------------
+    def create_topic(
+        self,
+        name: str,
+        assignment: dict[int, tuple[int, ...]],
+        configs: dict[str, str],
+        topic_id: uuid.UUID | None = None,
+    ) -> TopicRecord:
+        """Kafka's AdminZkClient order: the config overrides are written (or overwritten, if a
+        deleted topic left some), then the topic znode — here both in one multi-op."""
+        validate_topic_name(name)
+        normalized = validate_replica_assignment(assignment)
+        record = TopicRecord(name, topic_id or random_kafka_uuid(), normalized, dict(configs))
+        client = self._zk_client()
+        topic_path = TopicZNode.path(name)
+        config_path = ConfigEntityZNode.path(ConfigEntityZNode.TOPICS, name)
+        with self._zk(f"create topic {name}"):
+            existing = client.get_children(TopicsZNode.path)
+            if name in existing:
+                raise TopicExistsError(f"Topic '{name}' already exists.")
+            check_topic_collisions(name, existing)
+            for _ in range(_RETRIES):
+                transaction = client.transaction()
+                config_stat = client.exists(config_path)
+                config_data = ConfigEntityZNode.encode(record.configs)
+                if config_stat is None:
+                    transaction.create(config_path, config_data)
+                else:
+                    transaction.set_data(config_path, config_data, version=config_stat.version)
+                transaction.create(topic_path, TopicZNode.encode(record.topic_id, record.assignment))
+                results = transaction.commit()
+                if not any(isinstance(r, Exception) for r in results):
+                    break
+                if isinstance(results[1], NodeExistsError):
+                    raise TopicExistsError(f"Topic '{name}' already exists.")
+            else:
+                raise RegistryError(f"could not create topic {name}: {config_path} kept changing")
+        self._notify(TOPICS)
+        return record
+
+    def delete_topic(self, name: str) -> None:
+        client = self._zk_client()
+        topic_path = TopicZNode.path(name)
+        with self._zk(f"delete topic {name}"):
+            if client.exists(topic_path) is None:
+                raise UnknownTopicError(f"Topic '{name}' does not exist.")
+            for attempt in range(_RETRIES):
+                try:
+                    client.delete(topic_path, recursive=True)
+                    break
+                except NotEmptyError:  # a partition state was being written meanwhile
+                    if attempt == _RETRIES - 1:
+                        raise
+            with contextlib.suppress(NoNodeError):
+                client.delete(ConfigEntityZNode.path(ConfigEntityZNode.TOPICS, name))
+            with contextlib.suppress(NoNodeError):
+                client.delete(DeleteTopicsTopicZNode.path(name))
+        self._notify(TOPICS)
+
+    def add_partitions(self, name: str, new_assignment: dict[int, tuple[int, ...]]) -> TopicRecord:
+        client = self._zk_client()
+        topic_path = TopicZNode.path(name)
+        with self._zk(f"add partitions to topic {name}"):
+            for _ in range(_RETRIES):
+                try:
+                    data, stat = client.get(topic_path)
+                except NoNodeError:
+                    raise UnknownTopicError(f"Topic '{name}' does not exist.") from None
+                topic_id, assignment = TopicZNode.decode(name, data)
+                adding, removing = TopicZNode.decode_reassignment(name, data)
+                added = validate_new_partitions(assignment, new_assignment)
+                topic_id = topic_id or random_kafka_uuid()
+                assignment = {**assignment, **added}
+                encoded = TopicZNode.encode(topic_id, assignment, adding, removing)
+                try:
+                    client.set(topic_path, encoded, version=stat.version)
+                except BadVersionError:
+                    continue
+                except NoNodeError:
+                    raise UnknownTopicError(f"Topic '{name}' does not exist.") from None
+                break
+            else:
+                raise RegistryError(f"could not add partitions to {name}: {topic_path} kept changing")
+            configs = self._read_configs(client, name)
+        self._notify(TOPICS)
+        return TopicRecord(name, topic_id, assignment, configs)
+
+    def topics(self) -> dict[str, TopicRecord]:
+        client = self._zk_client()
+        with self._zk("list the topics"):
+            names = sorted(client.get_children(TopicsZNode.path))
+            return self._read_topics(client, names)
+
+    def get_topic(self, name: str) -> TopicRecord | None:
+        client = self._zk_client()
+        with self._zk(f"read topic {name}"):
+            return self._read_topics(client, [name]).get(name)
+
+    def _read_topics(self, client: KazooClient, names: list[str]) -> dict[str, TopicRecord]:
+        """Topic and config znodes of ``names``, read in one pipelined batch."""
+        topic_results = [client.get_async(TopicZNode.path(n)) for n in names]
+        config_results = [
+            client.get_async(ConfigEntityZNode.path(ConfigEntityZNode.TOPICS, n)) for n in names
+        ]
+        topics = collect(topic_results, self._op_timeout)
+        configs = collect(config_results, self._op_timeout)
+        records: dict[str, TopicRecord] = {}
+        for name, topic, config in zip(names, topics, configs, strict=True):
+            if topic is None:
+                continue  # deleted meanwhile
+            data, stat = topic
+            try:
+                topic_id, assignment = TopicZNode.decode(name, data)
+            except ZNodeDecodeError as error:
+                log.warning("ignoring a topic kctl cannot read: %s", error)
+                continue
+            if topic_id is None:
+                topic_id, assignment = self._assign_topic_id(client, name, data, stat)
+                if topic_id is None:
+                    continue
+            overrides = ConfigEntityZNode.decode(ConfigEntityZNode.TOPICS, name, config[0]) if config else {}
+            try:
+                adding, removing = TopicZNode.decode_reassignment(name, data)
+            except ZNodeDecodeError:
+                adding, removing = {}, {}
+            records[name] = TopicRecord(name, topic_id, assignment, overrides, adding, removing)
+        return records
+
+    def _assign_topic_id(
+        self, client: KazooClient, name: str, data: bytes, stat: ZnodeStat
+    ) -> tuple[uuid.UUID | None, dict[int, tuple[int, ...]]]:
+        """Give a topic written without a topic id one (as Kafka's controller does); if another
+        process got there first, use its. (None, {}) when the topic went away."""
+        path = TopicZNode.path(name)
+        for _ in range(_RETRIES):
+            topic_id, assignment = TopicZNode.decode(name, data)
+            if topic_id is not None:
+                return topic_id, assignment
+            topic_id = random_kafka_uuid()
+            try:
+                client.set(path, TopicZNode.encode(topic_id, assignment), version=stat.version)
+                log.info("assigned topic id %s to topic %s", encode_uuid(topic_id), name)
+                return topic_id, assignment
+            except BadVersionError:
+                try:
+                    data, stat = client.get(path)
+                except NoNodeError:
+                    return None, {}
+            except NoNodeError:
+                return None, {}
+        raise RegistryError(f"could not assign a topic id to {name}: {path} kept changing")
+
+    @staticmethod
+    def _read_configs(client: KazooClient, name: str) -> dict[str, str]:
+        try:
+            data, _ = client.get(ConfigEntityZNode.path(ConfigEntityZNode.TOPICS, name))
+        except NoNodeError:
+            return {}
+        return ConfigEntityZNode.decode(ConfigEntityZNode.TOPICS, name, data)
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Kafka's ``changeTopicConfig``: overwrite /config/topics/<topic>, then announce it with a
+        /config/changes/config_change_ notification (and purge expired notifications)."""
+        client = self._zk_client()
+        config_path = ConfigEntityZNode.path(ConfigEntityZNode.TOPICS, name)
+        data = ConfigEntityZNode.encode(configs)
+        with self._zk(f"set the configs of topic {name}"):
+            if client.exists(TopicZNode.path(name)) is None:
+                raise UnknownTopicError(f"Topic '{name}' does not exist.")
+            try:
+                client.set(config_path, data)
+            except NoNodeError:
+                try:
+                    client.create(config_path, data, makepath=True)
+                except NodeExistsError:
+                    client.set(config_path, data)
+            created = client.create(
+                ConfigEntityChangeNotificationSequenceZNode.create_path,
+                ConfigEntityChangeNotificationSequenceZNode.encode(ConfigEntityZNode.TOPICS, name),
+                sequence=True,
+            )
+            self._purge_config_changes(client, created)
+        self._notify(CONFIGS)
+
+    def _purge_config_changes(self, client: KazooClient, newest: str) -> None:
+        """Delete notifications older than Kafka's 15-minute expiry, oldest first."""
+        newest_number = ConfigEntityChangeNotificationSequenceZNode.sequence_number(newest.rsplit("/", 1)[-1])
+        children = client.get_children(ConfigEntityChangeNotificationZNode.path)
+        numbered = sorted(
+            (n, c)
+            for c in children
+            if (n := ConfigEntityChangeNotificationSequenceZNode.sequence_number(c)) is not None
+            and newest_number is not None
+            and n < newest_number
+        )
+        expired_before = time.time() * 1000 - ConfigEntityChangeNotificationSequenceZNode.EXPIRATION_MS
+        for _, child in numbered:
+            path = f"{ConfigEntityChangeNotificationZNode.path}/{child}"
+            stat = client.exists(path)
+            if stat is None:
+                continue
+            if stat.ctime >= expired_before:
+                break
+            with contextlib.suppress(NoNodeError):
+                client.delete(path)
+
+    # -- partition state ---------------------------------------------------------------------------
+    def set_partition_state(
+        self,
+        topic: str,
+        partition: int,
+        state: PartitionState,
+        *,
+        expected_partition_epoch: int | None = None,
+    ) -> PartitionState:
+        client = self._zk_client()
+        path = TopicPartitionStateZNode.path(topic, partition)
+        data = TopicPartitionStateZNode.encode(state)
+        where = f"{topic}-{partition}"
+        with self._zk(f"write the state of partition {where}"):
+            try:
+                topic_data, _ = client.get(TopicZNode.path(topic))
+            except NoNodeError:
+                raise UnknownTopicError(f"Topic '{topic}' does not exist.") from None
+            _, assignment = TopicZNode.decode(topic, topic_data)
+            if partition not in assignment:
+                raise UnknownTopicError(f"Partition {where} does not exist.")
+            if expected_partition_epoch is None:
+                version = self._write_state(client, topic, partition, data)
+            elif expected_partition_epoch < 0:
+                try:
+                    self._create_state(client, topic, partition, data)
+                except NodeExistsError:
+                    raise PartitionStateConflictError(f"Partition {where} already has a state") from None
+                version = 0
+            else:
+                try:
+                    version = client.set(path, data, version=expected_partition_epoch).version
+                except (BadVersionError, NoNodeError):
+                    raise PartitionStateConflictError(
+                        f"Partition {where} is not at partition epoch {expected_partition_epoch}"
+                    ) from None
+        self._notify(PARTITIONS)
+        return PartitionState(
+            leader=state.leader,
+            leader_epoch=state.leader_epoch,
+            isr=state.isr,
+            controller_epoch=state.controller_epoch,
+            partition_epoch=version,
+        )
+
+    def _write_state(self, client: KazooClient, topic: str, partition: int, data: bytes) -> int:
+        path = TopicPartitionStateZNode.path(topic, partition)
+        for _ in range(_RETRIES):
+            try:
+                return client.set(path, data).version
+            except NoNodeError:
+                pass
+            try:
+                self._create_state(client, topic, partition, data)
+                return 0
+            except NodeExistsError:
+                continue
+        raise RegistryError(f"could not write {path}: it kept appearing and disappearing")
+
+    @staticmethod
+    def _create_state(client: KazooClient, topic: str, partition: int, data: bytes) -> None:
+        """Create the state znode and its parents, but never the topic znode itself (which
+        ``makepath`` would resurrect, empty, under a concurrent delete)."""
+        for parent in (TopicPartitionsZNode.path(topic), TopicPartitionZNode.path(topic, partition)):
+            try:
+                client.create(parent)
+            except NodeExistsError:
+                pass
+            except NoNodeError:
+                raise UnknownTopicError(f"Topic '{topic}' does not exist.") from None
+        try:
+            client.create(TopicPartitionStateZNode.path(topic, partition), data)
+        except NoNodeError:
+            raise UnknownTopicError(f"Topic '{topic}' does not exist.") from None
+
+    def partition_states(self, topic: str) -> dict[int, PartitionState]:
+        client = self._zk_client()
+        with self._zk(f"read the partition states of {topic}"):
+            try:
+                topic_data, _ = client.get(TopicZNode.path(topic))
+            except NoNodeError:
+                raise UnknownTopicError(f"Topic '{topic}' does not exist.") from None
+            _, assignment = TopicZNode.decode(topic, topic_data)
+            partitions = sorted(assignment)
+            results = collect(
+                [client.get_async(TopicPartitionStateZNode.path(topic, p)) for p in partitions],
+                self._op_timeout,
+            )
+        states: dict[int, PartitionState] = {}
+        for partition, result in zip(partitions, results, strict=True):
+            if result is None:
+                continue  # no state yet
+            data, stat = result
+            try:
+                states[partition] = TopicPartitionStateZNode.decode(topic, partition, data, stat.version)
+            except ZNodeDecodeError as error:
+                log.warning("ignoring a partition state kctl cannot read: %s", error)
+        return states
