@@ -47,7 +47,7 @@ STATUS_COLUMNS = [
     Column("topic"),
     Column("partition"),
     Column("target_topic", "TARGET TOPIC"),
-    Column("acked", "POSITION"),
+    Column("position"),
     Column("high_watermark", "END"),
     Column("lag"),
     Column("records"),
@@ -426,10 +426,7 @@ def _run(spec: MirrorSpec, dry_run: bool, fmt: OutputFormat, status_interval: fl
         elapsed = max(time.monotonic() - started, 1e-6)
         records = sum(s.records for s in statuses)
         size = sum(s.bytes for s in statuses)
-        if fmt is OutputFormat.TABLE:
-            render_rows([vars(s) for s in statuses], STATUS_COLUMNS, fmt)
-        else:
-            render_rows([vars(s) for s in statuses], [*STATUS_COLUMNS, Column("position")], fmt)
+        render_rows([vars(s) | {"position": s.acked} for s in statuses], STATUS_COLUMNS, fmt)
         info(
             f"mirrored {records} records ({size / 1e6:.2f} MB) in {elapsed:.1f}s: "
             f"{records / elapsed:.0f} records/s, {size / elapsed / 1e6:.2f} MB/s"

@@ -232,6 +232,7 @@ class _SourceRun:
                 committed=value.offset if value is not None else -1,
                 stop_at=end if self.mirror.spec.once else None,
                 keyed=not action.one_to_one,
+                high_watermark=end,
             )
             self._committed[tp] = state.committed
             self.forwarder.add_partition(state)
