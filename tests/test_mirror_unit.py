@@ -25,18 +25,27 @@ def at(batch: bytes, base_offset: int) -> bytes:
 
 
 def test_restamp_changes_only_the_header_and_keeps_a_valid_crc() -> None:
-    builder = RecordBatchBuilder(compression="lz4", producer_id=77, producer_epoch=3, base_sequence=40, base_offset=500)
+    builder = RecordBatchBuilder(
+        compression="lz4", producer_id=77, producer_epoch=3, base_sequence=40, base_offset=500
+    )
     for i in range(5):
         builder.append(1_700_000_000_000 + i, b"k%d" % i, b"v%d" % i, [("h", b"%d" % i)])
     source = builder.build()
     piece = frame_partition(source, 500).pieces[0]
     stamped = restamp(piece, 1234, 7, 99)
     header = validate_batch(stamped)  # raises on a bad CRC
-    assert (header.base_offset, header.producer_id, header.producer_epoch, header.base_sequence) == (0, 1234, 7, 99)
+    assert (header.base_offset, header.producer_id, header.producer_epoch, header.base_sequence) == (
+        0,
+        1234,
+        7,
+        99,
+    )
     assert header.partition_leader_epoch == -1
     assert header.compression == parse_header(source).compression
     assert stamped[61:] == source[61:]  # the (compressed) records are the source's bytes
-    before = [(r.timestamp, r.key, r.value, r.headers) for r in decode_records(source, 0, parse_header(source))]
+    before = [
+        (r.timestamp, r.key, r.value, r.headers) for r in decode_records(source, 0, parse_header(source))
+    ]
     after = [(r.timestamp, r.key, r.value, r.headers) for r in decode_records(stamped, 0, header)]
     assert after == before
 
@@ -47,7 +56,10 @@ def test_frame_skips_control_batches_and_a_trailing_partial_batch() -> None:
     control.append(1_700_000_000_000, b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00")
     third = at(make_batch(2), 4)
     framed = frame_partition(data + control.build() + third + third[:30], 0)
-    assert [(p.source_offset, p.source_next, p.records_count) for p in framed.pieces] == [(0, 3, 3), (4, 6, 2)]
+    assert [(p.source_offset, p.source_next, p.records_count) for p in framed.pieces] == [
+        (0, 3, 3),
+        (4, 6, 2),
+    ]
     assert framed.next_offset == 6
     assert all(p.linear and not p.rebuilt for p in framed.pieces)
 
@@ -108,9 +120,17 @@ def _topic(name: str, partitions: int) -> TopicDescription:
 
 
 def test_plan_topics() -> None:
-    sources = [_topic("a", 3), _topic("b", 4), _topic("c", 2), _topic("d", 2), _topic("__consumer_offsets", 50)]
+    sources = [
+        _topic("a", 3),
+        _topic("b", 4),
+        _topic("c", 2),
+        _topic("d", 2),
+        _topic("__consumer_offsets", 50),
+    ]
     targets = {"b": _topic("b", 2), "c": _topic("c", 2), "d": _topic("d", 5)}
-    actions, skipped = plan_topics(sources, targets, TopicPolicy(), "dc1", "agg", {"a": {"retention.ms": "5"}})
+    actions, skipped = plan_topics(
+        sources, targets, TopicPolicy(), "dc1", "agg", {"a": {"retention.ms": "5"}}
+    )
     got = {a.source_topic: (a.target_topic, a.action, a.source_partitions, dict(a.configs)) for a in actions}
     assert got == {
         "a": ("a", "create", 3, {"retention.ms": "5"}),

@@ -100,7 +100,9 @@ def test_cluster_list_and_config_show_by_name(tmp_path: Path) -> None:
     assert rows[1]["bootstrap_servers"] == "10.0.0.1:9092,10.0.0.2:9092"
     by_env = kctl("cluster", "list", env={CLUSTERS_ENV: str(path)})
     assert by_env.returncode == 0 and "dc1" in by_env.stdout and "s3cret" not in by_env.stdout
-    shown = kctl("--clusters", str(path), "config", "show", "-b", "dc1", "-X", "client.id=override", "-f", "json")
+    shown = kctl(
+        "--clusters", str(path), "config", "show", "-b", "dc1", "-X", "client.id=override", "-f", "json"
+    )
     assert shown.returncode == 0, shown.stderr
     values = {e["key"]: (e["value"], e["source"]) for e in json.loads(shown.stdout)}
     assert values["bootstrap.servers"][0] == "10.0.0.1:9092,10.0.0.2:9092"
