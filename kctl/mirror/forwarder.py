@@ -403,7 +403,8 @@ class Forwarder:
         for node, states in by_leader.items():
             topics: dict[str, list[PartitionProduceData]] = {}
             for state in states:
-                units, size = [], 0
+                units: list[Unit] = []
+                size = 0
                 for unit in state.queue:
                     if units and size + len(unit.data) > self.partition_max_bytes * 4:
                         break

@@ -214,8 +214,8 @@ def apply_topic_actions(
             if not result.ok and result.error != "TOPIC_ALREADY_EXISTS":
                 error = f"{result.error}: {result.error_message or ''}".rstrip(": ")
         elif action.action == "add-partitions":
-            result = admin.create_partitions(action.target_topic, action.source_partitions)
-            if not result.ok and result.error != "INVALID_PARTITIONS":
-                error = f"{result.error}: {result.error_message or ''}".rstrip(": ")
+            grown = admin.create_partitions(action.target_topic, action.source_partitions)
+            if not grown.ok and grown.error != "INVALID_PARTITIONS":
+                error = f"{grown.error}: {grown.error_message or ''}".rstrip(": ")
         results.append((action, error))
     return results
