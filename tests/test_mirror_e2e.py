@@ -472,3 +472,33 @@ def test_an_unreachable_source_is_a_clear_error(clusters: tuple[BrokerProcess, .
     assert by_name.returncode == 3 and "source gone" in by_name.stderr
     same = kctl("mirror", "--from", f"agg={b.bootstrap}", "--to", f"agg={b.bootstrap}", "--once")
     assert same.returncode == 2
+
+
+def test_a_target_with_other_partition_counts_gets_records_partitioned_by_key(
+    clusters: tuple[BrokerProcess, ...],
+) -> None:
+    a, b, _ = clusters
+    topic = unique("repart")
+    create(a, topic, 2)
+    create(b, topic, 5)  # exists already, with more partitions: records go by key
+    produce(a, topic, 600, 2)
+    run = kctl(
+        "mirror", "--from", f"dc1={a.bootstrap}", "--to", f"agg={b.bootstrap}", "--include", topic, "--once"
+    )
+    assert run.returncode == 0, run.stderr
+    source, target = records(a, topic), records(b, topic)
+    assert sorted(map(repr, (r for rs in target.values() for r in rs))) == sorted(
+        map(repr, (r for rs in source.values() for r in rs))
+    )
+    where: dict[Any, set[int]] = {}
+    for partition, rs in target.items():
+        for r in rs:
+            if r[0] is not None:
+                where.setdefault(r[0], set()).add(partition)
+    assert all(len(partitions) == 1 for partitions in where.values())  # one key, one partition
+    assert len(target) > 2
+    for key, (partition,) in where.items():  # per key and source partition, the source's order
+        for original in source.values():
+            mine = [r for r in original if r[0] == key]
+            mirrored = [r for r in target[partition] if r[0] == key and r in mine]
+            assert mirrored == mine
