@@ -3,9 +3,9 @@
 
 _kctl_subcommands() {
     case "$1" in
-        'kctl') echo 'broker cluster config consume group log partition perf produce topic zk' ;;
+        'kctl') echo 'broker cluster config consume group log mirror partition perf produce topic zk' ;;
         'kctl broker') echo 'start stop log-dirs list' ;;
-        'kctl cluster') echo 'up status down' ;;
+        'kctl cluster') echo 'up status down list' ;;
         'kctl config') echo 'show' ;;
         'kctl group') echo 'list describe rewind delete migrate' ;;
         'kctl log') echo 'dump verify recover purge' ;;
@@ -18,14 +18,14 @@ _kctl_subcommands() {
 
 _kctl_is_subcommand() {
     case "$1 $2" in
-        'kctl broker'|'kctl cluster'|'kctl config'|'kctl consume'|'kctl group'|'kctl log'|'kctl partition'|'kctl perf'|'kctl produce'|'kctl topic'|'kctl zk'|'kctl broker start'|'kctl broker stop'|'kctl broker log-dirs'|'kctl broker list'|'kctl cluster up'|'kctl cluster status'|'kctl cluster down'|'kctl config show'|'kctl group list'|'kctl group describe'|'kctl group rewind'|'kctl group delete'|'kctl group migrate'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge'|'kctl partition reassign'|'kctl partition elect-leaders'|'kctl perf produce'|'kctl perf consume'|'kctl topic create'|'kctl topic list'|'kctl topic describe'|'kctl topic delete'|'kctl topic alter'|'kctl zk ls'|'kctl zk get'|'kctl zk tree'|'kctl zk brokers'|'kctl zk topics'|'kctl zk consumers') return 0 ;;
+        'kctl broker'|'kctl cluster'|'kctl config'|'kctl consume'|'kctl group'|'kctl log'|'kctl mirror'|'kctl partition'|'kctl perf'|'kctl produce'|'kctl topic'|'kctl zk'|'kctl broker start'|'kctl broker stop'|'kctl broker log-dirs'|'kctl broker list'|'kctl cluster up'|'kctl cluster status'|'kctl cluster down'|'kctl cluster list'|'kctl config show'|'kctl group list'|'kctl group describe'|'kctl group rewind'|'kctl group delete'|'kctl group migrate'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge'|'kctl partition reassign'|'kctl partition elect-leaders'|'kctl perf produce'|'kctl perf consume'|'kctl topic create'|'kctl topic list'|'kctl topic describe'|'kctl topic delete'|'kctl topic alter'|'kctl zk ls'|'kctl zk get'|'kctl zk tree'|'kctl zk brokers'|'kctl zk topics'|'kctl zk consumers') return 0 ;;
     esac
     return 1
 }
 
 _kctl_options() {
     case "$1" in
-        'kctl') echo '--version -h --help' ;;
+        'kctl') echo '--version --clusters -h --help' ;;
         'kctl broker') echo '-h --help' ;;
         'kctl broker start') echo '-c --config -X -d --daemon --pid-file --log-file --log-level -h --help' ;;
         'kctl broker stop') echo '-c --config -X --pid-file --timeout -h --help' ;;
@@ -35,6 +35,7 @@ _kctl_options() {
         'kctl cluster up') echo '-n --brokers -d --dir --base-port -X --timeout -h --help' ;;
         'kctl cluster status') echo '-d --dir -f --format -h --help' ;;
         'kctl cluster down') echo '-d --dir --timeout -h --help' ;;
+        'kctl cluster list') echo '--clusters -f --format -h --help' ;;
         'kctl config') echo '-h --help' ;;
         'kctl config show') echo '-f --format -c --config -X -b --bootstrap-server --show-secrets --broker --topic --producer --consumer -h --help' ;;
         'kctl consume') echo '--pattern -p --partition -o --offset -u --until -n --max -g --group --zookeeper -f --format -q --quiet -c --config -X -b --bootstrap-server -h --help' ;;
@@ -49,6 +50,7 @@ _kctl_options() {
         'kctl log verify') echo '-f --format -c --config -X -h --help' ;;
         'kctl log recover') echo '-n --dry-run -f --format -c --config -X -h --help' ;;
         'kctl log purge') echo '--retention-ms --retention-bytes --before-offset -n --dry-run -f --format -c --config -X -h --help' ;;
+        'kctl mirror') echo '--from --to --include --exclude --include-internal --rename --group --start --once --dry-run --sync-group-offsets --groups --translate-group --execute -r --replication-factor --refresh-interval --commit-interval --status-interval --clusters -f --format -c --config -X -h --help' ;;
         'kctl partition') echo '-h --help' ;;
         'kctl partition reassign') echo '--generate --topics-to-move-json-file -t --topic --broker-list --brokers --seed --reassignment-json-file --execute --verify --cancel --throttle -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl partition elect-leaders') echo '--election-type --all-topic-partitions -t --topic -p --partition --path-to-json-file -f --format -c --config -X -b --bootstrap-server -h --help' ;;
@@ -75,6 +77,7 @@ _kctl_options() {
 # How the value of option $2 of command $1 completes; nothing for options that take no value.
 _kctl_option_value() {
     case "$1 $2" in
+        'kctl --clusters') echo 'any' ;;
         'kctl broker start -c'|'kctl broker start --config') echo 'file' ;;
         'kctl broker start -X') echo 'any' ;;
         'kctl broker start --pid-file') echo 'file' ;;
@@ -103,6 +106,8 @@ _kctl_option_value() {
         'kctl cluster status -f'|'kctl cluster status --format') echo 'choice table json jsonl' ;;
         'kctl cluster down -d'|'kctl cluster down --dir') echo 'dir' ;;
         'kctl cluster down --timeout') echo 'any' ;;
+        'kctl cluster list --clusters') echo 'file' ;;
+        'kctl cluster list -f'|'kctl cluster list --format') echo 'choice table json jsonl' ;;
         'kctl config show -f'|'kctl config show --format') echo 'choice table json jsonl' ;;
         'kctl config show -c'|'kctl config show --config') echo 'file' ;;
         'kctl config show -X') echo 'any' ;;
@@ -170,6 +175,23 @@ _kctl_option_value() {
         'kctl log purge -f'|'kctl log purge --format') echo 'choice table json jsonl' ;;
         'kctl log purge -c'|'kctl log purge --config') echo 'file' ;;
         'kctl log purge -X') echo 'any' ;;
+        'kctl mirror --from') echo 'any' ;;
+        'kctl mirror --to') echo 'any' ;;
+        'kctl mirror --include') echo 'any' ;;
+        'kctl mirror --exclude') echo 'any' ;;
+        'kctl mirror --rename') echo 'any' ;;
+        'kctl mirror --group') echo 'any' ;;
+        'kctl mirror --start') echo 'any' ;;
+        'kctl mirror --groups') echo 'any' ;;
+        'kctl mirror --translate-group') echo 'any' ;;
+        'kctl mirror -r'|'kctl mirror --replication-factor') echo 'any' ;;
+        'kctl mirror --refresh-interval') echo 'any' ;;
+        'kctl mirror --commit-interval') echo 'any' ;;
+        'kctl mirror --status-interval') echo 'any' ;;
+        'kctl mirror --clusters') echo 'file' ;;
+        'kctl mirror -f'|'kctl mirror --format') echo 'choice table json jsonl' ;;
+        'kctl mirror -c'|'kctl mirror --config') echo 'file' ;;
+        'kctl mirror -X') echo 'any' ;;
         'kctl partition reassign --topics-to-move-json-file') echo 'file' ;;
         'kctl partition reassign -t'|'kctl partition reassign --topic') echo 'any' ;;
         'kctl partition reassign --broker-list'|'kctl partition reassign --brokers') echo 'any' ;;

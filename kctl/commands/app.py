@@ -9,12 +9,14 @@ and completions: `python scripts/gen_docs.py`.
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Iterable
 from typing import Annotated
 
 import typer
 
 from kctl import __version__
+from kctl.client.clusters_file import CLUSTERS_ENV
 
 COMMAND_GROUPS: tuple[tuple[str, str], ...] = (
     ("kctl.commands.broker", "broker"),
@@ -23,6 +25,7 @@ COMMAND_GROUPS: tuple[tuple[str, str], ...] = (
     ("kctl.commands.consume", "consume"),
     ("kctl.commands.group", "group"),
     ("kctl.commands.log", "log"),
+    ("kctl.commands.mirror", "mirror"),
     ("kctl.commands.partition", "partition"),
     ("kctl.commands.perf", "perf"),
     ("kctl.commands.produce", "produce"),
@@ -57,8 +60,19 @@ def root(
         bool,
         typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
     ] = False,
+    clusters: Annotated[
+        str | None,
+        typer.Option(
+            "--clusters",
+            metavar="FILE",
+            help="The clusters file naming clusters for -b/--from/--to (default: $KCTL_CLUSTERS, "
+            "else ~/.config/kctl/clusters.toml).",
+        ),
+    ] = None,
 ) -> None:
     """Operate kctl, a Kafka-compatible distributed commit log."""
+    if clusters:
+        os.environ[CLUSTERS_ENV] = clusters  # read where -b NAME is resolved, in this process
 
 
 def register_groups(root_app: typer.Typer, groups: Iterable[tuple[str, str]]) -> list[str]:

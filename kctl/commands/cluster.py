@@ -10,10 +10,13 @@ import typer
 
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import DEFAULT_FORMAT, FormatOption, OverrideSyntaxError, parse_override
-from kctl.commands.output import Column, info, render_rows, warn
+from kctl.commands.output import Column, OutputFormat, info, render_rows, warn
 
 app = typer.Typer(
-    help="Start, show and stop a local cluster: a ZooKeeper server and N brokers on this machine.",
+    help=(
+        "Start, show and stop a local cluster (a ZooKeeper server and N brokers on this machine); "
+        "list the named clusters."
+    ),
     no_args_is_help=True,
 )
 
@@ -155,3 +158,53 @@ def down(
         info(f"stopped {what} (pid {process.pid})")
     if not stopped:
         info(f"nothing was running in {directory}")
+
+
+SENSITIVE_WORDS = ("password", "secret", "token", "key.pem", "keystore.key")
+LIST_COLUMNS = [Column("name"), Column("bootstrap_servers", "BOOTSTRAP SERVERS"), Column("properties")]
+
+
+def _shown(key: str, value: str) -> str:
+    return "[hidden]" if any(word in key.lower() for word in SENSITIVE_WORDS) else value
+
+
+@app.command("list")
+def list_clusters(
+    clusters_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--clusters",
+            metavar="FILE",
+            dir_okay=False,
+            help="The clusters file (default: $KCTL_CLUSTERS, else ~/.config/kctl/clusters.toml).",
+        ),
+    ] = None,
+    fmt: FormatOption = DEFAULT_FORMAT,
+) -> None:
+    """List the named clusters of the clusters file: name, bootstrap servers and client properties
+    (values of keys naming a password, secret or token are hidden).
+
+    A name works wherever a bootstrap list does: `kctl consume -b dc1 orders`, `kctl mirror --from
+    dc1 --to agg`. The file is TOML, one table per cluster with `bootstrap.servers` and any client
+    properties. Exit status 3 when a file given with --clusters or KCTL_CLUSTERS does not exist,
+    2 when it is not valid."""
+    from kctl.client.clusters_file import ClustersFileError, clusters_path, load_clusters
+
+    try:
+        loaded = load_clusters(clusters_file)
+    except ClustersFileError as error:
+        missing = not clusters_path(clusters_file)[0].exists()
+        raise KctlError(str(error), ExitCode.NOT_FOUND if missing else ExitCode.USAGE) from None
+    if loaded.path is None:
+        info(f"no clusters file at {clusters_path(None)[0]}")
+    rows = [
+        {
+            "name": entry.name,
+            "bootstrap_servers": entry.bootstrap_servers,
+            "properties": {k: _shown(k, v) for k, v in sorted(entry.properties.items())}
+            if fmt is not OutputFormat.TABLE
+            else " ".join(f"{k}={_shown(k, v)}" for k, v in sorted(entry.properties.items())),
+        }
+        for entry in (loaded.clusters[name] for name in loaded.names())
+    ]
+    render_rows(rows, LIST_COLUMNS, fmt)

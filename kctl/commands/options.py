@@ -20,7 +20,12 @@ last) and passes them as one `ClusterOptions` argument, `cluster`::
         with admin_session(*cluster) as admin:
             ...
 
-Configuration precedence, lowest to highest: `defaults` given by the command < the `--config`
+`--bootstrap-server` also takes a cluster name from the clusters file (`kctl.client.clusters_file`:
+`--clusters FILE` on `kctl`, KCTL_CLUSTERS, `~/.config/kctl/clusters.toml`): its bootstrap servers
+replace the name, and its client properties are a layer just above the command's defaults.
+
+Configuration precedence, lowest to highest: `defaults` given by the command < the named cluster's
+properties < the `--config`
 file (Java .properties) < the KCTL_BOOTSTRAP_SERVER environment variable < `-X key=value`
 overrides (later ones win) < an explicit `--bootstrap-server` on the command line. Only
 `bootstrap.servers` comes from the environment or from `--bootstrap-server`; every resolved key
@@ -41,6 +46,7 @@ from typing import Annotated, Any, NamedTuple, TypeVar
 import typer
 
 from kctl import properties
+from kctl.client.clusters_file import ClustersFileError, resolve_cluster
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.output import OutputFormat, warn
 
@@ -54,6 +60,7 @@ class ConfigSource(enum.StrEnum):
     """Where a configuration value came from (shown by `kctl config show`)."""
 
     DEFAULT = "default"
+    CLUSTERS = "clusters"
     FILE = "file"
     ENV = "env"
     OVERRIDE = "-X"
@@ -147,7 +154,7 @@ BootstrapServerOption = Annotated[
         metavar="HOST:PORT",
         envvar=BOOTSTRAP_SERVER_ENV,
         callback=_check_bootstrap,
-        help="Broker(s) to connect to first, as HOST:PORT[,HOST:PORT...].",
+        help="Broker(s) to connect to first, as HOST:PORT[,HOST:PORT...], or a name from the clusters file.",
     ),
 ]
 
@@ -274,6 +281,8 @@ def known_properties(
         suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
         if entry.source is ConfigSource.OVERRIDE:
             raise KctlError(f"unknown {kind} property {entry.key!r} in -X{suggestion}", ExitCode.USAGE)
+        if entry.source is ConfigSource.CLUSTERS:
+            continue  # a named cluster's properties serve every kind of client: others are not ours
         warn(f"ignoring unknown {kind} property {entry.key!r} in {resolved.config_file}{suggestion}")
     return properties
 
@@ -300,6 +309,15 @@ def load_config(
         merged[key] = ConfigValue(key, value, source)
 
     bootstrap_source = getattr(bootstrap_server, "source", ConfigSource.OPTION)
+    cluster_properties: Mapping[str, str] = {}
+    if bootstrap_server is not None:
+        try:
+            named = resolve_cluster(str(bootstrap_server))
+        except ClustersFileError as exc:
+            raise KctlError(str(exc), ExitCode.USAGE) from None
+        if named is not None:
+            bootstrap_server = named.bootstrap_servers
+            cluster_properties = named.properties
     if bootstrap_server is not None and allowed_keys is not None:
         allowed_keys = {*allowed_keys, BOOTSTRAP_SERVERS_KEY}
 
@@ -310,6 +328,8 @@ def load_config(
     for key, value in (defaults or {}).items():
         put(key, str(value), ConfigSource.DEFAULT)
     put_bootstrap(ConfigSource.DEFAULT)
+    for key, value in cluster_properties.items():
+        put(key, value, ConfigSource.CLUSTERS)
     if config_file is not None:
         config_file = Path(config_file)
         for key, value in _read_config_file(config_file).items():

@@ -1,0 +1,560 @@
+"""The data path of one source cluster into the target: fetch record batches from the source's
+leaders, write them to the target's leaders with the mirror's idempotent producer identity, and
+advance each partition's position only once the target acknowledged.
+
+One ``Forwarder`` per source runs a loop on one thread, pipelined so that fetching and producing
+overlap: send the Fetch requests (one per source leader), collect the previous round's Produce
+answers, collect the fetched batches (framed into pieces by ``kctl.mirror.batches``; records are
+decoded only for batches that cannot travel as they are), send the Produce requests (one per target
+leader; all the queued pieces of a partition, ``acks=-1``).
+
+Delivery: each partition's pieces get consecutive sequence numbers of the mirror's producer id
+(InitProducerId on the target), so a Produce the target already wrote and the mirror sends again
+(after a lost connection, a leader change, ``NOT_ENOUGH_REPLICAS_AFTER_APPEND``) is recognised and
+not written twice. ``acked`` is one past the last source offset the target acknowledged; the mirror
+commits it (``kctl.mirror.mirror``). After ``OUT_OF_ORDER_SEQUENCE_NUMBER`` or
+``UNKNOWN_PRODUCER_ID`` the producer id is renewed and the unacknowledged pieces are numbered again
+(they may then be written twice: the duplicates the at-least-once contract allows, bounded by what
+was in flight).
+
+Partitions whose target topic has a different partition count (``keyed``) are decoded and produced
+through a ``kctl.client.Producer``, partitioned by key.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kctl.client import (
+    BrokerResponseError,
+    ClusterClient,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    Producer,
+    ProducerConfig,
+    TopicPartition,
+)
+from kctl.client.consumer.fetcher import FETCH_MAX_VERSION, FETCH_MIN_VERSION, build_fetch_request
+from kctl.client.producer.idempotence import SEQUENCE_MODULUS
+from kctl.mirror.batches import Piece, frame_partition, restamp
+from kctl.mirror.offset_syncs import OffsetSync
+from kctl.protocol import ApiKey, ErrorCode, error_name
+from kctl.protocol.messages.init_producer_id import InitProducerIdRequest
+from kctl.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
+from kctl.records.header import InvalidRecordBatch, parse_header
+from kctl.records.reader import decode_records
+
+__all__ = ["Forwarder", "MirrorError", "PartitionState"]
+
+log = logging.getLogger(__name__)
+
+PRODUCE_VERSION_MIN = 3
+RESEND_CODES = frozenset(
+    {
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.REQUEST_TIMED_OUT,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.CORRUPT_MESSAGE,
+    }
+)
+"""Produce errors after which the same bytes (same sequence numbers) are sent again."""
+RENUMBER_CODES = frozenset(
+    {
+        ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+        ErrorCode.UNKNOWN_PRODUCER_ID,
+        ErrorCode.INVALID_PRODUCER_EPOCH,
+    }
+)
+"""Produce errors after which the producer id is renewed and the pieces numbered again."""
+REFETCH_CODES = frozenset(
+    {
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.REPLICA_NOT_AVAILABLE,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.OFFSET_NOT_AVAILABLE,
+    }
+)
+
+
+class MirrorError(KafkaError):
+    """Mirroring cannot go on; the message names the cluster and topic."""
+
+
+@dataclass(slots=True)
+class Unit:
+    """A piece on its way to the target, numbered ``sequence`` of the producer id it was stamped for."""
+
+    piece: Piece
+    sequence: int
+    data: bytes | bytearray
+
+
+@dataclass(slots=True)
+class PartitionState:
+    """One mirrored partition: where fetching is, what the target acknowledged, what is queued."""
+
+    source: TopicPartition
+    target: TopicPartition
+    position: int
+    acked: int
+    committed: int = -1
+    stop_at: int | None = None
+    keyed: bool = False
+    queue: collections.deque[Unit] = field(default_factory=collections.deque)
+    in_flight: int = 0
+    queued_bytes: int = 0
+    next_sequence: int = 0
+    last_delta: int | None = None
+    sync_next: bool = True
+    high_watermark: int = -1
+    records: int = 0
+    bytes: int = 0
+    error: str | None = None
+
+    @property
+    def lag(self) -> int:
+        return max(self.high_watermark - self.acked, 0) if self.high_watermark >= 0 else 0
+
+    @property
+    def done(self) -> bool:
+        """Caught up with ``stop_at`` (``--once``)."""
+        return self.stop_at is not None and self.acked >= self.stop_at and not self.queue
+
+
+@dataclass
+class _InFlight:
+    node: int
+    connection: Any
+    request: Any
+    partitions: dict[TopicPartition, PartitionState]
+
+
+class Forwarder:
+    """Moves the records of ``partitions`` from ``source`` to ``target`` (see the module docstring).
+    ``on_sync`` receives each offset sync to store; ``alias`` names the source in errors and syncs."""
+
+    def __init__(
+        self,
+        alias: str,
+        source: ClusterClient,
+        target: ClusterClient,
+        target_alias: str,
+        *,
+        target_properties: Mapping[str, str],
+        target_bootstrap: str,
+        on_sync: Callable[[OffsetSync], None],
+        fetch_max_bytes: int = 16 * 1024 * 1024,
+        partition_max_bytes: int = 1024 * 1024,
+        max_queued_bytes: int = 8 * 1024 * 1024,
+        fetch_wait_ms: int = 500,
+        produce_timeout_ms: int = 30_000,
+    ) -> None:
+        self.alias = alias
+        self.source = source
+        self.target = target
+        self.target_alias = target_alias
+        self._target_properties = dict(target_properties)
+        self._target_bootstrap = target_bootstrap
+        self._on_sync = on_sync
+        self.partitions: dict[TopicPartition, PartitionState] = {}
+        self.fetch_max_bytes = fetch_max_bytes
+        self.partition_max_bytes = partition_max_bytes
+        self.max_queued_bytes = max_queued_bytes
+        self.fetch_wait_ms = fetch_wait_ms
+        self.produce_timeout_ms = produce_timeout_ms
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self._keyed_producer: Producer | None = None
+        self._produce_in_flight: list[_InFlight] = []
+        self._backoff_until = 0.0
+
+    # ------------------------------------------------------------------------------ producer id
+
+    def init_producer_id(self) -> None:
+        """A new producer id from the target (InitProducerId); every queued piece is numbered again."""
+
+        def attempt() -> Any:
+            conn = self.target.any_connection()
+            version = conn.version_for(ApiKey.INIT_PRODUCER_ID)
+            body = InitProducerIdRequest(
+                transactional_id=None, transaction_timeout_ms=60_000, producer_id=-1, producer_epoch=-1
+            )
+            response = conn.request(ApiKey.INIT_PRODUCER_ID, body, version)
+            if response.error_code:
+                raise BrokerResponseError(
+                    response.error_code, context=f"InitProducerId on {self.target_alias}"
+                )
+            return response
+
+        response = self.target.retry(attempt, description="InitProducerId")
+        self.producer_id, self.producer_epoch = response.producer_id, response.producer_epoch
+        for state in self.partitions.values():
+            state.next_sequence = 0
+            state.sync_next = True
+            renumbered: collections.deque[Unit] = collections.deque()
+            for unit in state.queue:
+                renumbered.append(self._stamp(state, unit.piece))
+            state.queue = renumbered
+
+    def _stamp(self, state: PartitionState, piece: Piece) -> Unit:
+        sequence = state.next_sequence
+        state.next_sequence = (sequence + piece.records_count) % SEQUENCE_MODULUS
+        return Unit(piece, sequence, restamp(piece, self.producer_id, self.producer_epoch, sequence))
+
+    # ------------------------------------------------------------------------------ partitions
+
+    def add_partition(self, state: PartitionState) -> None:
+        self.partitions[state.source] = state
+
+    def remove_partition(self, tp: TopicPartition) -> None:
+        self.partitions.pop(tp, None)
+
+    @property
+    def idle(self) -> bool:
+        return not self._produce_in_flight and all(not s.queue for s in self.partitions.values())
+
+    # ------------------------------------------------------------------------------ one round
+
+    def run_once(self) -> bool:
+        """One pipelined round (fetch, answers of the previous produce, produce); whether anything
+        was fetched or acknowledged."""
+        now = time.monotonic()
+        if now < self._backoff_until:
+            time.sleep(min(self._backoff_until - now, 0.2))
+        busy = any(s.queue for s in self.partitions.values()) or bool(self._produce_in_flight)
+        fetches = self._send_fetches(wait_ms=0 if busy else self.fetch_wait_ms)
+        progressed = self._receive_produces()
+        progressed = self._receive_fetches(fetches) or progressed
+        self._send_produces()
+        return progressed
+
+    def drain(self, timeout: float) -> None:
+        """Wait for the Produce requests in flight (at a stop: nothing more is fetched)."""
+        deadline = time.monotonic() + timeout
+        while (self._produce_in_flight or any(s.queue for s in self.partitions.values())) and (
+            time.monotonic() < deadline
+        ):
+            self._receive_produces()
+            if time.monotonic() >= deadline:
+                break
+            self._send_produces()
+            if not self._produce_in_flight:
+                time.sleep(0.05)
+
+    # ------------------------------------------------------------------------------ fetch
+
+    def _send_fetches(self, wait_ms: int) -> list[tuple[int, Any, Any, list[PartitionState]]]:
+        by_leader: dict[int, list[PartitionState]] = {}
+        for state in self.partitions.values():
+            if state.queued_bytes >= self.max_queued_bytes or state.error is not None:
+                continue
+            if state.stop_at is not None and state.position >= state.stop_at:
+                continue
+            try:
+                leader = self.source.metadata.leader(state.source)
+            except Exception:
+                leader = -1
+            if leader < 0:
+                self.source.mark_stale()
+                try:
+                    leader = self.source.leader_for(state.source, deadline=self.source.deadline(5))
+                except KafkaError as error:
+                    log.debug("no leader for %s on %s: %s", state.source, self.alias, error)
+                    continue
+            by_leader.setdefault(leader, []).append(state)
+        sent = []
+        for node, states in by_leader.items():
+            try:
+                conn = self.source.connection(node, deadline=self.source.deadline(10))
+                version = conn.version_for(
+                    ApiKey.FETCH, min_version=FETCH_MIN_VERSION, max_version=FETCH_MAX_VERSION
+                )
+                body = build_fetch_request(
+                    [(s.source, s.position) for s in states],
+                    max_wait_ms=wait_ms,
+                    min_bytes=1,
+                    max_bytes=self.fetch_max_bytes,
+                    partition_max_bytes=self.partition_max_bytes,
+                )
+                sent.append((node, conn, conn.send(ApiKey.FETCH, body, version), states))
+            except KafkaError as error:
+                self._source_trouble(error)
+        return sent
+
+    def _receive_fetches(self, sent: list[tuple[int, Any, Any, list[PartitionState]]]) -> bool:
+        progressed = False
+        timeout = self.fetch_wait_ms / 1000 + self.source.config.request_timeout
+        for _node, conn, in_flight, states in sent:
+            try:
+                response = conn.receive(in_flight, timeout=timeout)
+            except KafkaError as error:
+                self._source_trouble(error)
+                continue
+            if getattr(response, "error_code", 0):
+                self._source_trouble(
+                    BrokerResponseError(response.error_code, context=f"fetch from {self.alias}")
+                )
+                continue
+            wanted = {s.source: s for s in states}
+            for topic in response.responses:
+                for part in topic.partitions:
+                    state = wanted.get(TopicPartition(topic.topic, part.partition_index))
+                    if state is not None:
+                        progressed = self._take_fetched(state, part) or progressed
+        return progressed
+
+    def _take_fetched(self, state: PartitionState, part: Any) -> bool:
+        code = part.error_code
+        if code:
+            if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                self._reset_out_of_range(state)
+            elif code in REFETCH_CODES:
+                self.source.mark_stale()
+            else:
+                state.error = f"{error_name(code)} fetching from {self.alias}"
+                raise MirrorError(
+                    f"source {self.alias}: topic {state.source}: fetch failed with {error_name(code)}"
+                )
+            return False
+        state.high_watermark = part.high_watermark
+        try:
+            framed = frame_partition(part.records, state.position)
+        except InvalidRecordBatch as error:
+            raise MirrorError(
+                f"source {self.alias}: topic {state.source}: "
+                f"corrupt batch at offset {state.position}: {error}"
+            ) from None
+        if framed.next_offset is None:
+            return False
+        for piece in framed.pieces:
+            if state.stop_at is not None and piece.source_offset >= state.stop_at:
+                break
+            unit = self._stamp(state, piece) if not state.keyed else Unit(piece, -1, piece.data)
+            state.queue.append(unit)
+            state.queued_bytes += len(unit.data)
+        state.position = framed.next_offset
+        if not framed.pieces and state.acked < state.position and not state.queue and not state.in_flight:
+            state.acked = state.position  # only control batches or nothing left after a rebuild
+            state.sync_next = True
+        return True
+
+    def _reset_out_of_range(self, state: PartitionState) -> None:
+        from kctl.client.consumer.offsets import list_offsets
+
+        result = list_offsets(self.source, {state.source: "earliest"})
+        start = result[state.source].offset if state.source in result else 0
+        latest = list_offsets(self.source, {state.source: "latest"})
+        end = latest[state.source].offset if state.source in latest else start
+        new = start if state.position < start else end
+        log.warning(
+            "source %s: %s: offset %d is out of range (log %d..%d): going on from %d",
+            self.alias,
+            state.source,
+            state.position,
+            start,
+            end,
+            new,
+        )
+        state.position = new
+        if not state.queue and not state.in_flight:
+            state.acked = new
+        state.sync_next = True
+
+    def _source_trouble(self, error: KafkaError) -> None:
+        self.source.mark_stale()
+        log.debug("source %s: %s", self.alias, error)
+        self._backoff_until = time.monotonic() + self.source.config.retry_backoff_ms / 1000
+
+    # ------------------------------------------------------------------------------ produce
+
+    def _send_produces(self) -> None:
+        keyed = [s for s in self.partitions.values() if s.keyed and s.queue]
+        if keyed:
+            self._send_keyed(keyed)
+        by_leader: dict[int, list[PartitionState]] = {}
+        for state in self.partitions.values():
+            if state.keyed or state.in_flight or not state.queue:
+                continue
+            try:
+                leader = self.target.leader_for(state.target, deadline=self.target.deadline(5))
+            except KafkaError as error:
+                log.debug("no leader for %s on %s: %s", state.target, self.target_alias, error)
+                self.target.mark_stale()
+                continue
+            by_leader.setdefault(leader, []).append(state)
+        for node, states in by_leader.items():
+            topics: dict[str, list[PartitionProduceData]] = {}
+            for state in states:
+                units: list[Unit] = []
+                size = 0
+                for unit in state.queue:
+                    if units and size + len(unit.data) > self.partition_max_bytes * 4:
+                        break
+                    units.append(unit)
+                    size += len(unit.data)
+                state.in_flight = len(units)
+                data = units[0].data if len(units) == 1 else b"".join(u.data for u in units)
+                topics.setdefault(state.target.topic, []).append(
+                    PartitionProduceData(index=state.target.partition, records=data)
+                )
+            body = ProduceRequest(
+                transactional_id=None,
+                acks=-1,
+                timeout_ms=self.produce_timeout_ms,
+                topic_data=[TopicProduceData(name=n, partition_data=p) for n, p in topics.items()],
+            )
+            try:
+                conn = self.target.connection(node, deadline=self.target.deadline(10))
+                version = conn.version_for(ApiKey.PRODUCE, min_version=PRODUCE_VERSION_MIN)
+                request = conn.send(ApiKey.PRODUCE, body, version)
+            except KafkaError as error:
+                self._produce_failed(states, error)
+                continue
+            self._produce_in_flight.append(_InFlight(node, conn, request, {s.target: s for s in states}))
+
+    def _produce_failed(self, states: Iterable[PartitionState], error: KafkaError) -> None:
+        for state in states:
+            state.in_flight = 0
+        self.target.mark_stale()
+        if not isinstance(error, KafkaConnectionError | KafkaTimeoutError) and not getattr(
+            error, "retriable", False
+        ):
+            raise MirrorError(f"target {self.target_alias}: {error}") from None
+        log.debug("target %s: %s (sending again)", self.target_alias, error)
+        self._backoff_until = time.monotonic() + self.target.config.retry_backoff_ms / 1000
+
+    def _receive_produces(self) -> bool:
+        progressed = False
+        pending, self._produce_in_flight = self._produce_in_flight, []
+        timeout = self.produce_timeout_ms / 1000 + self.target.config.request_timeout
+        renumber = False
+        for flight in pending:
+            try:
+                response = flight.connection.receive(flight.request, timeout=timeout)
+            except KafkaError as error:
+                self._produce_failed(flight.partitions.values(), error)
+                continue
+            answered = set()
+            for topic in response.responses:
+                for part in topic.partition_responses:
+                    tp = TopicPartition(topic.name, part.index)
+                    state = flight.partitions.get(tp)
+                    if state is None or tp in answered:
+                        continue
+                    answered.add(tp)
+                    outcome = self._take_produced(state, part)
+                    progressed = progressed or outcome == "ok"
+                    renumber = renumber or outcome == "renumber"
+            for tp, state in flight.partitions.items():
+                if tp not in answered:
+                    state.in_flight = 0
+        if renumber:
+            log.warning("target %s: sequence numbers rejected: renewing the producer id", self.target_alias)
+            self.init_producer_id()
+        return progressed
+
+    def _take_produced(self, state: PartitionState, part: Any) -> str:
+        code = part.error_code
+        count, state.in_flight = state.in_flight, 0
+        if code == ErrorCode.NONE or code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
+            target_offset = part.base_offset if code == ErrorCode.NONE else -1
+            for _ in range(count):
+                unit = state.queue.popleft()
+                self._acknowledged(state, unit, target_offset)
+                if target_offset >= 0:
+                    target_offset += unit.piece.records_count
+            return "ok"
+        if code in RENUMBER_CODES:
+            return "renumber"
+        if code in RESEND_CODES:
+            self.target.mark_stale()
+            return "resend"
+        raise MirrorError(
+            f"target {self.target_alias}: topic {state.target} (from {self.alias} {state.source}): "
+            f"produce failed with {error_name(code)}"
+            + (f": {part.error_message}" if getattr(part, "error_message", None) else "")
+        )
+
+    def _acknowledged(self, state: PartitionState, unit: Unit, target_offset: int) -> None:
+        piece = unit.piece
+        state.queued_bytes -= len(unit.data)
+        state.records += piece.records_count
+        state.bytes += len(unit.data)
+        if target_offset < 0:  # a duplicate the target had: where it is is unknown
+            state.sync_next = True
+        else:
+            delta = target_offset - piece.source_offset
+            if state.sync_next or delta != state.last_delta or not piece.linear:
+                self._on_sync(
+                    OffsetSync(
+                        self.alias,
+                        state.source.topic,
+                        state.source.partition,
+                        piece.source_offset,
+                        state.target.topic,
+                        target_offset,
+                        piece.linear,
+                    )
+                )
+            state.last_delta = delta
+            state.sync_next = not piece.linear
+        state.acked = piece.source_next
+
+    # ------------------------------------------------------------------------------ keyed
+
+    def _send_keyed(self, states: list[PartitionState]) -> None:
+        if self._keyed_producer is None:
+            known = ProducerConfig.known_keys()
+            config = {k: v for k, v in self._target_properties.items() if k in known}
+            config.update({"acks": "all", "enable.idempotence": "true"})
+            self._keyed_producer = Producer(self._target_bootstrap, config)
+        producer = self._keyed_producer
+        futures = []
+        for state in states:
+            for unit in state.queue:
+                header = parse_header(unit.piece.data)
+                for record in decode_records(unit.piece.data, 0, header):
+                    futures.append(
+                        producer.send(
+                            state.target.topic,
+                            record.value,
+                            record.key,
+                            headers=list(record.headers),
+                            timestamp=record.timestamp,
+                        )
+                    )
+        producer.flush()
+        for future in futures:
+            error = future.exception(0)
+            if error is not None:
+                raise MirrorError(f"target {self.target_alias}: {error}")
+        for state in states:
+            while state.queue:
+                unit = state.queue.popleft()
+                state.queued_bytes -= len(unit.data)
+                state.records += unit.piece.records_count
+                state.bytes += len(unit.data)
+                state.acked = unit.piece.source_next
+
+    def close(self) -> None:
+        if self._keyed_producer is not None:
+            self._keyed_producer.close(5)
+            self._keyed_producer = None

@@ -1,0 +1,176 @@
+"""The mirror's pure parts, without a broker: restamping batches (header fields and CRC only, records
+untouched), framing Fetch answers into pieces (control batches, partial batches, compacted batches
+rebuilt), topic selection (include/exclude, internal topics, renaming, loop prevention), target topic
+plans, and offset translation from offset syncs."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import make_batch
+
+from kctl.client import TopicDescription
+from kctl.client.admin import PartitionInfo
+from kctl.mirror.batches import frame_partition, restamp
+from kctl.mirror.offset_syncs import OffsetSync, OffsetSyncStore, decode_sync, encode_sync
+from kctl.mirror.topics import TopicPolicy, plan_topics
+from kctl.records.builder import RecordBatchBuilder
+from kctl.records.header import parse_header, set_base_offset, validate_batch
+from kctl.records.reader import decode_records
+
+
+def at(batch: bytes, base_offset: int) -> bytes:
+    data = bytearray(batch)
+    set_base_offset(data, 0, base_offset)
+    return bytes(data)
+
+
+def test_restamp_changes_only_the_header_and_keeps_a_valid_crc() -> None:
+    builder = RecordBatchBuilder(
+        compression="lz4", producer_id=77, producer_epoch=3, base_sequence=40, base_offset=500
+    )
+    for i in range(5):
+        builder.append(1_700_000_000_000 + i, b"k%d" % i, b"v%d" % i, [("h", b"%d" % i)])
+    source = builder.build()
+    piece = frame_partition(source, 500).pieces[0]
+    stamped = restamp(piece, 1234, 7, 99)
+    header = validate_batch(stamped)  # raises on a bad CRC
+    assert (header.base_offset, header.producer_id, header.producer_epoch, header.base_sequence) == (
+        0,
+        1234,
+        7,
+        99,
+    )
+    assert header.partition_leader_epoch == -1
+    assert header.compression == parse_header(source).compression
+    assert stamped[61:] == source[61:]  # the (compressed) records are the source's bytes
+    before = [
+        (r.timestamp, r.key, r.value, r.headers) for r in decode_records(source, 0, parse_header(source))
+    ]
+    after = [(r.timestamp, r.key, r.value, r.headers) for r in decode_records(stamped, 0, header)]
+    assert after == before
+
+
+def test_frame_skips_control_batches_and_a_trailing_partial_batch() -> None:
+    data = at(make_batch(3), 0)
+    control = RecordBatchBuilder(is_control=True, producer_id=5, producer_epoch=0, base_offset=3)
+    control.append(1_700_000_000_000, b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00")
+    third = at(make_batch(2), 4)
+    framed = frame_partition(data + control.build() + third + third[:30], 0)
+    assert [(p.source_offset, p.source_next, p.records_count) for p in framed.pieces] == [
+        (0, 3, 3),
+        (4, 6, 2),
+    ]
+    assert framed.next_offset == 6
+    assert all(p.linear and not p.rebuilt for p in framed.pieces)
+
+
+def test_frame_rebuilds_a_batch_that_starts_before_the_fetch_offset() -> None:
+    framed = frame_partition(at(make_batch(10), 100), 104)
+    (piece,) = framed.pieces
+    assert (piece.source_offset, piece.source_next, piece.records_count, piece.rebuilt) == (104, 110, 6, True)
+    records = decode_records(piece.data, 0, parse_header(piece.data))
+    assert [r.key for r in records] == [b"key-%d" % i for i in range(4, 10)]
+
+
+def test_frame_rebuilds_a_compacted_batch_as_not_linear() -> None:
+    builder = RecordBatchBuilder(base_offset=10)
+    for delta in (0, 3, 7):
+        builder.append(1_700_000_000_000, b"k%d" % delta, b"v", offset_delta=delta)
+    framed = frame_partition(builder.build(), 10)
+    (piece,) = framed.pieces
+    assert (piece.source_offset, piece.source_next, piece.records_count, piece.linear) == (10, 18, 3, False)
+    assert parse_header(piece.data).last_offset_delta == 2  # contiguous: the target accepts it
+
+
+def test_frame_of_nothing() -> None:
+    framed = frame_partition(b"", 5)
+    assert framed.pieces == [] and framed.next_offset is None
+
+
+def test_topic_policy_selection_and_internal_topics() -> None:
+    policy = TopicPolicy(include="orders.*|payments", exclude="orders-tmp")
+    assert policy.reason_to_skip("orders", "agg") is None
+    assert policy.reason_to_skip("orders-eu", "agg") is None
+    assert policy.reason_to_skip("orders-tmp", "agg") == "excluded"
+    assert policy.reason_to_skip("payments-x", "agg") == "not included"
+    assert policy.reason_to_skip("__consumer_offsets", "agg") == "internal"
+    assert policy.reason_to_skip("__kctl_mirror_offset_syncs", "agg") == "internal"
+    assert policy.reason_to_skip("connect-offsets.internal", "agg") == "internal"
+    assert TopicPolicy(include_internal=True).reason_to_skip("__x", "agg") is None
+
+
+def test_rename_and_loop_prevention() -> None:
+    policy = TopicPolicy(rename="{cluster}.{topic}")
+    assert policy.target_topic("dc1", "orders") == "dc1.orders"
+    assert policy.origin_clusters("dc1.agg.orders") == ["dc1", "agg"]
+    assert policy.reason_to_skip("agg.orders", "agg") is not None  # came from agg: not back into it
+    assert policy.reason_to_skip("dc1.agg.orders", "agg") is not None
+    assert policy.reason_to_skip("dc2.orders", "agg") is None
+    assert TopicPolicy().origin_clusters("agg.orders") == []  # no {cluster}: names say nothing
+    with pytest.raises(ValueError):
+        TopicPolicy(rename="{cluster}")
+    with pytest.raises(KeyError):
+        TopicPolicy(rename="{topic}.{other}")
+
+
+def _topic(name: str, partitions: int) -> TopicDescription:
+    return TopicDescription(
+        name, partitions=tuple(PartitionInfo(p, 0, 0, (0,), (0,)) for p in range(partitions))
+    )
+
+
+def test_plan_topics() -> None:
+    sources = [
+        _topic("a", 3),
+        _topic("b", 4),
+        _topic("c", 2),
+        _topic("d", 2),
+        _topic("__consumer_offsets", 50),
+    ]
+    targets = {"b": _topic("b", 2), "c": _topic("c", 2), "d": _topic("d", 5)}
+    actions, skipped = plan_topics(
+        sources, targets, TopicPolicy(), "dc1", "agg", {"a": {"retention.ms": "5"}}
+    )
+    got = {a.source_topic: (a.target_topic, a.action, a.source_partitions, dict(a.configs)) for a in actions}
+    assert got == {
+        "a": ("a", "create", 3, {"retention.ms": "5"}),
+        "b": ("b", "add-partitions", 4, {}),
+        "c": ("c", "none", 2, {}),
+        "d": ("d", "mismatch", 2, {}),
+    }
+    assert skipped == {"__consumer_offsets": "internal"}
+    assert [a.one_to_one for a in actions] == [True, True, True, False]
+
+
+def sync(source: int, target: int, linear: bool = True) -> OffsetSync:
+    return OffsetSync("dc1", "orders", 0, source, "orders", target, linear)
+
+
+def test_translate_linear_runs_gaps_and_restarts() -> None:
+    # 0..99 -> 1000..1099; a gap in the source (100..149 compacted away): 150 -> 1100;
+    # a restart at committed 180 writes 180.. again at 2000.
+    store = OffsetSyncStore([sync(0, 1000), sync(150, 1100), sync(180, 2000)])
+    assert store.translate("dc1", "orders", 0, 0) == ("orders", 1000)
+    assert store.translate("dc1", "orders", 0, 42) == ("orders", 1042)
+    assert store.translate("dc1", "orders", 0, 120) == ("orders", 1100)  # in the gap: the next record
+    assert store.translate("dc1", "orders", 0, 160) == ("orders", 1110)
+    assert store.translate("dc1", "orders", 0, 190) == ("orders", 2010)  # the copy written after the restart
+    assert store.translate("dc1", "orders", 0, 500, mirrored=200) == ("orders", 2020)  # never past the mirror
+    assert store.translate("dc1", "orders", 1, 5) is None
+    assert OffsetSyncStore([sync(10, 0)]).translate("dc1", "orders", 0, 5) is None
+
+
+def test_translate_a_rebuilt_batch_conservatively() -> None:
+    store = OffsetSyncStore([sync(10, 500, linear=False), sync(18, 503)])
+    assert store.translate("dc1", "orders", 0, 10) == ("orders", 500)
+    assert store.translate("dc1", "orders", 0, 14) == ("orders", 501)  # re-reads, never skips
+    assert store.translate("dc1", "orders", 0, 18) == ("orders", 503)
+
+
+def test_sync_records_round_trip() -> None:
+    original = sync(7, 9, linear=False)
+    key, value = encode_sync(original)
+    assert key == b"dc1/orders/0"
+    assert decode_sync(value) == original
+    assert decode_sync(b"not json") is None
+    assert decode_sync(None) is None
