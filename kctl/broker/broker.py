@@ -20,6 +20,7 @@ from kctl.broker.producer_ids import ProducerIdManager
 from kctl.broker.replica_manager import ReplicaManager
 from kctl.broker.replication.channel import BrokerChannel
 from kctl.broker.replication.fetcher import FetcherSettings, ReplicaFetcherManager
+from kctl.broker.security.manager import BrokerSecurity
 from kctl.broker.server import KafkaServer, RequestContext
 from kctl.broker.topics import TopicAdmin
 from kctl.log.cleaner import clean_log, needs_cleaning
@@ -45,6 +46,7 @@ class Broker:
     topics: TopicAdmin
     producer_ids: ProducerIdManager
     groups: GroupCoordinator
+    security: BrokerSecurity
 
     def __init__(self, config: BrokerConfig, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
@@ -87,6 +89,9 @@ class Broker:
             self.topics = TopicAdmin(config, registry, self.metadata, self.broker_id)
             self.producer_ids = ProducerIdManager(self.broker_id, metadata_dir)
             self.groups = GroupCoordinator(self)
+            self.security = BrokerSecurity.open(
+                config.properties, config.values, getattr(registry, "kazoo_client", None), metadata_dir
+            )
             for listener in config.listeners:
                 server = KafkaServer(
                     listener.host,
@@ -94,6 +99,8 @@ class Broker:
                     self.dispatch,
                     self.supported_versions,
                     max_request_size=config["socket.request.max.bytes"],
+                    security=self.security.listener(listener.name),
+                    credentials=self.security.credentials,
                 )
                 await server.start()
                 self.servers.append(server)
