@@ -61,7 +61,9 @@ async def handle(
 ) -> FindCoordinatorResponse:
     version = context.header.api_version
     if version >= FIRST_BATCHED_VERSION:
-        coordinators = [_coordinator(broker, context, key, request.key_type) for key in request.coordinator_keys]
+        coordinators = [
+            _coordinator(broker, context, key, request.key_type) for key in request.coordinator_keys
+        ]
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
     found = _coordinator(broker, context, request.key, request.key_type if version >= 1 else GROUP)
     return FindCoordinatorResponse(

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kctl.protocol.acl_types import (
+    CLUSTER_NAME,
     WILDCARD,
     AclOperation,
     AclPermissionType,
@@ -31,6 +32,7 @@ from kctl.protocol.acl_types import (
     camel_name,
     parse_enum,
 )
+from kctl.protocol.errors import ErrorCode
 from kctl.zk.security_store import AclEntry, ResourceKey, SecurityStore
 
 if TYPE_CHECKING:
@@ -235,3 +237,36 @@ def allowed(
     return security.authorizer.authorize(
         session.principal, context.client_host, operation, resource_type, name
     )
+
+
+def enum_or(cls: type, value: int, unknown: object) -> object:
+    try:
+        return cls(value)
+    except ValueError:
+        return unknown
+
+
+def filter_from_request(f: object, version: int) -> AclFilter:
+    return AclFilter(
+        resource_type=enum_or(AclResourceType, f.resource_type_filter, AclResourceType.UNKNOWN),  # type: ignore[attr-defined,arg-type]
+        resource_name=f.resource_name_filter,  # type: ignore[attr-defined]
+        pattern_type=(
+            enum_or(PatternType, f.pattern_type_filter, PatternType.UNKNOWN)  # type: ignore[attr-defined,arg-type]
+            if version >= 1
+            else PatternType.LITERAL
+        ),
+        principal=f.principal_filter,  # type: ignore[attr-defined]
+        host=f.host_filter,  # type: ignore[attr-defined]
+        operation=enum_or(AclOperation, f.operation, AclOperation.UNKNOWN),  # type: ignore[attr-defined,arg-type]
+        permission=enum_or(AclPermissionType, f.permission_type, AclPermissionType.UNKNOWN),  # type: ignore[attr-defined,arg-type]
+    )
+
+
+def cluster_denied(
+    broker: Broker, context: RequestContext, operation: AclOperation
+) -> tuple[int, str] | None:
+    if not broker.security.authorizer.enabled:
+        return ErrorCode.SECURITY_DISABLED, "no authorizer is configured (authorizer.class.name)"
+    if not allowed(broker, context, operation, AclResourceType.CLUSTER, CLUSTER_NAME):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, f"{operation.name} on the cluster is not allowed"
+    return None
