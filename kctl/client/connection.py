@@ -21,7 +21,8 @@ responses still owed can no longer be matched) and raises ``KafkaConnectionError
 Open a new connection to retry. With ``security`` (kctl.client.security.SecuritySettings) the socket
 speaks TLS (handshake right after the TCP connect) and/or authenticates with SASL right after the
 ApiVersions handshake; a refusal raises ``KafkaAuthenticationError``. Sending and receiving are each
-guarded by a lock, so threads may share a connection: a response read for another thread's request is kept until that thread asks for it.
+guarded by a lock, so threads may share a connection: a response read for another thread's request
+is kept until that thread asks for it.
 """
 
 from __future__ import annotations

@@ -27,6 +27,8 @@ COMMAND_GROUPS: tuple[tuple[str, str], ...] = (
     ("kctl.commands.perf", "perf"),
     ("kctl.commands.produce", "produce"),
     ("kctl.commands.topic", "topic"),
+    ("kctl.commands.user", "user"),
+    ("kctl.commands.acl", "acl"),
 )
 """(module path, group name) of every command group, in the order `kctl --help` lists them."""
 

@@ -216,7 +216,8 @@ class ScramServer:
         if not sep:
             raise ScramError("client-final message without proof")
         attrs = _attributes(without_proof)
-        if attrs.get("r") != self._nonce:
+        # endswith, as Kafka's ScramSaslServer: librdkafka before 2.1 repeats its own nonce in front
+        if not attrs.get("r", "").endswith(self._nonce):
             raise ScramError("nonce mismatch")
         auth_message = f"{self._client_first_bare},{self._server_first},{without_proof}".encode()
         credential = self._credential
