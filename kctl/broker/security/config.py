@@ -10,7 +10,7 @@ from __future__ import annotations
 from kctl.common.config_def import ConfigKey, Importance, OneOf, Range
 from kctl.common.config_def import ConfigType as T
 
-DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT, SSL:SSL, SASL_PLAINTEXT:SASL_PLAINTEXT, SASL_SSL:SASL_SSL"
 
 SECURITY_CONFIGS = [
     ConfigKey(
@@ -18,7 +18,7 @@ SECURITY_CONFIGS = [
         T.STRING,
         DEFAULT_PROTOCOL_MAP,
         None,
-        "Listener name -> security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL): NAME:PROTOCOL,...",
+        "Listener name -> security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), as NAME:PROTOCOL pairs.",
         Importance.HIGH,
     ),
     ConfigKey(
