@@ -93,6 +93,7 @@ class SecuritySettings:
     def authenticate(self, conn: Any, timeout: float) -> None:
         """SaslHandshake v1 + SaslAuthenticate over ``conn`` (a BrokerConnection)."""
         from kctl.protocol import ApiKey, ErrorCode
+        from kctl.protocol.errors import error_name
         from kctl.protocol.messages.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
         mechanism = self.sasl_mechanism.upper()
@@ -116,7 +117,7 @@ class SecuritySettings:
                 ApiKey.SASL_AUTHENTICATE, SaslAuthenticateRequest(auth_bytes=token), timeout=timeout
             )
             if response.error_code != ErrorCode.NONE:
-                raise SecurityError(response.error_message or ErrorCode(response.error_code).name)
+                raise SecurityError(response.error_message or error_name(response.error_code))
             return bytes(response.auth_bytes)
 
         if mechanism == "PLAIN":

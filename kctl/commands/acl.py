@@ -16,7 +16,6 @@ from kctl.commands.clients import admin_session
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import DEFAULT_FORMAT, ClusterOptions, FormatOption, cluster_options
 from kctl.commands.output import info, render_rows
-from kctl.protocol import ErrorCode
 from kctl.protocol.acl_types import (
     CLUSTER_NAME,
     AclOperation,
@@ -25,6 +24,7 @@ from kctl.protocol.acl_types import (
     PatternType,
     parse_enum,
 )
+from kctl.protocol.errors import error_name
 
 app = typer.Typer(
     help="Manage ACLs (who may do what on which topics, groups and the cluster).", no_args_is_help=True
@@ -134,7 +134,7 @@ def add(
     rows = [
         {
             **r.binding.row(),
-            "status": "added" if r.error_code == 0 else ErrorCode(r.error_code).name,
+            "status": "added" if r.error_code == 0 else error_name(r.error_code),
             "message": r.error_message,
         }
         for r in results
@@ -237,7 +237,7 @@ def remove(
             rows = [
                 {
                     **r.binding.row(),
-                    "status": "removed" if r.error_code == 0 else ErrorCode(r.error_code).name,
+                    "status": "removed" if r.error_code == 0 else error_name(r.error_code),
                     "message": r.error_message,
                 }
                 for r in results

@@ -19,6 +19,7 @@ from kctl.commands.options import DEFAULT_FORMAT, ClusterOptions, FormatOption, 
 from kctl.commands.output import info, render_rows
 from kctl.common.scram import DEFAULT_ITERATIONS, MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS, ScramCredential
 from kctl.protocol import ErrorCode
+from kctl.protocol.errors import error_name
 
 app = typer.Typer(help="Manage SCRAM users (credentials for SASL/SCRAM).", no_args_is_help=True)
 
@@ -72,7 +73,7 @@ def _zookeeper_store(connect: str) -> Any:
 def _status_rows(results: list[UserResult], mechanisms: list[str], verb: str) -> list[dict[str, Any]]:
     rows = []
     for r in results:
-        status = verb if r.error_code == 0 else ErrorCode(r.error_code).name
+        status = verb if r.error_code == 0 else error_name(r.error_code)
         for m in mechanisms:
             rows.append(
                 {

@@ -216,7 +216,11 @@ class Authorizer:
         for b in doomed:
             by_key.setdefault(b.resource_key, []).append(b.entry())
         for key, entries in by_key.items():
-            self.store.update_acls(key, lambda acls, entries=entries: [a for a in acls if a not in entries])
+
+            def remove(acls: list[AclEntry], entries: list[AclEntry] = entries) -> list[AclEntry]:
+                return [a for a in acls if a not in entries]
+
+            self.store.update_acls(key, remove)
         self.reload()
         return doomed
 
