@@ -18,7 +18,7 @@ SECURITY_CONFIGS = [
         T.STRING,
         DEFAULT_PROTOCOL_MAP,
         None,
-        "Listener name -> security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL): NAME:PROTOCOL pairs.",
+        "Listener name -> PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL, as NAME:PROTOCOL pairs.",
         Importance.HIGH,
     ),
     ConfigKey(
