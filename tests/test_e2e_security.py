@@ -4,7 +4,7 @@ kcat, confluent-kafka and kafka-python over SASL_SSL with SCRAM-SHA-512 and with
 with a client certificate (produce, consume, group commit); bad credentials and bad bytes (an error
 or a closed connection, nothing served, the broker unaffected); ACL semantics (prefix Read without
 Write, invisible topics, deny over allow, super users); `kctl user` and `kctl acl` round trips.
-Certificates are made by the test (tests/security_certs.py, ``cryptography``)."""
+Certificates are made by the test (kctl.testing.certs, ``cryptography``)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ from kctl.testing import BrokerProcess
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 kafka = pytest.importorskip("kafka")
-security_certs = pytest.importorskip("security_certs")  # needs ``cryptography``
+pytest.importorskip("cryptography")
+from kctl.testing import certs as security_certs  # noqa: E402
 
 ADMIN_PASSWORD = "admin-secret"
 ALICE_PASSWORD = "alice-secret"

@@ -1,6 +1,7 @@
-"""Test certificates, made with ``cryptography``: a CA, a broker certificate for 127.0.0.1/localhost
-and client certificates, written as PEM files (key and chain in one file, as ``ssl.keystore.location``
-with ``ssl.keystore.type=PEM`` takes them)."""
+"""TLS material for tests and benchmarks, made with ``cryptography`` (the test extra; imported only
+by who uses this module): a CA, a broker certificate for 127.0.0.1/localhost and client certificates,
+written as PEM files (key and chain in one file, as ``ssl.keystore.location`` with
+``ssl.keystore.type=PEM`` takes them)."""
 
 from __future__ import annotations
 
