@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from raw_kafka import kcat, kctl, run, unique
+from raw_kafka import kcat, kctl, run, unique, wait_until
 
-from kctl.client import AdminClient, KafkaAuthenticationError
+from kctl.client import AdminClient, KafkaAuthenticationError, KafkaConnectionError
 from kctl.client.connection import BrokerConnection
 from kctl.client.security import SecuritySettings
 from kctl.protocol import ApiKey, ErrorCode
@@ -98,6 +98,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
         "super.users": "User:admin;User:CN=admin,O=kctl-test",
         "num.partitions": "1",
+        "listener.name.sasl_plaintext.connections.max.reauth.ms": "1500",
     }
     broker = BrokerProcess(directory / "data", properties).start()
     try:
@@ -580,3 +581,41 @@ def _kctl_argv() -> list[str]:
     import sys
 
     return [sys.executable, "-m", "kctl"]
+
+
+# ------------------------------------------------------------------------------------------ session lifetime
+
+
+def test_an_expired_session_is_closed(setup: Setup) -> None:
+    """connections.max.reauth.ms=1500 on the SASL_PLAINTEXT listener: the lifetime is told to the
+    client, and a request after it closes the connection."""
+    props = {**setup.sasl("carol", CAROL_PASSWORD), "security.protocol": "SASL_PLAINTEXT"}
+    conn = BrokerConnection(*_hp(setup.sasl_plaintext), security=SecuritySettings.from_config(_cfg(props)))
+    assert conn.request(ApiKey.METADATA, MetadataRequest(topics=None)).brokers
+
+    def refused() -> bool:
+        try:
+            conn.request(ApiKey.METADATA, MetadataRequest(topics=None))
+        except KafkaConnectionError:
+            return True
+        return False
+
+    wait_until(refused, timeout=10, what="the expired session to be closed")
+    assert conn.closed
+
+
+def test_librdkafka_reauthenticates_before_the_session_ends(setup: Setup) -> None:
+    props = {**setup.sasl("carol", CAROL_PASSWORD), "security.protocol": "SASL_PLAINTEXT"}
+    del props["ssl.ca.location"]
+    topic = unique("sec-reauth")
+    errors: list[Any] = []
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": setup.sasl_plaintext, **props, "error_cb": errors.append}
+    )
+    delivered: list[Any] = []
+    started = time.monotonic()
+    while time.monotonic() - started < 4:  # over two session lifetimes
+        producer.produce(topic, b"x", on_delivery=lambda err, msg: delivered.append(err))
+        producer.flush(10)
+    assert delivered and all(e is None for e in delivered)
+    assert not [e for e in errors if e.code() == confluent_kafka.KafkaError._AUTHENTICATION]

@@ -203,9 +203,8 @@ def listener_security(
         if name.upper() not in PROTOCOLS:
             raise SecurityConfigError(f"listener {name} is not in listener.security.protocol.map")
         protocol = name.upper()
-    security = ListenerSecurity(
-        name.upper(), protocol, reauth_ms=int(values.get("connections.max.reauth.ms") or 0)
-    )
+    reauth_ms = int(listener_value(properties, values, name, "connections.max.reauth.ms") or 0)
+    security = ListenerSecurity(name.upper(), protocol, reauth_ms=reauth_ms)
     if security.tls:
         security.ssl_context = server_ssl_context(properties, values, name)
     if security.sasl:
