@@ -3,7 +3,7 @@
 
 _kctl_subcommands() {
     case "$1" in
-        'kctl') echo 'broker cluster config consume group log mirror partition perf produce topic zk' ;;
+        'kctl') echo 'broker cluster config consume group log mirror partition perf produce topic zk user acl' ;;
         'kctl broker') echo 'start stop log-dirs list' ;;
         'kctl cluster') echo 'up status down list' ;;
         'kctl config') echo 'show' ;;
@@ -13,12 +13,14 @@ _kctl_subcommands() {
         'kctl perf') echo 'produce consume' ;;
         'kctl topic') echo 'create list describe delete alter' ;;
         'kctl zk') echo 'ls get tree brokers topics consumers' ;;
+        'kctl user') echo 'create delete list' ;;
+        'kctl acl') echo 'add list remove' ;;
     esac
 }
 
 _kctl_is_subcommand() {
     case "$1 $2" in
-        'kctl broker'|'kctl cluster'|'kctl config'|'kctl consume'|'kctl group'|'kctl log'|'kctl mirror'|'kctl partition'|'kctl perf'|'kctl produce'|'kctl topic'|'kctl zk'|'kctl broker start'|'kctl broker stop'|'kctl broker log-dirs'|'kctl broker list'|'kctl cluster up'|'kctl cluster status'|'kctl cluster down'|'kctl cluster list'|'kctl config show'|'kctl group list'|'kctl group describe'|'kctl group rewind'|'kctl group delete'|'kctl group migrate'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge'|'kctl partition reassign'|'kctl partition elect-leaders'|'kctl perf produce'|'kctl perf consume'|'kctl topic create'|'kctl topic list'|'kctl topic describe'|'kctl topic delete'|'kctl topic alter'|'kctl zk ls'|'kctl zk get'|'kctl zk tree'|'kctl zk brokers'|'kctl zk topics'|'kctl zk consumers') return 0 ;;
+        'kctl broker'|'kctl cluster'|'kctl config'|'kctl consume'|'kctl group'|'kctl log'|'kctl mirror'|'kctl partition'|'kctl perf'|'kctl produce'|'kctl topic'|'kctl zk'|'kctl user'|'kctl acl'|'kctl broker start'|'kctl broker stop'|'kctl broker log-dirs'|'kctl broker list'|'kctl cluster up'|'kctl cluster status'|'kctl cluster down'|'kctl cluster list'|'kctl config show'|'kctl group list'|'kctl group describe'|'kctl group rewind'|'kctl group delete'|'kctl group migrate'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge'|'kctl partition reassign'|'kctl partition elect-leaders'|'kctl perf produce'|'kctl perf consume'|'kctl topic create'|'kctl topic list'|'kctl topic describe'|'kctl topic delete'|'kctl topic alter'|'kctl zk ls'|'kctl zk get'|'kctl zk tree'|'kctl zk brokers'|'kctl zk topics'|'kctl zk consumers'|'kctl user create'|'kctl user delete'|'kctl user list'|'kctl acl add'|'kctl acl list'|'kctl acl remove') return 0 ;;
     esac
     return 1
 }
@@ -71,6 +73,14 @@ _kctl_options() {
         'kctl zk brokers') echo '-f --format -z --zookeeper -h --help' ;;
         'kctl zk topics') echo '-f --format -z --zookeeper -h --help' ;;
         'kctl zk consumers') echo '-f --format -z --zookeeper -h --help' ;;
+        'kctl user') echo '-h --help' ;;
+        'kctl user create') echo '-m --mechanism --iterations --password-stdin --zookeeper -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl user delete') echo '-m --mechanism --zookeeper -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl user list') echo '--zookeeper -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl acl') echo '-h --help' ;;
+        'kctl acl add') echo '--allow-principal --deny-principal --host --operation --topic --group --transactional-id --cluster --resource-pattern-type --dry-run -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl acl list') echo '--topic --group --transactional-id --cluster --resource-pattern-type --principal --host --operation --permission -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl acl remove') echo '--topic --group --transactional-id --cluster --resource-pattern-type --principal --host --operation --permission --dry-run -f --format -c --config -X -b --bootstrap-server -h --help' ;;
     esac
 }
 
@@ -287,6 +297,60 @@ _kctl_option_value() {
         'kctl zk topics -z'|'kctl zk topics --zookeeper') echo 'any' ;;
         'kctl zk consumers -f'|'kctl zk consumers --format') echo 'choice table json jsonl' ;;
         'kctl zk consumers -z'|'kctl zk consumers --zookeeper') echo 'any' ;;
+        'kctl user create -m'|'kctl user create --mechanism') echo 'any' ;;
+        'kctl user create --iterations') echo 'any' ;;
+        'kctl user create --zookeeper') echo 'any' ;;
+        'kctl user create -f'|'kctl user create --format') echo 'choice table json jsonl' ;;
+        'kctl user create -c'|'kctl user create --config') echo 'file' ;;
+        'kctl user create -X') echo 'any' ;;
+        'kctl user create -b'|'kctl user create --bootstrap-server') echo 'any' ;;
+        'kctl user delete -m'|'kctl user delete --mechanism') echo 'any' ;;
+        'kctl user delete --zookeeper') echo 'any' ;;
+        'kctl user delete -f'|'kctl user delete --format') echo 'choice table json jsonl' ;;
+        'kctl user delete -c'|'kctl user delete --config') echo 'file' ;;
+        'kctl user delete -X') echo 'any' ;;
+        'kctl user delete -b'|'kctl user delete --bootstrap-server') echo 'any' ;;
+        'kctl user list --zookeeper') echo 'any' ;;
+        'kctl user list -f'|'kctl user list --format') echo 'choice table json jsonl' ;;
+        'kctl user list -c'|'kctl user list --config') echo 'file' ;;
+        'kctl user list -X') echo 'any' ;;
+        'kctl user list -b'|'kctl user list --bootstrap-server') echo 'any' ;;
+        'kctl acl add --allow-principal') echo 'any' ;;
+        'kctl acl add --deny-principal') echo 'any' ;;
+        'kctl acl add --host') echo 'any' ;;
+        'kctl acl add --operation') echo 'any' ;;
+        'kctl acl add --topic') echo 'any' ;;
+        'kctl acl add --group') echo 'any' ;;
+        'kctl acl add --transactional-id') echo 'any' ;;
+        'kctl acl add --resource-pattern-type') echo 'any' ;;
+        'kctl acl add -f'|'kctl acl add --format') echo 'choice table json jsonl' ;;
+        'kctl acl add -c'|'kctl acl add --config') echo 'file' ;;
+        'kctl acl add -X') echo 'any' ;;
+        'kctl acl add -b'|'kctl acl add --bootstrap-server') echo 'any' ;;
+        'kctl acl list --topic') echo 'any' ;;
+        'kctl acl list --group') echo 'any' ;;
+        'kctl acl list --transactional-id') echo 'any' ;;
+        'kctl acl list --resource-pattern-type') echo 'any' ;;
+        'kctl acl list --principal') echo 'any' ;;
+        'kctl acl list --host') echo 'any' ;;
+        'kctl acl list --operation') echo 'any' ;;
+        'kctl acl list --permission') echo 'any' ;;
+        'kctl acl list -f'|'kctl acl list --format') echo 'choice table json jsonl' ;;
+        'kctl acl list -c'|'kctl acl list --config') echo 'file' ;;
+        'kctl acl list -X') echo 'any' ;;
+        'kctl acl list -b'|'kctl acl list --bootstrap-server') echo 'any' ;;
+        'kctl acl remove --topic') echo 'any' ;;
+        'kctl acl remove --group') echo 'any' ;;
+        'kctl acl remove --transactional-id') echo 'any' ;;
+        'kctl acl remove --resource-pattern-type') echo 'any' ;;
+        'kctl acl remove --principal') echo 'any' ;;
+        'kctl acl remove --host') echo 'any' ;;
+        'kctl acl remove --operation') echo 'any' ;;
+        'kctl acl remove --permission') echo 'any' ;;
+        'kctl acl remove -f'|'kctl acl remove --format') echo 'choice table json jsonl' ;;
+        'kctl acl remove -c'|'kctl acl remove --config') echo 'file' ;;
+        'kctl acl remove -X') echo 'any' ;;
+        'kctl acl remove -b'|'kctl acl remove --bootstrap-server') echo 'any' ;;
     esac
 }
 
@@ -311,6 +375,9 @@ _kctl_argument_value() {
         'kctl zk ls') echo 'any' ;;
         'kctl zk get') echo 'any' ;;
         'kctl zk tree') echo 'any' ;;
+        'kctl user create') echo 'any' ;;
+        'kctl user delete') echo 'any' ;;
+        'kctl user list') echo 'any' ;;
     esac
 }
 

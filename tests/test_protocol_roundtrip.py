@@ -137,6 +137,11 @@ def test_every_api_of_the_brief_is_registered_with_its_range() -> None:
         "ElectLeaders": (0, 2),
         "AlterPartitionReassignments": (0, 0),
         "ListPartitionReassignments": (0, 0),
+        "DescribeAcls": (0, 3),
+        "CreateAcls": (0, 3),
+        "DeleteAcls": (0, 3),
+        "DescribeUserScramCredentials": (0, 0),
+        "AlterUserScramCredentials": (0, 0),
     }
     got = {s.name: (s.min_version, s.max_version) for s in SCHEMAS.values()}
     assert got == expected

@@ -21,6 +21,7 @@ from kctl.broker.producer_ids import ProducerIdManager
 from kctl.broker.replica_manager import ReplicaManager
 from kctl.broker.replication.channel import BrokerChannel
 from kctl.broker.replication.fetcher import FetcherSettings, ReplicaFetcherManager
+from kctl.broker.security.manager import BrokerSecurity
 from kctl.broker.server import KafkaServer, RequestContext
 from kctl.broker.topics import TopicAdmin
 from kctl.log.cleaner import clean_log, needs_cleaning
@@ -47,6 +48,7 @@ class Broker:
     producer_ids: ProducerIdManager
     groups: GroupCoordinator
     controller: Controller
+    security: BrokerSecurity
 
     def __init__(self, config: BrokerConfig, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
@@ -101,6 +103,9 @@ class Broker:
             )
             self.producer_ids = ProducerIdManager(self.broker_id, metadata_dir)
             self.groups = GroupCoordinator(self)
+            self.security = BrokerSecurity.open(
+                config.properties, config.values, getattr(registry, "kazoo_client", None), metadata_dir
+            )
             for listener in config.listeners:
                 server = KafkaServer(
                     listener.host,
@@ -108,6 +113,8 @@ class Broker:
                     self.dispatch,
                     self.supported_versions,
                     max_request_size=config["socket.request.max.bytes"],
+                    security=self.security.listener(listener.name),
+                    credentials=self.security.credentials,
                 )
                 await server.start()
                 self.servers.append(server)

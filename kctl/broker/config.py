@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kctl.broker.security.config import SECURITY_CONFIGS
 from kctl.common.config_def import (
     LONG_MAX,
     ConfigDef,
@@ -434,6 +435,7 @@ BROKER_CONFIGS = ConfigDef(
             "kctl: largest decompressed batch the broker will read (compaction).",
             importance=_LOW,
         ),
+        *SECURITY_CONFIGS,
     ],
     BrokerConfigError,
 )
@@ -447,7 +449,9 @@ class BrokerConfig:
         given = {str(k): str(v) for k, v in (properties or {}).items()}
         parsed = BROKER_CONFIGS.parse(given)
         self.explicit = set(parsed.given)
-        self.ignored = list(parsed.unknown)
+        # listener.name.<listener>.<property>: Kafka's per-listener overrides (kctl.broker.security)
+        self.ignored = [name for name in parsed.unknown if not name.startswith("listener.name.")]
+        self.properties = given
         self.raw: dict[str, str | None] = {name: key.default_text() for name, key in BROKER_CONFIGS.items()}
         self.raw.update({name: given[name] for name in parsed.given})
         self.values: dict[str, Any] = dict(parsed.values)

@@ -25,7 +25,14 @@ error reply listing the supported versions), otherwise that one connection is cl
 responses to its earlier requests; it is always logged and never affects others. Neither does a bug
 in a handler: it is logged and costs only its connection. A request parked in its handler (a long-polling
 fetch, an acks=all produce waiting for replication) is cancelled when its connection is lost or the
-client ends its stream (as Kafka closes a connection on EOF)."""
+client ends its stream (as Kafka closes a connection on EOF).
+
+Security (kctl.broker.security): a listener may speak TLS (the transport is asyncio's SSL transport;
+file regions are then read with ``pread`` and written through it, as sendfile cannot encrypt) and
+SASL. Each connection has a ``Session``: on a SASL listener nothing but ApiVersions, SaslHandshake and
+SaslAuthenticate is served until the client has authenticated (anything else closes the connection),
+after a v0 SaslHandshake the frames are raw SASL tokens answered raw, and a failed authentication
+closes the connection after its answer. The session's principal is on every RequestContext."""
 
 from __future__ import annotations
 
@@ -42,6 +49,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import kctl.protocol as kp
+from kctl.broker.security.listeners import ListenerSecurity, certificate_principal
+from kctl.broker.security.sasl import AuthenticationError, CredentialLookup, Session
 
 log = logging.getLogger("kctl.broker.server")
 
@@ -74,12 +83,17 @@ class RequestContext:
     client_host: str
     client_port: int
     connection_id: int
+    session: Session | None = None
 
 
 #: (context, decoded body) -> response body, or None for no response (Produce acks=0)
 Dispatch = Callable[[RequestContext, Any], Awaitable[Any]]
 #: api key -> (min version, max version) this broker answers
 SupportedVersions = dict[int, tuple[int, int]]
+#: what a connection may ask before it has authenticated
+_BEFORE_AUTHENTICATION = frozenset(
+    {kp.ApiKey.API_VERSIONS, kp.ApiKey.SASL_HANDSHAKE, kp.ApiKey.SASL_AUTHENTICATE}
+)
 
 
 class ConnectionClosed(Exception):
@@ -109,6 +123,8 @@ class KafkaServer:
         supported: SupportedVersions,
         *,
         max_request_size: int,
+        security: ListenerSecurity | None = None,
+        credentials: CredentialLookup | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -118,11 +134,20 @@ class KafkaServer:
         self._server: asyncio.Server | None = None
         self._connections: set[_Connection] = set()
         self._ids = itertools.count(1)
+        self.security = security
+        self.credentials: CredentialLookup = credentials or (lambda user: {})
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        ssl_context = self.security.ssl_context if self.security is not None else None
         self._server = await loop.create_server(
-            self._new_connection, self.host, self.port, reuse_address=True, backlog=1024
+            self._new_connection,
+            self.host,
+            self.port,
+            reuse_address=True,
+            backlog=1024,
+            ssl=ssl_context,
+            ssl_handshake_timeout=10.0 if ssl_context is not None else None,
         )
         sockets = self._server.sockets or ()
         if sockets:
@@ -183,6 +208,8 @@ class _Connection(asyncio.BufferedProtocol):
         self._flush_handle: asyncio.Handle | None = None
         self._writing_paused = False
         self._drain_waiter: asyncio.Future[None] | None = None
+        self.session = Session.start(server.security)
+        self._tls = server.security is not None and server.security.tls
 
     # -- protocol callbacks ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -190,6 +217,8 @@ class _Connection(asyncio.BufferedProtocol):
         self.transport = transport
         peer = transport.get_extra_info("peername") or ("?", 0)
         self.host, self.port = str(peer[0]), int(peer[1])
+        if self._tls:
+            self.session.principal = certificate_principal(transport.get_extra_info("peercert"))
         sock: socket.socket | None = transport.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):  # already reset by the peer: the transport will tell
@@ -227,7 +256,7 @@ class _Connection(asyncio.BufferedProtocol):
             self._wake()
         if self._dispatching and self.task is not None:
             self.task.cancel()  # the client closed while a request was parked: no one waits for it
-        return True
+        return not self._tls  # asyncio's TLS transport closes itself (and warns if asked not to)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.server._connections.discard(self)
@@ -374,6 +403,9 @@ class _Connection(asyncio.BufferedProtocol):
                 if self._writing_paused:
                     await self._drain()
                 await self._handle(item)
+                if self.session.close_after_response:
+                    self._flush()
+                    raise ConnectionClosed("authentication failed")
                 if size > SMALL_FRAME and self._spare is None:
                     buffer = item.obj
                     del item  # the last view of ours: is any left elsewhere (in what the handler kept)?
@@ -389,6 +421,10 @@ class _Connection(asyncio.BufferedProtocol):
         raise ConnectionClosed(why)
 
     async def _handle(self, frame: memoryview) -> None:
+        session = self.session
+        if session.raw_tokens:
+            await self._raw_token(frame)
+            return
         try:
             header = kp.parse_request_header(frame)
         except kp.UnsupportedVersionError as error:
@@ -409,12 +445,19 @@ class _Connection(asyncio.BufferedProtocol):
             self._close_because(
                 f"api key {header.api_key} version {header.api_version} is not supported by this broker"
             )
+        if (
+            not session.authenticated or session.expires_at is not None
+        ) and header.api_key not in _BEFORE_AUTHENTICATION:
+            if not session.authenticated:
+                self._close_because(f"{kp.ApiKey(header.api_key).name} before SASL authentication")
+            if session.expired:
+                self._close_because("the SASL session expired (connections.max.reauth.ms)")
         try:
             body = kp.decode_request_body(header, frame, allow_trailing=True)
         except kp.ProtocolDecodeError as error:
             log.debug("malformed request frame: %s", bytes(frame[:512]).hex())
             self._close_because(f"malformed {kp.ApiKey(header.api_key).name} v{header.api_version}: {error}")
-        context = RequestContext(header, self.host, self.port, self.connection_id)
+        context = RequestContext(header, self.host, self.port, self.connection_id, session)
         self._dispatching = True
         try:
             response = await self.dispatch(context, body)
@@ -424,6 +467,15 @@ class _Connection(asyncio.BufferedProtocol):
             return
         chunks = kp.encode_response_chunks(header, response)
         await self._send(chunks)
+
+    async def _raw_token(self, frame: memoryview) -> None:
+        """After a v0 SaslHandshake: a raw SASL token in, a raw one out (closing on failure)."""
+        try:
+            answer = await self.session.authenticate(bytes(frame), self.server.credentials)
+        except AuthenticationError as error:
+            log.warning("SASL authentication from %s:%s failed: %s", self.host, self.port, error)
+            raise ConnectionClosed("authentication failed") from None
+        await self._send([_SIZE.pack(len(answer)) + answer])
 
     # -- sending ------------------------------------------------------------------------------
     async def _send(self, chunks: list[Any]) -> None:
@@ -439,6 +491,12 @@ class _Connection(asyncio.BufferedProtocol):
                 if t is bytes or t is bytearray or t is memoryview:
                     out.append(chunk)
                     self._out_bytes += len(chunk)
+                elif self._tls:  # sendfile cannot encrypt: read the region, write it through TLS
+                    data = os.pread(chunk.fd, chunk.size, chunk.position)
+                    if len(data) != chunk.size:
+                        raise ConnectionClosed(f"read {len(data)} of {chunk.size} bytes of a log segment")
+                    out.append(data)
+                    self._out_bytes += chunk.size
                 else:
                     self._flush()
                     await self._sendfile(chunk)

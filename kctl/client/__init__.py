@@ -54,6 +54,7 @@ from kctl.client.consumer import (
 from kctl.client.errors import (
     BrokerResponseError,
     IncompatibleBrokerError,
+    KafkaAuthenticationError,
     KafkaConnectionError,
     KafkaError,
     KafkaProtocolError,
@@ -121,6 +122,7 @@ __all__ = [
     "GroupNotEmptyError",
     "InFlightRequest",
     "IncompatibleBrokerError",
+    "KafkaAuthenticationError",
     "KafkaConnectionError",
     "KafkaError",
     "KafkaProtocolError",

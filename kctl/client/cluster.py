@@ -185,6 +185,7 @@ class ClusterClient:
             node_id=node_id,
             send_buffer_bytes=self.config.send_buffer_bytes,
             receive_buffer_bytes=self.config.receive_buffer_bytes,
+            security=self.config.security,
         )
         self._bootstrapped = True
         return conn

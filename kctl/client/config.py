@@ -19,6 +19,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar
 
+from kctl.client.security import SecuritySettings
 from kctl.common.config_def import ConfigDef, ConfigError, ConfigKey, Custom, Importance, Range
 from kctl.common.config_def import ConfigType as T
 
@@ -30,9 +31,18 @@ class ClientConfigError(ConfigError):
     """A client property has a value that cannot be used."""
 
 
+_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
 def _security_protocol(value: str) -> str:
-    if value.upper() != "PLAINTEXT":
-        raise ValueError(f"only PLAINTEXT is supported, got {value!r}")
+    if value.upper() not in _PROTOCOLS:
+        raise ValueError(f"expected one of {', '.join(_PROTOCOLS)}, got {value!r}")
+    return value.upper()
+
+
+def _sasl_mechanism(value: str) -> str:
+    if value.upper() not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+        raise ValueError(f"expected PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, got {value!r}")
     return value.upper()
 
 
@@ -108,8 +118,42 @@ CLIENT_CONFIGS = ConfigDef(
             "security.protocol",
             T.STRING,
             "PLAINTEXT",
-            Custom(_security_protocol, "PLAINTEXT"),
-            "Protocol used to talk to brokers (kctl: PLAINTEXT only).",
+            Custom(_security_protocol, "PLAINTEXT|SSL|SASL_PLAINTEXT|SASL_SSL"),
+            "Protocol used to talk to brokers: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.",
+        ),
+        ConfigKey(
+            "sasl.mechanism",
+            T.STRING,
+            "PLAIN",
+            Custom(_sasl_mechanism, "PLAIN|SCRAM-SHA-256|SCRAM-SHA-512"),
+            "SASL mechanism (kctl: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; Kafka's default is GSSAPI).",
+        ),
+        ConfigKey("sasl.username", T.STRING, None, doc="SASL user name (librdkafka)."),
+        ConfigKey("sasl.password", T.PASSWORD, None, doc="SASL password (librdkafka)."),
+        ConfigKey(
+            "sasl.jaas.config",
+            T.PASSWORD,
+            None,
+            doc='Java clients\' JAAS line; its username="..." password="..." are used.',
+        ),
+        ConfigKey("ssl.ca.location", T.STRING, None, doc="PEM file of the CA certificates to trust."),
+        ConfigKey("ssl.certificate.location", T.STRING, None, doc="PEM file of the client's certificate."),
+        ConfigKey("ssl.key.location", T.STRING, None, doc="PEM file of the client's private key."),
+        ConfigKey("ssl.key.password", T.PASSWORD, None, doc="Password of the client's private key."),
+        ConfigKey(
+            "ssl.endpoint.identification.algorithm",
+            T.STRING,
+            "https",
+            doc="https: check the broker's certificate matches its host name; none: do not.",
+        ),
+        ConfigKey(
+            "ssl.truststore.location", T.STRING, None, doc="Java name: PEM trust store (as ssl.ca.location)."
+        ),
+        ConfigKey(
+            "ssl.keystore.location",
+            T.STRING,
+            None,
+            doc="Java name: PEM key store, the key and the certificate chain in one file.",
         ),
     ],
     ClientConfigError,
@@ -132,6 +176,17 @@ class ClientConfig:
     send_buffer_bytes: int = _default("send.buffer.bytes")
     receive_buffer_bytes: int = _default("receive.buffer.bytes")
     security_protocol: str = _default("security.protocol")
+    sasl_mechanism: str = _default("sasl.mechanism")
+    sasl_username: str | None = _default("sasl.username")
+    sasl_password: str | None = dataclasses.field(default=_default("sasl.password"), repr=False)
+    sasl_jaas_config: str | None = dataclasses.field(default=_default("sasl.jaas.config"), repr=False)
+    ssl_ca_location: str | None = _default("ssl.ca.location")
+    ssl_certificate_location: str | None = _default("ssl.certificate.location")
+    ssl_key_location: str | None = _default("ssl.key.location")
+    ssl_key_password: str | None = dataclasses.field(default=_default("ssl.key.password"), repr=False)
+    ssl_endpoint_identification_algorithm: str = _default("ssl.endpoint.identification.algorithm")
+    ssl_truststore_location: str | None = _default("ssl.truststore.location")
+    ssl_keystore_location: str | None = _default("ssl.keystore.location")
 
     CONFIG_DEF: ClassVar[ConfigDef] = CLIENT_CONFIGS
     """The definition of this configuration's properties (types, defaults, docs)."""
@@ -191,6 +246,11 @@ class ClientConfig:
     def __post_init__(self) -> None:
         if self.retry_backoff_max_ms < self.retry_backoff_ms:
             object.__setattr__(self, "retry_backoff_max_ms", self.retry_backoff_ms)
+
+    @property
+    def security(self) -> SecuritySettings:
+        """The TLS / SASL settings of this configuration's connections."""
+        return SecuritySettings.from_config(self)
 
     @property
     def request_timeout(self) -> float:

@@ -18,8 +18,11 @@ broker support (``negotiate_version``), unless told otherwise.
 Failure model: any socket error, timeout or undecodable response closes the connection (the
 responses still owed can no longer be matched) and raises ``KafkaConnectionError``,
 ``KafkaTimeoutError`` or ``KafkaProtocolError``; every later call raises ``KafkaConnectionError``.
-Open a new connection to retry. Sending and receiving are each guarded by a lock, so threads may share
-a connection: a response read for another thread's request is kept until that thread asks for it.
+Open a new connection to retry. With ``security`` (kctl.client.security.SecuritySettings) the socket
+speaks TLS (handshake right after the TCP connect) and/or authenticates with SASL right after the
+ApiVersions handshake; a refusal raises ``KafkaAuthenticationError``. Sending and receiving are each
+guarded by a lock, so threads may share a connection: a response read for another thread's request
+is kept until that thread asks for it.
 """
 
 from __future__ import annotations
@@ -33,12 +36,13 @@ import socket
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kctl import __version__
 from kctl.client.errors import (
     BrokerResponseError,
     IncompatibleBrokerError,
+    KafkaAuthenticationError,
     KafkaConnectionError,
     KafkaProtocolError,
     KafkaTimeoutError,
@@ -56,6 +60,9 @@ from kctl.protocol import (
     encode_request,
 )
 from kctl.protocol.messages.api_versions import ApiVersionsRequest
+
+if TYPE_CHECKING:
+    from kctl.client.security import SecuritySettings
 
 DEFAULT_PORT = 9092
 API_VERSIONS_VERSION = 3
@@ -217,6 +224,7 @@ class BrokerConnection:
         send_buffer_bytes: int = -1,
         receive_buffer_bytes: int = -1,
         client_versions: VersionRanges | None = None,
+        security: SecuritySettings | None = None,
     ) -> None:
         if timeout <= 0:
             raise ValueError("timeout must be positive")
@@ -243,6 +251,7 @@ class BrokerConnection:
         self._correlation = itertools.count(1)
         self._closed_reason: str | None = None
         self._sock: socket.socket | None = None
+        self.security = security if security is not None and security.protocol != "PLAINTEXT" else None
         self._connect(send_buffer_bytes, receive_buffer_bytes)
 
     # ------------------------------------------------------------------------------ life cycle
@@ -315,6 +324,24 @@ class BrokerConnection:
         except OSError:
             sock.close()
             raise
+        security = self.security
+        if security is not None and security.tls:
+            from kctl.client.security import SecurityError
+
+            try:
+                sock.settimeout(max(deadline - time.monotonic(), 0.001))
+                sock = security.wrap(sock, self.host)
+            except SecurityError as error:
+                sock.close()
+                raise KafkaAuthenticationError(str(error)) from None
+            except TimeoutError:
+                sock.close()
+                raise KafkaTimeoutError(f"timed out in the TLS handshake with {self.address}") from None
+            except OSError as error:
+                sock.close()
+                raise KafkaConnectionError(
+                    f"TLS handshake with {self.address} failed: {error}", host=self.host, port=self.port
+                ) from error
         self._sock = sock
         self._closed_reason = None
         try:
@@ -322,6 +349,17 @@ class BrokerConnection:
         except BaseException:
             self._fail("the ApiVersions handshake failed")
             raise
+        if security is not None and security.sasl:
+            from kctl.client.security import SecurityError
+
+            try:
+                security.authenticate(self, max(deadline - time.monotonic(), 0.001))
+            except SecurityError as error:
+                self._fail("SASL authentication failed")
+                raise KafkaAuthenticationError(f"{self.address}: {error}") from None
+            except BaseException:
+                self._fail("SASL authentication failed")
+                raise
 
     def _handshake(self, deadline: float) -> None:
         ours = self.client_versions.get(ApiKey.API_VERSIONS, (0, 0))

@@ -42,6 +42,11 @@ class KafkaTimeoutError(KafkaError):
     retriable = True
 
 
+class KafkaAuthenticationError(KafkaError):
+    """TLS or SASL failed: the broker refused the client's certificate or credentials (or the
+    client's settings cannot be used). Not retriable."""
+
+
 class KafkaProtocolError(KafkaError):
     """The broker's bytes could not be decoded, or did not match the request they answer."""
 

@@ -31,6 +31,8 @@ COMMAND_GROUPS: tuple[tuple[str, str], ...] = (
     ("kctl.commands.produce", "produce"),
     ("kctl.commands.topic", "topic"),
     ("kctl.commands.zk", "zk"),
+    ("kctl.commands.user", "user"),
+    ("kctl.commands.acl", "acl"),
 )
 """(module path, group name) of every command group, in the order `kctl --help` lists them."""
 

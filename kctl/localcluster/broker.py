@@ -73,6 +73,7 @@ class BrokerProcess:
         self.stdout_file = self.data_dir.with_name(self.data_dir.name + ".out")
         self.process: subprocess.Popen[bytes] | None = None
         self.bootstrap = ""
+        self.addresses: list[str] = []
         self.starts = 0
 
     def __repr__(self) -> str:
@@ -138,6 +139,8 @@ class BrokerProcess:
         except BaseException:
             self.kill()
             raise
+        #: every listener's HOST:PORT, in the order of ``listeners``
+        self.addresses = [a.strip().split("://", 1)[-1] for a in line.split(",") if a.strip()]
         address = line.split(",")[0].strip()
         if "://" in address:
             address = address.split("://", 1)[1]

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 from kctl.broker.apis.describe_configs import topic_config_entries
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
+from kctl.broker.security.acls import allowed
+from kctl.protocol.acl_types import CLUSTER_NAME, AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.create_topics import (
     CreatableTopicConfigs,
@@ -38,6 +40,11 @@ async def handle(
         try:
             if seen[topic.name] > 1:
                 raise ApiError(ErrorCode.INVALID_REQUEST, f"topic {topic.name!r} is named more than once")
+            if not (
+                allowed(broker, context, AclOperation.CREATE, AclResourceType.CLUSTER, CLUSTER_NAME)
+                or allowed(broker, context, AclOperation.CREATE, AclResourceType.TOPIC, topic.name)
+            ):
+                raise ApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "CREATE on the topic denied")
             if not broker.is_controller:
                 raise ApiError(ErrorCode.NOT_CONTROLLER, "this broker is not the controller")
             assignment = {a.partition_index: tuple(a.broker_ids) for a in topic.assignments}

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
+from kctl.broker.security.acls import allowed
+from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.delete_topics import (
     DeletableTopicResult,
@@ -40,6 +42,8 @@ async def handle(
                 name = broker.metadata.topic_name(topic_id)
                 if name is None:
                     raise ApiError(ErrorCode.UNKNOWN_TOPIC_ID, f"no topic has id {topic_id}")
+            if not allowed(broker, context, AclOperation.DELETE, AclResourceType.TOPIC, name):
+                raise ApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "DELETE on the topic denied")
             record = broker.metadata.topic(name)
             if not broker.is_controller:
                 raise ApiError(ErrorCode.NOT_CONTROLLER, "this broker is not the controller")

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
+from kctl.broker.security.listeners import advertised_endpoint, request_listener
 from kctl.protocol.messages.describe_cluster import (
     DescribeClusterBroker,
     DescribeClusterRequest,
@@ -33,7 +34,8 @@ async def handle(
         cluster_id=broker.metadata.cluster_id,
         controller_id=controller if controller is not None else -1,
         brokers=[
-            DescribeClusterBroker(broker_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
+            DescribeClusterBroker(broker_id=b.broker_id, host=host, port=port, rack=b.rack)
             for b in broker.metadata.brokers()
+            for host, port in (advertised_endpoint(b, request_listener(context)),)
         ],
     )

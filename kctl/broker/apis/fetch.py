@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
+from kctl.broker.security.acls import allowed
 from kctl.log.naming import TopicPartition
+from kctl.protocol.acl_types import CLUSTER_NAME, AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.fetch import FetchableTopicResponse, FetchRequest, FetchResponse, PartitionData
 from kctl.protocol.registry import ApiKey
@@ -53,7 +55,7 @@ def _replica_id(request: FetchRequest, version: int) -> int:
 
 
 def _read_all(
-    broker: Broker, request: FetchRequest, version: int
+    broker: Broker, request: FetchRequest, version: int, denied: frozenset[str] = frozenset()
 ) -> tuple[list[FetchableTopicResponse], int, list[Any], bool]:
     """One pass over the request: (topic responses, bytes found, partitions read, any error)."""
     remaining = request.max_bytes if version >= 3 else 0x7FFFFFFF
@@ -70,6 +72,10 @@ def _read_all(
         for part in topic.partitions:
             if name is None:
                 partitions.append(_error(part.partition, ErrorCode.UNKNOWN_TOPIC_ID))
+                errors = True
+                continue
+            if name in denied:
+                partitions.append(_error(part.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                 errors = True
                 continue
             try:
@@ -118,17 +124,39 @@ def _release(responses: list[FetchableTopicResponse]) -> None:
                 release()
 
 
+def _denied_topics(
+    broker: Broker, context: RequestContext, request: FetchRequest, version: int
+) -> frozenset[str]:
+    """Topics the request may not read: a consumer needs READ on each, a follower CLUSTER_ACTION."""
+    security = getattr(broker, "security", None)
+    if security is None or not security.authorizer.enabled:
+        return frozenset()
+    names = {
+        t.topic if version < FIRST_TOPIC_ID_VERSION else broker.metadata.topic_name(t.topic_id)
+        for t in request.topics
+    }
+    if _replica_id(request, version) >= 0:
+        if allowed(broker, context, AclOperation.CLUSTER_ACTION, AclResourceType.CLUSTER, CLUSTER_NAME):
+            return frozenset()
+        return frozenset(n for n in names if n is not None)
+    read = AclOperation.READ
+    return frozenset(
+        n for n in names if n is not None and not allowed(broker, context, read, AclResourceType.TOPIC, n)
+    )
+
+
 @api_handler(ApiKey.FETCH, versions=(0, 17))
 async def handle(broker: Broker, context: RequestContext, request: FetchRequest) -> FetchResponse:
     version = context.header.api_version
     deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
+    denied = _denied_topics(broker, context, request, version)
     while True:
-        responses, total, hosted, errors = _read_all(broker, request, version)
+        responses, total, hosted, errors = _read_all(broker, request, version, denied)
         remaining = deadline - time.monotonic()
         if total >= max(request.min_bytes, 1) or errors or remaining <= 0 or not hosted:
             return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
         _release(responses)
         await broker.replicas.wait_for_append(hosted, remaining)
         if time.monotonic() >= deadline:
-            responses, total, hosted, errors = _read_all(broker, request, version)
+            responses, total, hosted, errors = _read_all(broker, request, version, denied)
             return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)

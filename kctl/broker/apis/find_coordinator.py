@@ -11,6 +11,9 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
+from kctl.broker.security.acls import allowed
+from kctl.broker.security.listeners import advertised_endpoint, request_listener
+from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.find_coordinator import (
     Coordinator,
@@ -31,11 +34,14 @@ def _unavailable(key: str, message: str, code: int = ErrorCode.COORDINATOR_NOT_A
     return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=code, error_message=message)
 
 
-def _coordinator(broker: Broker, key: str, key_type: int) -> Coordinator:
+def _coordinator(broker: Broker, context: RequestContext, key: str, key_type: int) -> Coordinator:
     if key_type != GROUP:
         return _unavailable(key, "transactions are not supported")
     if not key:
         return _unavailable(key, "the group id is empty", ErrorCode.INVALID_GROUP_ID)
+    if not allowed(broker, context, AclOperation.DESCRIBE, AclResourceType.GROUP, key):
+        denied = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        return _unavailable(key, "not authorized to describe the group", denied)
     try:
         leader = broker.group_coordinator_for(key)
     except ApiError as error:
@@ -43,8 +49,9 @@ def _coordinator(broker: Broker, key: str, key_type: int) -> Coordinator:
     node = next((b for b in broker.metadata.brokers() if b.broker_id == leader), None)
     if node is None:
         return _unavailable(key, "the coordinator is not available yet")
+    host, port = advertised_endpoint(node, request_listener(context))
     return Coordinator(
-        key=key, node_id=node.broker_id, host=node.host, port=node.port, error_code=0, error_message=None
+        key=key, node_id=node.broker_id, host=host, port=port, error_code=0, error_message=None
     )
 
 
@@ -54,9 +61,11 @@ async def handle(
 ) -> FindCoordinatorResponse:
     version = context.header.api_version
     if version >= FIRST_BATCHED_VERSION:
-        coordinators = [_coordinator(broker, key, request.key_type) for key in request.coordinator_keys]
+        coordinators = [
+            _coordinator(broker, context, key, request.key_type) for key in request.coordinator_keys
+        ]
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
-    found = _coordinator(broker, request.key, request.key_type if version >= 1 else GROUP)
+    found = _coordinator(broker, context, request.key, request.key_type if version >= 1 else GROUP)
     return FindCoordinatorResponse(
         throttle_time_ms=0,
         error_code=found.error_code,

@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
+from kctl.broker.security.acls import allowed
+from kctl.protocol.acl_types import CLUSTER_NAME, AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from kctl.protocol.registry import ApiKey
@@ -29,6 +31,19 @@ async def handle(
         return InitProducerIdResponse(
             throttle_time_ms=0,
             error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+    if not (
+        allowed(broker, context, AclOperation.IDEMPOTENT_WRITE, AclResourceType.CLUSTER, CLUSTER_NAME)
+        or any(
+            allowed(broker, context, AclOperation.WRITE, AclResourceType.TOPIC, name)
+            for name in broker.metadata.topics()
+        )
+    ):
+        return InitProducerIdResponse(
+            throttle_time_ms=0,
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
             producer_id=-1,
             producer_epoch=-1,
         )

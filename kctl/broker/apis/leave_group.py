@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
+from kctl.broker.security.acls import allowed
+from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse, MemberResponse
 from kctl.protocol.registry import ApiKey
@@ -27,6 +29,8 @@ async def handle(broker: Broker, context: RequestContext, request: LeaveGroupReq
         else [(request.member_id, None)]
     )
     try:
+        if not allowed(broker, context, AclOperation.READ, AclResourceType.GROUP, request.group_id):
+            raise ApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED, "READ on the group denied")
         codes = broker.groups.leave_group(request.group_id, members)
     except ApiError as error:
         return LeaveGroupResponse(throttle_time_ms=0, error_code=error.code, members=[])

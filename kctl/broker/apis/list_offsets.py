@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
+from kctl.broker.security.acls import allowed
 from kctl.log.naming import TopicPartition
+from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.list_offsets import (
     ListOffsetsPartitionResponse,
@@ -55,8 +57,11 @@ async def handle(broker: Broker, context: RequestContext, request: ListOffsetsRe
     topics = []
     for topic in request.topics:
         partitions = []
+        describable = allowed(broker, context, AclOperation.DESCRIBE, AclResourceType.TOPIC, topic.name)
         for part in topic.partitions:
             try:
+                if not describable:
+                    raise ApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "DESCRIBE on the topic denied")
                 if part.timestamp == MAX_TIMESTAMP and version < 7:
                     raise ApiError(ErrorCode.UNSUPPORTED_VERSION, "max timestamp needs ListOffsets v7+")
                 partition = broker.replicas.leader_partition(

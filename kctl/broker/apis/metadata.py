@@ -13,6 +13,9 @@ from typing import TYPE_CHECKING
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.broker.metadata_cache import INTERNAL_TOPICS
+from kctl.broker.security.acls import allowed
+from kctl.broker.security.listeners import advertised_endpoint, request_listener
+from kctl.protocol.acl_types import CLUSTER_NAME, AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.metadata import (
     MetadataRequest,
@@ -60,6 +63,10 @@ def topic_metadata(broker: Broker, name: str) -> MetadataResponseTopic:
     )
 
 
+def _denied(name: str) -> MetadataResponseTopic:
+    return MetadataResponseTopic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, partitions=[])
+
+
 @api_handler(ApiKey.METADATA, versions=(0, 12))
 async def handle(broker: Broker, context: RequestContext, request: MetadataRequest) -> MetadataResponse:
     version = context.header.api_version
@@ -75,22 +82,35 @@ async def handle(broker: Broker, context: RequestContext, request: MetadataReque
             if name is not None:
                 names.append(name)
     topics = []
+    listing = requested is None or (version == 0 and not requested)
     allow_create = version < 4 or request.allow_auto_topic_creation
     for name in names:
+        if not allowed(broker, context, AclOperation.DESCRIBE, AclResourceType.TOPIC, name):
+            if not listing:  # a topic the principal may not describe is invisible in a listing
+                topics.append(_denied(name))
+            continue
         if (
             broker.metadata.topic(name) is None
             and allow_create
             and broker.config["auto.create.topics.enable"]
         ):
+            if not (
+                allowed(broker, context, AclOperation.CREATE, AclResourceType.CLUSTER, CLUSTER_NAME)
+                or allowed(broker, context, AclOperation.CREATE, AclResourceType.TOPIC, name)
+            ):
+                topics.append(_denied(name))
+                continue
             try:
                 broker.auto_create_topic(name)
             except ApiError as error:
                 topics.append(MetadataResponseTopic(error_code=error.code, name=name, partitions=[]))
                 continue
         topics.append(topic_metadata(broker, name))
+    listener = request_listener(context)
     brokers = [
-        MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
+        MetadataResponseBroker(node_id=b.broker_id, host=host, port=port, rack=b.rack)
         for b in broker.metadata.brokers()
+        for host, port in (advertised_endpoint(b, listener),)
     ]
     controller = broker.metadata.controller_id
     return MetadataResponse(

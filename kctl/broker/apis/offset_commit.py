@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.broker.group.records import OffsetValue
+from kctl.broker.security.acls import allowed
+from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.offset_commit import (
     OffsetCommitRequest,
@@ -41,13 +43,23 @@ async def handle(
     generation = request.generation_id_or_member_epoch if version >= 1 else -1
     member_id = request.member_id if version >= 1 else ""
     instance_id = request.group_instance_id if version >= 7 else None
+    read, topic_type = AclOperation.READ, AclResourceType.TOPIC
+    denied = {t.name for t in request.topics if not allowed(broker, context, read, topic_type, t.name)}
+    if denied:
+        offsets = {tp: v for tp, v in offsets.items() if tp[0] not in denied}
     try:
+        if not allowed(broker, context, AclOperation.READ, AclResourceType.GROUP, request.group_id):
+            raise ApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED, "READ on the group denied")
         results = broker.groups.commit_offsets(request.group_id, member_id, instance_id, generation, offsets)
         code = await broker.groups.wait_replicated(request.group_id)
         if code != ErrorCode.NONE:
             results = {tp: code if result == ErrorCode.NONE else result for tp, result in results.items()}
     except ApiError as error:
         results = dict.fromkeys(offsets, error.code)
+    for topic in request.topics:
+        if topic.name in denied:
+            for p in topic.partitions:
+                results[(topic.name, p.partition_index)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
     return OffsetCommitResponse(
         throttle_time_ms=0,
         topics=[

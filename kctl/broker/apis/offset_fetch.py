@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
+from kctl.broker.security.acls import allowed
+from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.offset_fetch import (
     OffsetFetchRequest,
@@ -30,10 +32,17 @@ if TYPE_CHECKING:
 FIRST_BATCHED_VERSION = 8
 
 
-def _fetch(broker: Broker, group_id: str, topics: Any) -> tuple[int, dict[str, list[tuple[int, Any]]]]:
-    """(group error, topic -> [(partition, OffsetValue | None)])."""
+def _fetch(
+    broker: Broker, group_id: str, topics: Any, context: RequestContext | None = None
+) -> tuple[int, dict[str, list[tuple[int, Any]]]]:
+    """(group error, topic -> [(partition, OffsetValue | None)]); the topics the principal may not
+    describe are left out (Kafka answers them TOPIC_AUTHORIZATION_FAILED)."""
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     try:
+        if context is not None and not allowed(
+            broker, context, AclOperation.DESCRIBE, AclResourceType.GROUP, group_id
+        ):
+            raise ApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED, "DESCRIBE on the group denied")
         found = broker.groups.fetch_offsets(group_id, wanted)
     except ApiError as error:
         found = {tp: None for tp in wanted or []}
@@ -43,7 +52,8 @@ def _fetch(broker: Broker, group_id: str, topics: Any) -> tuple[int, dict[str, l
         return error.code, by_topic
     by_topic = {}
     for (topic, partition), value in found.items():
-        by_topic.setdefault(topic, []).append((partition, value))
+        if context is None or allowed(broker, context, AclOperation.DESCRIBE, AclResourceType.TOPIC, topic):
+            by_topic.setdefault(topic, []).append((partition, value))
     return ErrorCode.NONE, by_topic
 
 
@@ -53,7 +63,7 @@ async def handle(broker: Broker, context: RequestContext, request: OffsetFetchRe
     if version >= FIRST_BATCHED_VERSION:
         groups = []
         for group in request.groups:
-            code, by_topic = _fetch(broker, group.group_id, group.topics)
+            code, by_topic = _fetch(broker, group.group_id, group.topics, context)
             groups.append(
                 OffsetFetchResponseGroup(
                     group_id=group.group_id,
@@ -77,7 +87,7 @@ async def handle(broker: Broker, context: RequestContext, request: OffsetFetchRe
                 )
             )
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
-    code, by_topic = _fetch(broker, request.group_id, request.topics)
+    code, by_topic = _fetch(broker, request.group_id, request.topics, context)
     partition_code = code if version < 2 else ErrorCode.NONE
     return OffsetFetchResponse(
         throttle_time_ms=0,

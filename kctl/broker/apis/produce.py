@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
+from kctl.broker.security.acls import allowed
 from kctl.log.naming import TopicPartition
+from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode, error_name
 from kctl.protocol.messages.produce import (
     PartitionProduceResponse,
@@ -75,9 +77,12 @@ async def handle(broker: Broker, context: RequestContext, request: ProduceReques
     waits: list[tuple[int, list[PartitionProduceResponse], TopicPartition, int]] = []
     for topic in request.topic_data:
         partitions = []
+        writable = allowed(broker, context, AclOperation.WRITE, AclResourceType.TOPIC, topic.name)
         for data in topic.partition_data:
             tp = TopicPartition(topic.name, data.index)
             try:
+                if not writable:
+                    raise ApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"WRITE on {topic.name!r} denied")
                 if acks not in (0, 1, -1):
                     raise ApiError(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} must be 0, 1 or -1")
                 if version < FIRST_RECORD_BATCH_VERSION:

@@ -26,14 +26,18 @@ from kctl.client.admin.cluster import ClusterAdmin
 from kctl.client.admin.configs import ConfigAdmin
 from kctl.client.admin.reassignments import ReassignmentAdmin
 from kctl.client.admin.records import RecordAdmin
+from kctl.client.admin.security import SecurityAdmin
 from kctl.client.admin.topics import TopicAdmin
 
 
-class AdminClient(TopicAdmin, ConfigAdmin, RecordAdmin, ClusterAdmin, ReassignmentAdmin):
+class AdminClient(
+    TopicAdmin, ConfigAdmin, RecordAdmin, ClusterAdmin, ReassignmentAdmin, SecurityAdmin
+):
     """Kafka's admin operations. ``bootstrap_servers`` may also be an existing ``ClusterClient``
     (shared, then not closed by ``close``). ``config``/``overrides`` as for ``ClusterClient``.
 
     The operations live by subject beside this module: ``topics``, ``configs``, ``records``
-    (offsets, delete records), ``cluster`` and ``reassignments`` (leader elections, reassignments);
+    (offsets, delete records), ``cluster``, ``reassignments`` (leader elections, reassignments) and
+    ``security`` (ACLs, SCRAM users);
     ``base`` holds the connection and the retry engine
     they share."""

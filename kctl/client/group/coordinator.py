@@ -196,6 +196,7 @@ class CoordinatorChannel:
             node_id=node.node_id,
             send_buffer_bytes=config.send_buffer_bytes,
             receive_buffer_bytes=config.receive_buffer_bytes,
+            security=config.security,
         )
         with self._lock:
             old = self._conns.get(purpose)

@@ -1,0 +1,119 @@
+"""The broker's security properties, under Kafka's names (one ConfigKey each; part of BROKER_CONFIGS).
+
+Per-listener overrides are Kafka's ``listener.name.<listener>.<property>`` (for example
+``listener.name.sasl_ssl.ssl.keystore.location`` or
+``listener.name.sasl_ssl.plain.sasl.jaas.config``); they are read by kctl.broker.security.listeners
+from the properties the broker was given."""
+
+from __future__ import annotations
+
+from kctl.common.config_def import ConfigKey, Importance, OneOf, Range
+from kctl.common.config_def import ConfigType as T
+
+DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT, SSL:SSL, SASL_PLAINTEXT:SASL_PLAINTEXT, SASL_SSL:SASL_SSL"
+
+SECURITY_CONFIGS = [
+    ConfigKey(
+        "listener.security.protocol.map",
+        T.STRING,
+        DEFAULT_PROTOCOL_MAP,
+        None,
+        "Listener name -> PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL, as NAME:PROTOCOL pairs.",
+        Importance.HIGH,
+    ),
+    ConfigKey(
+        "ssl.keystore.type",
+        T.STRING,
+        "PEM",
+        OneOf(("PEM",), case_insensitive=True),
+        "Format of the key store (kctl: PEM only).",
+    ),
+    ConfigKey(
+        "ssl.keystore.location",
+        T.STRING,
+        None,
+        None,
+        "PEM file holding the broker's private key and certificate chain.",
+        Importance.HIGH,
+    ),
+    ConfigKey(
+        "ssl.keystore.certificate.chain", T.PASSWORD, None, None, "The certificate chain itself, in PEM."
+    ),
+    ConfigKey("ssl.keystore.key", T.PASSWORD, None, None, "The private key itself, in PEM."),
+    ConfigKey("ssl.key.password", T.PASSWORD, None, None, "Password of an encrypted private key."),
+    ConfigKey(
+        "ssl.truststore.type",
+        T.STRING,
+        "PEM",
+        OneOf(("PEM",), case_insensitive=True),
+        "Format of the trust store (kctl: PEM only).",
+    ),
+    ConfigKey(
+        "ssl.truststore.location",
+        T.STRING,
+        None,
+        None,
+        "PEM file of the CA certificates trusted for clients.",
+    ),
+    ConfigKey(
+        "ssl.truststore.certificates",
+        T.PASSWORD,
+        None,
+        None,
+        "The trusted CA certificates themselves, in PEM.",
+    ),
+    ConfigKey(
+        "ssl.client.auth",
+        T.STRING,
+        "none",
+        OneOf(("required", "requested", "none"), case_insensitive=True),
+        "Ask TLS clients for a certificate; its subject's distinguished name becomes the principal.",
+    ),
+    ConfigKey("ssl.enabled.protocols", T.LIST, "TLSv1.2,TLSv1.3", None, "TLS versions accepted."),
+    ConfigKey(
+        "ssl.cipher.suites", T.LIST, "", None, "TLS 1.2 cipher suites (OpenSSL names; empty: the defaults)."
+    ),
+    ConfigKey(
+        "sasl.enabled.mechanisms",
+        T.LIST,
+        "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        None,
+        "SASL mechanisms offered (kctl: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; Kafka's default is GSSAPI).",
+    ),
+    ConfigKey(
+        "sasl.jaas.config",
+        T.PASSWORD,
+        None,
+        None,
+        'kctl: JAAS configuration of every SASL listener (PlainLoginModule user_<name>="<password>").',
+    ),
+    ConfigKey(
+        "connections.max.reauth.ms",
+        T.LONG,
+        0,
+        Range(0),
+        "Lifetime of a SASL session told to clients (0: unlimited); past it the connection is closed.",
+    ),
+    ConfigKey(
+        "authorizer.class.name",
+        T.STRING,
+        "",
+        None,
+        "Any non-empty value (e.g. kafka.security.authorizer.AclAuthorizer) turns ACL authorization on.",
+        Importance.HIGH,
+    ),
+    ConfigKey(
+        "super.users",
+        T.STRING,
+        None,
+        None,
+        "Principals allowed everything, semicolon-separated (User:admin;User:bob).",
+    ),
+    ConfigKey(
+        "allow.everyone.if.no.acl.found",
+        T.BOOLEAN,
+        False,
+        None,
+        "With the authorizer on, allow an operation on a resource that has no ACL at all.",
+    ),
+]

@@ -1,0 +1,49 @@
+"""``BrokerSecurity``: what a broker holds of security — its listeners' security (protocol, TLS
+context, SASL), the security store (ZooKeeper in cluster mode, ``security.json`` otherwise), the
+credential lookup SASL/SCRAM uses and the ACL authorizer."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from kctl.broker.security.acls import Authorizer
+from kctl.broker.security.listeners import ListenerSecurity, listener_security
+from kctl.zk.security_store import SecurityStore, open_security_store
+
+
+class BrokerSecurity:
+    def __init__(
+        self, properties: Mapping[str, Any], values: Mapping[str, Any], store: SecurityStore
+    ) -> None:
+        self.store = store
+        self._properties = properties
+        self._values = values
+        super_users = [u.strip() for u in (values.get("super.users") or "").split(";") if u.strip()]
+        self.authorizer = Authorizer(
+            store,
+            enabled=bool((values.get("authorizer.class.name") or "").strip()),
+            super_users=super_users,
+            allow_if_no_acl=bool(values.get("allow.everyone.if.no.acl.found")),
+        )
+
+    @classmethod
+    def open(
+        cls,
+        properties: Mapping[str, Any],
+        values: Mapping[str, Any],
+        zookeeper_client: Any | None,
+        metadata_dir: Path,
+    ) -> BrokerSecurity:
+        return cls(properties, values, open_security_store(zookeeper_client, metadata_dir))
+
+    def listener(self, name: str) -> ListenerSecurity:
+        return listener_security(self._properties, self._values, name)
+
+    def credentials(self, user: str) -> dict[str, str]:
+        """SCRAM credentials of ``user`` (blocking: ZooKeeper or the file)."""
+        return self.store.user_credentials(user)
+
+    def close(self) -> None:
+        self.store.close()
