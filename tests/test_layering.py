@@ -33,6 +33,7 @@ EVERYTHING = frozenset(
         "console",
         "perf",
         "localcluster",
+        "spark",
         "commands",
     }
 )
@@ -47,6 +48,7 @@ _ALLOWED: dict[str, frozenset[str]] = {
     "console": frozenset({"console", "client", "protocol", "records", "zk"}),
     "perf": frozenset({"perf", "console", "client", "protocol", "records", "zk"}),
     "localcluster": frozenset({"localcluster", "zk"}),
+    "spark": frozenset({"spark", "client", "console", "protocol", "records"}),
     "commands": EVERYTHING,
     "testing": (EVERYTHING - {"commands"}) | {"testing"},
     "__main__": EVERYTHING,
