@@ -26,6 +26,7 @@ COMMAND_GROUPS: tuple[tuple[str, str], ...] = (
     ("kctl.commands.partition", "partition"),
     ("kctl.commands.perf", "perf"),
     ("kctl.commands.produce", "produce"),
+    ("kctl.commands.spark", "spark"),
     ("kctl.commands.topic", "topic"),
 )
 """(module path, group name) of every command group, in the order `kctl --help` lists them."""
