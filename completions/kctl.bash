@@ -3,7 +3,7 @@
 
 _kctl_subcommands() {
     case "$1" in
-        'kctl') echo 'broker cluster config consume group log mirror partition perf produce topic zk user acl' ;;
+        'kctl') echo 'broker cluster config consume group log mirror partition perf produce spark topic zk user acl' ;;
         'kctl broker') echo 'start stop log-dirs list' ;;
         'kctl cluster') echo 'up status down list' ;;
         'kctl config') echo 'show' ;;
@@ -11,6 +11,7 @@ _kctl_subcommands() {
         'kctl log') echo 'dump verify recover purge' ;;
         'kctl partition') echo 'reassign elect-leaders' ;;
         'kctl perf') echo 'produce consume' ;;
+        'kctl spark') echo 'load' ;;
         'kctl topic') echo 'create list describe delete alter' ;;
         'kctl zk') echo 'ls get tree brokers topics consumers' ;;
         'kctl user') echo 'create delete list' ;;
@@ -20,7 +21,7 @@ _kctl_subcommands() {
 
 _kctl_is_subcommand() {
     case "$1 $2" in
-        'kctl broker'|'kctl cluster'|'kctl config'|'kctl consume'|'kctl group'|'kctl log'|'kctl mirror'|'kctl partition'|'kctl perf'|'kctl produce'|'kctl topic'|'kctl zk'|'kctl user'|'kctl acl'|'kctl broker start'|'kctl broker stop'|'kctl broker log-dirs'|'kctl broker list'|'kctl cluster up'|'kctl cluster status'|'kctl cluster down'|'kctl cluster list'|'kctl config show'|'kctl group list'|'kctl group describe'|'kctl group rewind'|'kctl group delete'|'kctl group migrate'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge'|'kctl partition reassign'|'kctl partition elect-leaders'|'kctl perf produce'|'kctl perf consume'|'kctl topic create'|'kctl topic list'|'kctl topic describe'|'kctl topic delete'|'kctl topic alter'|'kctl zk ls'|'kctl zk get'|'kctl zk tree'|'kctl zk brokers'|'kctl zk topics'|'kctl zk consumers'|'kctl user create'|'kctl user delete'|'kctl user list'|'kctl acl add'|'kctl acl list'|'kctl acl remove') return 0 ;;
+        'kctl broker'|'kctl cluster'|'kctl config'|'kctl consume'|'kctl group'|'kctl log'|'kctl mirror'|'kctl partition'|'kctl perf'|'kctl produce'|'kctl spark'|'kctl topic'|'kctl zk'|'kctl user'|'kctl acl'|'kctl broker start'|'kctl broker stop'|'kctl broker log-dirs'|'kctl broker list'|'kctl cluster up'|'kctl cluster status'|'kctl cluster down'|'kctl cluster list'|'kctl config show'|'kctl group list'|'kctl group describe'|'kctl group rewind'|'kctl group delete'|'kctl group migrate'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge'|'kctl partition reassign'|'kctl partition elect-leaders'|'kctl perf produce'|'kctl perf consume'|'kctl spark load'|'kctl topic create'|'kctl topic list'|'kctl topic describe'|'kctl topic delete'|'kctl topic alter'|'kctl zk ls'|'kctl zk get'|'kctl zk tree'|'kctl zk brokers'|'kctl zk topics'|'kctl zk consumers'|'kctl user create'|'kctl user delete'|'kctl user list'|'kctl acl add'|'kctl acl list'|'kctl acl remove') return 0 ;;
     esac
     return 1
 }
@@ -60,6 +61,8 @@ _kctl_options() {
         'kctl perf produce') echo '-n --num-records -d --duration -s --record-size -t --throughput -w --warmup -k --keys --key-size -a --acks -z --compression -i --interval --latency-every -q --quiet -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl perf consume') echo '-n --num-records -d --duration -o --offset -p --partition -l --latency --idle-timeout -i --interval --latency-every -q --quiet -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl produce') echo '-f --format -K --key-separator --null-marker -H --header -p --partition --keep-partition --keep-timestamp -z --compression -a --acks --print-offsets --report-format -q --quiet -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl spark') echo '-h --help' ;;
+        'kctl spark load') echo '--to --file-format --master --value-format --key-format --json-schema --until --min-partitions --fail-on-data-loss --no-fail-on-data-loss --conf --execute -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl topic') echo '-h --help' ;;
         'kctl topic create') echo '-p --partitions -r --replication-factor --topic-config --if-not-exists --validate-only -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl topic list') echo '-i --internal --pattern -f --format -c --config -X -b --bootstrap-server -h --help' ;;
@@ -257,6 +260,19 @@ _kctl_option_value() {
         'kctl produce -c'|'kctl produce --config') echo 'file' ;;
         'kctl produce -X') echo 'any' ;;
         'kctl produce -b'|'kctl produce --bootstrap-server') echo 'any' ;;
+        'kctl spark load --to') echo 'dir' ;;
+        'kctl spark load --file-format') echo 'any' ;;
+        'kctl spark load --master') echo 'any' ;;
+        'kctl spark load --value-format') echo 'any' ;;
+        'kctl spark load --key-format') echo 'any' ;;
+        'kctl spark load --json-schema') echo 'any' ;;
+        'kctl spark load --until') echo 'any' ;;
+        'kctl spark load --min-partitions') echo 'any' ;;
+        'kctl spark load --conf') echo 'any' ;;
+        'kctl spark load -f'|'kctl spark load --format') echo 'choice table json jsonl' ;;
+        'kctl spark load -c'|'kctl spark load --config') echo 'file' ;;
+        'kctl spark load -X') echo 'any' ;;
+        'kctl spark load -b'|'kctl spark load --bootstrap-server') echo 'any' ;;
         'kctl topic create -p'|'kctl topic create --partitions') echo 'any' ;;
         'kctl topic create -r'|'kctl topic create --replication-factor') echo 'any' ;;
         'kctl topic create --topic-config') echo 'any' ;;
@@ -368,6 +384,7 @@ _kctl_argument_value() {
         'kctl perf produce') echo 'any' ;;
         'kctl perf consume') echo 'any' ;;
         'kctl produce') echo 'any' ;;
+        'kctl spark load') echo 'any' ;;
         'kctl topic create') echo 'any' ;;
         'kctl topic describe') echo 'any' ;;
         'kctl topic delete') echo 'any' ;;

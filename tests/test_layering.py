@@ -34,6 +34,7 @@ EVERYTHING = frozenset(
         "perf",
         "localcluster",
         "mirror",
+        "spark",
         "commands",
     }
 )
@@ -49,6 +50,7 @@ _ALLOWED: dict[str, frozenset[str]] = {
     "perf": frozenset({"perf", "console", "client", "protocol", "records", "zk"}),
     "localcluster": frozenset({"localcluster", "zk"}),
     "mirror": frozenset({"mirror", "client", "console", "protocol", "records", "zk"}),
+    "spark": frozenset({"spark", "client", "console", "protocol", "records"}),
     "commands": EVERYTHING,
     "testing": (EVERYTHING - {"commands"}) | {"testing"},
     "__main__": EVERYTHING,

@@ -29,6 +29,7 @@ COMMAND_GROUPS: tuple[tuple[str, str], ...] = (
     ("kctl.commands.partition", "partition"),
     ("kctl.commands.perf", "perf"),
     ("kctl.commands.produce", "produce"),
+    ("kctl.commands.spark", "spark"),
     ("kctl.commands.topic", "topic"),
     ("kctl.commands.zk", "zk"),
     ("kctl.commands.user", "user"),
