@@ -45,7 +45,7 @@ def test_reassignment_under_load_then_preferred_election(cluster: LocalCluster) 
     topic = "moving"
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     new_topic = NewTopic(
-        topic, num_partitions=-1, replica_assignment=[[1, 2, 3]], config={"min.insync.replicas": "2"}
+        topic, 1, replica_assignment=[[1, 2, 3]], config={"min.insync.replicas": "2"}
     )
     admin.create_topics([new_topic], operation_timeout=30)[topic].result(30)
     with ClusterView(cluster.zookeeper_connect) as view:
@@ -95,7 +95,7 @@ def test_reassignment_and_preferred_election_through_the_cli(cluster: LocalClust
     topic = "moving-cli"
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     new_topic = NewTopic(
-        topic, num_partitions=-1, replica_assignment=[[1, 2, 3]], config={"min.insync.replicas": "2"}
+        topic, 1, replica_assignment=[[1, 2, 3]], config={"min.insync.replicas": "2"}
     )
     admin.create_topics([new_topic], operation_timeout=30)[topic].result(30)
     plan = tmp_path / "plan.json"

@@ -103,9 +103,11 @@ class ReplicaManager:
             removed.make_follower(
                 -1, removed.leader_epoch, removed.isr, removed.replicas, removed.partition_epoch, 0
             )
-            if tp.topic not in topics:
-                self.log_manager.delete_log(tp)
-                log.info("deleted the log of %s", tp)
+            # The topic was deleted, or a reassignment moved this replica away: Kafka's StopReplica
+            # with deletePartition, the replica's log goes.
+            self.log_manager.delete_log(tp)
+            why = "its topic was deleted" if tp.topic not in topics else "it is no longer a replica"
+            log.info("deleted the log of %s (%s)", tp, why)
         fetchers = self.fetchers
         if fetchers is not None and any(not f.partitions for f in fetchers.fetchers.values()):
             task = asyncio.get_running_loop().create_task(fetchers.shutdown_idle())
