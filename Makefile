@@ -6,9 +6,16 @@ STAMP  := $(VENV)/.installed-stamp
 
 .PHONY: install system-deps run test lint gen check-gen bench clean
 
-$(STAMP): pyproject.toml
+RUN_STAMP := $(VENV)/.run-stamp
+
+# `make run` needs kctl alone; the tests also need the test and spark extras (pyspark is large).
+$(RUN_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(STAMP): $(RUN_STAMP)
 	$(BIN)/pip install --quiet -e '.[test,spark]'
 	touch $@
 
@@ -17,7 +24,7 @@ install: $(STAMP)
 system-deps:
 	bash scripts/install-system-deps.sh
 
-run: install
+run: $(RUN_STAMP)
 	$(BIN)/kctl broker start $(ARGS)
 
 lint: install
