@@ -20,9 +20,10 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaPythonTopicPartition
 
 from kctl.broker.group.records import partition_for_group
-from kctl.testing import LocalCluster, ZooKeeperServer
+from kctl.testing import LocalCluster
 from kctl.testing.cluster_clients import SequencedProducer, create_topic
 from kctl.testing.cluster_view import ClusterView
+from kctl.testing.pytest_plugin import ClusterFactory
 
 pytestmark = pytest.mark.slow
 
@@ -36,13 +37,8 @@ PROPERTIES = {
 
 
 @pytest.fixture(scope="module")
-def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    local = LocalCluster(tmp_path_factory.mktemp("consumers"), 3, properties=PROPERTIES, zookeeper=zookeeper)
-    local.start()
-    try:
-        yield local
-    finally:
-        local.stop()
+def cluster(module_cluster_factory: ClusterFactory) -> LocalCluster:
+    return module_cluster_factory(3, PROPERTIES)
 
 
 @pytest.fixture(scope="module")

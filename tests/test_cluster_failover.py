@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from kctl.testing import LocalCluster, ZooKeeperServer
+from kctl.testing import LocalCluster
 from kctl.testing.cluster_checks import check_acked_read_once, wait_for_identical_replicas
 from kctl.testing.cluster_clients import (
     Delivery,
@@ -27,6 +27,7 @@ from kctl.testing.cluster_clients import (
     replica_batches,
 )
 from kctl.testing.cluster_view import ClusterView
+from kctl.testing.pytest_plugin import ClusterFactory
 
 pytestmark = pytest.mark.slow
 
@@ -42,13 +43,8 @@ KCAT_RECORDS = 3000  # at 500/s: kcat is still producing while the leader is kil
 
 
 @pytest.fixture(scope="module")
-def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    local = LocalCluster(tmp_path_factory.mktemp("failover"), 3, properties=PROPERTIES, zookeeper=zookeeper)
-    local.start()
-    try:
-        yield local
-    finally:
-        local.stop()
+def cluster(module_cluster_factory: ClusterFactory) -> LocalCluster:
+    return module_cluster_factory(3, PROPERTIES)
 
 
 @pytest.fixture(scope="module")

@@ -11,16 +11,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kctl.testing import LocalCluster, ZooKeeperServer
+from kctl.testing import LocalCluster
 from kctl.testing.cluster_checks import check_acked_read_once, wait_for_identical_replicas
 from kctl.testing.cluster_clients import SequencedProducer, read_partitions
 from kctl.testing.cluster_view import ClusterView
+from kctl.testing.pytest_plugin import ClusterFactory
 
 pytestmark = pytest.mark.slow
 
@@ -28,13 +28,8 @@ PROPERTIES = {"zookeeper.session.timeout.ms": "6000", "replica.lag.time.max.ms":
 
 
 @pytest.fixture(scope="module")
-def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    local = LocalCluster(tmp_path_factory.mktemp("reassign"), 4, properties=PROPERTIES, zookeeper=zookeeper)
-    local.start()
-    try:
-        yield local
-    finally:
-        local.stop()
+def cluster(module_cluster_factory: ClusterFactory) -> LocalCluster:
+    return module_cluster_factory(4, PROPERTIES)
 
 
 def _request(view: ClusterView, path: str, partitions: list[dict[str, object]]) -> None:

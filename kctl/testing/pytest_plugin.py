@@ -47,8 +47,10 @@ MARKERS = {
     "spark": "needs pyspark",
     "slow": "takes more than a few seconds on its own",
 }
-E2E_FIXTURES = frozenset({"broker", "broker_factory", "module_broker_factory", "local_cluster_factory"})
-ZK_FIXTURES = frozenset({"zookeeper", "local_cluster_factory"})
+E2E_FIXTURES = frozenset(
+    {"broker", "broker_factory", "module_broker_factory", "local_cluster_factory", "module_cluster_factory"}
+)
+ZK_FIXTURES = frozenset({"zookeeper", "local_cluster_factory", "module_cluster_factory"})
 E2E_OBJECTS: tuple[object, ...] = (BrokerProcess, LocalCluster)
 ZK_OBJECTS: tuple[object, ...] = (LocalCluster, start_zookeeper)
 
@@ -136,19 +138,34 @@ def broker(broker_factory: BrokerFactory) -> BrokerProcess:
     return broker_factory()
 
 
+def _cluster_factory(
+    directory: Callable[[int], Path], zookeeper: ZooKeeperServer, started: list[LocalCluster]
+) -> ClusterFactory:
+    def factory(size: int = 3, properties: Mapping[str, str] | None = None) -> LocalCluster:
+        cluster = LocalCluster(directory(len(started)), size, properties=properties, zookeeper=zookeeper)
+        started.append(cluster)
+        return cluster.start()
+
+    return factory
+
+
 @pytest.fixture
 def local_cluster_factory(tmp_path: Path, zookeeper: ZooKeeperServer) -> Iterator[ClusterFactory]:
     """``local_cluster_factory(size=3, properties=None) -> LocalCluster``, started, on the session's
     ZooKeeper server in a chroot of its own; all are stopped at teardown."""
     started: list[LocalCluster] = []
+    yield _cluster_factory(lambda n: tmp_path / f"cluster-{n}", zookeeper, started)
+    for cluster in started:
+        cluster.stop()
 
-    def factory(size: int = 3, properties: Mapping[str, str] | None = None) -> LocalCluster:
-        cluster = LocalCluster(
-            tmp_path / f"cluster-{len(started)}", size, properties=properties, zookeeper=zookeeper
-        )
-        started.append(cluster)
-        return cluster.start()
 
-    yield factory
+@pytest.fixture(scope="module")
+def module_cluster_factory(
+    tmp_path_factory: pytest.TempPathFactory, zookeeper: ZooKeeperServer
+) -> Iterator[ClusterFactory]:
+    """Like `local_cluster_factory`, for clusters a whole test module shares (stopped after its last
+    test)."""
+    started: list[LocalCluster] = []
+    yield _cluster_factory(lambda n: tmp_path_factory.mktemp(f"cluster-{n}"), zookeeper, started)
     for cluster in started:
         cluster.stop()
