@@ -195,7 +195,7 @@ def test_client_config_from_kafka_properties() -> None:
     with pytest.raises(ClientConfigError, match="at least 1"):
         ClientConfig.from_properties({"request.timeout.ms": "0"})
     with pytest.raises(ClientConfigError, match="PLAINTEXT"):
-        ClientConfig.from_properties({"security.protocol": "SSL"})
+        ClientConfig.from_properties({"security.protocol": "TLS"})  # not a protocol: the valid ones listed
     assert ClientConfig(retry_backoff_ms=500, retry_backoff_max_ms=100).retry_backoff_max_ms == 500
 
 
