@@ -187,3 +187,151 @@ def test_session_state_machine_plain() -> None:
         assert good.authenticated and good.principal == "User:a"
 
     asyncio.run(run())
+
+
+# ------------------------------------------------------------------------- inter-broker client
+
+
+def test_inter_broker_security_from_the_listener_configuration(tmp_path: Path) -> None:
+    from kctl.broker.security.inter_broker import inter_broker_security
+
+    values = {
+        "listener.security.protocol.map": "INTERNAL:PLAINTEXT,REPL:SASL_SSL,CLIENTS:SASL_PLAINTEXT",
+        "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+        "ssl.endpoint.identification.algorithm": "https",
+        "sasl.jaas.config": 'x.PlainLoginModule required username="everyone" password="pw0";',
+    }
+    plain = inter_broker_security({}, values, "internal")
+    assert (plain.protocol, plain.tls, plain.sasl, plain.ssl_context) == ("PLAINTEXT", False, False, None)
+
+    properties = {  # the mechanism's own JAAS entry wins over the listener's and the broker-wide one
+        "listener.name.repl.scram-sha-512.sasl.jaas.config": (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required "
+            'username="broker" password="b\\"pw";'
+        ),
+        "listener.name.repl.sasl.jaas.config": 'x required username="other" password="no";',
+    }
+    repl = inter_broker_security(properties, values, "REPL")
+    assert (repl.protocol, repl.mechanism, repl.username, repl.password) == (
+        "SASL_SSL",
+        "SCRAM-SHA-512",
+        "broker",
+        'b"pw',
+    )
+    assert repl.ssl_context is not None and repl.check_hostname and repl.ssl_context.check_hostname
+    # without a mechanism-specific entry: the broker-wide JAAS config
+    clients = inter_broker_security({}, values, "CLIENTS")
+    assert (clients.tls, clients.username, clients.password) == (False, "everyone", "pw0")
+
+    with pytest.raises(SecurityConfigError, match="username"):
+        inter_broker_security({}, {**values, "sasl.jaas.config": None}, "CLIENTS")
+    with pytest.raises(SecurityConfigError, match="not supported"):
+        inter_broker_security({}, {**values, "sasl.mechanism.inter.broker.protocol": "GSSAPI"}, "CLIENTS")
+    with pytest.raises(SecurityConfigError, match=r"protocol\.map"):
+        inter_broker_security({}, values, "NOWHERE")
+
+
+def test_a_broker_refuses_an_inter_broker_listener_it_does_not_have(tmp_path: Path) -> None:
+    from kctl.broker.security.manager import BrokerSecurity
+
+    values = {
+        "inter.broker.listener.name": "REPLICATION",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,REPLICATION:PLAINTEXT",
+    }
+    security = BrokerSecurity({}, values, FileSecurityStore(tmp_path))
+    with pytest.raises(SecurityConfigError, match="not one of the listeners"):
+        security.check_inter_broker(["PLAINTEXT"])
+    security.check_inter_broker(["PLAINTEXT", "replication"])  # listener names are case-insensitive
+
+
+# --------------------------------------------- the mirror and the Spark source take security properties
+
+_SECURE = {
+    "security.protocol": "SASL_SSL",
+    "sasl.mechanism": "SCRAM-SHA-512",
+    "sasl.username": "mirror",
+    "sasl.password": "m-secret",
+    "ssl.ca.location": "/etc/kctl/ca.pem",
+    "ssl.certificate.location": "/etc/kctl/client.pem",
+    "ssl.key.location": "/etc/kctl/client.key",
+    "ssl.endpoint.identification.algorithm": "none",
+}
+
+
+def _expected_security() -> object:
+    from kctl.client.security import SecuritySettings
+
+    return SecuritySettings(
+        protocol="SASL_SSL",
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_username="mirror",
+        sasl_password="m-secret",
+        ssl_ca_location="/etc/kctl/ca.pem",
+        ssl_certificate_location="/etc/kctl/client.pem",
+        ssl_key_location="/etc/kctl/client.key",
+        check_hostname=False,
+    )
+
+
+def test_the_mirror_takes_security_properties_from_a_named_cluster(tmp_path: Path) -> None:
+    """A clusters-file entry's security properties reach every client the mirror opens on it (the
+    clusters' ClientConfig, and the producers it builds from the same properties)."""
+    from kctl.client.clusters_file import load_clusters
+    from kctl.client.config import ClientConfig
+    from kctl.client.consumer import ConsumerConfig
+    from kctl.client.producer import ProducerConfig
+    from kctl.mirror.mirror import ClusterSpec
+
+    path = tmp_path / "clusters.toml"
+    path.write_text(
+        "[dc1]\n"
+        + '"bootstrap.servers" = "10.0.0.1:9093"\n'
+        + "".join(f'"{k}" = "{v}"\n' for k, v in _SECURE.items())
+    )
+    entry = load_clusters(path).get("dc1")
+    assert entry is not None
+    spec = ClusterSpec("dc1", entry.bootstrap_servers, entry.properties)
+    assert spec.client_config().security == _expected_security()
+    producer_keys = ProducerConfig.known_keys()
+    producer = ProducerConfig.coerce({k: v for k, v in spec.properties.items() if k in producer_keys})
+    assert producer.security == _expected_security()
+    assert ConsumerConfig.coerce(dict(spec.properties)).security == _expected_security()
+    assert set(_SECURE) <= ClientConfig.known_keys()
+
+
+def test_the_spark_source_takes_security_options() -> None:
+    """``kafka.``-prefixed options, as Spark's Kafka source takes them (librdkafka names or Java's
+    ``sasl.jaas.config``), reach the consumer and the producer of the kctl data source."""
+    from kctl.spark.options import parse_options
+    from kctl.spark.planning import consumer_config
+    from kctl.spark.writing import producer_config
+
+    options = parse_options(
+        {
+            "kafka.bootstrap.servers": "10.0.0.1:9093",
+            "subscribe": "t",
+            **{f"kafka.{k}": v for k, v in _SECURE.items()},
+        }
+    )
+    assert consumer_config(options).security == _expected_security()
+    assert producer_config(options).security == _expected_security()
+
+    java = parse_options(
+        {
+            "kafka.bootstrap.servers": "10.0.0.1:9093",
+            "subscribe": "t",
+            "kafka.security.protocol": "SASL_PLAINTEXT",
+            "kafka.sasl.mechanism": "PLAIN",
+            "kafka.sasl.jaas.config": (
+                "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                'username="spark" password="s-pw";'
+            ),
+        }
+    )
+    settings = consumer_config(java).security
+    assert (settings.protocol, settings.sasl_mechanism, settings.sasl_username, settings.sasl_password) == (
+        "SASL_PLAINTEXT",
+        "PLAIN",
+        "spark",
+        "s-pw",
+    )
