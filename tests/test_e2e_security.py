@@ -415,6 +415,54 @@ def test_garbage_or_truncated_sasl_exchange_closes(setup: Setup, token: bytes) -
     _healthy(setup)
 
 
+def _read_frame(sock: socket.socket) -> bytes:
+    def exactly(n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            assert chunk, "the broker closed the connection"
+            data += chunk
+        return data
+
+    (size,) = struct.unpack(">i", exactly(4))
+    return exactly(size)
+
+
+def test_sasl_handshake_v0_then_raw_tokens(setup: Setup) -> None:
+    """The v0 framing older clients use: SaslHandshake v0, then the SASL token as a bare size-prefixed
+    frame (no request header) answered the same way; then requests are served. A mechanism the
+    listener does not enable is UNSUPPORTED_SASL_MECHANISM with the enabled ones listed, and the
+    connection is closed."""
+    from kctl.protocol import RequestHeader, decode_response, encode_request
+
+    with _raw(setup.sasl_plaintext) as sock:
+        header = RequestHeader(ApiKey.SASL_HANDSHAKE, 0, 1, "raw")
+        sock.sendall(encode_request(header, SaslHandshakeRequest(mechanism="GSSAPI")))
+        refused = decode_response(header, bytearray(_read_frame(sock)))[1]
+        assert refused.error_code == ErrorCode.UNSUPPORTED_SASL_MECHANISM
+        assert set(refused.mechanisms) == {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
+        assert _closed(sock)  # as Kafka: an unsupported mechanism ends the connection
+    with _raw(setup.sasl_plaintext) as sock:
+        header = RequestHeader(ApiKey.SASL_HANDSHAKE, 0, 2, "raw")
+        sock.sendall(encode_request(header, SaslHandshakeRequest(mechanism="PLAIN")))
+        assert decode_response(header, bytearray(_read_frame(sock)))[1].error_code == 0
+        token = b"\0alice\0" + ALICE_PASSWORD.encode()
+        sock.sendall(struct.pack(">i", len(token)) + token)
+        assert _read_frame(sock) == b""  # PLAIN's (empty) answer, raw
+        header = RequestHeader(ApiKey.METADATA, 1, 3, "raw")
+        sock.sendall(encode_request(header, MetadataRequest(topics=[])))
+        assert decode_response(header, bytearray(_read_frame(sock)))[1].brokers
+    with _raw(setup.sasl_plaintext) as sock:  # a wrong password in a raw token: closed, nothing served
+        header = RequestHeader(ApiKey.SASL_HANDSHAKE, 0, 1, "raw")
+        sock.sendall(encode_request(header, SaslHandshakeRequest(mechanism="PLAIN")))
+        assert decode_response(header, bytearray(_read_frame(sock)))[1].error_code == 0
+        token = b"\0alice\0wrong"
+        sock.sendall(struct.pack(">i", len(token)) + token)
+        sock.sendall(_frame(ApiKey.METADATA, 1, struct.pack(">i", -1), 9))
+        assert _closed(sock)
+    _healthy(setup)
+
+
 def test_truncated_frame_then_disconnect_leaves_the_broker_alone(setup: Setup) -> None:
     with _raw(setup.sasl_ssl, tls=True) as sock:
         sock.sendall(struct.pack(">i", 1000) + b"\x00\x11\x00\x01")

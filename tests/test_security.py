@@ -5,7 +5,11 @@ per-connection SASL state machine."""
 from __future__ import annotations
 
 import asyncio
+import socket
+import ssl
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -335,3 +339,89 @@ def test_the_spark_source_takes_security_options() -> None:
         "spark",
         "s-pw",
     )
+
+
+# ---------------------------------------------------------------------------------- TLS options
+
+
+def _handshake(server: ssl.SSLContext, client: ssl.SSLContext) -> tuple[str | None, dict | None]:
+    """A TLS handshake over a socket pair: (the negotiated version, the client certificate the server
+    saw); raises ssl.SSLError when it fails."""
+    left, right = socket.socketpair()
+    outcome: dict[str, Any] = {}
+
+    def serve() -> None:
+        try:
+            with server.wrap_socket(left, server_side=True) as tls:
+                outcome["peer"] = tls.getpeercert()
+                tls.recv(1)
+        except (ssl.SSLError, OSError) as error:
+            outcome["error"] = error
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    try:
+        with client.wrap_socket(right, server_hostname="localhost") as tls:
+            version = tls.version()
+            tls.sendall(b"x")
+    finally:
+        thread.join(10)
+    if "error" in outcome:
+        raise outcome["error"]
+    return version, outcome.get("peer")
+
+
+def test_tls_listener_options(tmp_path: Path) -> None:
+    pytest.importorskip("cryptography")
+    from kctl.broker.security.listeners import server_ssl_context
+    from kctl.testing.certs import TestCA
+
+    ca = TestCA(tmp_path)
+    broker, alice = ca.issue("broker", "localhost", server=True), ca.issue("alice", "alice", server=False)
+    # the key store given inline (ssl.keystore.certificate.chain + ssl.keystore.key), per listener
+    properties = {
+        "listener.name.ssl.ssl.keystore.certificate.chain": broker.certificate.read_text(),
+        "listener.name.ssl.ssl.keystore.key": broker.key.read_text(),
+        "listener.name.ssl.ssl.truststore.certificates": ca.pem.read_text(),
+        "listener.name.ssl.ssl.client.auth": "requested",
+    }
+    values = {"ssl.enabled.protocols": ["TLSv1.3"], "ssl.cipher.suites": [], "ssl.client.auth": "none"}
+    server = server_ssl_context(properties, values, "SSL")
+    assert server.verify_mode == ssl.CERT_OPTIONAL
+
+    client = ssl.create_default_context(cafile=str(ca.pem))
+    assert _handshake(server, client) == ("TLSv1.3", None)  # requested: a client without one is fine
+    client.load_cert_chain(str(alice.certificate), str(alice.key))
+    version, peer = _handshake(server, client)
+    assert version == "TLSv1.3" and certificate_principal(peer) == "User:CN=alice,O=kctl-test"
+    old = ssl.create_default_context(cafile=str(ca.pem))
+    old.maximum_version = ssl.TLSVersion.TLSv1_2
+    with pytest.raises(ssl.SSLError):  # ssl.enabled.protocols=TLSv1.3
+        _handshake(server, old)
+
+    # TLS 1.2 with one cipher suite, required client certificates
+    values = {
+        "ssl.enabled.protocols": ["TLSv1.2"],
+        "ssl.cipher.suites": ["ECDHE-ECDSA-AES128-GCM-SHA256"],
+        "ssl.keystore.location": str(broker.keystore),
+        "ssl.truststore.location": str(ca.pem),
+        "ssl.client.auth": "required",
+    }
+    strict = server_ssl_context({}, values, "SSL")
+    assert strict.verify_mode == ssl.CERT_REQUIRED
+    client.maximum_version = ssl.TLSVersion.TLSv1_2
+    assert _handshake(strict, client)[0] == "TLSv1.2"
+    anonymous = ssl.create_default_context(cafile=str(ca.pem))
+    with pytest.raises((ssl.SSLError, OSError)):
+        _handshake(strict, anonymous)
+    other_cipher = ssl.create_default_context(cafile=str(ca.pem))
+    other_cipher.load_cert_chain(str(alice.certificate), str(alice.key))
+    other_cipher.maximum_version = ssl.TLSVersion.TLSv1_2
+    other_cipher.set_ciphers("ECDHE-ECDSA-AES256-GCM-SHA384")
+    with pytest.raises(ssl.SSLError):
+        _handshake(strict, other_cipher)
+
+    with pytest.raises(SecurityConfigError, match="trust store"):
+        server_ssl_context({}, {**values, "ssl.truststore.location": None}, "SSL")
+    with pytest.raises(SecurityConfigError, match="keystore"):
+        server_ssl_context({}, {**values, "ssl.keystore.location": None}, "SSL")
