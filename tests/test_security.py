@@ -246,6 +246,20 @@ def test_a_broker_refuses_an_inter_broker_listener_it_does_not_have(tmp_path: Pa
     with pytest.raises(SecurityConfigError, match="not one of the listeners"):
         security.check_inter_broker(["PLAINTEXT"])
     security.check_inter_broker(["PLAINTEXT", "replication"])  # listener names are case-insensitive
+    # Kafka's older security.inter.broker.protocol names the listener by its protocol
+    older = BrokerSecurity(
+        {},
+        {"security.inter.broker.protocol": "SSL", "listener.security.protocol.map": "SSL:SSL"},
+        FileSecurityStore(tmp_path),
+    )
+    assert older.inter_broker_listener == "SSL"
+    with pytest.raises(SecurityConfigError, match="not one of the listeners"):
+        older.check_inter_broker(["PLAINTEXT"])
+    both = BrokerSecurity(
+        {}, {**values, "security.inter.broker.protocol": "PLAINTEXT"}, FileSecurityStore(tmp_path)
+    )
+    with pytest.raises(SecurityConfigError, match="not both"):
+        both.check_inter_broker(["PLAINTEXT", "REPLICATION"])
 
 
 # --------------------------------------------- the mirror and the Spark source take security properties

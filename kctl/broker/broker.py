@@ -172,7 +172,7 @@ class Broker:
         if registration is None:
             return None
         host, port = registration.host, registration.port
-        wanted = self.config["inter.broker.listener.name"]
+        wanted = self.security.inter_broker_listener
         listener = wanted
         for endpoint in registration.listeners:
             name, endpoint_host, endpoint_port = parse_endpoint(endpoint)

@@ -81,6 +81,14 @@ SECURITY_CONFIGS = [
         "SASL mechanisms offered (kctl: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; Kafka's default is GSSAPI).",
     ),
     ConfigKey(
+        "security.inter.broker.protocol",
+        T.STRING,
+        None,
+        OneOf(("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"), case_insensitive=True),
+        "Kafka's older way to pick the inter-broker listener: the listener of that name "
+        "(only without inter.broker.listener.name; both at once is an error).",
+    ),
+    ConfigKey(
         "sasl.mechanism.inter.broker.protocol",
         T.STRING,
         "PLAIN",

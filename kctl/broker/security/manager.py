@@ -51,10 +51,24 @@ class BrokerSecurity:
             self._inter_broker[key] = inter_broker_security(self._properties, self._values, key)
         return self._inter_broker[key]
 
+    @property
+    def inter_broker_listener(self) -> str | None:
+        """``inter.broker.listener.name``, else the listener named by ``security.inter.broker.protocol``
+        (None: the other brokers' first listener)."""
+        return self._values.get("inter.broker.listener.name") or self._values.get(
+            "security.inter.broker.protocol"
+        )
+
     def check_inter_broker(self, listeners: list[str]) -> None:
-        """At start in cluster mode: ``inter.broker.listener.name`` names one of this broker's
-        listeners, and what connecting to it takes (key material, credentials) is configured."""
-        wanted = self._values.get("inter.broker.listener.name")
+        """At start in cluster mode: the inter-broker listener is one of this broker's listeners, and
+        what connecting to it takes (key material, credentials) is configured."""
+        if self._values.get("inter.broker.listener.name") and self._values.get(
+            "security.inter.broker.protocol"
+        ):
+            raise SecurityConfigError(
+                "set inter.broker.listener.name or security.inter.broker.protocol, not both (as Kafka)"
+            )
+        wanted = self.inter_broker_listener
         if wanted is None:
             return
         if wanted.upper() not in {name.upper() for name in listeners}:
