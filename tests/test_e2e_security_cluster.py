@@ -9,7 +9,8 @@ clients use a SASL_SSL listener and the ACL authorizer is on.
   each broker presents its key store and authenticates with SCRAM-SHA-512 as ``User:broker`` (a super
   user; its credential is put in ZooKeeper with `kctl user create --zookeeper` before the brokers
   start), with
-  ``sasl.mechanism.inter.broker.protocol`` and the listener's JAAS username/password.
+  ``sasl.mechanism.inter.broker.protocol`` and the listener's JAAS username/password; its sessions
+  last 2 s (``connections.max.reauth.ms``), so replication goes on only if the fetchers renew them.
 
 Clients (confluent-kafka, kctl's AdminClient) only ever talk to the SASL_SSL client listener."""
 
@@ -227,6 +228,8 @@ def sasl_ssl_inter_broker(
         "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
         "listener.name.replication.sasl.enabled.mechanisms": "SCRAM-SHA-512",
         "listener.name.replication.ssl.client.auth": "required",
+        # short SASL sessions between brokers: the fetchers must renew theirs in time
+        "listener.name.replication.connections.max.reauth.ms": "2000",
         "listener.name.replication.scram-sha-512.sasl.jaas.config": _jaas(
             "scram.ScramLoginModule", username="broker", password=BROKER_PASSWORD
         ),
@@ -255,8 +258,18 @@ def test_brokers_replicate_over_sasl_ssl_with_scram(sasl_ssl_inter_broker: Local
         values = [f"s{i}" for i in range(20)]
         assert _produce(admin_props, topic, values, timeout_ms=30000) == [None] * len(values)
         wait_until(lambda: _isr(admin, topic) == [{1, 2}, {1, 2}], timeout=30, what="a full ISR")
+        # across several inter-broker session lifetimes, replication goes on (acks=all, 2 in sync)
+        until, rounds = time.monotonic() + 5, 0
+        while time.monotonic() < until:
+            more = [f"r{rounds}-{i}" for i in range(5)]
+            assert _produce(admin_props, topic, more, timeout_ms=10000) == [None] * len(more)
+            values += more
+            rounds += 1
+        assert _isr(admin, topic) == [{1, 2}, {1, 2}]
     got = _consume(admin_props, topic, values)
     assert sorted(got) == sorted(v.encode() for v in values)
     for broker in cluster.brokers.values():
         assert broker.running, broker.log_tail()
-        assert "authentication to broker" not in broker.log_tail(400)
+        log = broker.log_tail(400)
+        assert "authentication to broker" not in log
+        assert "SASL session expired" not in log  # renewed before the end, never cut off
