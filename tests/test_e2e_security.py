@@ -889,3 +889,22 @@ def test_topic_and_group_admin_apis_are_authorized(setup: Setup) -> None:
     with _as(setup, "admin", ADMIN_PASSWORD) as conn:
         listed = {g.group_id for g in conn.request(ApiKey.LIST_GROUPS, ListGroupsRequest(), 0).groups}
         assert {my_group, other_group} <= listed
+
+
+def test_auto_creation_needs_create(setup: Setup) -> None:
+    """dave may read ro-* (so describe them) but not create: a Metadata request for a missing ro-
+    topic is TOPIC_AUTHORIZATION_FAILED and creates nothing; alice (All on sec-*) auto-creates hers."""
+    missing, mine = unique("ro-auto"), unique("sec-auto")
+
+    def ask(user: str, password: str, topic: str) -> int:
+        with _as(setup, user, password) as conn:
+            wanted = [MetadataRequestTopic(name=topic)]
+            request = MetadataRequest(topics=wanted, allow_auto_topic_creation=True)
+            return conn.request(ApiKey.METADATA, request).topics[0].error_code
+
+    assert ask("dave", DAVE_PASSWORD, missing) == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    with setup.admin() as admin:
+        assert admin.describe_topics([missing])[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert ask("alice", ALICE_PASSWORD, mine) in (ErrorCode.NONE, ErrorCode.LEADER_NOT_AVAILABLE)
+    with setup.admin() as admin:
+        assert admin.describe_topics([mine])[0].error_code == 0
