@@ -415,6 +415,54 @@ def test_garbage_or_truncated_sasl_exchange_closes(setup: Setup, token: bytes) -
     _healthy(setup)
 
 
+def _read_frame(sock: socket.socket) -> bytes:
+    def exactly(n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            assert chunk, "the broker closed the connection"
+            data += chunk
+        return data
+
+    (size,) = struct.unpack(">i", exactly(4))
+    return exactly(size)
+
+
+def test_sasl_handshake_v0_then_raw_tokens(setup: Setup) -> None:
+    """The v0 framing older clients use: SaslHandshake v0, then the SASL token as a bare size-prefixed
+    frame (no request header) answered the same way; then requests are served. A mechanism the
+    listener does not enable is UNSUPPORTED_SASL_MECHANISM with the enabled ones listed, and the
+    connection is closed."""
+    from kctl.protocol import RequestHeader, decode_response, encode_request
+
+    with _raw(setup.sasl_plaintext) as sock:
+        header = RequestHeader(ApiKey.SASL_HANDSHAKE, 0, 1, "raw")
+        sock.sendall(encode_request(header, SaslHandshakeRequest(mechanism="GSSAPI")))
+        refused = decode_response(header, bytearray(_read_frame(sock)))[1]
+        assert refused.error_code == ErrorCode.UNSUPPORTED_SASL_MECHANISM
+        assert set(refused.mechanisms) == {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
+        assert _closed(sock)  # as Kafka: an unsupported mechanism ends the connection
+    with _raw(setup.sasl_plaintext) as sock:
+        header = RequestHeader(ApiKey.SASL_HANDSHAKE, 0, 2, "raw")
+        sock.sendall(encode_request(header, SaslHandshakeRequest(mechanism="PLAIN")))
+        assert decode_response(header, bytearray(_read_frame(sock)))[1].error_code == 0
+        token = b"\0alice\0" + ALICE_PASSWORD.encode()
+        sock.sendall(struct.pack(">i", len(token)) + token)
+        assert _read_frame(sock) == b""  # PLAIN's (empty) answer, raw
+        header = RequestHeader(ApiKey.METADATA, 1, 3, "raw")
+        sock.sendall(encode_request(header, MetadataRequest(topics=[])))
+        assert decode_response(header, bytearray(_read_frame(sock)))[1].brokers
+    with _raw(setup.sasl_plaintext) as sock:  # a wrong password in a raw token: closed, nothing served
+        header = RequestHeader(ApiKey.SASL_HANDSHAKE, 0, 1, "raw")
+        sock.sendall(encode_request(header, SaslHandshakeRequest(mechanism="PLAIN")))
+        assert decode_response(header, bytearray(_read_frame(sock)))[1].error_code == 0
+        token = b"\0alice\0wrong"
+        sock.sendall(struct.pack(">i", len(token)) + token)
+        sock.sendall(_frame(ApiKey.METADATA, 1, struct.pack(">i", -1), 9))
+        assert _closed(sock)
+    _healthy(setup)
+
+
 def test_truncated_frame_then_disconnect_leaves_the_broker_alone(setup: Setup) -> None:
     with _raw(setup.sasl_ssl, tls=True) as sock:
         sock.sendall(struct.pack(">i", 1000) + b"\x00\x11\x00\x01")
@@ -619,3 +667,244 @@ def test_librdkafka_reauthenticates_before_the_session_ends(setup: Setup) -> Non
         producer.flush(10)
     assert delivered and all(e is None for e in delivered)
     assert not [e for e in errors if e.code() == confluent_kafka.KafkaError._AUTHENTICATION]
+
+
+# ----------------------------------------------- cluster-mode and admin APIs under the authorizer
+
+
+def _as(setup: Setup, user: str, password: str) -> BrokerConnection:
+    props = setup.sasl(user, password, "PLAIN" if user in ("admin", "alice") else "SCRAM-SHA-512")
+    return BrokerConnection(*_hp(setup.sasl_ssl), security=SecuritySettings.from_config(_cfg(props)))
+
+
+def _create(setup: Setup, *topics: str) -> None:
+    from kctl.client.admin import NewTopic
+
+    with setup.admin() as admin:
+        assert [r.error_code for r in admin.create_topics([NewTopic(t, 1, 1) for t in topics])] == [0] * len(
+            topics
+        )
+
+
+def _cluster_api_errors(conn: BrokerConnection, topic: str) -> dict[str, int]:
+    """The error each cluster-level API answers ``conn``'s principal with."""
+    from kctl.protocol.messages.alter_partition_reassignments import (
+        AlterPartitionReassignmentsRequest,
+        ReassignablePartition,
+        ReassignableTopic,
+    )
+    from kctl.protocol.messages.configs import DescribeConfigsRequest, DescribeConfigsResource
+    from kctl.protocol.messages.describe_log_dirs import DescribeLogDirsRequest
+    from kctl.protocol.messages.elect_leaders import ElectLeadersRequest, TopicPartitions
+    from kctl.protocol.messages.list_partition_reassignments import ListPartitionReassignmentsRequest
+
+    elect = conn.request(
+        ApiKey.ELECT_LEADERS,
+        ElectLeadersRequest(topic_partitions=[TopicPartitions(topic=topic, partitions=[0])], timeout_ms=1000),
+        1,
+    )
+    listed = conn.request(ApiKey.LIST_PARTITION_REASSIGNMENTS, ListPartitionReassignmentsRequest(), 0)
+    altered = conn.request(
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+        AlterPartitionReassignmentsRequest(
+            topics=[ReassignableTopic(name=topic, partitions=[ReassignablePartition(partition_index=0)])]
+        ),
+        0,
+    )
+    dirs = conn.request(ApiKey.DESCRIBE_LOG_DIRS, DescribeLogDirsRequest(topics=None), 3)
+    configs = conn.request(
+        ApiKey.DESCRIBE_CONFIGS,
+        DescribeConfigsRequest(
+            resources=[DescribeConfigsResource(resource_type=4, resource_name="", configuration_keys=None)]
+        ),
+        1,
+    )
+    return {
+        "ElectLeaders": elect.error_code,
+        "ElectLeaders partition": elect.replica_election_results[0].partition_result[0].error_code,
+        "ListPartitionReassignments": listed.error_code,
+        "AlterPartitionReassignments": altered.error_code,
+        "DescribeLogDirs": dirs.error_code if not dirs.results else 0,
+        "DescribeConfigs broker": configs.results[0].error_code,
+    }
+
+
+def test_cluster_apis_need_cluster_permissions(setup: Setup) -> None:
+    topic = unique("sec-clu")
+    _create(setup, topic)
+    denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    # alice: ALL on sec-* topics and groups, nothing on the cluster
+    with _as(setup, "alice", ALICE_PASSWORD) as conn:
+        errors = _cluster_api_errors(conn, topic)
+    assert errors == dict.fromkeys(errors, denied), errors
+    with _as(setup, "admin", ADMIN_PASSWORD) as conn:  # a super user
+        errors = _cluster_api_errors(conn, topic)
+    assert denied not in errors.values(), errors
+    assert errors["ListPartitionReassignments"] == 0 and errors["DescribeLogDirs"] == 0, errors
+
+
+def test_replica_apis_need_cluster_action_or_describe(setup: Setup) -> None:
+    """A follower's Fetch needs ClusterAction (Read on the topic is not enough); OffsetForLeaderEpoch
+    is answered for topics the principal may describe (consumers' truncation check, KIP-320)."""
+    from kctl.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+    from kctl.protocol.messages.offset_for_leader_epoch import (
+        OffsetForLeaderEpochRequest,
+        OffsetForLeaderPartition,
+        OffsetForLeaderTopic,
+    )
+
+    mine, other = unique("sec-rep"), unique("hidden-rep")
+    _create(setup, mine, other)
+
+    def fetch(conn: BrokerConnection, replica_id: int) -> int:
+        request = FetchRequest(
+            replica_id=replica_id,
+            max_wait_ms=0,
+            min_bytes=1,
+            topics=[
+                FetchTopic(
+                    topic=mine,
+                    partitions=[FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1024)],
+                )
+            ],
+            forgotten_topics_data=[],
+        )
+        return conn.request(ApiKey.FETCH, request, 11).responses[0].partitions[0].error_code
+
+    def epochs(conn: BrokerConnection) -> dict[str, int]:
+        request = OffsetForLeaderEpochRequest(
+            replica_id=-1,
+            topics=[
+                OffsetForLeaderTopic(
+                    topic=t, partitions=[OffsetForLeaderPartition(partition=0, leader_epoch=0)]
+                )
+                for t in (mine, other)
+            ],
+        )
+        response = conn.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, request, 3)
+        return {t.topic: t.partitions[0].error_code for t in response.topics}
+
+    with _as(setup, "alice", ALICE_PASSWORD) as conn:
+        assert fetch(conn, -1) == 0  # a consumer's fetch: Read on the topic
+        assert fetch(conn, 1) == ErrorCode.TOPIC_AUTHORIZATION_FAILED  # posing as follower 1
+        assert epochs(conn) == {mine: 0, other: ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+    with _as(setup, "admin", ADMIN_PASSWORD) as conn:
+        # allowed: answered by the replica logic (broker 1 is no replica here), not an authorization error
+        assert fetch(conn, 1) != ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        assert epochs(conn) == {mine: 0, other: 0}
+
+
+def test_topic_and_group_admin_apis_are_authorized(setup: Setup) -> None:
+    """alice may do everything on sec-* topics and groups and nothing elsewhere: the admin APIs answer
+    TOPIC_/GROUP_AUTHORIZATION_FAILED for the others, and ListGroups lists only her groups."""
+    from kctl.protocol.messages.configs import (
+        AlterableConfig,
+        AlterConfigsRequest,
+        AlterConfigsResource,
+        DescribeConfigsRequest,
+        DescribeConfigsResource,
+    )
+    from kctl.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsTopic
+    from kctl.protocol.messages.delete_groups import DeleteGroupsRequest
+    from kctl.protocol.messages.delete_records import (
+        DeleteRecordsPartition,
+        DeleteRecordsRequest,
+        DeleteRecordsTopic,
+    )
+    from kctl.protocol.messages.describe_groups import DescribeGroupsRequest
+    from kctl.protocol.messages.list_groups import ListGroupsRequest
+
+    mine, other = unique("sec-adm"), unique("hidden-adm")
+    my_group, other_group = unique("sec-gadm"), unique("hidden-gadm")
+    _create(setup, mine, other)
+    for group, props in (
+        (my_group, setup.sasl("alice", ALICE_PASSWORD, "PLAIN")),
+        (other_group, setup.sasl("admin", ADMIN_PASSWORD, "PLAIN")),
+    ):
+        consumer = confluent_kafka.Consumer({"bootstrap.servers": setup.sasl_ssl, "group.id": group, **props})
+        consumer.assign([confluent_kafka.TopicPartition(mine, 0, 0)])
+        consumer.commit(offsets=[confluent_kafka.TopicPartition(mine, 0, 0)], asynchronous=False)
+        consumer.close()
+    topic_denied, group_denied = ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.GROUP_AUTHORIZATION_FAILED
+    with _as(setup, "alice", ALICE_PASSWORD) as conn:
+        described = conn.request(
+            ApiKey.DESCRIBE_CONFIGS,
+            DescribeConfigsRequest(
+                resources=[
+                    DescribeConfigsResource(resource_type=2, resource_name=t, configuration_keys=None)
+                    for t in (mine, other)
+                ]
+            ),
+            1,
+        )
+        assert [r.error_code for r in described.results] == [0, topic_denied]
+        altered = conn.request(
+            ApiKey.ALTER_CONFIGS,
+            AlterConfigsRequest(
+                resources=[
+                    AlterConfigsResource(
+                        resource_type=2,
+                        resource_name=t,
+                        configs=[AlterableConfig(name="retention.ms", value="60000")],
+                    )
+                    for t in (mine, other)
+                ],
+                validate_only=True,
+            ),
+            0,
+        )
+        assert [r.error_code for r in altered.responses] == [0, topic_denied]
+        created = conn.request(
+            ApiKey.CREATE_PARTITIONS,
+            CreatePartitionsRequest(
+                topics=[CreatePartitionsTopic(name=other, count=2, assignments=None)],
+                timeout_ms=5000,
+                validate_only=True,
+            ),
+            0,
+        )
+        assert [r.error_code for r in created.results] == [topic_denied]
+        deleted = conn.request(
+            ApiKey.DELETE_RECORDS,
+            DeleteRecordsRequest(
+                topics=[
+                    DeleteRecordsTopic(
+                        name=t, partitions=[DeleteRecordsPartition(partition_index=0, offset=0)]
+                    )
+                    for t in (mine, other)
+                ],
+                timeout_ms=5000,
+            ),
+            0,
+        )
+        assert [t.partitions[0].error_code for t in deleted.topics] == [0, topic_denied]
+        groups = conn.request(
+            ApiKey.DESCRIBE_GROUPS, DescribeGroupsRequest(groups=[my_group, other_group]), 0
+        )
+        assert [g.error_code for g in groups.groups] == [0, group_denied]
+        listed = {g.group_id for g in conn.request(ApiKey.LIST_GROUPS, ListGroupsRequest(), 0).groups}
+        assert my_group in listed and other_group not in listed
+        dropped = conn.request(ApiKey.DELETE_GROUPS, DeleteGroupsRequest(groups_names=[other_group]), 0)
+        assert [r.error_code for r in dropped.results] == [group_denied]
+    with _as(setup, "admin", ADMIN_PASSWORD) as conn:
+        listed = {g.group_id for g in conn.request(ApiKey.LIST_GROUPS, ListGroupsRequest(), 0).groups}
+        assert {my_group, other_group} <= listed
+
+
+def test_auto_creation_needs_create(setup: Setup) -> None:
+    """dave may read ro-* (so describe them) but not create: a Metadata request for a missing ro-
+    topic is TOPIC_AUTHORIZATION_FAILED and creates nothing; alice (All on sec-*) auto-creates hers."""
+    missing, mine = unique("ro-auto"), unique("sec-auto")
+
+    def ask(user: str, password: str, topic: str) -> int:
+        with _as(setup, user, password) as conn:
+            wanted = [MetadataRequestTopic(name=topic)]
+            request = MetadataRequest(topics=wanted, allow_auto_topic_creation=True)
+            return conn.request(ApiKey.METADATA, request).topics[0].error_code
+
+    assert ask("dave", DAVE_PASSWORD, missing) == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    with setup.admin() as admin:
+        assert admin.describe_topics([missing])[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert ask("alice", ALICE_PASSWORD, mine) in (ErrorCode.NONE, ErrorCode.LEADER_NOT_AVAILABLE)
+    with setup.admin() as admin:
+        assert admin.describe_topics([mine])[0].error_code == 0

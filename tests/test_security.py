@@ -5,7 +5,11 @@ per-connection SASL state machine."""
 from __future__ import annotations
 
 import asyncio
+import socket
+import ssl
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -187,3 +191,251 @@ def test_session_state_machine_plain() -> None:
         assert good.authenticated and good.principal == "User:a"
 
     asyncio.run(run())
+
+
+# ------------------------------------------------------------------------- inter-broker client
+
+
+def test_inter_broker_security_from_the_listener_configuration(tmp_path: Path) -> None:
+    from kctl.broker.security.inter_broker import inter_broker_security
+
+    values = {
+        "listener.security.protocol.map": "INTERNAL:PLAINTEXT,REPL:SASL_SSL,CLIENTS:SASL_PLAINTEXT",
+        "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+        "ssl.endpoint.identification.algorithm": "https",
+        "sasl.jaas.config": 'x.PlainLoginModule required username="everyone" password="pw0";',
+    }
+    plain = inter_broker_security({}, values, "internal")
+    assert (plain.protocol, plain.tls, plain.sasl, plain.ssl_context) == ("PLAINTEXT", False, False, None)
+
+    properties = {  # the mechanism's own JAAS entry wins over the listener's and the broker-wide one
+        "listener.name.repl.scram-sha-512.sasl.jaas.config": (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required "
+            'username="broker" password="b\\"pw";'
+        ),
+        "listener.name.repl.sasl.jaas.config": 'x required username="other" password="no";',
+    }
+    repl = inter_broker_security(properties, values, "REPL")
+    assert (repl.protocol, repl.mechanism, repl.username, repl.password) == (
+        "SASL_SSL",
+        "SCRAM-SHA-512",
+        "broker",
+        'b"pw',
+    )
+    assert repl.ssl_context is not None and repl.check_hostname and repl.ssl_context.check_hostname
+    # without a mechanism-specific entry: the broker-wide JAAS config
+    clients = inter_broker_security({}, values, "CLIENTS")
+    assert (clients.tls, clients.username, clients.password) == (False, "everyone", "pw0")
+
+    with pytest.raises(SecurityConfigError, match="username"):
+        inter_broker_security({}, {**values, "sasl.jaas.config": None}, "CLIENTS")
+    with pytest.raises(SecurityConfigError, match="not supported"):
+        inter_broker_security({}, {**values, "sasl.mechanism.inter.broker.protocol": "GSSAPI"}, "CLIENTS")
+    with pytest.raises(SecurityConfigError, match=r"protocol\.map"):
+        inter_broker_security({}, values, "NOWHERE")
+
+
+def test_a_broker_refuses_an_inter_broker_listener_it_does_not_have(tmp_path: Path) -> None:
+    from kctl.broker.security.manager import BrokerSecurity
+
+    values = {
+        "inter.broker.listener.name": "REPLICATION",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,REPLICATION:PLAINTEXT",
+    }
+    security = BrokerSecurity({}, values, FileSecurityStore(tmp_path))
+    with pytest.raises(SecurityConfigError, match="not one of the listeners"):
+        security.check_inter_broker(["PLAINTEXT"])
+    security.check_inter_broker(["PLAINTEXT", "replication"])  # listener names are case-insensitive
+    # Kafka's older security.inter.broker.protocol names the listener by its protocol
+    older = BrokerSecurity(
+        {},
+        {"security.inter.broker.protocol": "SSL", "listener.security.protocol.map": "SSL:SSL"},
+        FileSecurityStore(tmp_path),
+    )
+    assert older.inter_broker_listener == "SSL"
+    with pytest.raises(SecurityConfigError, match="not one of the listeners"):
+        older.check_inter_broker(["PLAINTEXT"])
+    both = BrokerSecurity(
+        {}, {**values, "security.inter.broker.protocol": "PLAINTEXT"}, FileSecurityStore(tmp_path)
+    )
+    with pytest.raises(SecurityConfigError, match="not both"):
+        both.check_inter_broker(["PLAINTEXT", "REPLICATION"])
+
+
+# --------------------------------------------- the mirror and the Spark source take security properties
+
+_SECURE = {
+    "security.protocol": "SASL_SSL",
+    "sasl.mechanism": "SCRAM-SHA-512",
+    "sasl.username": "mirror",
+    "sasl.password": "m-secret",
+    "ssl.ca.location": "/etc/kctl/ca.pem",
+    "ssl.certificate.location": "/etc/kctl/client.pem",
+    "ssl.key.location": "/etc/kctl/client.key",
+    "ssl.endpoint.identification.algorithm": "none",
+}
+
+
+def _expected_security() -> object:
+    from kctl.client.security import SecuritySettings
+
+    return SecuritySettings(
+        protocol="SASL_SSL",
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_username="mirror",
+        sasl_password="m-secret",
+        ssl_ca_location="/etc/kctl/ca.pem",
+        ssl_certificate_location="/etc/kctl/client.pem",
+        ssl_key_location="/etc/kctl/client.key",
+        check_hostname=False,
+    )
+
+
+def test_the_mirror_takes_security_properties_from_a_named_cluster(tmp_path: Path) -> None:
+    """A clusters-file entry's security properties reach every client the mirror opens on it (the
+    clusters' ClientConfig, and the producers it builds from the same properties)."""
+    from kctl.client.clusters_file import load_clusters
+    from kctl.client.config import ClientConfig
+    from kctl.client.consumer import ConsumerConfig
+    from kctl.client.producer import ProducerConfig
+    from kctl.mirror.mirror import ClusterSpec
+
+    path = tmp_path / "clusters.toml"
+    path.write_text(
+        "[dc1]\n"
+        + '"bootstrap.servers" = "10.0.0.1:9093"\n'
+        + "".join(f'"{k}" = "{v}"\n' for k, v in _SECURE.items())
+    )
+    entry = load_clusters(path).get("dc1")
+    assert entry is not None
+    spec = ClusterSpec("dc1", entry.bootstrap_servers, entry.properties)
+    assert spec.client_config().security == _expected_security()
+    producer_keys = ProducerConfig.known_keys()
+    producer = ProducerConfig.coerce({k: v for k, v in spec.properties.items() if k in producer_keys})
+    assert producer.security == _expected_security()
+    assert ConsumerConfig.coerce(dict(spec.properties)).security == _expected_security()
+    assert set(_SECURE) <= ClientConfig.known_keys()
+
+
+def test_the_spark_source_takes_security_options() -> None:
+    """``kafka.``-prefixed options, as Spark's Kafka source takes them (librdkafka names or Java's
+    ``sasl.jaas.config``), reach the consumer and the producer of the kctl data source."""
+    from kctl.spark.options import parse_options
+    from kctl.spark.planning import consumer_config
+    from kctl.spark.writing import producer_config
+
+    options = parse_options(
+        {
+            "kafka.bootstrap.servers": "10.0.0.1:9093",
+            "subscribe": "t",
+            **{f"kafka.{k}": v for k, v in _SECURE.items()},
+        }
+    )
+    assert consumer_config(options).security == _expected_security()
+    assert producer_config(options).security == _expected_security()
+
+    java = parse_options(
+        {
+            "kafka.bootstrap.servers": "10.0.0.1:9093",
+            "subscribe": "t",
+            "kafka.security.protocol": "SASL_PLAINTEXT",
+            "kafka.sasl.mechanism": "PLAIN",
+            "kafka.sasl.jaas.config": (
+                "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                'username="spark" password="s-pw";'
+            ),
+        }
+    )
+    settings = consumer_config(java).security
+    assert (settings.protocol, settings.sasl_mechanism, settings.sasl_username, settings.sasl_password) == (
+        "SASL_PLAINTEXT",
+        "PLAIN",
+        "spark",
+        "s-pw",
+    )
+
+
+# ---------------------------------------------------------------------------------- TLS options
+
+
+def _handshake(server: ssl.SSLContext, client: ssl.SSLContext) -> tuple[str | None, dict | None]:
+    """A TLS handshake over a socket pair: (the negotiated version, the client certificate the server
+    saw); raises ssl.SSLError when it fails."""
+    left, right = socket.socketpair()
+    outcome: dict[str, Any] = {}
+
+    def serve() -> None:
+        try:
+            with server.wrap_socket(left, server_side=True) as tls:
+                outcome["peer"] = tls.getpeercert()
+                tls.recv(1)
+        except (ssl.SSLError, OSError) as error:
+            outcome["error"] = error
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    try:
+        with client.wrap_socket(right, server_hostname="localhost") as tls:
+            version = tls.version()
+            tls.sendall(b"x")
+    finally:
+        thread.join(10)
+    if "error" in outcome:
+        raise outcome["error"]
+    return version, outcome.get("peer")
+
+
+def test_tls_listener_options(tmp_path: Path) -> None:
+    pytest.importorskip("cryptography")
+    from kctl.broker.security.listeners import server_ssl_context
+    from kctl.testing.certs import TestCA
+
+    ca = TestCA(tmp_path)
+    broker, alice = ca.issue("broker", "localhost", server=True), ca.issue("alice", "alice", server=False)
+    # the key store given inline (ssl.keystore.certificate.chain + ssl.keystore.key), per listener
+    properties = {
+        "listener.name.ssl.ssl.keystore.certificate.chain": broker.certificate.read_text(),
+        "listener.name.ssl.ssl.keystore.key": broker.key.read_text(),
+        "listener.name.ssl.ssl.truststore.certificates": ca.pem.read_text(),
+        "listener.name.ssl.ssl.client.auth": "requested",
+    }
+    values = {"ssl.enabled.protocols": ["TLSv1.3"], "ssl.cipher.suites": [], "ssl.client.auth": "none"}
+    server = server_ssl_context(properties, values, "SSL")
+    assert server.verify_mode == ssl.CERT_OPTIONAL
+
+    client = ssl.create_default_context(cafile=str(ca.pem))
+    assert _handshake(server, client) == ("TLSv1.3", None)  # requested: a client without one is fine
+    client.load_cert_chain(str(alice.certificate), str(alice.key))
+    version, peer = _handshake(server, client)
+    assert version == "TLSv1.3" and certificate_principal(peer) == "User:CN=alice,O=kctl-test"
+    old = ssl.create_default_context(cafile=str(ca.pem))
+    old.maximum_version = ssl.TLSVersion.TLSv1_2
+    with pytest.raises(ssl.SSLError):  # ssl.enabled.protocols=TLSv1.3
+        _handshake(server, old)
+
+    # TLS 1.2 with one cipher suite, required client certificates
+    values = {
+        "ssl.enabled.protocols": ["TLSv1.2"],
+        "ssl.cipher.suites": ["ECDHE-ECDSA-AES128-GCM-SHA256"],
+        "ssl.keystore.location": str(broker.keystore),
+        "ssl.truststore.location": str(ca.pem),
+        "ssl.client.auth": "required",
+    }
+    strict = server_ssl_context({}, values, "SSL")
+    assert strict.verify_mode == ssl.CERT_REQUIRED
+    client.maximum_version = ssl.TLSVersion.TLSv1_2
+    assert _handshake(strict, client)[0] == "TLSv1.2"
+    anonymous = ssl.create_default_context(cafile=str(ca.pem))
+    with pytest.raises((ssl.SSLError, OSError)):
+        _handshake(strict, anonymous)
+    other_cipher = ssl.create_default_context(cafile=str(ca.pem))
+    other_cipher.load_cert_chain(str(alice.certificate), str(alice.key))
+    other_cipher.maximum_version = ssl.TLSVersion.TLSv1_2
+    other_cipher.set_ciphers("ECDHE-ECDSA-AES256-GCM-SHA384")
+    with pytest.raises(ssl.SSLError):
+        _handshake(strict, other_cipher)
+
+    with pytest.raises(SecurityConfigError, match="trust store"):
+        server_ssl_context({}, {**values, "ssl.truststore.location": None}, "SSL")
+    with pytest.raises(SecurityConfigError, match="keystore"):
+        server_ssl_context({}, {**values, "ssl.keystore.location": None}, "SSL")

@@ -106,6 +106,8 @@ class Broker:
             self.security = BrokerSecurity.open(
                 config.properties, config.values, getattr(registry, "kazoo_client", None), metadata_dir
             )
+            if self.replicated:
+                self.security.check_inter_broker([listener.name for listener in config.listeners])
             for listener in config.listeners:
                 server = KafkaServer(
                     listener.host,
@@ -170,11 +172,12 @@ class Broker:
         if registration is None:
             return None
         host, port = registration.host, registration.port
-        wanted = self.config["inter.broker.listener.name"]
+        wanted = self.security.inter_broker_listener
+        listener = wanted
         for endpoint in registration.listeners:
             name, endpoint_host, endpoint_port = parse_endpoint(endpoint)
             if wanted is None or name.upper() == wanted.upper():
-                host, port = endpoint_host, endpoint_port
+                host, port, listener = endpoint_host, endpoint_port, name
                 break
         return BrokerChannel(
             broker_id,
@@ -183,6 +186,7 @@ class Broker:
             request_timeout=self.config["replica.fetch.wait.max.ms"] / 1000 + 30,
             backoff=self.config["replica.fetch.backoff.ms"] / 1000,
             max_backoff=max(self.config["replica.fetch.backoff.ms"] / 1000, 1.0),
+            security=self.security.inter_broker(listener) if listener is not None else None,
         )
 
     def _on_session_change(self) -> None:

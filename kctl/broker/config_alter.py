@@ -1,5 +1,7 @@
 """The loop AlterConfigs and IncrementalAlterConfigs share: for each resource, check that it is a
-topic, compute its new overrides, store them (or only validate), and answer per resource."""
+topic the principal may alter (AlterConfigs on it: TOPIC_AUTHORIZATION_FAILED; AlterConfigs on the
+cluster for a broker resource: CLUSTER_AUTHORIZATION_FAILED, as Kafka checks before anything else),
+compute its new overrides, store them (or only validate), and answer per resource."""
 
 from __future__ import annotations
 
@@ -7,7 +9,9 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from kctl.broker.errors import ApiError
-from kctl.protocol.configs import TOPIC_RESOURCE
+from kctl.broker.security.acls import require
+from kctl.protocol.acl_types import AclOperation, AclResourceType
+from kctl.protocol.configs import BROKER_RESOURCE, TOPIC_RESOURCE
 from kctl.protocol.errors import ErrorCode
 
 R = TypeVar("R")
@@ -15,6 +19,7 @@ R = TypeVar("R")
 
 def alter_topic_configs(
     broker: Any,
+    context: Any,
     resources: Iterable[Any],
     validate_only: bool,
     new_configs: Callable[[Any], dict[str, str]],
@@ -25,6 +30,12 @@ def alter_topic_configs(
     responses = []
     for resource in resources:
         try:
+            if resource.resource_type == TOPIC_RESOURCE:
+                require(
+                    broker, context, AclOperation.ALTER_CONFIGS, AclResourceType.TOPIC, resource.resource_name
+                )
+            elif resource.resource_type == BROKER_RESOURCE:
+                require(broker, context, AclOperation.ALTER_CONFIGS, AclResourceType.CLUSTER)
             if resource.resource_type != TOPIC_RESOURCE:
                 raise ApiError(
                     ErrorCode.INVALID_REQUEST, "only topic configs can be altered (broker configs are static)"

@@ -14,7 +14,7 @@ Format (TOML; one table per cluster)::
 
     [agg]
     bootstrap.servers = "10.9.0.1:9092"
-    "request.timeout.ms" = "60000"        # any client property (security settings too, once they exist)
+    "request.timeout.ms" = "60000"        # any client property (security settings too)
 
 Every key of a cluster's table other than ``bootstrap.servers`` is a client property; values are
 given as strings or TOML scalars (converted with ``str``, booleans as ``true``/``false``). Dotted

@@ -1,7 +1,7 @@
 """TLS material for tests and benchmarks, made with ``cryptography`` (the test extra; imported only
-by who uses this module): a CA, a broker certificate for 127.0.0.1/localhost and client certificates,
-written as PEM files (key and chain in one file, as ``ssl.keystore.location`` with
-``ssl.keystore.type=PEM`` takes them)."""
+by who uses this module): a CA, a broker certificate for 127.0.0.1/localhost (good for TLS servers
+and, towards the other brokers, for clients) and client certificates, written as PEM files (key and
+chain in one file, as ``ssl.keystore.location`` with ``ssl.keystore.type=PEM`` takes them)."""
 
 from __future__ import annotations
 
@@ -76,8 +76,11 @@ class TestCA:
             .not_valid_after(now + datetime.timedelta(days=1))
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(
+                # a broker's certificate is also its client certificate towards the other brokers
                 x509.ExtendedKeyUsage(
-                    [ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]
+                    [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+                    if server
+                    else [ExtendedKeyUsageOID.CLIENT_AUTH]
                 ),
                 critical=False,
             )

@@ -27,6 +27,7 @@ async def handle(
 ) -> AlterConfigsResponse:
     responses = alter_topic_configs(
         broker,
+        context,
         request.resources,
         request.validate_only,
         lambda resource: {c.name: c.value for c in resource.configs if c.value is not None},

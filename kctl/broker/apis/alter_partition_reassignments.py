@@ -18,6 +18,8 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from kctl.broker.apis.registry import api_handler
+from kctl.broker.security.acls import cluster_action_denied
+from kctl.protocol.acl_types import AclOperation
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
@@ -82,6 +84,25 @@ def _submit(
 async def handle(
     broker: Broker, context: RequestContext, request: AlterPartitionReassignmentsRequest
 ) -> AlterPartitionReassignmentsResponse:
+    denied = cluster_action_denied(broker, context, AclOperation.ALTER)
+    if denied is not None:
+        return AlterPartitionReassignmentsResponse(
+            throttle_time_ms=0,
+            error_code=denied[0],
+            error_message=denied[1],
+            responses=[
+                ReassignableTopicResponse(
+                    name=t.name,
+                    partitions=[
+                        ReassignablePartitionResponse(
+                            partition_index=p.partition_index, error_code=denied[0], error_message=denied[1]
+                        )
+                        for p in t.partitions
+                    ],
+                )
+                for t in request.topics
+            ],
+        )
     if not broker.is_controller:
         return AlterPartitionReassignmentsResponse(
             throttle_time_ms=0,

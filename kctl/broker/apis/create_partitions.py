@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
+from kctl.broker.security.acls import require
+from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.create_partitions import (
     CreatePartitionsRequest,
@@ -29,6 +31,7 @@ async def handle(
     results = []
     for topic in request.topics:
         try:
+            require(broker, context, AclOperation.ALTER, AclResourceType.TOPIC, topic.name)
             if not broker.is_controller:
                 raise ApiError(ErrorCode.NOT_CONTROLLER, "this broker is not the controller")
             assignment = [tuple(a.broker_ids) for a in topic.assignments] if topic.assignments else None

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
+from kctl.broker.security.acls import require
+from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.messages.delete_groups import (
     DeletableGroupResult,
     DeleteGroupsRequest,
@@ -27,6 +29,7 @@ async def handle(
     results = []
     for group_id in request.groups_names:
         try:
+            require(broker, context, AclOperation.DELETE, AclResourceType.GROUP, group_id)
             code = broker.groups.delete_group(group_id)
         except ApiError as error:
             code = error.code

@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
+from kctl.broker.security.acls import require
 from kctl.log.log import OffsetOutOfRangeError
 from kctl.log.naming import TopicPartition
+from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.delete_records import (
     DeleteRecordsPartitionResult,
@@ -34,6 +36,7 @@ async def handle(
         partitions = []
         for part in topic.partitions:
             try:
+                require(broker, context, AclOperation.DELETE, AclResourceType.TOPIC, topic.name)
                 partition = broker.replicas.leader_partition(TopicPartition(topic.name, part.partition_index))
                 offset = partition.high_watermark if part.offset == -1 else part.offset
                 if offset < 0 or offset > partition.high_watermark:

@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.config import BROKER_CONFIGS
+from kctl.broker.security.acls import allowed
 from kctl.common.config_def import ConfigKey, ConfigType
 from kctl.log.config import TOPIC_CONFIGS, LogConfig
+from kctl.protocol.acl_types import CLUSTER_NAME, AclOperation, AclResourceType
 from kctl.protocol.configs import BROKER_RESOURCE, TOPIC_RESOURCE, ConfigSource, ConfigTypeCode
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.configs import (
@@ -128,6 +130,18 @@ def _result(entry: ConfigEntry, version: int) -> DescribeConfigsResourceResult:
     )
 
 
+def _denied(broker: Broker, context: RequestContext, resource_type: int, name: str) -> int | None:
+    """Kafka's check: DescribeConfigs on the topic, or on the cluster for a broker resource."""
+    if resource_type == TOPIC_RESOURCE:
+        if not allowed(broker, context, AclOperation.DESCRIBE_CONFIGS, AclResourceType.TOPIC, name):
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    elif resource_type == BROKER_RESOURCE and not allowed(
+        broker, context, AclOperation.DESCRIBE_CONFIGS, AclResourceType.CLUSTER, CLUSTER_NAME
+    ):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    return None
+
+
 @api_handler(ApiKey.DESCRIBE_CONFIGS, versions=(0, 4))
 async def handle(
     broker: Broker, context: RequestContext, request: DescribeConfigsRequest
@@ -136,6 +150,18 @@ async def handle(
     results = []
     for resource in request.resources:
         keys = list(resource.configuration_keys) if resource.configuration_keys is not None else None
+        denied = _denied(broker, context, resource.resource_type, resource.resource_name)
+        if denied is not None:
+            results.append(
+                DescribeConfigsResult(
+                    error_code=denied,
+                    error_message="DESCRIBE_CONFIGS is not allowed",
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name,
+                    configs=[],
+                )
+            )
+            continue
         if resource.resource_type == TOPIC_RESOURCE:
             if broker.metadata.topic(resource.resource_name) is None:
                 results.append(

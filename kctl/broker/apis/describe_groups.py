@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
+from kctl.broker.security.acls import require
+from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.describe_groups import (
     DescribedGroup,
@@ -23,8 +25,9 @@ if TYPE_CHECKING:
     from kctl.broker.server import RequestContext
 
 
-def _describe(broker: Broker, group_id: str) -> DescribedGroup:
+def _describe(broker: Broker, context: RequestContext, group_id: str) -> DescribedGroup:
     try:
+        require(broker, context, AclOperation.DESCRIBE, AclResourceType.GROUP, group_id)
         group = broker.groups.describe_group(group_id)
     except ApiError as error:
         return DescribedGroup(
@@ -69,4 +72,6 @@ def _describe(broker: Broker, group_id: str) -> DescribedGroup:
 async def handle(
     broker: Broker, context: RequestContext, request: DescribeGroupsRequest
 ) -> DescribeGroupsResponse:
-    return DescribeGroupsResponse(throttle_time_ms=0, groups=[_describe(broker, g) for g in request.groups])
+    return DescribeGroupsResponse(
+        throttle_time_ms=0, groups=[_describe(broker, context, g) for g in request.groups]
+    )

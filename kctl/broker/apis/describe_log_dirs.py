@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.partition import Partition
+from kctl.broker.security.acls import allowed
 from kctl.log.naming import TopicPartition
+from kctl.protocol.acl_types import CLUSTER_NAME, AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.describe_log_dirs import (
     DescribeLogDirsPartition,
@@ -69,6 +71,11 @@ def _dir_result(log_dir: Path, partitions: list[Partition]) -> DescribeLogDirsRe
 async def handle(
     broker: Broker, context: RequestContext, request: DescribeLogDirsRequest
 ) -> DescribeLogDirsResponse:
+    if not allowed(broker, context, AclOperation.DESCRIBE, AclResourceType.CLUSTER, CLUSTER_NAME):
+        # as Kafka: no directories, and (v3+) CLUSTER_AUTHORIZATION_FAILED
+        return DescribeLogDirsResponse(
+            throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[]
+        )
     wanted = _wanted(request)
     log_dirs: list[Path] = list(broker.logs.log_dirs)
     hosted: dict[Path, list[Partition]] = {log_dir: [] for log_dir in log_dirs}

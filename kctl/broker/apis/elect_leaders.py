@@ -18,6 +18,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from kctl.broker.apis.registry import api_handler
+from kctl.broker.security.acls import cluster_action_denied
+from kctl.protocol.acl_types import AclOperation
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.elect_leaders import (
     UNCLEAN,
@@ -89,13 +91,23 @@ async def handle(
     broker: Broker, context: RequestContext, request: ElectLeadersRequest
 ) -> ElectLeadersResponse:
     unclean = request.election_type == UNCLEAN
-    wanted = _requested(broker, request)
     results: dict[tuple[str, int], tuple[int, str | None]] = {}
     top_error = 0
-    if not broker.is_controller:
+    denied = cluster_action_denied(broker, context, AclOperation.ALTER)
+    if denied is not None:  # as Kafka: Alter on the cluster, checked first (no topic names leak)
+        top_error = denied[0]
+        wanted = (
+            []
+            if request.topic_partitions is None
+            else list(dict.fromkeys((tp.topic, p) for tp in request.topic_partitions for p in tp.partitions))
+        )
+        results = {tp: denied for tp in wanted}
+    elif not broker.is_controller:
+        wanted = _requested(broker, request)
         top_error = ErrorCode.NOT_CONTROLLER
         results = {tp: (ErrorCode.NOT_CONTROLLER, "this broker is not the controller") for tp in wanted}
     else:
+        wanted = _requested(broker, request)
         results = {tp: _check(broker, *tp, unclean) for tp in wanted}
         eligible = [tp for tp, (code, _) in results.items() if code == 0]
         client = _kazoo(broker)

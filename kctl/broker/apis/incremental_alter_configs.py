@@ -68,6 +68,7 @@ async def handle(
 ) -> IncrementalAlterConfigsResponse:
     responses = alter_topic_configs(
         broker,
+        context,
         request.resources,
         request.validate_only,
         lambda resource: apply_operations(broker, resource.resource_name, resource.configs),

@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
+from kctl.broker.security.acls import allowed
+from kctl.protocol.acl_types import CLUSTER_NAME, AclOperation, AclResourceType
 from kctl.protocol.messages.list_groups import ListedGroup, ListGroupsRequest, ListGroupsResponse
 from kctl.protocol.registry import ApiKey
 
@@ -23,6 +25,13 @@ async def handle(broker: Broker, context: RequestContext, request: ListGroupsReq
     if version >= 5 and request.types_filter and "classic" not in {t.lower() for t in request.types_filter}:
         return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=[])
     groups = broker.groups.list_groups(states)
+    if not allowed(broker, context, AclOperation.DESCRIBE, AclResourceType.CLUSTER, CLUSTER_NAME):
+        # as Kafka: without Describe on the cluster, only the groups the principal may describe
+        groups = [
+            g
+            for g in groups
+            if allowed(broker, context, AclOperation.DESCRIBE, AclResourceType.GROUP, g.group_id)
+        ]
     return ListGroupsResponse(
         throttle_time_ms=0,
         error_code=0,

@@ -12,6 +12,8 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
+from kctl.broker.security.acls import cluster_action_denied
+from kctl.protocol.acl_types import AclOperation
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.list_partition_reassignments import (
     ListPartitionReassignmentsRequest,
@@ -32,6 +34,11 @@ if TYPE_CHECKING:
 async def handle(
     broker: Broker, context: RequestContext, request: ListPartitionReassignmentsRequest
 ) -> ListPartitionReassignmentsResponse:
+    denied = cluster_action_denied(broker, context, AclOperation.DESCRIBE)
+    if denied is not None:
+        return ListPartitionReassignmentsResponse(
+            throttle_time_ms=0, error_code=denied[0], error_message=denied[1], topics=[]
+        )
     if not broker.is_controller:
         return ListPartitionReassignmentsResponse(
             throttle_time_ms=0,

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
+from kctl.broker.security.acls import allowed
+from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.offset_delete import (
     OffsetDeleteRequest,
@@ -26,9 +28,23 @@ if TYPE_CHECKING:
 async def handle(
     broker: Broker, context: RequestContext, request: OffsetDeleteRequest
 ) -> OffsetDeleteResponse:
-    wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    if not allowed(broker, context, AclOperation.DELETE, AclResourceType.GROUP, request.group_id):
+        return OffsetDeleteResponse(
+            error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, throttle_time_ms=0, topics=[]
+        )
+    readable = {
+        t.name
+        for t in request.topics
+        if allowed(broker, context, AclOperation.READ, AclResourceType.TOPIC, t.name)
+    }
+    wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions if t.name in readable]
     try:
         results = broker.groups.delete_offsets(request.group_id, wanted)
+        for t in request.topics:
+            if t.name not in readable:
+                results.update(
+                    {(t.name, p.partition_index): ErrorCode.TOPIC_AUTHORIZATION_FAILED for p in t.partitions}
+                )
         code = ErrorCode.NONE
     except ApiError as error:
         return OffsetDeleteResponse(error_code=error.code, throttle_time_ms=0, topics=[])

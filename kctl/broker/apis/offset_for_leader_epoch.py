@@ -6,7 +6,9 @@ truncation after a leader change.
 Only the leader answers (NOT_LEADER_OR_FOLLOWER otherwise). The answer for an epoch is (the largest
 epoch at or below it that the leader knows, the start offset of the next epoch) — for the leader's
 latest epoch, its log end offset — and (-1, -1) for an epoch the leader cannot place. A current leader
-epoch older than the partition's is FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH.
+epoch older than the partition's is FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH. With the
+authorizer on, a principal holding ClusterAction on the cluster (a follower) is answered for every
+topic, anyone else only for topics it may describe (TOPIC_AUTHORIZATION_FAILED), as Kafka does.
 
 Versions: v0-4. v1+ answer with the epoch; v2+ carry the current leader epoch and answer with a
 throttle time; v3+ carry the replica id (a follower's broker id, or -1 from a consumer); v4+ are
@@ -18,7 +20,10 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
+from kctl.broker.security.acls import allowed
 from kctl.log.naming import TopicPartition
+from kctl.protocol.acl_types import CLUSTER_NAME, AclOperation, AclResourceType
+from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.offset_for_leader_epoch import (
     EpochEndOffset,
     OffsetForLeaderEpochRequest,
@@ -37,9 +42,24 @@ async def handle(
     broker: Broker, context: RequestContext, request: OffsetForLeaderEpochRequest
 ) -> OffsetForLeaderEpochResponse:
     topics = []
+    # as Kafka (KIP-320): followers hold ClusterAction; consumers need Describe on each topic
+    replica = allowed(broker, context, AclOperation.CLUSTER_ACTION, AclResourceType.CLUSTER, CLUSTER_NAME)
     for topic in request.topics:
         partitions = []
+        describable = replica or allowed(
+            broker, context, AclOperation.DESCRIBE, AclResourceType.TOPIC, topic.topic
+        )
         for part in topic.partitions:
+            if not describable:
+                partitions.append(
+                    EpochEndOffset(
+                        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                        partition=part.partition,
+                        leader_epoch=-1,
+                        end_offset=-1,
+                    )
+                )
+                continue
             try:
                 partition = broker.replicas.leader_partition(
                     TopicPartition(topic.topic, part.partition), part.current_leader_epoch

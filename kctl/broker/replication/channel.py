@@ -3,7 +3,9 @@
 
 A ``BrokerChannel`` connects lazily to the other broker's endpoint (``inter.broker.listener.name``'s,
 or its first), checks with ApiVersions that it answers the versions the replica fetcher uses, and
-sends requests with increasing correlation ids; a reader task matches each response to its request.
+authenticates when that listener speaks TLS and/or SASL (``security``: kctl.broker.security.inter_broker;
+a SASL session with a lifetime is renewed by reconnecting before it ends), and sends requests with
+increasing correlation ids; a reader task matches each response to its request.
 Every request has a timeout. A failure (refused connection, reset, timeout, malformed response) closes
 the connection and fails every request in flight with ``ChannelError``; the next request reconnects,
 no sooner than the backoff after the failure (doubling up to ``max_backoff`` while failures repeat)."""
@@ -16,11 +18,14 @@ import itertools
 import logging
 import struct
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import kctl.protocol as kp
 from kctl.protocol.messages.api_versions import ApiVersionsRequest
 from kctl.protocol.registry import ApiKey
+
+if TYPE_CHECKING:
+    from kctl.broker.security.inter_broker import InterBrokerSecurity
 
 log = logging.getLogger("kctl.broker.replication")
 
@@ -45,6 +50,7 @@ class BrokerChannel:
         backoff: float = 0.1,
         max_backoff: float = 1.0,
         max_response_size: int = 100 * 1024 * 1024,
+        security: InterBrokerSecurity | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.host = host
@@ -53,6 +59,8 @@ class BrokerChannel:
         self.backoff = backoff
         self.max_backoff = max_backoff
         self.max_response_size = max_response_size
+        self.security = security
+        self._renew_at: float | None = None  # reconnect before the SASL session ends
         self.versions: dict[int, tuple[int, int]] = {}
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
@@ -86,8 +94,9 @@ class BrokerChannel:
             if delay > 0:
                 await asyncio.sleep(delay)
             try:
+                tls = self.security.ssl_context if self.security is not None else None
                 reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(self.host, self.port), self.request_timeout
+                    asyncio.open_connection(self.host, self.port, ssl=tls), self.request_timeout
                 )
             except (OSError, TimeoutError) as error:
                 self._failed()
@@ -108,8 +117,34 @@ class BrokerChannel:
                 self._failed()
                 raise ChannelError(f"broker {self.broker_id} refused ApiVersions")
             self.versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+            await self._authenticate()
             self._failures = 0
             self._next_attempt = 0.0
+
+    async def _authenticate(self) -> None:
+        """SASL over the new connection when the inter-broker listener asks for it."""
+        self._renew_at = None
+        security = self.security
+        if security is None or not security.sasl:
+            return
+        from kctl.broker.security.inter_broker import InterBrokerAuthenticationError
+
+        try:
+            lifetime_ms = await security.authenticate(self._send)
+        except (ChannelError, InterBrokerAuthenticationError) as error:
+            log.warning(
+                "authentication to broker %d (%s, %s as %s) failed: %s",
+                self.broker_id,
+                security.listener,
+                security.mechanism,
+                security.username,
+                error,
+            )
+            self._disconnect(ChannelError(f"authentication to broker {self.broker_id} failed: {error}"))
+            self._failed()
+            raise ChannelError(f"authentication to broker {self.broker_id} failed: {error}") from None
+        if lifetime_ms > 0:
+            self._renew_at = time.monotonic() + lifetime_ms * 0.85 / 1000
 
     def _failed(self) -> None:
         self._failures += 1
@@ -123,6 +158,13 @@ class BrokerChannel:
 
     async def request(self, api_key: int, version: int, body: Any, *, timeout: float | None = None) -> Any:
         """Send one request and return the decoded response body; raises ChannelError."""
+        if (
+            self._renew_at is not None
+            and time.monotonic() >= self._renew_at
+            and self.connected
+            and not self._pending
+        ):
+            self._disconnect(ChannelError(f"renewing the session with broker {self.broker_id}"))
         await self._ensure_connected()
         self.check_version(api_key, version)
         return await self._send(api_key, version, body, timeout)

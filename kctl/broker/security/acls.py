@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kctl.broker.errors import ApiError
 from kctl.protocol.acl_types import (
     CLUSTER_NAME,
     WILDCARD,
@@ -274,3 +275,43 @@ def cluster_denied(
     if not allowed(broker, context, operation, AclResourceType.CLUSTER, CLUSTER_NAME):
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, f"{operation.name} on the cluster is not allowed"
     return None
+
+
+_DENIED_CODES = {
+    AclResourceType.TOPIC: ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    AclResourceType.GROUP: ErrorCode.GROUP_AUTHORIZATION_FAILED,
+    AclResourceType.CLUSTER: ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+    AclResourceType.TRANSACTIONAL_ID: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+}
+
+
+def denied_code(resource_type: AclResourceType) -> ErrorCode:
+    """The error Kafka answers when an operation on a resource of this type is not allowed."""
+    return _DENIED_CODES[resource_type]
+
+
+def require(
+    broker: Broker,
+    context: RequestContext,
+    operation: AclOperation,
+    resource_type: AclResourceType,
+    name: str = CLUSTER_NAME,
+) -> None:
+    """Raise ApiError(TOPIC_/GROUP_/CLUSTER_AUTHORIZATION_FAILED) unless ``allowed``."""
+    if not allowed(broker, context, operation, resource_type, name):
+        what = (
+            "the cluster"
+            if resource_type == AclResourceType.CLUSTER
+            else f"{resource_type.name.lower()} {name!r}"
+        )
+        raise ApiError(denied_code(resource_type), f"{operation.name} on {what} is not allowed")
+
+
+def cluster_action_denied(
+    broker: Broker, context: RequestContext, operation: AclOperation
+) -> tuple[ErrorCode, str] | None:
+    """(CLUSTER_AUTHORIZATION_FAILED, message) unless the principal may do ``operation`` on the cluster
+    (always allowed without an authorizer)."""
+    if allowed(broker, context, operation, AclResourceType.CLUSTER, CLUSTER_NAME):
+        return None
+    return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, f"{operation.name} on the cluster is not allowed"

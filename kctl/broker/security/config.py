@@ -81,6 +81,29 @@ SECURITY_CONFIGS = [
         "SASL mechanisms offered (kctl: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; Kafka's default is GSSAPI).",
     ),
     ConfigKey(
+        "security.inter.broker.protocol",
+        T.STRING,
+        None,
+        OneOf(("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"), case_insensitive=True),
+        "Kafka's older way to pick the inter-broker listener: the listener of that name "
+        "(only without inter.broker.listener.name; both at once is an error).",
+    ),
+    ConfigKey(
+        "sasl.mechanism.inter.broker.protocol",
+        T.STRING,
+        "PLAIN",
+        OneOf(("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"), case_insensitive=True),
+        "SASL mechanism brokers use with each other on a SASL inter-broker listener (Kafka's default is "
+        "GSSAPI); the credentials are the username/password options of that listener's JAAS config.",
+    ),
+    ConfigKey(
+        "ssl.endpoint.identification.algorithm",
+        T.STRING,
+        "https",
+        None,
+        "https: a broker connecting to another over TLS checks its certificate names the host; empty: not.",
+    ),
+    ConfigKey(
         "sasl.jaas.config",
         T.PASSWORD,
         None,
