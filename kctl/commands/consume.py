@@ -51,7 +51,6 @@ from kctl.console.selection import assign_ranges, select_partitions, select_topi
 
 app = typer.Typer(  # one command: its help is the docstring of `consume`
     invoke_without_command=True,
-    no_args_is_help=True,
     subcommand_metavar="",
     context_settings={"allow_interspersed_args": True},
 )
@@ -365,7 +364,7 @@ def consume(
     if any(not n for n in names):
         raise KctlError("a topic name must not be empty", ExitCode.USAGE)
     if not names and pattern is None:
-        raise KctlError("name at least one topic, or give --pattern", ExitCode.USAGE)
+        raise KctlError("name at least one topic, or give --pattern (see kctl consume --help)", ExitCode.USAGE)
     regex = None
     if pattern is not None:
         try:

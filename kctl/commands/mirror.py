@@ -38,7 +38,6 @@ from kctl.mirror import (
 
 app = typer.Typer(  # one command: its help is the docstring of `mirror`
     invoke_without_command=True,
-    no_args_is_help=True,
     subcommand_metavar="",
 )
 
