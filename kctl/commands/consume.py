@@ -281,7 +281,7 @@ def consume(
             "-o",
             metavar="SPEC",
             help=(
-                "Where to start, or a range START:END: beginning, end, N, -N (N before the end), "
+                "Where to start, or a range START:END — beginning, end, N, -N (N before the end), "
                 "+N (N after the beginning), @TIME (epoch ms, 2026-11-22, 2026-11-22T10:00:00Z, "
                 "@-1h), e.g. @-1h:end. Default: end, or beginning with --until."
             ),
@@ -364,7 +364,9 @@ def consume(
     if any(not n for n in names):
         raise KctlError("a topic name must not be empty", ExitCode.USAGE)
     if not names and pattern is None:
-        raise KctlError("name at least one topic, or give --pattern (see kctl consume --help)", ExitCode.USAGE)
+        raise KctlError(
+            "name at least one topic, or give --pattern (see kctl consume --help)", ExitCode.USAGE
+        )
     regex = None
     if pattern is not None:
         try:
