@@ -236,8 +236,10 @@ def missing_help(tree: CommandDoc) -> list[str]:
 
 # -- man pages ---------------------------------------------------------------------------------------
 def _roff(text: str) -> str:
-    """Escape text for roff: backslashes, hyphens, and control characters at line starts."""
+    """Escape text for roff: backslashes, hyphens, non-ASCII characters (as groff's \\[uXXXX]), and
+    control characters at line starts."""
     text = text.replace("\\", "\\e").replace("-", "\\-")
+    text = "".join(ch if ord(ch) < 128 else f"\\[u{ord(ch):04X}]" for ch in text)
     return "\n".join("\\&" + line if line.startswith((".", "'")) else line for line in text.split("\n"))
 
 

@@ -350,6 +350,10 @@ def test_delete_offsets_then_groups(broker: BrokerProcess) -> None:
     ]
     assert kctl(broker, "describe", group).returncode == 3
     assert kctl(broker, "delete", group).returncode == 3
+    for scope in (topic, f"{topic}:0"):  # the group is gone: not found (3), however it is asked
+        missing = kctl(broker, "delete", group, "--offsets", "--topic", scope)
+        assert missing.returncode == 3, missing.stderr
+        assert missing.stdout == ""
 
 
 def test_describe_decodes_a_librdkafka_member(broker: BrokerProcess) -> None:

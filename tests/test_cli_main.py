@@ -321,3 +321,20 @@ def test_shared_options_are_the_same_everywhere() -> None:
             assert param.envvar == BOOTSTRAP_SERVER_ENV, where  # type: ignore[attr-defined]
             assert param.default == DEFAULT_BOOTSTRAP_SERVER, where  # type: ignore[attr-defined]
     assert seen == {"format", "config", "-X", "bootstrap"}
+
+
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        (("consume",), "name at least one topic"),
+        (("produce",), "Missing argument 'TOPIC'"),
+        (("mirror",), "Missing option '--from'"),
+    ],
+)
+def test_a_command_missing_its_arguments_says_why_on_stderr(
+    capsys: pytest.CaptureFixture[str], args: tuple[str, ...], reason: str
+) -> None:
+    code, out, err = run(capsys, *args)
+    assert code == ExitCode.USAGE
+    assert out == "", "nothing on stdout: not the help text"
+    assert reason in err and len(err.splitlines()) <= 4

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import shutil
 import subprocess
 import sys
@@ -258,3 +259,18 @@ def test_generator_on_every_kind_of_parameter(tmp_path: Path) -> None:
         subprocess.run(["zsh", "-n", str(tmp_path / "completions" / "_kctl")], check=True)
     if shutil.which("fish"):
         subprocess.run(["fish", "--no-execute", str(tmp_path / "completions" / "kctl.fish")], check=True)
+
+
+def test_help_texts_survive_rich_rendering() -> None:
+    """`--help` renders help as Markdown with emoji codes: ``START:END:`` would show an emoji and
+    ``<dir>`` would vanish as an HTML tag. Help texts avoid both."""
+    from rich.emoji import Emoji
+
+    problems = []
+    for cmd in TREE.walk():
+        for text in [cmd.help, *(p.help for p in cmd.params)]:
+            if Emoji.replace(text) != text:
+                problems.append(f"{cmd.name}: an emoji code in {text[:80]!r}")
+            if re.search(r"<[A-Za-z][^<>\n]*>", text):
+                problems.append(f"{cmd.name}: an <html-like> placeholder in {text[:80]!r}")
+    assert problems == []

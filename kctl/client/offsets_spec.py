@@ -282,6 +282,29 @@ def parse_offset_point(text: str) -> OffsetPoint:
     return _point(stripped, text)
 
 
+# Points of one kind that can be compared without asking the broker: (kind, sign) where the sign says
+# whether a larger value is later (+1) or earlier (-1).
+_COMPARABLE = {
+    PointKind.OFFSET: 1,
+    PointKind.AFTER_BEGINNING: 1,
+    PointKind.TIMESTAMP: 1,
+    PointKind.BEFORE_END: -1,
+    PointKind.AGO: -1,
+}
+
+
+def _check_order(start: OffsetPoint, end: OffsetPoint, original: str) -> None:
+    """A range whose END is before its START is a mistake, not an empty read: say so."""
+    reversed_range = (start.kind, end.kind) == (PointKind.END, PointKind.BEGINNING)
+    sign = _COMPARABLE.get(start.kind)
+    if sign is not None and start.kind == end.kind:
+        reversed_range = (end.value - start.value) * sign < 0
+    if reversed_range:
+        raise OffsetSpecError(
+            f"the range {original.strip()!r} ends before it starts: write START:END with END after START"
+        )
+
+
 def parse_offset_spec(text: str) -> OffsetSpec:
     """Parse ``POINT`` or ``START:END``; raises ``OffsetSpecError`` with what is wrong and the grammar."""
     stripped = text.strip()
@@ -320,6 +343,7 @@ def parse_offset_spec(text: str) -> OffsetSpec:
         except OffsetSpecError as error:
             end_error = end_error or error
             continue
+        _check_order(start, end, text)
         return OffsetSpec(start, end, stripped)
     if end_error is not None:
         raise end_error

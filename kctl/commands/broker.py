@@ -34,7 +34,7 @@ app = typer.Typer(
 PID_FILE_NAME = "kctl-broker.pid"
 PidFileOption = Annotated[
     Path | None,
-    typer.Option("--pid-file", metavar="FILE", help="Pid file (default: <first log dir>/kctl-broker.pid)."),
+    typer.Option("--pid-file", metavar="FILE", help="Pid file (default: `FIRST_LOG_DIR/kctl-broker.pid`)."),
 ]
 
 
@@ -101,7 +101,7 @@ def start(
         typer.Option(
             "--log-file",
             metavar="FILE",
-            help="Write the broker log here (default: stderr; with --daemon: <log dir>/kctl-broker.log).",
+            help="Write the broker log here (default: stderr; with --daemon: `LOG_DIR/kctl-broker.log`).",
         ),
     ] = None,
     log_level: Annotated[str, typer.Option("--log-level", help="DEBUG, INFO, WARNING or ERROR.")] = "INFO",

@@ -51,7 +51,6 @@ from kctl.console.selection import assign_ranges, select_partitions, select_topi
 
 app = typer.Typer(  # one command: its help is the docstring of `consume`
     invoke_without_command=True,
-    no_args_is_help=True,
     subcommand_metavar="",
     context_settings={"allow_interspersed_args": True},
 )
@@ -282,7 +281,7 @@ def consume(
             "-o",
             metavar="SPEC",
             help=(
-                "Where to start, or a range START:END: beginning, end, N, -N (N before the end), "
+                "Where to start, or a range START:END — beginning, end, N, -N (N before the end), "
                 "+N (N after the beginning), @TIME (epoch ms, 2026-11-22, 2026-11-22T10:00:00Z, "
                 "@-1h), e.g. @-1h:end. Default: end, or beginning with --until."
             ),
@@ -365,7 +364,9 @@ def consume(
     if any(not n for n in names):
         raise KctlError("a topic name must not be empty", ExitCode.USAGE)
     if not names and pattern is None:
-        raise KctlError("name at least one topic, or give --pattern", ExitCode.USAGE)
+        raise KctlError(
+            "name at least one topic, or give --pattern (see kctl consume --help)", ExitCode.USAGE
+        )
     regex = None
     if pattern is not None:
         try:

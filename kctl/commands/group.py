@@ -695,7 +695,7 @@ def _delete_offsets(
             )
         deleted = groups.delete_offsets(group, partitions)
     group_error, codes = deleted.error_code, deleted.partitions
-    if group_error and not codes:
+    if group_error:  # the whole request failed (the client copies the error to every partition)
         raise KctlError(
             f"group {group!r}: {error_name(group_error)}",
             ExitCode.NOT_FOUND if group_error == ErrorCode.GROUP_ID_NOT_FOUND else ExitCode.FAILURE,

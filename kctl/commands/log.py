@@ -366,7 +366,7 @@ def recover_command(
 
     The broker's own recovery rules apply: a batch is valid when its header parses, its length fits
     the file, its CRC-32C matches and its offsets rise; segments after a damaged one are cut whole.
-    Cut bytes go to <segment>.log.cut. Refuses to run while a broker holds the log directory.
+    Cut bytes go to `SEGMENT.log.cut`. Refuses to run while a broker holds the log directory.
     Exit status 0 on success; with --dry-run, 1 when something would be cut."""
     config = _log_config(config_file, overrides)
     _segments(path)

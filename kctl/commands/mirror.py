@@ -38,7 +38,6 @@ from kctl.mirror import (
 
 app = typer.Typer(  # one command: its help is the docstring of `mirror`
     invoke_without_command=True,
-    no_args_is_help=True,
     subcommand_metavar="",
 )
 
@@ -225,7 +224,7 @@ def mirror(
         typer.Option(
             "--group",
             metavar="GROUP",
-            help="The group on each source holding the mirror's positions (default kctl-mirror-<target>).",
+            help="The group on each source holding the mirror's positions (default `kctl-mirror-TARGET`).",
         ),
     ] = None,
     start: Annotated[
@@ -313,7 +312,7 @@ def mirror(
     Records keep key, value, headers, timestamp, partition and order; batches travel without being
     decoded where partitions map one to one. Target topics are created (source partition count and
     configs) and grown as needed, new source topics are picked up while running. Delivery is
-    at-least-once: positions are committed to the group `kctl-mirror-<target>` on each source only
+    at-least-once: positions are committed to the group `kctl-mirror-TARGET` on each source only
     after the target acknowledged (acks=all, idempotent), so a restart or `kill -9` loses nothing.
     Offset syncs go to the target's `__kctl_mirror_offset_syncs` topic, for `--sync-group-offsets`
     and `--translate-group`.

@@ -42,7 +42,6 @@ from kctl.console.produce import (
 
 app = typer.Typer(  # one command: its help is the docstring of `produce`
     invoke_without_command=True,
-    no_args_is_help=True,
     subcommand_metavar="",
     context_settings={"allow_interspersed_args": True},
 )
