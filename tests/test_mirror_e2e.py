@@ -9,10 +9,7 @@ into one aggregate, active-active without loops, and an unreachable source."""
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -21,13 +18,11 @@ from typing import Any
 
 import confluent_kafka as ck
 import pytest
+from mirror_support import create, end_offsets, kctl, produce, records, start_mirror, topics
 from raw_kafka import running_broker, unique, wait_until
 
-from kctl.client import AdminClient, GroupAdmin, NewTopic, TopicPartition
+from kctl.client import AdminClient, GroupAdmin, TopicPartition
 from kctl.testing import BrokerProcess
-
-T0 = 1_700_000_000_000
-TIMEOUT = 120.0
 
 
 @pytest.fixture(scope="module")
@@ -40,82 +35,6 @@ def clusters(
         running_broker(tmp_path_factory, {"num.partitions": "1"}, "mirror-c") as c,
     ):
         yield a, b, c
-
-
-def environment() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("KCTL_BOOTSTRAP_SERVER", "KCTL_CLUSTERS")}
-    return {**env, "COLUMNS": "200"}
-
-
-def kctl(*args: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kctl", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=environment(),
-    )
-
-
-def start_mirror(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "kctl", "mirror", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=environment(),
-    )
-
-
-def records(broker: BrokerProcess, topic: str) -> dict[int, list[tuple[Any, ...]]]:
-    """Per partition, in order: (key, value, headers, timestamp) read with `kctl consume -f jsonl`."""
-    result = kctl(
-        "consume", topic, "-b", broker.bootstrap, "-o", "beginning", "--until", "end", "-f", "jsonl"
-    )
-    assert result.returncode == 0, result.stderr
-    out: dict[int, list[tuple[Any, ...]]] = {}
-    for line in result.stdout.splitlines():
-        r = json.loads(line)
-        out.setdefault(r["partition"], []).append(
-            (r["key"], r["value"], tuple(map(tuple, r["headers"])), r["timestamp"], r["timestamp_type"])
-        )
-    return out
-
-
-def produce(
-    broker: BrokerProcess, topic: str, count: int, partitions: int, *, tag: str = "", compression: str = "lz4"
-) -> None:
-    producer = ck.Producer(
-        {"bootstrap.servers": broker.bootstrap, "compression.type": compression, "linger.ms": 5}
-    )
-    for i in range(count):
-        producer.produce(
-            topic,
-            value=f"{tag}value-{i}".encode(),
-            key=None if i % 7 == 0 else f"key-{i % 13}".encode(),
-            partition=i % partitions,
-            timestamp=T0 + i,
-            headers=[("n", str(i).encode()), ("empty", b"")] if i % 3 == 0 else None,
-        )
-    assert producer.flush(30) == 0
-
-
-def create(broker: BrokerProcess, topic: str, partitions: int, configs: dict[str, str] | None = None) -> None:
-    with AdminClient(broker.bootstrap) as admin:
-        (result,) = admin.create_topics([NewTopic(topic, partitions, 1, configs or {})])
-        assert result.ok, result
-        admin.cluster.wait_for_topics([topic])
-
-
-def topics(broker: BrokerProcess) -> set[str]:
-    with AdminClient(broker.bootstrap) as admin:
-        return {t.name for t in admin.list_topics()}
-
-
-def end_offsets(broker: BrokerProcess, topic: str, partitions: int) -> dict[int, int]:
-    with AdminClient(broker.bootstrap) as admin:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        return {tp.partition: r.offset for tp, r in admin.list_offsets(tps, "latest").items()}
 
 
 def test_once_copies_records_identically_with_include_exclude_and_configs(

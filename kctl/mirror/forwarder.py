@@ -268,17 +268,12 @@ class Forwarder:
                 continue
             if state.stop_at is not None and state.position >= state.stop_at:
                 continue
-            try:
-                leader = self.source.metadata.leader(state.source)
-            except Exception:
-                leader = -1
-            if leader < 0:
+            try:  # from the cached metadata, refreshed once it was marked stale (a leader change)
+                leader = self.source.leader_for(state.source, deadline=self.source.deadline(5))
+            except KafkaError as error:
+                log.debug("no leader for %s on %s: %s", state.source, self.alias, error)
                 self.source.mark_stale()
-                try:
-                    leader = self.source.leader_for(state.source, deadline=self.source.deadline(5))
-                except KafkaError as error:
-                    log.debug("no leader for %s on %s: %s", state.source, self.alias, error)
-                    continue
+                continue
             by_leader.setdefault(leader, []).append(state)
         sent = []
         for node, states in by_leader.items():
