@@ -167,6 +167,8 @@ def bench_kctl_mirror(source: str, target: str, topic: str, records: int, partit
             topic,
             "--rename",
             "{cluster}.{topic}",
+            "--group",
+            f"bench-live-{topic}",  # its own positions: not those the --once run committed
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -201,7 +203,7 @@ def main() -> None:
             line("ceiling: kctl perf produce into the target", records, size, records / ceiling, ceiling)
 
             started = time.monotonic()
-            run(
+            once = run(
                 "mirror",
                 "--from",
                 f"km={source.bootstrap}",
@@ -211,10 +213,16 @@ def main() -> None:
                 topic,
                 "--rename",
                 "{cluster}.{topic}",
+                "--group",
+                f"bench-once-{topic}",
                 "--once",
             )
             wall = time.monotonic() - started
             line("kctl mirror --once (whole process, start-up included)", records, size, wall, ceiling)
+            summary = re.search(r"mirrored (\d+) records .* in ([\d.]+)s", once.stderr)
+            if summary and float(summary[2]) > 0:
+                copied, seconds = int(summary[1]), float(summary[2])
+                line("kctl mirror --once (its own summary: copying)", copied, size, seconds, ceiling)
             rate = bench_kctl_mirror(source.bootstrap, target.bootstrap, topic, records, args.partitions)
             if rate:
                 line("kctl mirror (first to last record)", records, size, records / rate, ceiling)

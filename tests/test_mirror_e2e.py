@@ -4,7 +4,8 @@ with `kctl consume -f jsonl`), include/exclude, configs of created topics, --dry
 renaming, new topics and partitions picked up while running, a clean SIGTERM, `kill -9` in the middle
 of a copy (nothing lost, duplicates only from the in-flight window: counted and printed), offset
 translation for a confluent-kafka group (--sync-group-offsets and --translate-group), two sources
-into one aggregate, active-active without loops, and an unreachable source."""
+into one aggregate, active-active without loops, an unreachable source, and named clusters whose
+SASL settings (clusters file) reach the mirror's clients."""
 
 from __future__ import annotations
 
@@ -24,14 +25,23 @@ from raw_kafka import running_broker, unique, wait_until
 from kctl.client import AdminClient, GroupAdmin, TopicPartition
 from kctl.testing import BrokerProcess
 
+MIRROR_PASSWORD = "mirror-secret"
+SASL = {  # a and b also listen with SASL_PLAINTEXT (PLAIN, user "mirror"); their bootstrap is PLAINTEXT
+    "num.partitions": "1",
+    "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+    "sasl.enabled.mechanisms": "PLAIN",
+    "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    f'username="mirror" password="{MIRROR_PASSWORD}" user_mirror="{MIRROR_PASSWORD}";',
+}
+
 
 @pytest.fixture(scope="module")
 def clusters(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[BrokerProcess, BrokerProcess, BrokerProcess]]:
     with (
-        running_broker(tmp_path_factory, {"num.partitions": "1"}, "mirror-a") as a,
-        running_broker(tmp_path_factory, {"num.partitions": "1"}, "mirror-b") as b,
+        running_broker(tmp_path_factory, SASL, "mirror-a") as a,
+        running_broker(tmp_path_factory, SASL, "mirror-b") as b,
         running_broker(tmp_path_factory, {"num.partitions": "1"}, "mirror-c") as c,
     ):
         yield a, b, c
@@ -421,3 +431,31 @@ def test_a_target_with_other_partition_counts_gets_records_partitioned_by_key(
             mine = [r for r in original if r[0] == key]
             mirrored = [r for r in target[partition] if r[0] == key and r in mine]
             assert mirrored == mine
+
+
+def test_named_clusters_with_sasl_settings(clusters: tuple[BrokerProcess, ...], tmp_path: Path) -> None:
+    a, b, _ = clusters
+    topic = unique("secure")
+    create(a, topic, 2)
+    produce(a, topic, 400, 2)
+
+    def cluster(name: str, broker: BrokerProcess, password: str) -> str:
+        return (
+            f"[{name}]\nbootstrap.servers = '{broker.addresses[1]}'\nsecurity.protocol = 'SASL_PLAINTEXT'\n"
+            f"sasl.mechanism = 'PLAIN'\nsasl.username = 'mirror'\nsasl.password = '{password}'\n"
+        )
+
+    named = tmp_path / "clusters.toml"
+    named.write_text(
+        cluster("dc1", a, MIRROR_PASSWORD) + cluster("agg", b, MIRROR_PASSWORD) + cluster("bad", a, "wrong")
+    )
+    mirror = ["--clusters", str(named), "mirror", "--include", topic, "--group", f"g-{topic}"]
+    run = kctl(*mirror, "--from", "dc1", "--to", "agg", "--once")
+    assert run.returncode == 0, run.stderr
+    assert records(b, topic) == records(a, topic)
+    translated = kctl(*mirror, "--from", "dc1", "--to", "agg", "--translate-group", "nobody", "-f", "json")
+    assert translated.returncode == 0, translated.stderr  # the offset syncs read back over SASL
+    assert "no offset syncs" not in translated.stderr
+    refused = kctl(*mirror, "--from", "bad", "--to", "agg", "--once")
+    assert refused.returncode == 1, refused.stderr  # refused credentials: a failure, not unreachable
+    assert "source bad" in refused.stderr and "uthentication" in refused.stderr, refused.stderr

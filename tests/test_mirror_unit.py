@@ -1,16 +1,25 @@
 """The mirror's pure parts, without a broker: restamping batches (header fields and CRC only, records
 untouched), framing Fetch answers into pieces (control batches, partial batches, compacted batches
 rebuilt), topic selection (include/exclude, internal topics, renaming, loop prevention), target topic
-plans, and offset translation from offset syncs."""
+plans, offset translation from offset syncs, and the security settings of named clusters reaching the
+mirror's clients."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 from conftest import make_batch
 
-from kctl.client import TopicDescription
+from kctl.client import ConsumerConfig, ProducerConfig, TopicDescription
 from kctl.client.admin import PartitionInfo
+from kctl.client.clusters_file import CLUSTERS_ENV
+from kctl.client.security import SecuritySettings
+from kctl.commands import mirror as mirror_command
+from kctl.mirror import Mirror, MirrorSpec
 from kctl.mirror.batches import frame_partition, restamp
+from kctl.mirror.forwarder import producer_properties
+from kctl.mirror.mirror import _SourceRun
 from kctl.mirror.offset_syncs import OffsetSync, OffsetSyncStore, decode_sync, encode_sync
 from kctl.mirror.topics import TopicPolicy, plan_topics
 from kctl.records.builder import RecordBatchBuilder
@@ -174,3 +183,58 @@ def test_sync_records_round_trip() -> None:
     assert decode_sync(value) == original
     assert decode_sync(b"not json") is None
     assert decode_sync(None) is None
+
+
+SECURE_CLUSTERS = """
+[dc1]
+bootstrap.servers = "dc1.example.com:9093"
+security.protocol = "SASL_SSL"
+sasl.mechanism = "SCRAM-SHA-512"
+sasl.username = "mirror"
+sasl.password = "dc1-secret"
+ssl.ca.location = "/etc/kctl/dc1-ca.pem"
+
+[agg]
+bootstrap.servers = "agg.example.com:9093"
+security.protocol = "SSL"
+ssl.ca.location = "/etc/kctl/agg-ca.pem"
+ssl.certificate.location = "/etc/kctl/mirror.pem"
+ssl.key.location = "/etc/kctl/mirror.key"
+"request.timeout.ms" = 7000
+"""
+
+
+def test_security_settings_of_named_clusters_reach_every_client_of_the_mirror(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "clusters.toml"
+    path.write_text(SECURE_CLUSTERS)
+    monkeypatch.setenv(CLUSTERS_ENV, str(path))
+    source = mirror_command._cluster("dc1", None, None, "--from")
+    target = mirror_command._cluster("agg", None, ["client.id=mirror-x"], "--to")
+    assert (source.alias, source.bootstrap_servers) == ("dc1", "dc1.example.com:9093")
+    assert target.properties["client.id"] == "mirror-x"  # -X on top of the named cluster's properties
+    dc1 = SecuritySettings(
+        "SASL_SSL", "SCRAM-SHA-512", "mirror", "dc1-secret", ssl_ca_location="/etc/kctl/dc1-ca.pem"
+    )
+    agg = SecuritySettings(
+        "SSL",
+        ssl_ca_location="/etc/kctl/agg-ca.pem",
+        ssl_certificate_location="/etc/kctl/mirror.pem",
+        ssl_key_location="/etc/kctl/mirror.key",
+    )
+    mirror = Mirror(MirrorSpec([source], target))  # clients connect lazily: nothing is reached here
+    run = _SourceRun(mirror, source)
+    try:
+        assert run.source.config.security == dc1  # fetching
+        assert run.admin.cluster.config.security == dc1  # topics, configs, offsets, the mirror's group
+        assert run.target.config.security == agg  # producing the forwarded batches
+        assert mirror.target_admin.cluster.config.security == agg  # target topics, group translation
+        assert run.target.config.request_timeout_ms == 7000
+        # the producers of the keyed path and of the offset syncs, the offset syncs' consumer
+        producer = ProducerConfig.from_properties(producer_properties(target.properties))
+        assert producer.security == agg and producer.acks == -1 and producer.enable_idempotence
+        assert ConsumerConfig.from_properties(target.properties).security == agg
+        assert run.forwarder._target_properties == dict(target.properties)
+    finally:
+        mirror.close()

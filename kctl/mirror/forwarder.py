@@ -50,7 +50,7 @@ from kctl.protocol.messages.produce import PartitionProduceData, ProduceRequest,
 from kctl.records.header import InvalidRecordBatch, parse_header
 from kctl.records.reader import decode_records
 
-__all__ = ["Forwarder", "MirrorError", "PartitionState"]
+__all__ = ["Forwarder", "MirrorError", "PartitionState", "producer_properties"]
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +92,15 @@ REFETCH_CODES = frozenset(
         ErrorCode.OFFSET_NOT_AVAILABLE,
     }
 )
+
+
+def producer_properties(properties: Mapping[str, str]) -> dict[str, str]:
+    """The properties of a producer the mirror writes to a target with (the keyed path, the offset
+    syncs): the cluster's producer properties (security settings included), idempotent, acks=all."""
+    known = ProducerConfig.known_keys()
+    config = {k: v for k, v in properties.items() if k in known}
+    config.update({"acks": "all", "enable.idempotence": "true"})
+    return config
 
 
 class MirrorError(KafkaError):
@@ -517,9 +526,7 @@ class Forwarder:
 
     def _send_keyed(self, states: list[PartitionState]) -> None:
         if self._keyed_producer is None:
-            known = ProducerConfig.known_keys()
-            config = {k: v for k, v in self._target_properties.items() if k in known}
-            config.update({"acks": "all", "enable.idempotence": "true"})
+            config = producer_properties(self._target_properties)
             self._keyed_producer = Producer(self._target_bootstrap, config)
         producer = self._keyed_producer
         futures = []
