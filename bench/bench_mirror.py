@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Mirror benchmark (issue 10, section 4): `kctl mirror` throughput between two local brokers, beside
 `kctl consume -f jsonl | kctl produce -f jsonl` and (with ``--mm2-libs``) Apache Kafka's MirrorMaker 2,
-on the same brokers in the same run, with the broker-bound ceiling: `kctl perf produce` into the
-target alone.
+on the same brokers in the same run, with the broker-bound ceiling: pre-built record batches
+produced into the target alone (acks=-1, pipelined; what the mirror sends, without fetching), and
+`kctl perf produce` into the target beside it (bound by the Python producer's per-record work).
 
 For each record size (100 B and 1 KiB by default) a source topic of ``--partitions`` partitions is
 loaded with ``--records`` records (`kctl perf produce`), then copied by each method into its own
@@ -16,6 +17,10 @@ record on the target to its last (its start-up of ~10-20 s excluded).
 dependencies, e.g. ``mvn dependency:copy-dependencies`` of a pom naming connect-mirror 3.9.0 and
 slf4j-reload4j. Without it MirrorMaker 2 is skipped (said so in the output).
 
+With each ceiling and `--once` run it prints the CPU milliseconds each process spent per MB of
+record values (source broker, target broker, mirror): where a copy's time goes, whatever else the
+machine is doing.
+
 Prints its figures; asserts nothing.
 
 Usage: python bench/bench_mirror.py [--records N] [--sizes 100,1024] [--partitions P] [--mm2-libs DIR]"""
@@ -26,13 +31,19 @@ import argparse
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from kctl.client import AdminClient, NewTopic, TopicPartition
+from kctl.client.connection import BrokerConnection, parse_address
+from kctl.protocol import ApiKey
+from kctl.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
+from kctl.records.builder import encode_batch
 from kctl.testing import BrokerProcess
 
 KCTL = [sys.executable, "-m", "kctl"]
@@ -45,13 +56,62 @@ def run(*args: str, stdin: int | None = None, timeout: float = 600) -> subproces
     return result
 
 
-def end_total(bootstrap: str, topic: str, partitions: int) -> int:
-    with AdminClient(bootstrap) as admin:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        try:
-            return sum(max(r.offset, 0) for r in admin.list_offsets(tps, "latest", timeout=5).values())
-        except Exception:
-            return 0
+def end_total(bootstrap: str, topic: str, partitions: int, admin: AdminClient | None = None) -> int:
+    """The sum of the topic's end offsets (0 while it does not exist); ``admin``: a client kept
+    open by the caller, so that polling costs one ListOffsets round trip."""
+    if admin is None:
+        with AdminClient(bootstrap) as own:
+            return end_total(bootstrap, topic, partitions, own)
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    try:
+        return sum(max(r.offset, 0) for r in admin.list_offsets(tps, "latest", timeout=5).values())
+    except Exception:
+        return 0
+
+
+def broker_ceiling(bootstrap: str, topic: str, records: int, size: int, partitions: int) -> float:
+    """Records/s the target broker appends when the client costs nothing: pre-built batches (16 KiB
+    of ``size``-byte records, as a producer's), every partition in each Produce request (1 MiB per
+    partition), acks=-1, 5 requests in flight on one connection — the requests the mirror sends,
+    without the fetching. The broker-bound limit."""
+    create(bootstrap, topic, partitions)
+    per_batch = max(16_384 // (size + 10), 1)
+    batch = encode_batch([(int(time.time() * 1000), None, os.urandom(size), []) for _ in range(per_batch)])
+    copies = max((1 << 20) // len(batch), 1)
+    chunk = batch * copies
+    body = ProduceRequest(
+        transactional_id=None,
+        acks=-1,
+        timeout_ms=30_000,
+        topic_data=[
+            TopicProduceData(
+                name=topic,
+                partition_data=[PartitionProduceData(index=p, records=chunk) for p in range(partitions)],
+            )
+        ],
+    )
+    per_request = per_batch * copies * partitions
+    host, port = parse_address(bootstrap)
+    with BrokerConnection(host, port, timeout=60) as connection:
+        version = connection.version_for(ApiKey.PRODUCE, min_version=3)
+        in_flight: list[Any] = []
+        sent = 0
+        started = time.monotonic()
+        while sent < records or in_flight:
+            while sent < records and len(in_flight) < 5:
+                in_flight.append(connection.send(ApiKey.PRODUCE, body, version))
+                sent += per_request
+            answer = connection.receive(in_flight.pop(0))
+            codes = {p.error_code for t in answer.responses for p in t.partition_responses}
+            if codes != {0}:
+                raise SystemExit(f"ceiling: Produce failed with error codes {codes}")
+        return sent / (time.monotonic() - started)
+
+
+def children_cpu() -> float:
+    """CPU seconds (user + system) of the child processes waited for so far (the mirror's)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def create(bootstrap: str, topic: str, partitions: int) -> None:
@@ -141,15 +201,16 @@ def first_to_last(
     """Records/s of a running copier, from its first record on the target to its last."""
     deadline = time.monotonic() + 300
     first: tuple[float, int] | None = None
-    while time.monotonic() < deadline and process.poll() is None:
-        done = end_total(target, topic, partitions)
-        if done and first is None:
-            first = (time.monotonic(), done)
-        if done >= records:
-            assert first is not None
-            elapsed = time.monotonic() - first[0]
-            return (records - first[1]) / elapsed if elapsed > 0 else None
-        time.sleep(0.02)  # polling the target's end offsets, bounded by the deadline
+    with AdminClient(target) as admin:
+        while time.monotonic() < deadline and process.poll() is None:
+            done = end_total(target, topic, partitions, admin)
+            if done and first is None:
+                first = (time.monotonic(), done)
+            if done >= records:
+                assert first is not None
+                elapsed = time.monotonic() - first[0]
+                return (records - first[1]) / elapsed if elapsed > 0 and records > first[1] else None
+            time.sleep(0.01)  # polling the target's end offsets, bounded by the deadline
     print(f"  did not finish (exit {process.poll()}){f'; see {log}' if log else ''}", flush=True)
     return None
 
@@ -198,10 +259,16 @@ def main() -> None:
             topic = f"bench-{size}"
             print(f"\n{size} B records x {records:,}, {args.partitions} partitions", flush=True)
             perf_produce(source.bootstrap, topic, records, size, args.partitions)
-            ceiling_run = perf_produce(target.bootstrap, f"ceiling-{size}", records, size, args.partitions)
-            ceiling = float(ceiling_run["records_per_s"])
-            line("ceiling: kctl perf produce into the target", records, size, records / ceiling, ceiling)
+            before = target.cpu_seconds()
+            ceiling = broker_ceiling(target.bootstrap, f"ceiling-{size}", records, size, args.partitions)
+            line("ceiling: pre-built batches into the target", records, size, records / ceiling, ceiling)
+            megabytes = records * size / 1e6
+            print(f"    cpu per MB: target broker {1e3 * (target.cpu_seconds() - before) / megabytes:.2f} ms")
+            perf = perf_produce(target.bootstrap, f"perf-{size}", records, size, args.partitions)
+            rate = float(perf["records_per_s"])
+            line("kctl perf produce into the target (client-bound)", records, size, records / rate, ceiling)
 
+            cpu = (source.cpu_seconds(), target.cpu_seconds(), children_cpu())
             started = time.monotonic()
             once = run(
                 "mirror",
@@ -219,6 +286,12 @@ def main() -> None:
             )
             wall = time.monotonic() - started
             line("kctl mirror --once (whole process, start-up included)", records, size, wall, ceiling)
+            used = (source.cpu_seconds() - cpu[0], target.cpu_seconds() - cpu[1], children_cpu() - cpu[2])
+            print(
+                f"    cpu per MB: source broker {1e3 * used[0] / megabytes:.2f} ms, target broker "
+                f"{1e3 * used[1] / megabytes:.2f} ms, mirror {1e3 * used[2] / megabytes:.2f} ms "
+                f"({sum(used):.1f} CPU-s in {wall:.1f} s on {os.cpu_count()} CPUs)"
+            )
             summary = re.search(r"mirrored (\d+) records .* in ([\d.]+)s", once.stderr)
             if summary and float(summary[2]) > 0:
                 copied, seconds = int(summary[1]), float(summary[2])

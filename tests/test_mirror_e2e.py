@@ -1,7 +1,8 @@
 """`kctl mirror` as a real process between real brokers (three single-broker clusters shared by the
 module): records identical on both sides (key, value, headers, timestamp, partition, order, compared
 with `kctl consume -f jsonl`), include/exclude, configs of created topics, --dry-run, --once,
-renaming, new topics and partitions picked up while running, a clean SIGTERM, `kill -9` in the middle
+renaming, new topics and partitions picked up while running, a clean SIGTERM, a source broker
+restarted under a running mirror, `kill -9` in the middle
 of a copy (nothing lost, duplicates only from the in-flight window: counted and printed), offset
 translation for a confluent-kafka group (--sync-group-offsets and --translate-group), two sources
 into one aggregate, active-active without loops, an unreachable source, and named clusters whose
@@ -87,6 +88,7 @@ def test_once_copies_records_identically_with_include_exclude_and_configs(
         "json",
     )
     assert copied.returncode == 0, copied.stderr
+    assert "renewing the producer id" not in copied.stderr  # every Produce is one the broker takes
     assert sum(r["records"] for r in json.loads(copied.stdout)) == 3500
     source, target = records(a, keep), records(b, keep)
     assert target == source and sum(map(len, target.values())) == 3500
@@ -158,6 +160,42 @@ def test_running_mirror_picks_up_new_topics_and_partitions_and_stops_on_sigterm(
     assert any("records_per_sec" in line and "partitions" in line for line in status)  # periodic status lines
     assert records(b, f"dc1.{first}") == records(a, first)
     assert records(b, f"dc1.{later}") == records(a, later)
+
+
+def test_a_running_mirror_rides_out_a_source_broker_restart(clusters: tuple[BrokerProcess, ...]) -> None:
+    _, b, c = clusters
+    topic = unique("restart")
+    create(c, topic, 2)
+    produce(c, topic, 200, 2)
+    mirror = start_mirror(
+        "--from",
+        f"dc3={c.bootstrap}",
+        "--to",
+        f"agg={b.bootstrap}",
+        "--include",
+        topic,
+        "--group",
+        f"g-{topic}",
+        "--refresh-interval",
+        "0.3",
+        "--commit-interval",
+        "0.2",
+    )
+    try:
+        wait_until(
+            lambda: topic in topics(b) and sum(end_offsets(b, topic, 2).values()) == 200, 60, "the first copy"
+        )
+        port = c.port
+        c.restart()  # the mirror's connections to its source break; the broker comes back on its port
+        assert c.port == port
+        assert mirror.poll() is None, "the mirror stopped when its source went away"
+        produce(c, topic, 300, 2, tag="after-")
+        wait_until(lambda: sum(end_offsets(b, topic, 2).values()) == 500, 60, "the records written after it")
+    finally:
+        mirror.send_signal(signal.SIGTERM)
+        _, err = mirror.communicate(timeout=60)
+    assert mirror.returncode == 0, err
+    assert records(b, topic) == records(c, topic)
 
 
 def test_kill_9_mid_copy_loses_nothing_and_duplicates_only_the_in_flight_window(

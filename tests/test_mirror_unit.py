@@ -1,29 +1,33 @@
 """The mirror's pure parts, without a broker: restamping batches (header fields and CRC only, records
 untouched), framing Fetch answers into pieces (control batches, partial batches, compacted batches
 rebuilt), topic selection (include/exclude, internal topics, renaming, loop prevention), target topic
-plans, offset translation from offset syncs, and the security settings of named clusters reaching the
+plans, offset translation from offset syncs, the Produce window (one batch per partition and request,
+five in flight, resent after a failure), and the security settings of named clusters reaching the
 mirror's clients."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from conftest import make_batch
 
-from kctl.client import ConsumerConfig, ProducerConfig, TopicDescription
+from kctl.client import ClientConfig, ConsumerConfig, ProducerConfig, TopicDescription, TopicPartition
 from kctl.client.admin import PartitionInfo
 from kctl.client.clusters_file import CLUSTERS_ENV
 from kctl.client.security import SecuritySettings
 from kctl.commands import mirror as mirror_command
 from kctl.mirror import Mirror, MirrorSpec
 from kctl.mirror.batches import frame_partition, restamp
-from kctl.mirror.forwarder import producer_properties
+from kctl.mirror.forwarder import Forwarder, PartitionState, producer_properties
 from kctl.mirror.mirror import _SourceRun
 from kctl.mirror.offset_syncs import OffsetSync, OffsetSyncStore, decode_sync, encode_sync
 from kctl.mirror.topics import TopicPolicy, plan_topics
+from kctl.protocol import ErrorCode
 from kctl.records.builder import RecordBatchBuilder
-from kctl.records.header import parse_header, set_base_offset, validate_batch
+from kctl.records.header import iter_headers, parse_header, set_base_offset, validate_batch
 from kctl.records.reader import decode_records
 
 
@@ -238,3 +242,95 @@ def test_security_settings_of_named_clusters_reach_every_client_of_the_mirror(
         assert run.forwarder._target_properties == dict(target.properties)
     finally:
         mirror.close()
+
+
+class _Target:
+    """The target side of a Forwarder without a broker: records the Produce requests it is sent and
+    answers them with the error codes a test queues (``answers``: one code per partition answer)."""
+
+    def __init__(self) -> None:
+        self.requests: list[Any] = []
+        self.answers: list[int] = []
+        self.offset = 0
+
+    # ClusterClient's surface the forwarder uses
+    def leader_for(self, tp: TopicPartition, *, deadline: object = None) -> int:
+        return 1
+
+    def deadline(self, seconds: float | None = None) -> None:
+        return None
+
+    def mark_stale(self) -> None:
+        pass
+
+    def connection(self, node: int, *, deadline: object = None) -> _Target:
+        return self
+
+    config = ClientConfig()
+
+    # BrokerConnection's surface
+    def version_for(self, api_key: int, **kwargs: object) -> int:
+        return 8
+
+    def send(self, api_key: int, body: Any, version: int) -> Any:
+        self.requests.append(body)
+        return body
+
+    def receive(self, request: Any, *, timeout: float | None = None) -> Any:
+        parts = []
+        for topic in request.topic_data:
+            for data in topic.partition_data:
+                code = self.answers.pop(0) if self.answers else 0
+                records = len(list(iter_headers(data.records))) and parse_header(data.records).records_count
+                parts.append(SimpleNamespace(index=data.index, error_code=code, base_offset=self.offset))
+                if code == 0:
+                    self.offset += records
+        return SimpleNamespace(responses=[SimpleNamespace(name="orders", partition_responses=parts)])
+
+
+def test_produce_sends_one_batch_per_partition_five_in_flight_and_resends_after_a_failure() -> None:
+    target = _Target()
+    syncs: list[OffsetSync] = []
+    forwarder = Forwarder(
+        "dc1",
+        None,  # type: ignore[arg-type]  # the source is not used by the produce path
+        target,  # type: ignore[arg-type]
+        "agg",
+        target_properties={},
+        target_bootstrap="agg:9092",
+        on_sync=syncs.append,
+    )
+    forwarder.producer_id, forwarder.producer_epoch = 42, 0
+    state = PartitionState(TopicPartition("orders", 0), TopicPartition("orders", 0), 0, 0)
+    forwarder.add_partition(state)
+    data = b"".join(at(make_batch(3), 3 * n) for n in range(12))  # 12 source batches of 3 records
+    for piece in frame_partition(data, 0).pieces:
+        state.queue.append(forwarder._stamp(state, piece))
+        state.queued_bytes += len(state.queue[-1].data)
+
+    def sent_sequences() -> list[int]:
+        out = []
+        for body in target.requests:
+            (topic,) = body.topic_data
+            (partition,) = topic.partition_data
+            headers = list(iter_headers(partition.records))
+            assert len(headers) == 1  # Kafka takes one batch per partition in a Produce (v3+)
+            out.append(headers[0][1].base_sequence)
+        target.requests.clear()
+        return out
+
+    forwarder._send_produces()
+    assert sent_sequences() == [0, 3, 6, 9, 12]  # five in flight, in order
+    forwarder._send_produces()
+    assert sent_sequences() == []  # no more until answers come
+    out_of_order = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER  # what follows a batch the leader refused
+    target.answers = [0, 0, ErrorCode.NOT_LEADER_OR_FOLLOWER, out_of_order, out_of_order]
+    forwarder._receive_produces()
+    assert state.acked == 6 and forwarder.producer_id == 42  # two written; no new producer id
+    forwarder._send_produces()
+    assert sent_sequences() == [6, 9, 12, 15, 18]  # the rest of the window again, same sequences
+    forwarder._receive_produces()
+    assert state.acked == 21 and [s.source_offset for s in syncs] == [0]
+    forwarder._send_produces()
+    forwarder._receive_produces()
+    assert state.acked == 36 and not state.queue and state.in_flight == 0 and state.queued_bytes == 0

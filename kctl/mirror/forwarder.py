@@ -5,8 +5,9 @@ advance each partition's position only once the target acknowledged.
 One ``Forwarder`` per source runs a loop on one thread, pipelined so that fetching and producing
 overlap: send the Fetch requests (one per source leader), collect the previous round's Produce
 answers, collect the fetched batches (framed into pieces by ``kctl.mirror.batches``; records are
-decoded only for batches that cannot travel as they are), send the Produce requests (one per target
-leader; all the queued pieces of a partition, ``acks=-1``).
+decoded only for batches that cannot travel as they are), send the Produce requests (``acks=-1``;
+per target leader up to ``MAX_IN_FLIGHT`` pipelined requests, each with one batch of every partition
+that has one queued: Kafka's brokers take one batch per partition in a Produce request).
 
 Delivery: each partition's pieces get consecutive sequence numbers of the mirror's producer id
 (InitProducerId on the target), so a Produce the target already wrote and the mirror sends again
@@ -26,7 +27,7 @@ from __future__ import annotations
 import collections
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,6 +80,10 @@ RENUMBER_CODES = frozenset(
     }
 )
 """Produce errors after which the producer id is renewed and the pieces numbered again."""
+MAX_IN_FLIGHT = 5
+"""Batches of one partition in flight at once. Kafka's brokers take one batch per partition in a
+Produce request (v3+) and keep an idempotent producer's last 5 batches per partition to recognise a
+batch sent again, so at most 5 may be unanswered."""
 REFETCH_CODES = frozenset(
     {
         ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -390,12 +395,14 @@ class Forwarder:
     # ------------------------------------------------------------------------------ produce
 
     def _send_produces(self) -> None:
+        """Per target leader, up to MAX_IN_FLIGHT pipelined Produce requests, each with the next
+        unsent batch of every partition it leads (one batch per partition and request)."""
         keyed = [s for s in self.partitions.values() if s.keyed and s.queue]
         if keyed:
             self._send_keyed(keyed)
         by_leader: dict[int, list[PartitionState]] = {}
         for state in self.partitions.values():
-            if state.keyed or state.in_flight or not state.queue:
+            if state.keyed or state.in_flight >= min(len(state.queue), MAX_IN_FLIGHT):
                 continue
             try:
                 leader = self.target.leader_for(state.target, deadline=self.target.deadline(5))
@@ -405,38 +412,40 @@ class Forwarder:
                 continue
             by_leader.setdefault(leader, []).append(state)
         for node, states in by_leader.items():
-            topics: dict[str, list[PartitionProduceData]] = {}
-            for state in states:
-                units: list[Unit] = []
-                size = 0
-                for unit in state.queue:
-                    if units and size + len(unit.data) > self.partition_max_bytes * 4:
-                        break
-                    units.append(unit)
-                    size += len(unit.data)
-                state.in_flight = len(units)
-                data = units[0].data if len(units) == 1 else b"".join(u.data for u in units)
-                topics.setdefault(state.target.topic, []).append(
-                    PartitionProduceData(index=state.target.partition, records=data)
-                )
-            body = ProduceRequest(
-                transactional_id=None,
-                acks=-1,
-                timeout_ms=self.produce_timeout_ms,
-                topic_data=[TopicProduceData(name=n, partition_data=p) for n, p in topics.items()],
-            )
             try:
                 conn = self.target.connection(node, deadline=self.target.deadline(10))
                 version = conn.version_for(ApiKey.PRODUCE, min_version=PRODUCE_VERSION_MIN)
-                request = conn.send(ApiKey.PRODUCE, body, version)
             except KafkaError as error:
-                self._produce_failed(states, error)
+                self._produce_failed(error)
                 continue
-            self._produce_in_flight.append(_InFlight(node, conn, request, {s.target: s for s in states}))
+            while True:
+                ready = [s for s in states if s.in_flight < min(len(s.queue), MAX_IN_FLIGHT)]
+                if not ready:
+                    break
+                topics: dict[str, list[PartitionProduceData]] = {}
+                for state in ready:
+                    topics.setdefault(state.target.topic, []).append(
+                        PartitionProduceData(
+                            index=state.target.partition, records=state.queue[state.in_flight].data
+                        )
+                    )
+                    state.in_flight += 1
+                body = ProduceRequest(
+                    transactional_id=None,
+                    acks=-1,
+                    timeout_ms=self.produce_timeout_ms,
+                    topic_data=[TopicProduceData(name=n, partition_data=p) for n, p in topics.items()],
+                )
+                try:
+                    request = conn.send(ApiKey.PRODUCE, body, version)
+                except KafkaError as error:
+                    for state in ready:
+                        state.in_flight -= 1
+                    self._produce_failed(error)
+                    break
+                self._produce_in_flight.append(_InFlight(node, conn, request, {s.target: s for s in ready}))
 
-    def _produce_failed(self, states: Iterable[PartitionState], error: KafkaError) -> None:
-        for state in states:
-            state.in_flight = 0
+    def _produce_failed(self, error: KafkaError) -> None:
         self.target.mark_stale()
         if not isinstance(error, KafkaConnectionError | KafkaTimeoutError) and not getattr(
             error, "retriable", False
@@ -446,15 +455,21 @@ class Forwarder:
         self._backoff_until = time.monotonic() + self.target.config.retry_backoff_ms / 1000
 
     def _receive_produces(self) -> bool:
+        """The answers to every Produce in flight, in the order they were sent. A partition's batch
+        acknowledged is taken off its queue; after a partition's first failure its later answers of
+        the round are ignored, and its batches still queued are sent again (same producer id and
+        sequences: the target recognises any it wrote)."""
         progressed = False
         pending, self._produce_in_flight = self._produce_in_flight, []
         timeout = self.produce_timeout_ms / 1000 + self.target.config.request_timeout
         renumber = False
+        failed: set[TopicPartition] = set()
         for flight in pending:
             try:
                 response = flight.connection.receive(flight.request, timeout=timeout)
             except KafkaError as error:
-                self._produce_failed(flight.partitions.values(), error)
+                failed.update(flight.partitions)
+                self._produce_failed(error)
                 continue
             answered = set()
             for topic in response.responses:
@@ -464,27 +479,30 @@ class Forwarder:
                     if state is None or tp in answered:
                         continue
                     answered.add(tp)
+                    if tp in failed:
+                        continue
                     outcome = self._take_produced(state, part)
-                    progressed = progressed or outcome == "ok"
-                    renumber = renumber or outcome == "renumber"
-            for tp, state in flight.partitions.items():
-                if tp not in answered:
-                    state.in_flight = 0
+                    if outcome == "ok":
+                        progressed = True
+                    else:
+                        failed.add(tp)
+                        renumber = renumber or outcome == "renumber"
+            failed.update(tp for tp in flight.partitions if tp not in answered)
+        for flight in pending:
+            for state in flight.partitions.values():
+                state.in_flight = 0  # every answer is in: what is still queued goes again
         if renumber:
             log.warning("target %s: sequence numbers rejected: renewing the producer id", self.target_alias)
             self.init_producer_id()
         return progressed
 
     def _take_produced(self, state: PartitionState, part: Any) -> str:
+        """One partition's answer to its batch at the head of its queue: ``ok``, ``resend`` or
+        ``renumber`` (MirrorError when it cannot go on)."""
         code = part.error_code
-        count, state.in_flight = state.in_flight, 0
         if code == ErrorCode.NONE or code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
             target_offset = part.base_offset if code == ErrorCode.NONE else -1
-            for _ in range(count):
-                unit = state.queue.popleft()
-                self._acknowledged(state, unit, target_offset)
-                if target_offset >= 0:
-                    target_offset += unit.piece.records_count
+            self._acknowledged(state, state.queue.popleft(), target_offset)
             return "ok"
         if code in RENUMBER_CODES:
             return "renumber"
