@@ -4,6 +4,9 @@
 on the same brokers in the same run, with the broker-bound ceiling: pre-built record batches
 produced into the target alone (acks=-1, pipelined; what the mirror sends, without fetching), and
 `kctl perf produce` into the target beside it (bound by the Python producer's per-record work).
+The ceiling the shares are of: the source topic's own batches (read beforehand) produced into the
+target the way the mirror produces them (one batch per partition per request, 5 in flight, acks=-1)
+— the target broker's limit for this very data; beside it the same with ~900 KB batches.
 
 For each record size (100 B and 1 KiB by default) a source topic of ``--partitions`` partitions is
 loaded with ``--records`` records (`kctl perf produce`), then copied by each method into its own
@@ -41,6 +44,8 @@ from typing import Any
 
 from kctl.client import AdminClient, NewTopic, TopicPartition
 from kctl.client.connection import BrokerConnection, parse_address
+from kctl.client.consumer.fetcher import FETCH_MAX_VERSION, FETCH_MIN_VERSION, build_fetch_request
+from kctl.mirror.batches import frame_partition, restamp
 from kctl.protocol import ApiKey
 from kctl.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from kctl.records.builder import encode_batch
@@ -69,16 +74,92 @@ def end_total(bootstrap: str, topic: str, partitions: int, admin: AdminClient | 
         return 0
 
 
+def source_batches(bootstrap: str, topic: str, partitions: int) -> dict[int, list[bytes]]:
+    """Every batch of the source topic, per partition, as the mirror would send it (restamped
+    without a producer id: `restamp(piece, -1, -1, -1)`)."""
+    host, port = parse_address(bootstrap)
+    out: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    ends = {p: 0 for p in range(partitions)}
+    with AdminClient(bootstrap) as admin:
+        for tp, result in admin.list_offsets(
+            [TopicPartition(topic, p) for p in range(partitions)], "latest"
+        ).items():
+            ends[tp.partition] = result.offset
+    with BrokerConnection(host, port, timeout=60) as connection:
+        version = connection.version_for(
+            ApiKey.FETCH, min_version=FETCH_MIN_VERSION, max_version=FETCH_MAX_VERSION
+        )
+        for p in range(partitions):
+            offset = 0
+            while offset < ends[p]:
+                body = build_fetch_request(
+                    [(TopicPartition(topic, p), offset)],
+                    max_wait_ms=0,
+                    min_bytes=1,
+                    max_bytes=16 << 20,
+                    partition_max_bytes=16 << 20,
+                )
+                (answer,) = connection.request(ApiKey.FETCH, body, version).responses[0].partitions
+                framed = frame_partition(answer.records, offset)
+                out[p] += [bytes(restamp(piece, -1, -1, -1)) for piece in framed.pieces]
+                offset = framed.next_offset or offset
+    return out
+
+
+def produce_batches(bootstrap: str, topic: str, batches: dict[int, list[bytes]]) -> float:
+    """Seconds to produce ``batches`` into ``topic`` as the mirror does: one batch of each partition
+    per Produce request, acks=-1, at most 5 requests (so 5 batches per partition) in flight."""
+    partitions = len(batches)
+    create(bootstrap, topic, partitions)
+    host, port = parse_address(bootstrap)
+    rounds = max(len(b) for b in batches.values())
+    bodies = [
+        ProduceRequest(
+            transactional_id=None,
+            acks=-1,
+            timeout_ms=30_000,
+            topic_data=[
+                TopicProduceData(
+                    name=topic,
+                    partition_data=[
+                        PartitionProduceData(index=p, records=batches[p][n])
+                        for p in range(partitions)
+                        if n < len(batches[p])
+                    ],
+                )
+            ],
+        )
+        for n in range(rounds)
+    ]
+    with BrokerConnection(host, port, timeout=60) as connection:
+        version = connection.version_for(ApiKey.PRODUCE, min_version=3)
+        in_flight: list[Any] = []
+        started = time.monotonic()
+        for body in bodies:
+            if len(in_flight) == 5:
+                check_produced(connection.receive(in_flight.pop(0)))
+            in_flight.append(connection.send(ApiKey.PRODUCE, body, version))
+        for request in in_flight:
+            check_produced(connection.receive(request))
+        return time.monotonic() - started
+
+
+def check_produced(answer: Any) -> None:
+    codes = {p.error_code for t in answer.responses for p in t.partition_responses}
+    if codes != {0}:
+        raise SystemExit(f"ceiling: Produce failed with error codes {codes}")
+
+
 def broker_ceiling(bootstrap: str, topic: str, records: int, size: int, partitions: int) -> float:
-    """Records/s the target broker appends when the client costs nothing: pre-built batches (16 KiB
-    of ``size``-byte records, as a producer's), every partition in each Produce request (1 MiB per
-    partition), acks=-1, 5 requests in flight on one connection — the requests the mirror sends,
+    """Records/s the target broker appends when the client costs nothing: one pre-built batch of
+    about 1 MiB of ``size``-byte records per partition in each Produce request (Kafka takes one batch
+    per partition), acks=-1, 5 requests in flight on one connection — requests like the mirror's,
     without the fetching. The broker-bound limit."""
     create(bootstrap, topic, partitions)
-    per_batch = max(16_384 // (size + 10), 1)
-    batch = encode_batch([(int(time.time() * 1000), None, os.urandom(size), []) for _ in range(per_batch)])
-    copies = max((1 << 20) // len(batch), 1)
-    chunk = batch * copies
+    per_batch = max(900_000 // (size + 16), 1)  # below max.message.bytes (1 MiB) with record overhead
+    value = os.urandom(size)
+    chunk = encode_batch([(int(time.time() * 1000), None, value, []) for _ in range(per_batch)])
+    copies = 1
     body = ProduceRequest(
         transactional_id=None,
         acks=-1,
@@ -259,11 +340,16 @@ def main() -> None:
             topic = f"bench-{size}"
             print(f"\n{size} B records x {records:,}, {args.partitions} partitions", flush=True)
             perf_produce(source.bootstrap, topic, records, size, args.partitions)
-            before = target.cpu_seconds()
-            ceiling = broker_ceiling(target.bootstrap, f"ceiling-{size}", records, size, args.partitions)
-            line("ceiling: pre-built batches into the target", records, size, records / ceiling, ceiling)
             megabytes = records * size / 1e6
+            batches = source_batches(source.bootstrap, topic, args.partitions)
+            before = target.cpu_seconds()
+            seconds = produce_batches(target.bootstrap, f"ceiling-{size}", batches)
+            ceiling = records / seconds
+            line("ceiling: the source's batches into the target", records, size, seconds, ceiling)
             print(f"    cpu per MB: target broker {1e3 * (target.cpu_seconds() - before) / megabytes:.2f} ms")
+            del batches
+            biggest = broker_ceiling(target.bootstrap, f"big-{size}", records, size, args.partitions)
+            line("pre-built ~900 KB batches into the target", records, size, records / biggest, ceiling)
             perf = perf_produce(target.bootstrap, f"perf-{size}", records, size, args.partitions)
             rate = float(perf["records_per_s"])
             line("kctl perf produce into the target (client-bound)", records, size, records / rate, ceiling)

@@ -55,7 +55,7 @@ class Piece:
     source_offset: int
     source_next: int
     records_count: int
-    data: bytes | bytearray
+    data: bytes | bytearray | memoryview
     linear: bool = True
     rebuilt: bool = False
 

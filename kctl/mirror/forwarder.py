@@ -118,7 +118,7 @@ class Unit:
 
     piece: Piece
     sequence: int
-    data: bytes | bytearray
+    data: bytes | bytearray | memoryview
 
 
 @dataclass(slots=True)
