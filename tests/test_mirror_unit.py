@@ -2,7 +2,7 @@
 untouched), framing Fetch answers into pieces (control batches, partial batches, compacted batches
 rebuilt), topic selection (include/exclude, internal topics, renaming, loop prevention), target topic
 plans, offset translation from offset syncs, the Produce window (one batch per partition and request,
-five in flight, resent after a failure), and the security settings of named clusters reaching the
+five in flight, sliding, resent after a failure), and the security settings of named clusters reaching the
 mirror's clients."""
 
 from __future__ import annotations
@@ -246,11 +246,15 @@ def test_security_settings_of_named_clusters_reach_every_client_of_the_mirror(
 
 class _Target:
     """The target side of a Forwarder without a broker: records the Produce requests it is sent and
-    answers them with the error codes a test queues (``answers``: one code per partition answer)."""
+    answers them as a broker checking one producer's sequences on one partition does (written,
+    DUPLICATE_SEQUENCE_NUMBER, OUT_OF_ORDER_SEQUENCE_NUMBER), or with the error codes a test
+    queues in ``answers`` (None: answer as the broker would)."""
 
     def __init__(self) -> None:
         self.requests: list[Any] = []
-        self.answers: list[int] = []
+        self.answers: list[int | None] = []
+        self.written: list[int] = []  # base sequences, in the order written
+        self.next_sequence = 0
         self.offset = 0
 
     # ClusterClient's surface the forwarder uses
@@ -280,15 +284,25 @@ class _Target:
         parts = []
         for topic in request.topic_data:
             for data in topic.partition_data:
-                code = self.answers.pop(0) if self.answers else 0
-                records = len(list(iter_headers(data.records))) and parse_header(data.records).records_count
-                parts.append(SimpleNamespace(index=data.index, error_code=code, base_offset=self.offset))
-                if code == 0:
-                    self.offset += records
+                header = parse_header(data.records)
+                code = self.answers.pop(0) if self.answers else None
+                if code is None:
+                    if header.base_sequence < self.next_sequence:
+                        code = ErrorCode.DUPLICATE_SEQUENCE_NUMBER
+                    elif header.base_sequence > self.next_sequence:
+                        code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+                    else:
+                        code = ErrorCode.NONE
+                base_offset = self.offset
+                if code == ErrorCode.NONE:
+                    self.written.append(header.base_sequence)
+                    self.next_sequence = header.base_sequence + header.records_count
+                    self.offset += header.records_count
+                parts.append(SimpleNamespace(index=data.index, error_code=code, base_offset=base_offset))
         return SimpleNamespace(responses=[SimpleNamespace(name="orders", partition_responses=parts)])
 
 
-def test_produce_sends_one_batch_per_partition_five_in_flight_and_resends_after_a_failure() -> None:
+def test_produce_window_one_batch_per_partition_five_in_flight_sliding_and_resent_after_a_failure() -> None:
     target = _Target()
     syncs: list[OffsetSync] = []
     forwarder = Forwarder(
@@ -323,14 +337,19 @@ def test_produce_sends_one_batch_per_partition_five_in_flight_and_resends_after_
     assert sent_sequences() == [0, 3, 6, 9, 12]  # five in flight, in order
     forwarder._send_produces()
     assert sent_sequences() == []  # no more until answers come
-    out_of_order = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER  # what follows a batch the leader refused
-    target.answers = [0, 0, ErrorCode.NOT_LEADER_OR_FOLLOWER, out_of_order, out_of_order]
+    target.answers = [None, None, ErrorCode.NOT_LEADER_OR_FOLLOWER]  # the third refused
     forwarder._receive_produces()
     assert state.acked == 6 and forwarder.producer_id == 42  # two written; no new producer id
+    assert sent_sequences() == [15, 18]  # the window slid after each of the two acknowledgements
     forwarder._send_produces()
-    assert sent_sequences() == [6, 9, 12, 15, 18]  # the rest of the window again, same sequences
+    assert sent_sequences() == []  # after a failure: nothing until its answers are all in
+    forwarder._receive_produces()  # 15 and 18: out of order (6 was refused), ignored
+    assert state.acked == 6 and state.in_flight == 0 and not state.failed
+    forwarder._send_produces()
+    assert sent_sequences() == [6, 9, 12, 15, 18]  # the window again, same sequences
     forwarder._receive_produces()
-    assert state.acked == 21 and [s.source_offset for s in syncs] == [0]
-    forwarder._send_produces()
+    assert state.acked == 21 and sent_sequences() == [21, 24, 27, 30, 33]
     forwarder._receive_produces()
     assert state.acked == 36 and not state.queue and state.in_flight == 0 and state.queued_bytes == 0
+    assert target.written == list(range(0, 36, 3))  # every batch written once, in order
+    assert [s.source_offset for s in syncs] == [0] and forwarder.producer_id == 42

@@ -6,8 +6,10 @@ One ``Forwarder`` per source runs a loop on one thread, pipelined so that fetchi
 overlap: send the Fetch requests (one per source leader), collect the previous round's Produce
 answers, collect the fetched batches (framed into pieces by ``kctl.mirror.batches``; records are
 decoded only for batches that cannot travel as they are), send the Produce requests (``acks=-1``;
-per target leader up to ``MAX_IN_FLIGHT`` pipelined requests, each with one batch of every partition
-that has one queued: Kafka's brokers take one batch per partition in a Produce request).
+per target leader pipelined requests, each with one batch of every partition that has one queued —
+Kafka's brokers take one batch per partition in a Produce request — up to ``MAX_IN_FLIGHT`` batches
+of a partition in flight; as each answer comes in, the partitions it answered send their next batch
+at once, so the window slides while the round waits for the other answers).
 
 Delivery: each partition's pieces get consecutive sequence numbers of the mirror's producer id
 (InitProducerId on the target), so a Produce the target already wrote and the mirror sends again
@@ -27,7 +29,7 @@ from __future__ import annotations
 import collections
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -134,6 +136,7 @@ class PartitionState:
     keyed: bool = False
     queue: collections.deque[Unit] = field(default_factory=collections.deque)
     in_flight: int = 0
+    failed: bool = False
     queued_bytes: int = 0
     next_sequence: int = 0
     last_delta: int | None = None
@@ -157,8 +160,20 @@ class PartitionState:
 class _InFlight:
     node: int
     connection: Any
+    version: int
     request: Any
     partitions: dict[TopicPartition, PartitionState]
+
+
+def _sendable(state: PartitionState) -> bool:
+    """Whether the partition may send its next batch now (produced here, not waiting for the
+    answers after a failure, fewer than MAX_IN_FLIGHT batches in flight, one queued unsent)."""
+    return (
+        not state.keyed
+        and not state.failed
+        and state.in_flight < MAX_IN_FLIGHT
+        and state.in_flight < len(state.queue)
+    )
 
 
 class Forwarder:
@@ -198,6 +213,7 @@ class Forwarder:
         self.producer_epoch = -1
         self._keyed_producer: Producer | None = None
         self._produce_in_flight: list[_InFlight] = []
+        self._renumber_pending = False
         self._backoff_until = 0.0
 
     # ------------------------------------------------------------------------------ producer id
@@ -395,14 +411,17 @@ class Forwarder:
     # ------------------------------------------------------------------------------ produce
 
     def _send_produces(self) -> None:
-        """Per target leader, up to MAX_IN_FLIGHT pipelined Produce requests, each with the next
-        unsent batch of every partition it leads (one batch per partition and request)."""
+        """Per target leader, pipelined Produce requests, each with the next unsent batch of every
+        partition it leads (one batch per partition and request), until every partition has
+        MAX_IN_FLIGHT batches (or all it has) in flight."""
         keyed = [s for s in self.partitions.values() if s.keyed and s.queue]
         if keyed:
             self._send_keyed(keyed)
+        if self._renumber_pending:
+            return
         by_leader: dict[int, list[PartitionState]] = {}
         for state in self.partitions.values():
-            if state.keyed or state.in_flight >= min(len(state.queue), MAX_IN_FLIGHT):
+            if not _sendable(state):
                 continue
             try:
                 leader = self.target.leader_for(state.target, deadline=self.target.deadline(5))
@@ -418,32 +437,36 @@ class Forwarder:
             except KafkaError as error:
                 self._produce_failed(error)
                 continue
-            while True:
-                ready = [s for s in states if s.in_flight < min(len(s.queue), MAX_IN_FLIGHT)]
-                if not ready:
-                    break
-                topics: dict[str, list[PartitionProduceData]] = {}
-                for state in ready:
-                    topics.setdefault(state.target.topic, []).append(
-                        PartitionProduceData(
-                            index=state.target.partition, records=state.queue[state.in_flight].data
-                        )
-                    )
-                    state.in_flight += 1
-                body = ProduceRequest(
-                    transactional_id=None,
-                    acks=-1,
-                    timeout_ms=self.produce_timeout_ms,
-                    topic_data=[TopicProduceData(name=n, partition_data=p) for n, p in topics.items()],
-                )
-                try:
-                    request = conn.send(ApiKey.PRODUCE, body, version)
-                except KafkaError as error:
-                    for state in ready:
-                        state.in_flight -= 1
-                    self._produce_failed(error)
-                    break
-                self._produce_in_flight.append(_InFlight(node, conn, request, {s.target: s for s in ready}))
+            while self._send_one(node, conn, version, states):
+                pass
+
+    def _send_one(self, node: int, conn: Any, version: int, states: Iterable[PartitionState]) -> bool:
+        """One Produce request to ``node`` with the next unsent batch of each of ``states`` that may
+        send one; whether a request went."""
+        ready = [s for s in states if _sendable(s)]
+        if not ready:
+            return False
+        topics: dict[str, list[PartitionProduceData]] = {}
+        for state in ready:
+            topics.setdefault(state.target.topic, []).append(
+                PartitionProduceData(index=state.target.partition, records=state.queue[state.in_flight].data)
+            )
+            state.in_flight += 1
+        body = ProduceRequest(
+            transactional_id=None,
+            acks=-1,
+            timeout_ms=self.produce_timeout_ms,
+            topic_data=[TopicProduceData(name=n, partition_data=p) for n, p in topics.items()],
+        )
+        try:
+            request = conn.send(ApiKey.PRODUCE, body, version)
+        except KafkaError as error:
+            for state in ready:
+                state.in_flight -= 1
+            self._produce_failed(error)
+            return False
+        self._produce_in_flight.append(_InFlight(node, conn, version, request, {s.target: s for s in ready}))
+        return True
 
     def _produce_failed(self, error: KafkaError) -> None:
         self.target.mark_stale()
@@ -455,20 +478,23 @@ class Forwarder:
         self._backoff_until = time.monotonic() + self.target.config.retry_backoff_ms / 1000
 
     def _receive_produces(self) -> bool:
-        """The answers to every Produce in flight, in the order they were sent. A partition's batch
-        acknowledged is taken off its queue; after a partition's first failure its later answers of
-        the round are ignored, and its batches still queued are sent again (same producer id and
-        sequences: the target recognises any it wrote)."""
+        """The answers to the Produce requests in flight, in the order they were sent; after each,
+        the partitions it answered send their next batch at once (a sliding window, so the target
+        always has work). A batch acknowledged is taken off its partition's queue. After a
+        partition's first failure (``failed``) it sends nothing and its answers still to come are
+        ignored; once they are all in, its queued batches go again (same producer id and sequences:
+        the target recognises any it wrote). A producer id to renew is renewed once nothing is in
+        flight."""
         progressed = False
         pending, self._produce_in_flight = self._produce_in_flight, []
         timeout = self.produce_timeout_ms / 1000 + self.target.config.request_timeout
-        renumber = False
-        failed: set[TopicPartition] = set()
         for flight in pending:
             try:
                 response = flight.connection.receive(flight.request, timeout=timeout)
             except KafkaError as error:
-                failed.update(flight.partitions)
+                for broken in flight.partitions.values():
+                    broken.in_flight -= 1
+                    broken.failed = True
                 self._produce_failed(error)
                 continue
             answered = set()
@@ -479,19 +505,27 @@ class Forwarder:
                     if state is None or tp in answered:
                         continue
                     answered.add(tp)
-                    if tp in failed:
+                    state.in_flight -= 1
+                    if state.failed:
                         continue
                     outcome = self._take_produced(state, part)
                     if outcome == "ok":
                         progressed = True
                     else:
-                        failed.add(tp)
-                        renumber = renumber or outcome == "renumber"
-            failed.update(tp for tp in flight.partitions if tp not in answered)
-        for flight in pending:
-            for state in flight.partitions.values():
-                state.in_flight = 0  # every answer is in: what is still queued goes again
-        if renumber:
+                        state.failed = True
+                        if outcome == "renumber":
+                            self._renumber_pending = True
+            for tp, unanswered in flight.partitions.items():
+                if tp not in answered:
+                    unanswered.in_flight -= 1
+                    unanswered.failed = True
+            if not self._renumber_pending:
+                self._send_one(flight.node, flight.connection, flight.version, flight.partitions.values())
+        for done in self.partitions.values():
+            if done.failed and not done.in_flight:
+                done.failed = False  # every answer is in: what is still queued goes again
+        if self._renumber_pending and not self._produce_in_flight:
+            self._renumber_pending = False
             log.warning("target %s: sequence numbers rejected: renewing the producer id", self.target_alias)
             self.init_producer_id()
         return progressed
