@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
 """Mirror benchmark (issue 10, section 4): `kctl mirror` throughput between two local brokers, beside
 `kctl consume -f jsonl | kctl produce -f jsonl` and (with ``--mm2-libs``) Apache Kafka's MirrorMaker 2,
-on the same brokers in the same run, with the broker-bound ceiling: `kctl perf produce` into the
-target alone.
+on the same brokers in the same run, with the broker-bound ceiling: pre-built record batches
+produced into the target alone (acks=-1, pipelined; what the mirror sends, without fetching), and
+`kctl perf produce` into the target beside it (bound by the Python producer's per-record work).
+The ceiling the shares are of: the source topic's own batches (read beforehand) produced into the
+target the way the mirror produces them (one batch per partition per request, 5 in flight, acks=-1)
+— the target broker's limit for this very data; beside it the same with ~900 KB batches.
 
 For each record size (100 B and 1 KiB by default) a source topic of ``--partitions`` partitions is
 loaded with ``--records`` records (`kctl perf produce`), then copied by each method into its own
@@ -16,6 +20,10 @@ record on the target to its last (its start-up of ~10-20 s excluded).
 dependencies, e.g. ``mvn dependency:copy-dependencies`` of a pom naming connect-mirror 3.9.0 and
 slf4j-reload4j. Without it MirrorMaker 2 is skipped (said so in the output).
 
+With each ceiling and `--once` run it prints the CPU milliseconds each process spent per MB of
+record values (source broker, target broker, mirror): where a copy's time goes, whatever else the
+machine is doing.
+
 Prints its figures; asserts nothing.
 
 Usage: python bench/bench_mirror.py [--records N] [--sizes 100,1024] [--partitions P] [--mm2-libs DIR]"""
@@ -26,13 +34,21 @@ import argparse
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from kctl.client import AdminClient, NewTopic, TopicPartition
+from kctl.client.connection import BrokerConnection, parse_address
+from kctl.client.consumer.fetcher import FETCH_MAX_VERSION, FETCH_MIN_VERSION, build_fetch_request
+from kctl.mirror.batches import frame_partition, restamp
+from kctl.protocol import ApiKey
+from kctl.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
+from kctl.records.builder import encode_batch
 from kctl.testing import BrokerProcess
 
 KCTL = [sys.executable, "-m", "kctl"]
@@ -45,13 +61,138 @@ def run(*args: str, stdin: int | None = None, timeout: float = 600) -> subproces
     return result
 
 
-def end_total(bootstrap: str, topic: str, partitions: int) -> int:
+def end_total(bootstrap: str, topic: str, partitions: int, admin: AdminClient | None = None) -> int:
+    """The sum of the topic's end offsets (0 while it does not exist); ``admin``: a client kept
+    open by the caller, so that polling costs one ListOffsets round trip."""
+    if admin is None:
+        with AdminClient(bootstrap) as own:
+            return end_total(bootstrap, topic, partitions, own)
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    try:
+        return sum(max(r.offset, 0) for r in admin.list_offsets(tps, "latest", timeout=5).values())
+    except Exception:
+        return 0
+
+
+def source_batches(bootstrap: str, topic: str, partitions: int) -> dict[int, list[bytes]]:
+    """Every batch of the source topic, per partition, as the mirror would send it (restamped
+    without a producer id: `restamp(piece, -1, -1, -1)`)."""
+    host, port = parse_address(bootstrap)
+    out: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    ends = {p: 0 for p in range(partitions)}
     with AdminClient(bootstrap) as admin:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        try:
-            return sum(max(r.offset, 0) for r in admin.list_offsets(tps, "latest", timeout=5).values())
-        except Exception:
-            return 0
+        for tp, result in admin.list_offsets(
+            [TopicPartition(topic, p) for p in range(partitions)], "latest"
+        ).items():
+            ends[tp.partition] = result.offset
+    with BrokerConnection(host, port, timeout=60) as connection:
+        version = connection.version_for(
+            ApiKey.FETCH, min_version=FETCH_MIN_VERSION, max_version=FETCH_MAX_VERSION
+        )
+        for p in range(partitions):
+            offset = 0
+            while offset < ends[p]:
+                body = build_fetch_request(
+                    [(TopicPartition(topic, p), offset)],
+                    max_wait_ms=0,
+                    min_bytes=1,
+                    max_bytes=16 << 20,
+                    partition_max_bytes=16 << 20,
+                )
+                (answer,) = connection.request(ApiKey.FETCH, body, version).responses[0].partitions
+                framed = frame_partition(answer.records, offset)
+                out[p] += [bytes(restamp(piece, -1, -1, -1)) for piece in framed.pieces]
+                offset = framed.next_offset or offset
+    return out
+
+
+def produce_batches(bootstrap: str, topic: str, batches: dict[int, list[bytes]]) -> float:
+    """Seconds to produce ``batches`` into ``topic`` as the mirror does: one batch of each partition
+    per Produce request, acks=-1, at most 5 requests (so 5 batches per partition) in flight."""
+    partitions = len(batches)
+    create(bootstrap, topic, partitions)
+    host, port = parse_address(bootstrap)
+    rounds = max(len(b) for b in batches.values())
+    bodies = [
+        ProduceRequest(
+            transactional_id=None,
+            acks=-1,
+            timeout_ms=30_000,
+            topic_data=[
+                TopicProduceData(
+                    name=topic,
+                    partition_data=[
+                        PartitionProduceData(index=p, records=batches[p][n])
+                        for p in range(partitions)
+                        if n < len(batches[p])
+                    ],
+                )
+            ],
+        )
+        for n in range(rounds)
+    ]
+    with BrokerConnection(host, port, timeout=60) as connection:
+        version = connection.version_for(ApiKey.PRODUCE, min_version=3)
+        in_flight: list[Any] = []
+        started = time.monotonic()
+        for body in bodies:
+            if len(in_flight) == 5:
+                check_produced(connection.receive(in_flight.pop(0)))
+            in_flight.append(connection.send(ApiKey.PRODUCE, body, version))
+        for request in in_flight:
+            check_produced(connection.receive(request))
+        return time.monotonic() - started
+
+
+def check_produced(answer: Any) -> None:
+    codes = {p.error_code for t in answer.responses for p in t.partition_responses}
+    if codes != {0}:
+        raise SystemExit(f"ceiling: Produce failed with error codes {codes}")
+
+
+def broker_ceiling(bootstrap: str, topic: str, records: int, size: int, partitions: int) -> float:
+    """Records/s the target broker appends when the client costs nothing: one pre-built batch of
+    about 1 MiB of ``size``-byte records per partition in each Produce request (Kafka takes one batch
+    per partition), acks=-1, 5 requests in flight on one connection — requests like the mirror's,
+    without the fetching. The broker-bound limit."""
+    create(bootstrap, topic, partitions)
+    per_batch = max(900_000 // (size + 16), 1)  # below max.message.bytes (1 MiB) with record overhead
+    value = os.urandom(size)
+    chunk = encode_batch([(int(time.time() * 1000), None, value, []) for _ in range(per_batch)])
+    copies = 1
+    body = ProduceRequest(
+        transactional_id=None,
+        acks=-1,
+        timeout_ms=30_000,
+        topic_data=[
+            TopicProduceData(
+                name=topic,
+                partition_data=[PartitionProduceData(index=p, records=chunk) for p in range(partitions)],
+            )
+        ],
+    )
+    per_request = per_batch * copies * partitions
+    host, port = parse_address(bootstrap)
+    with BrokerConnection(host, port, timeout=60) as connection:
+        version = connection.version_for(ApiKey.PRODUCE, min_version=3)
+        in_flight: list[Any] = []
+        sent = 0
+        started = time.monotonic()
+        while sent < records or in_flight:
+            while sent < records and len(in_flight) < 5:
+                in_flight.append(connection.send(ApiKey.PRODUCE, body, version))
+                sent += per_request
+            answer = connection.receive(in_flight.pop(0))
+            codes = {p.error_code for t in answer.responses for p in t.partition_responses}
+            if codes != {0}:
+                raise SystemExit(f"ceiling: Produce failed with error codes {codes}")
+        return sent / (time.monotonic() - started)
+
+
+def children_cpu() -> float:
+    """CPU seconds (user + system) of the child processes waited for so far (the mirror's)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def create(bootstrap: str, topic: str, partitions: int) -> None:
@@ -141,15 +282,16 @@ def first_to_last(
     """Records/s of a running copier, from its first record on the target to its last."""
     deadline = time.monotonic() + 300
     first: tuple[float, int] | None = None
-    while time.monotonic() < deadline and process.poll() is None:
-        done = end_total(target, topic, partitions)
-        if done and first is None:
-            first = (time.monotonic(), done)
-        if done >= records:
-            assert first is not None
-            elapsed = time.monotonic() - first[0]
-            return (records - first[1]) / elapsed if elapsed > 0 else None
-        time.sleep(0.02)  # polling the target's end offsets, bounded by the deadline
+    with AdminClient(target) as admin:
+        while time.monotonic() < deadline and process.poll() is None:
+            done = end_total(target, topic, partitions, admin)
+            if done and first is None:
+                first = (time.monotonic(), done)
+            if done >= records:
+                assert first is not None
+                elapsed = time.monotonic() - first[0]
+                return (records - first[1]) / elapsed if elapsed > 0 and records > first[1] else None
+            time.sleep(0.01)  # polling the target's end offsets, bounded by the deadline
     print(f"  did not finish (exit {process.poll()}){f'; see {log}' if log else ''}", flush=True)
     return None
 
@@ -167,6 +309,8 @@ def bench_kctl_mirror(source: str, target: str, topic: str, records: int, partit
             topic,
             "--rename",
             "{cluster}.{topic}",
+            "--group",
+            f"bench-live-{topic}",  # its own positions: not those the --once run committed
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -196,12 +340,23 @@ def main() -> None:
             topic = f"bench-{size}"
             print(f"\n{size} B records x {records:,}, {args.partitions} partitions", flush=True)
             perf_produce(source.bootstrap, topic, records, size, args.partitions)
-            ceiling_run = perf_produce(target.bootstrap, f"ceiling-{size}", records, size, args.partitions)
-            ceiling = float(ceiling_run["records_per_s"])
-            line("ceiling: kctl perf produce into the target", records, size, records / ceiling, ceiling)
+            megabytes = records * size / 1e6
+            batches = source_batches(source.bootstrap, topic, args.partitions)
+            before = target.cpu_seconds()
+            seconds = produce_batches(target.bootstrap, f"ceiling-{size}", batches)
+            ceiling = records / seconds
+            line("ceiling: the source's batches into the target", records, size, seconds, ceiling)
+            print(f"    cpu per MB: target broker {1e3 * (target.cpu_seconds() - before) / megabytes:.2f} ms")
+            del batches
+            biggest = broker_ceiling(target.bootstrap, f"big-{size}", records, size, args.partitions)
+            line("pre-built ~900 KB batches into the target", records, size, records / biggest, ceiling)
+            perf = perf_produce(target.bootstrap, f"perf-{size}", records, size, args.partitions)
+            rate = float(perf["records_per_s"])
+            line("kctl perf produce into the target (client-bound)", records, size, records / rate, ceiling)
 
+            cpu = (source.cpu_seconds(), target.cpu_seconds(), children_cpu())
             started = time.monotonic()
-            run(
+            once = run(
                 "mirror",
                 "--from",
                 f"km={source.bootstrap}",
@@ -211,10 +366,22 @@ def main() -> None:
                 topic,
                 "--rename",
                 "{cluster}.{topic}",
+                "--group",
+                f"bench-once-{topic}",
                 "--once",
             )
             wall = time.monotonic() - started
             line("kctl mirror --once (whole process, start-up included)", records, size, wall, ceiling)
+            used = (source.cpu_seconds() - cpu[0], target.cpu_seconds() - cpu[1], children_cpu() - cpu[2])
+            print(
+                f"    cpu per MB: source broker {1e3 * used[0] / megabytes:.2f} ms, target broker "
+                f"{1e3 * used[1] / megabytes:.2f} ms, mirror {1e3 * used[2] / megabytes:.2f} ms "
+                f"({sum(used):.1f} CPU-s in {wall:.1f} s on {os.cpu_count()} CPUs)"
+            )
+            summary = re.search(r"mirrored (\d+) records .* in ([\d.]+)s", once.stderr)
+            if summary and float(summary[2]) > 0:
+                copied, seconds = int(summary[1]), float(summary[2])
+                line("kctl mirror --once (its own summary: copying)", copied, size, seconds, ceiling)
             rate = bench_kctl_mirror(source.bootstrap, target.bootstrap, topic, records, args.partitions)
             if rate:
                 line("kctl mirror (first to last record)", records, size, records / rate, ceiling)

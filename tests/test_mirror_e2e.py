@@ -1,18 +1,17 @@
 """`kctl mirror` as a real process between real brokers (three single-broker clusters shared by the
 module): records identical on both sides (key, value, headers, timestamp, partition, order, compared
 with `kctl consume -f jsonl`), include/exclude, configs of created topics, --dry-run, --once,
-renaming, new topics and partitions picked up while running, a clean SIGTERM, `kill -9` in the middle
+renaming, new topics and partitions picked up while running, a clean SIGTERM, a source broker
+restarted under a running mirror, `kill -9` in the middle
 of a copy (nothing lost, duplicates only from the in-flight window: counted and printed), offset
 translation for a confluent-kafka group (--sync-group-offsets and --translate-group), two sources
-into one aggregate, active-active without loops, and an unreachable source."""
+into one aggregate, active-active without loops, an unreachable source, and named clusters whose
+SASL settings (clusters file) reach the mirror's clients."""
 
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -21,13 +20,20 @@ from typing import Any
 
 import confluent_kafka as ck
 import pytest
+from mirror_support import create, end_offsets, kctl, produce, records, start_mirror, topics
 from raw_kafka import running_broker, unique, wait_until
 
-from kctl.client import AdminClient, GroupAdmin, NewTopic, TopicPartition
+from kctl.client import AdminClient, GroupAdmin, TopicPartition
 from kctl.testing import BrokerProcess
 
-T0 = 1_700_000_000_000
-TIMEOUT = 120.0
+MIRROR_PASSWORD = "mirror-secret"
+SASL = {  # a and b also listen with SASL_PLAINTEXT (PLAIN, user "mirror"); their bootstrap is PLAINTEXT
+    "num.partitions": "1",
+    "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+    "sasl.enabled.mechanisms": "PLAIN",
+    "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    f'username="mirror" password="{MIRROR_PASSWORD}" user_mirror="{MIRROR_PASSWORD}";',
+}
 
 
 @pytest.fixture(scope="module")
@@ -35,87 +41,11 @@ def clusters(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[BrokerProcess, BrokerProcess, BrokerProcess]]:
     with (
-        running_broker(tmp_path_factory, {"num.partitions": "1"}, "mirror-a") as a,
-        running_broker(tmp_path_factory, {"num.partitions": "1"}, "mirror-b") as b,
+        running_broker(tmp_path_factory, SASL, "mirror-a") as a,
+        running_broker(tmp_path_factory, SASL, "mirror-b") as b,
         running_broker(tmp_path_factory, {"num.partitions": "1"}, "mirror-c") as c,
     ):
         yield a, b, c
-
-
-def environment() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("KCTL_BOOTSTRAP_SERVER", "KCTL_CLUSTERS")}
-    return {**env, "COLUMNS": "200"}
-
-
-def kctl(*args: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kctl", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=environment(),
-    )
-
-
-def start_mirror(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "kctl", "mirror", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=environment(),
-    )
-
-
-def records(broker: BrokerProcess, topic: str) -> dict[int, list[tuple[Any, ...]]]:
-    """Per partition, in order: (key, value, headers, timestamp) read with `kctl consume -f jsonl`."""
-    result = kctl(
-        "consume", topic, "-b", broker.bootstrap, "-o", "beginning", "--until", "end", "-f", "jsonl"
-    )
-    assert result.returncode == 0, result.stderr
-    out: dict[int, list[tuple[Any, ...]]] = {}
-    for line in result.stdout.splitlines():
-        r = json.loads(line)
-        out.setdefault(r["partition"], []).append(
-            (r["key"], r["value"], tuple(map(tuple, r["headers"])), r["timestamp"], r["timestamp_type"])
-        )
-    return out
-
-
-def produce(
-    broker: BrokerProcess, topic: str, count: int, partitions: int, *, tag: str = "", compression: str = "lz4"
-) -> None:
-    producer = ck.Producer(
-        {"bootstrap.servers": broker.bootstrap, "compression.type": compression, "linger.ms": 5}
-    )
-    for i in range(count):
-        producer.produce(
-            topic,
-            value=f"{tag}value-{i}".encode(),
-            key=None if i % 7 == 0 else f"key-{i % 13}".encode(),
-            partition=i % partitions,
-            timestamp=T0 + i,
-            headers=[("n", str(i).encode()), ("empty", b"")] if i % 3 == 0 else None,
-        )
-    assert producer.flush(30) == 0
-
-
-def create(broker: BrokerProcess, topic: str, partitions: int, configs: dict[str, str] | None = None) -> None:
-    with AdminClient(broker.bootstrap) as admin:
-        (result,) = admin.create_topics([NewTopic(topic, partitions, 1, configs or {})])
-        assert result.ok, result
-        admin.cluster.wait_for_topics([topic])
-
-
-def topics(broker: BrokerProcess) -> set[str]:
-    with AdminClient(broker.bootstrap) as admin:
-        return {t.name for t in admin.list_topics()}
-
-
-def end_offsets(broker: BrokerProcess, topic: str, partitions: int) -> dict[int, int]:
-    with AdminClient(broker.bootstrap) as admin:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        return {tp.partition: r.offset for tp, r in admin.list_offsets(tps, "latest").items()}
 
 
 def test_once_copies_records_identically_with_include_exclude_and_configs(
@@ -158,6 +88,7 @@ def test_once_copies_records_identically_with_include_exclude_and_configs(
         "json",
     )
     assert copied.returncode == 0, copied.stderr
+    assert "renewing the producer id" not in copied.stderr  # every Produce is one the broker takes
     assert sum(r["records"] for r in json.loads(copied.stdout)) == 3500
     source, target = records(a, keep), records(b, keep)
     assert target == source and sum(map(len, target.values())) == 3500
@@ -229,6 +160,42 @@ def test_running_mirror_picks_up_new_topics_and_partitions_and_stops_on_sigterm(
     assert any("records_per_sec" in line and "partitions" in line for line in status)  # periodic status lines
     assert records(b, f"dc1.{first}") == records(a, first)
     assert records(b, f"dc1.{later}") == records(a, later)
+
+
+def test_a_running_mirror_rides_out_a_source_broker_restart(clusters: tuple[BrokerProcess, ...]) -> None:
+    _, b, c = clusters
+    topic = unique("restart")
+    create(c, topic, 2)
+    produce(c, topic, 200, 2)
+    mirror = start_mirror(
+        "--from",
+        f"dc3={c.bootstrap}",
+        "--to",
+        f"agg={b.bootstrap}",
+        "--include",
+        topic,
+        "--group",
+        f"g-{topic}",
+        "--refresh-interval",
+        "0.3",
+        "--commit-interval",
+        "0.2",
+    )
+    try:
+        wait_until(
+            lambda: topic in topics(b) and sum(end_offsets(b, topic, 2).values()) == 200, 60, "the first copy"
+        )
+        port = c.port
+        c.restart()  # the mirror's connections to its source break; the broker comes back on its port
+        assert c.port == port
+        assert mirror.poll() is None, "the mirror stopped when its source went away"
+        produce(c, topic, 300, 2, tag="after-")
+        wait_until(lambda: sum(end_offsets(b, topic, 2).values()) == 500, 60, "the records written after it")
+    finally:
+        mirror.send_signal(signal.SIGTERM)
+        _, err = mirror.communicate(timeout=60)
+    assert mirror.returncode == 0, err
+    assert records(b, topic) == records(c, topic)
 
 
 def test_kill_9_mid_copy_loses_nothing_and_duplicates_only_the_in_flight_window(
@@ -502,3 +469,31 @@ def test_a_target_with_other_partition_counts_gets_records_partitioned_by_key(
             mine = [r for r in original if r[0] == key]
             mirrored = [r for r in target[partition] if r[0] == key and r in mine]
             assert mirrored == mine
+
+
+def test_named_clusters_with_sasl_settings(clusters: tuple[BrokerProcess, ...], tmp_path: Path) -> None:
+    a, b, _ = clusters
+    topic = unique("secure")
+    create(a, topic, 2)
+    produce(a, topic, 400, 2)
+
+    def cluster(name: str, broker: BrokerProcess, password: str) -> str:
+        return (
+            f"[{name}]\nbootstrap.servers = '{broker.addresses[1]}'\nsecurity.protocol = 'SASL_PLAINTEXT'\n"
+            f"sasl.mechanism = 'PLAIN'\nsasl.username = 'mirror'\nsasl.password = '{password}'\n"
+        )
+
+    named = tmp_path / "clusters.toml"
+    named.write_text(
+        cluster("dc1", a, MIRROR_PASSWORD) + cluster("agg", b, MIRROR_PASSWORD) + cluster("bad", a, "wrong")
+    )
+    mirror = ["--clusters", str(named), "mirror", "--include", topic, "--group", f"g-{topic}"]
+    run = kctl(*mirror, "--from", "dc1", "--to", "agg", "--once")
+    assert run.returncode == 0, run.stderr
+    assert records(b, topic) == records(a, topic)
+    translated = kctl(*mirror, "--from", "dc1", "--to", "agg", "--translate-group", "nobody", "-f", "json")
+    assert translated.returncode == 0, translated.stderr  # the offset syncs read back over SASL
+    assert "no offset syncs" not in translated.stderr
+    refused = kctl(*mirror, "--from", "bad", "--to", "agg", "--once")
+    assert refused.returncode == 1, refused.stderr  # refused credentials: a failure, not unreachable
+    assert "source bad" in refused.stderr and "uthentication" in refused.stderr, refused.stderr

@@ -1,20 +1,33 @@
 """The mirror's pure parts, without a broker: restamping batches (header fields and CRC only, records
 untouched), framing Fetch answers into pieces (control batches, partial batches, compacted batches
 rebuilt), topic selection (include/exclude, internal topics, renaming, loop prevention), target topic
-plans, and offset translation from offset syncs."""
+plans, offset translation from offset syncs, the Produce window (one batch per partition and request,
+five in flight, sliding, resent after a failure), and the security settings of named clusters reaching the
+mirror's clients."""
 
 from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from conftest import make_batch
 
-from kctl.client import TopicDescription
+from kctl.client import ClientConfig, ConsumerConfig, ProducerConfig, TopicDescription, TopicPartition
 from kctl.client.admin import PartitionInfo
+from kctl.client.clusters_file import CLUSTERS_ENV
+from kctl.client.security import SecuritySettings
+from kctl.commands import mirror as mirror_command
+from kctl.mirror import Mirror, MirrorSpec
 from kctl.mirror.batches import frame_partition, restamp
+from kctl.mirror.forwarder import Forwarder, PartitionState, producer_properties
+from kctl.mirror.mirror import _SourceRun
 from kctl.mirror.offset_syncs import OffsetSync, OffsetSyncStore, decode_sync, encode_sync
 from kctl.mirror.topics import TopicPolicy, plan_topics
+from kctl.protocol import ErrorCode
 from kctl.records.builder import RecordBatchBuilder
-from kctl.records.header import parse_header, set_base_offset, validate_batch
+from kctl.records.header import iter_headers, parse_header, set_base_offset, validate_batch
 from kctl.records.reader import decode_records
 
 
@@ -174,3 +187,169 @@ def test_sync_records_round_trip() -> None:
     assert decode_sync(value) == original
     assert decode_sync(b"not json") is None
     assert decode_sync(None) is None
+
+
+SECURE_CLUSTERS = """
+[dc1]
+bootstrap.servers = "dc1.example.com:9093"
+security.protocol = "SASL_SSL"
+sasl.mechanism = "SCRAM-SHA-512"
+sasl.username = "mirror"
+sasl.password = "dc1-secret"
+ssl.ca.location = "/etc/kctl/dc1-ca.pem"
+
+[agg]
+bootstrap.servers = "agg.example.com:9093"
+security.protocol = "SSL"
+ssl.ca.location = "/etc/kctl/agg-ca.pem"
+ssl.certificate.location = "/etc/kctl/mirror.pem"
+ssl.key.location = "/etc/kctl/mirror.key"
+"request.timeout.ms" = 7000
+"""
+
+
+def test_security_settings_of_named_clusters_reach_every_client_of_the_mirror(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "clusters.toml"
+    path.write_text(SECURE_CLUSTERS)
+    monkeypatch.setenv(CLUSTERS_ENV, str(path))
+    source = mirror_command._cluster("dc1", None, None, "--from")
+    target = mirror_command._cluster("agg", None, ["client.id=mirror-x"], "--to")
+    assert (source.alias, source.bootstrap_servers) == ("dc1", "dc1.example.com:9093")
+    assert target.properties["client.id"] == "mirror-x"  # -X on top of the named cluster's properties
+    dc1 = SecuritySettings(
+        "SASL_SSL", "SCRAM-SHA-512", "mirror", "dc1-secret", ssl_ca_location="/etc/kctl/dc1-ca.pem"
+    )
+    agg = SecuritySettings(
+        "SSL",
+        ssl_ca_location="/etc/kctl/agg-ca.pem",
+        ssl_certificate_location="/etc/kctl/mirror.pem",
+        ssl_key_location="/etc/kctl/mirror.key",
+    )
+    mirror = Mirror(MirrorSpec([source], target))  # clients connect lazily: nothing is reached here
+    run = _SourceRun(mirror, source)
+    try:
+        assert run.source.config.security == dc1  # fetching
+        assert run.admin.cluster.config.security == dc1  # topics, configs, offsets, the mirror's group
+        assert run.target.config.security == agg  # producing the forwarded batches
+        assert mirror.target_admin.cluster.config.security == agg  # target topics, group translation
+        assert run.target.config.request_timeout_ms == 7000
+        # the producers of the keyed path and of the offset syncs, the offset syncs' consumer
+        producer = ProducerConfig.from_properties(producer_properties(target.properties))
+        assert producer.security == agg and producer.acks == -1 and producer.enable_idempotence
+        assert ConsumerConfig.from_properties(target.properties).security == agg
+        assert run.forwarder._target_properties == dict(target.properties)
+    finally:
+        mirror.close()
+
+
+class _Target:
+    """The target side of a Forwarder without a broker: records the Produce requests it is sent and
+    answers them as a broker checking one producer's sequences on one partition does (written,
+    DUPLICATE_SEQUENCE_NUMBER, OUT_OF_ORDER_SEQUENCE_NUMBER), or with the error codes a test
+    queues in ``answers`` (None: answer as the broker would)."""
+
+    def __init__(self) -> None:
+        self.requests: list[Any] = []
+        self.answers: list[int | None] = []
+        self.written: list[int] = []  # base sequences, in the order written
+        self.next_sequence = 0
+        self.offset = 0
+
+    # ClusterClient's surface the forwarder uses
+    def leader_for(self, tp: TopicPartition, *, deadline: object = None) -> int:
+        return 1
+
+    def deadline(self, seconds: float | None = None) -> None:
+        return None
+
+    def mark_stale(self) -> None:
+        pass
+
+    def connection(self, node: int, *, deadline: object = None) -> _Target:
+        return self
+
+    config = ClientConfig()
+
+    # BrokerConnection's surface
+    def version_for(self, api_key: int, **kwargs: object) -> int:
+        return 8
+
+    def send(self, api_key: int, body: Any, version: int) -> Any:
+        self.requests.append(body)
+        return body
+
+    def receive(self, request: Any, *, timeout: float | None = None) -> Any:
+        parts = []
+        for topic in request.topic_data:
+            for data in topic.partition_data:
+                header = parse_header(data.records)
+                code = self.answers.pop(0) if self.answers else None
+                if code is None:
+                    if header.base_sequence < self.next_sequence:
+                        code = ErrorCode.DUPLICATE_SEQUENCE_NUMBER
+                    elif header.base_sequence > self.next_sequence:
+                        code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+                    else:
+                        code = ErrorCode.NONE
+                base_offset = self.offset
+                if code == ErrorCode.NONE:
+                    self.written.append(header.base_sequence)
+                    self.next_sequence = header.base_sequence + header.records_count
+                    self.offset += header.records_count
+                parts.append(SimpleNamespace(index=data.index, error_code=code, base_offset=base_offset))
+        return SimpleNamespace(responses=[SimpleNamespace(name="orders", partition_responses=parts)])
+
+
+def test_produce_window_one_batch_per_partition_five_in_flight_sliding_and_resent_after_a_failure() -> None:
+    target = _Target()
+    syncs: list[OffsetSync] = []
+    forwarder = Forwarder(
+        "dc1",
+        None,  # type: ignore[arg-type]  # the source is not used by the produce path
+        target,  # type: ignore[arg-type]
+        "agg",
+        target_properties={},
+        target_bootstrap="agg:9092",
+        on_sync=syncs.append,
+    )
+    forwarder.producer_id, forwarder.producer_epoch = 42, 0
+    state = PartitionState(TopicPartition("orders", 0), TopicPartition("orders", 0), 0, 0)
+    forwarder.add_partition(state)
+    data = b"".join(at(make_batch(3), 3 * n) for n in range(12))  # 12 source batches of 3 records
+    for piece in frame_partition(data, 0).pieces:
+        state.queue.append(forwarder._stamp(state, piece))
+        state.queued_bytes += len(state.queue[-1].data)
+
+    def sent_sequences() -> list[int]:
+        out = []
+        for body in target.requests:
+            (topic,) = body.topic_data
+            (partition,) = topic.partition_data
+            headers = list(iter_headers(partition.records))
+            assert len(headers) == 1  # Kafka takes one batch per partition in a Produce (v3+)
+            out.append(headers[0][1].base_sequence)
+        target.requests.clear()
+        return out
+
+    forwarder._send_produces()
+    assert sent_sequences() == [0, 3, 6, 9, 12]  # five in flight, in order
+    forwarder._send_produces()
+    assert sent_sequences() == []  # no more until answers come
+    target.answers = [None, None, ErrorCode.NOT_LEADER_OR_FOLLOWER]  # the third refused
+    forwarder._receive_produces()
+    assert state.acked == 6 and forwarder.producer_id == 42  # two written; no new producer id
+    assert sent_sequences() == [15, 18]  # the window slid after each of the two acknowledgements
+    forwarder._send_produces()
+    assert sent_sequences() == []  # after a failure: nothing until its answers are all in
+    forwarder._receive_produces()  # 15 and 18: out of order (6 was refused), ignored
+    assert state.acked == 6 and state.in_flight == 0 and not state.failed
+    forwarder._send_produces()
+    assert sent_sequences() == [6, 9, 12, 15, 18]  # the window again, same sequences
+    forwarder._receive_produces()
+    assert state.acked == 21 and sent_sequences() == [21, 24, 27, 30, 33]
+    forwarder._receive_produces()
+    assert state.acked == 36 and not state.queue and state.in_flight == 0 and state.queued_bytes == 0
+    assert target.written == list(range(0, 36, 3))  # every batch written once, in order
+    assert [s.source_offset for s in syncs] == [0] and forwarder.producer_id == 42

@@ -427,7 +427,7 @@ def _run(spec: MirrorSpec, dry_run: bool, fmt: OutputFormat, status_interval: fl
         size = sum(s.bytes for s in statuses)
         render_rows([vars(s) | {"position": s.acked} for s in statuses], STATUS_COLUMNS, fmt)
         info(
-            f"mirrored {records} records ({size / 1e6:.2f} MB) in {elapsed:.1f}s: "
+            f"mirrored {records} records ({size / 1e6:.2f} MB) in {elapsed:.2f}s: "
             f"{records / elapsed:.0f} records/s, {size / elapsed / 1e6:.2f} MB/s"
         )
     finally:

@@ -55,7 +55,7 @@ class Piece:
     source_offset: int
     source_next: int
     records_count: int
-    data: bytes | bytearray
+    data: bytes | bytearray | memoryview
     linear: bool = True
     rebuilt: bool = False
 
@@ -77,7 +77,7 @@ def frame_partition(
     """Cut a Fetch answer's ``records`` into pieces, from ``fetch_offset`` on. A trailing partial
     batch is ignored; a corrupt batch raises InvalidRecordBatch (unless pieces came before it: then
     they are returned and the next fetch meets it again)."""
-    buf = b"" if not data else data if type(data) is bytes else bytes(data)
+    buf = data if data else b""  # a memoryview stays one: pieces are views into the Fetch answer
     pieces: list[Piece] = []
     next_offset: int | None = None
     position = 0
@@ -107,7 +107,7 @@ def frame_partition(
                 ):
                     pieces.append(Piece(header.base_offset, batch_next, header.records_count, raw))
                 else:
-                    piece = _rebuild(raw, fetch_offset, batch_next)
+                    piece = _rebuild(bytes(raw), fetch_offset, batch_next)
                     if piece is not None:
                         pieces.append(piece)
         position += size

@@ -5,8 +5,11 @@ advance each partition's position only once the target acknowledged.
 One ``Forwarder`` per source runs a loop on one thread, pipelined so that fetching and producing
 overlap: send the Fetch requests (one per source leader), collect the previous round's Produce
 answers, collect the fetched batches (framed into pieces by ``kctl.mirror.batches``; records are
-decoded only for batches that cannot travel as they are), send the Produce requests (one per target
-leader; all the queued pieces of a partition, ``acks=-1``).
+decoded only for batches that cannot travel as they are), send the Produce requests (``acks=-1``;
+per target leader pipelined requests, each with one batch of every partition that has one queued —
+Kafka's brokers take one batch per partition in a Produce request — up to ``MAX_IN_FLIGHT`` batches
+of a partition in flight; as each answer comes in, the partitions it answered send their next batch
+at once, so the window slides while the round waits for the other answers).
 
 Delivery: each partition's pieces get consecutive sequence numbers of the mirror's producer id
 (InitProducerId on the target), so a Produce the target already wrote and the mirror sends again
@@ -50,7 +53,7 @@ from kctl.protocol.messages.produce import PartitionProduceData, ProduceRequest,
 from kctl.records.header import InvalidRecordBatch, parse_header
 from kctl.records.reader import decode_records
 
-__all__ = ["Forwarder", "MirrorError", "PartitionState"]
+__all__ = ["Forwarder", "MirrorError", "PartitionState", "producer_properties"]
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +82,10 @@ RENUMBER_CODES = frozenset(
     }
 )
 """Produce errors after which the producer id is renewed and the pieces numbered again."""
+MAX_IN_FLIGHT = 5
+"""Batches of one partition in flight at once. Kafka's brokers take one batch per partition in a
+Produce request (v3+) and keep an idempotent producer's last 5 batches per partition to recognise a
+batch sent again, so at most 5 may be unanswered."""
 REFETCH_CODES = frozenset(
     {
         ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -94,6 +101,15 @@ REFETCH_CODES = frozenset(
 )
 
 
+def producer_properties(properties: Mapping[str, str]) -> dict[str, str]:
+    """The properties of a producer the mirror writes to a target with (the keyed path, the offset
+    syncs): the cluster's producer properties (security settings included), idempotent, acks=all."""
+    known = ProducerConfig.known_keys()
+    config = {k: v for k, v in properties.items() if k in known}
+    config.update({"acks": "all", "enable.idempotence": "true"})
+    return config
+
+
 class MirrorError(KafkaError):
     """Mirroring cannot go on; the message names the cluster and topic."""
 
@@ -104,7 +120,7 @@ class Unit:
 
     piece: Piece
     sequence: int
-    data: bytes | bytearray
+    data: bytes | bytearray | memoryview
 
 
 @dataclass(slots=True)
@@ -120,6 +136,7 @@ class PartitionState:
     keyed: bool = False
     queue: collections.deque[Unit] = field(default_factory=collections.deque)
     in_flight: int = 0
+    failed: bool = False
     queued_bytes: int = 0
     next_sequence: int = 0
     last_delta: int | None = None
@@ -143,8 +160,20 @@ class PartitionState:
 class _InFlight:
     node: int
     connection: Any
+    version: int
     request: Any
     partitions: dict[TopicPartition, PartitionState]
+
+
+def _sendable(state: PartitionState) -> bool:
+    """Whether the partition may send its next batch now (produced here, not waiting for the
+    answers after a failure, fewer than MAX_IN_FLIGHT batches in flight, one queued unsent)."""
+    return (
+        not state.keyed
+        and not state.failed
+        and state.in_flight < MAX_IN_FLIGHT
+        and state.in_flight < len(state.queue)
+    )
 
 
 class Forwarder:
@@ -184,6 +213,7 @@ class Forwarder:
         self.producer_epoch = -1
         self._keyed_producer: Producer | None = None
         self._produce_in_flight: list[_InFlight] = []
+        self._renumber_pending = False
         self._backoff_until = 0.0
 
     # ------------------------------------------------------------------------------ producer id
@@ -268,17 +298,12 @@ class Forwarder:
                 continue
             if state.stop_at is not None and state.position >= state.stop_at:
                 continue
-            try:
-                leader = self.source.metadata.leader(state.source)
-            except Exception:
-                leader = -1
-            if leader < 0:
+            try:  # from the cached metadata, refreshed once it was marked stale (a leader change)
+                leader = self.source.leader_for(state.source, deadline=self.source.deadline(5))
+            except KafkaError as error:
+                log.debug("no leader for %s on %s: %s", state.source, self.alias, error)
                 self.source.mark_stale()
-                try:
-                    leader = self.source.leader_for(state.source, deadline=self.source.deadline(5))
-                except KafkaError as error:
-                    log.debug("no leader for %s on %s: %s", state.source, self.alias, error)
-                    continue
+                continue
             by_leader.setdefault(leader, []).append(state)
         sent = []
         for node, states in by_leader.items():
@@ -386,12 +411,17 @@ class Forwarder:
     # ------------------------------------------------------------------------------ produce
 
     def _send_produces(self) -> None:
+        """Per target leader, pipelined Produce requests, each with the next unsent batch of every
+        partition it leads (one batch per partition and request), until every partition has
+        MAX_IN_FLIGHT batches (or all it has) in flight."""
         keyed = [s for s in self.partitions.values() if s.keyed and s.queue]
         if keyed:
             self._send_keyed(keyed)
+        if self._renumber_pending:
+            return
         by_leader: dict[int, list[PartitionState]] = {}
         for state in self.partitions.values():
-            if state.keyed or state.in_flight or not state.queue:
+            if not _sendable(state):
                 continue
             try:
                 leader = self.target.leader_for(state.target, deadline=self.target.deadline(5))
@@ -401,38 +431,44 @@ class Forwarder:
                 continue
             by_leader.setdefault(leader, []).append(state)
         for node, states in by_leader.items():
-            topics: dict[str, list[PartitionProduceData]] = {}
-            for state in states:
-                units: list[Unit] = []
-                size = 0
-                for unit in state.queue:
-                    if units and size + len(unit.data) > self.partition_max_bytes * 4:
-                        break
-                    units.append(unit)
-                    size += len(unit.data)
-                state.in_flight = len(units)
-                data = units[0].data if len(units) == 1 else b"".join(u.data for u in units)
-                topics.setdefault(state.target.topic, []).append(
-                    PartitionProduceData(index=state.target.partition, records=data)
-                )
-            body = ProduceRequest(
-                transactional_id=None,
-                acks=-1,
-                timeout_ms=self.produce_timeout_ms,
-                topic_data=[TopicProduceData(name=n, partition_data=p) for n, p in topics.items()],
-            )
             try:
                 conn = self.target.connection(node, deadline=self.target.deadline(10))
                 version = conn.version_for(ApiKey.PRODUCE, min_version=PRODUCE_VERSION_MIN)
-                request = conn.send(ApiKey.PRODUCE, body, version)
             except KafkaError as error:
-                self._produce_failed(states, error)
+                self._produce_failed(error)
                 continue
-            self._produce_in_flight.append(_InFlight(node, conn, request, {s.target: s for s in states}))
+            while self._send_one(node, conn, version, states):
+                pass
 
-    def _produce_failed(self, states: Iterable[PartitionState], error: KafkaError) -> None:
-        for state in states:
-            state.in_flight = 0
+    def _send_one(self, node: int, conn: Any, version: int, states: Iterable[PartitionState]) -> bool:
+        """One Produce request to ``node`` with the next unsent batch of each of ``states`` that may
+        send one; whether a request went."""
+        ready = [s for s in states if _sendable(s)]
+        if not ready:
+            return False
+        topics: dict[str, list[PartitionProduceData]] = {}
+        for state in ready:
+            topics.setdefault(state.target.topic, []).append(
+                PartitionProduceData(index=state.target.partition, records=state.queue[state.in_flight].data)
+            )
+            state.in_flight += 1
+        body = ProduceRequest(
+            transactional_id=None,
+            acks=-1,
+            timeout_ms=self.produce_timeout_ms,
+            topic_data=[TopicProduceData(name=n, partition_data=p) for n, p in topics.items()],
+        )
+        try:
+            request = conn.send(ApiKey.PRODUCE, body, version)
+        except KafkaError as error:
+            for state in ready:
+                state.in_flight -= 1
+            self._produce_failed(error)
+            return False
+        self._produce_in_flight.append(_InFlight(node, conn, version, request, {s.target: s for s in ready}))
+        return True
+
+    def _produce_failed(self, error: KafkaError) -> None:
         self.target.mark_stale()
         if not isinstance(error, KafkaConnectionError | KafkaTimeoutError) and not getattr(
             error, "retriable", False
@@ -442,15 +478,24 @@ class Forwarder:
         self._backoff_until = time.monotonic() + self.target.config.retry_backoff_ms / 1000
 
     def _receive_produces(self) -> bool:
+        """The answers to the Produce requests in flight, in the order they were sent; after each,
+        the partitions it answered send their next batch at once (a sliding window, so the target
+        always has work). A batch acknowledged is taken off its partition's queue. After a
+        partition's first failure (``failed``) it sends nothing and its answers still to come are
+        ignored; once they are all in, its queued batches go again (same producer id and sequences:
+        the target recognises any it wrote). A producer id to renew is renewed once nothing is in
+        flight."""
         progressed = False
         pending, self._produce_in_flight = self._produce_in_flight, []
         timeout = self.produce_timeout_ms / 1000 + self.target.config.request_timeout
-        renumber = False
         for flight in pending:
             try:
                 response = flight.connection.receive(flight.request, timeout=timeout)
             except KafkaError as error:
-                self._produce_failed(flight.partitions.values(), error)
+                for broken in flight.partitions.values():
+                    broken.in_flight -= 1
+                    broken.failed = True
+                self._produce_failed(error)
                 continue
             answered = set()
             for topic in response.responses:
@@ -460,27 +505,38 @@ class Forwarder:
                     if state is None or tp in answered:
                         continue
                     answered.add(tp)
+                    state.in_flight -= 1
+                    if state.failed:
+                        continue
                     outcome = self._take_produced(state, part)
-                    progressed = progressed or outcome == "ok"
-                    renumber = renumber or outcome == "renumber"
-            for tp, state in flight.partitions.items():
+                    if outcome == "ok":
+                        progressed = True
+                    else:
+                        state.failed = True
+                        if outcome == "renumber":
+                            self._renumber_pending = True
+            for tp, unanswered in flight.partitions.items():
                 if tp not in answered:
-                    state.in_flight = 0
-        if renumber:
+                    unanswered.in_flight -= 1
+                    unanswered.failed = True
+            if not self._renumber_pending:
+                self._send_one(flight.node, flight.connection, flight.version, flight.partitions.values())
+        for done in self.partitions.values():
+            if done.failed and not done.in_flight:
+                done.failed = False  # every answer is in: what is still queued goes again
+        if self._renumber_pending and not self._produce_in_flight:
+            self._renumber_pending = False
             log.warning("target %s: sequence numbers rejected: renewing the producer id", self.target_alias)
             self.init_producer_id()
         return progressed
 
     def _take_produced(self, state: PartitionState, part: Any) -> str:
+        """One partition's answer to its batch at the head of its queue: ``ok``, ``resend`` or
+        ``renumber`` (MirrorError when it cannot go on)."""
         code = part.error_code
-        count, state.in_flight = state.in_flight, 0
         if code == ErrorCode.NONE or code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
             target_offset = part.base_offset if code == ErrorCode.NONE else -1
-            for _ in range(count):
-                unit = state.queue.popleft()
-                self._acknowledged(state, unit, target_offset)
-                if target_offset >= 0:
-                    target_offset += unit.piece.records_count
+            self._acknowledged(state, state.queue.popleft(), target_offset)
             return "ok"
         if code in RENUMBER_CODES:
             return "renumber"
@@ -522,9 +578,7 @@ class Forwarder:
 
     def _send_keyed(self, states: list[PartitionState]) -> None:
         if self._keyed_producer is None:
-            known = ProducerConfig.known_keys()
-            config = {k: v for k, v in self._target_properties.items() if k in known}
-            config.update({"acks": "all", "enable.idempotence": "true"})
+            config = producer_properties(self._target_properties)
             self._keyed_producer = Producer(self._target_bootstrap, config)
         producer = self._keyed_producer
         futures = []

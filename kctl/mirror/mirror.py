@@ -35,12 +35,11 @@ from kctl.client import (
     KafkaError,
     NewTopic,
     Producer,
-    ProducerConfig,
     TopicDescription,
     TopicPartition,
 )
 from kctl.client.group.coordinator import OffsetAndMetadata
-from kctl.mirror.forwarder import Forwarder, MirrorError, PartitionState
+from kctl.mirror.forwarder import Forwarder, MirrorError, PartitionState, producer_properties
 from kctl.mirror.groups import GroupTranslation, translate_groups
 from kctl.mirror.offset_syncs import (
     OFFSET_SYNCS_TOPIC,
@@ -347,9 +346,7 @@ class Mirror:
     def _write_sync(self, sync: OffsetSync) -> None:
         with self._sync_lock:
             if self._sync_producer is None:
-                known = ProducerConfig.known_keys()
-                config = {k: v for k, v in self.spec.target.properties.items() if k in known}
-                config.update({"acks": "all", "enable.idempotence": "true", "linger.ms": "0"})
+                config = producer_properties(self.spec.target.properties) | {"linger.ms": "0"}
                 self._sync_producer = Producer(self.spec.target.bootstrap_servers, config)
             key, value = encode_sync(sync)
             self._sync_futures.append(self._sync_producer.send(OFFSET_SYNCS_TOPIC, value, key, partition=0))
