@@ -1,14 +1,17 @@
 """The `kctl` entry point: run the command tree and map every outcome to a documented exit code.
 
-0 success, 1 a finding or failure, 2 usage error, 3 not found / unreachable, 130 interrupted
-(see `kctl.commands.errors.ExitCode`). Errors go to stderr as ``kctl: error: <message>``; a
-traceback is printed only when the environment variable KCTL_DEBUG is set to 1. A closed stdout
-(`kctl ... | head -1`) ends the command quietly with 0.
+0 success, 1 a finding or failure, 2 usage error, 3 not found / unreachable, 130 interrupted,
+143 stopped by SIGTERM (see `kctl.commands.errors.ExitCode`). SIGTERM is delivered to a command as
+Ctrl-C is, so every command stops as cleanly on either (a group consumer commits and leaves).
+Errors go to stderr as ``kctl: error: <message>``; a traceback is printed only when the environment
+variable KCTL_DEBUG is set to 1. A closed stdout (`kctl ... | head -1`) ends the command quietly
+with 0.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import traceback
 from collections.abc import Sequence
@@ -55,7 +58,22 @@ def _silence_stdout() -> None:
         pass
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C's KeyboardInterrupt would be."""
+
+
+_terminated = False
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    global _terminated
+    _terminated = True
+    raise Terminated()
+
+
 def _interrupted() -> int:
+    if _terminated:
+        return ExitCode.TERMINATED
     try:
         if sys.stderr.isatty():
             sys.stderr.write("\n")
@@ -90,6 +108,8 @@ def _run(args: list[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `kctl` with `argv` (default: sys.argv[1:]) and return the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if argv is None:  # the process's own entry point (not a test calling main in-process)
+        signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         code = _run(args)
         if code == ExitCode.INTERRUPTED:

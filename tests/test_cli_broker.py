@@ -57,10 +57,20 @@ def test_second_broker_on_the_same_data_dir_is_refused(tmp_path: Path) -> None:
     data = tmp_path / "data"
     props = ["-X", "listeners=PLAINTEXT://127.0.0.1:0", "-X", f"log.dirs={data}"]
     assert kctl("broker", "start", "--daemon", *props).returncode == 0
+    pid_file = data / "kctl-broker.pid"
+    pid = pid_file.read_text()
     try:
         second = kctl("broker", "start", *props, "--pid-file", str(tmp_path / "other.pid"))
         assert second.returncode == 1
         assert "in use" in second.stderr or "locked" in second.stderr
+        assert "unexpected" not in second.stderr
+        for extra in ([], ["--daemon"]):  # the same pid file: refused before touching anything
+            again = kctl("broker", "start", *props, *extra)
+            assert again.returncode == 1, again.stderr
+            assert again.stderr.strip() == (
+                f"kctl: error: a broker is already running on {data} (pid {pid.strip()}, pid file {pid_file})"
+            )
+            assert pid_file.read_text() == pid
     finally:
         assert kctl("broker", "stop", *props).returncode == 0
 

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+
+import pytest
 
 GROUP_BROKER = {
     "group.initial.rebalance.delay.ms": "0",
@@ -59,3 +62,50 @@ def test_group_mode_rejects_ranges_and_partitions(broker_factory) -> None:
     assert kctl("consume", "t", "--group", "g", "--until", "end", *b).returncode == 2
     assert kctl("consume", "t", "--group", "g", "-p", "0", *b).returncode == 2
     assert kctl("consume", "t", "--group", "g", "--offset", "-5", *b).returncode == 2
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
+def test_sigterm_stops_a_group_member_as_cleanly_as_ctrl_c(broker_factory, stop: signal.Signals) -> None:
+    """Stopped by either signal, the member commits what it printed and leaves the group at once,
+    so `group rewind` need not wait for its session to expire."""
+    broker = broker_factory(GROUP_BROKER)
+    b = ["-b", broker.bootstrap]
+    topic, group = f"sig-{stop.name.lower()}", f"g-{stop.name.lower()}"
+    assert kctl("produce", topic, *b, input="".join(f"r{i}\n" for i in range(10))).returncode == 0
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kctl",
+            "consume",
+            topic,
+            "--group",
+            group,
+            "-o",
+            "beginning",
+            "-f",
+            "jsonl",
+            *b,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    try:
+        assert process.stdout is not None
+        lines = [process.stdout.readline() for _ in range(10)]  # every record printed: it is reading
+        assert all(lines)
+        process.send_signal(stop)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == (143 if stop == signal.SIGTERM else 130), err
+    assert "Traceback" not in err
+    described = kctl("group", "describe", group, "-f", "json", *b)
+    assert described.returncode == 0, described.stderr
+    document = json.loads(described.stdout)
+    state = document[0] if isinstance(document, list) else document
+    assert state["state"] == "Empty" and state["total_lag"] == 0, state

@@ -301,3 +301,22 @@ def test_dump_and_verify_leader_epochs_and_the_replication_checkpoint(tmp_path):
     result = kctl("log", "verify", str(epochs), "-f", "jsonl")
     assert result.returncode == 1 and "cannot be trusted" in jsonl(result.stdout)[0]["problem"]
     assert kctl("log", "dump", str(epochs)).returncode == 1
+
+
+def test_verify_a_log_dir_checks_each_partition_and_an_empty_dir_is_not_clean(partition, tmp_path):
+    log_dir = partition.parent  # my_topic_0 beside the test's other files: a log directory
+    independent_segment(log_dir / "other_1")
+    clean = kctl("log", "verify", str(log_dir))
+    assert clean.returncode == 0, clean.stderr
+    assert "4 segment(s), 62 batch(es), 470 record(s)" in clean.stderr and "clean" in clean.stderr
+
+    _damage(partition / "00000000000000000080.log", "garbage")
+    damaged = kctl("log", "verify", str(log_dir), "--format", "jsonl")
+    assert damaged.returncode == 1
+    assert {f["path"] for f in jsonl(damaged.stdout)} == {str(partition)}
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    nothing = kctl("log", "verify", str(empty))
+    assert nothing.returncode == 3
+    assert "nothing to verify" in nothing.stderr and "clean" not in nothing.stderr

@@ -64,6 +64,7 @@ def test_exit_codes_are_the_documented_ones() -> None:
         "USAGE": 2,
         "NOT_FOUND": 3,
         "INTERRUPTED": 130,
+        "TERMINATED": 143,
     }
     assert all(code.description.endswith(".") for code in ExitCode)
 

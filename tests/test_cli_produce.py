@@ -281,19 +281,32 @@ def test_empty_input_is_fine(broker: BrokerProcess) -> None:
     assert b"produced 0 records" in result.stderr
 
 
-def test_format_json_reads_lines_and_reports_a_json_array(broker: BrokerProcess) -> None:
-    """--format is the shared table|json|jsonl option: only jsonl changes how stdin is read."""
-    topic = create_topic(broker, 1)
-    result = ok(
-        kctl_produce(broker, topic, "-f", "json", "--print-offsets", input=b'{"value": "x"}\nplain\n')
-    )
+def test_format_json_reads_the_array_consume_writes(broker: BrokerProcess) -> None:
+    """`consume -f json | produce -f json` copies records (not "[" and "]" as values); input that is
+    not one JSON array is refused before anything is sent; `-f table` reads lines."""
+    source, topic = create_topic(broker, 1, "jsrc"), create_topic(broker, 1)
+    ok(kctl_produce(broker, source, "-f", "jsonl", input=b'{"key": "k", "value": "x"}\n{"value": "y"}\n'))
+    consume = subprocess.run(
+        [sys.executable, "-m", "kctl", "consume", source, "-b", broker.bootstrap, "--offset", "beginning",
+         "--until", "end", "-f", "json", "-q"],
+        capture_output=True, timeout=TIMEOUT, check=False,
+    )  # fmt: skip
+    assert consume.returncode == 0, consume.stderr
+    result = ok(kctl_produce(broker, topic, "-f", "json", "--print-offsets", input=consume.stdout))
     assert [(r["line"], r["offset"]) for r in json.loads(result.stdout)] == [(1, 0), (2, 1)]
-    assert [m.value() for m in read_all(broker.bootstrap, topic)] == [b'{"value": "x"}', b"plain"]
+    assert [(m.key(), m.value()) for m in read_all(broker.bootstrap, topic)] == [(b"k", b"x"), (None, b"y")]
+    refused = kctl_produce(broker, topic, "-f", "json", input=b'{"value": "x"}\nplain\n')
+    assert refused.returncode == 2 and b"one JSON array" in refused.stderr
+    assert len(read_all(broker.bootstrap, topic)) == 2, "nothing sent"
+    lines = ok(kctl_produce(broker, topic, "-f", "table", "--report-format", "json", "--print-offsets",
+                            input=b'{"value": "z"}\n'))  # fmt: skip
+    assert [r["offset"] for r in json.loads(lines.stdout)] == [2]
+    assert read_all(broker.bootstrap, topic)[-1].value() == b'{"value": "z"}'
     result = ok(kctl_produce(broker, topic, "-f", "jsonl", "--print-offsets", input=b'{"value": "y"}\n'))
     assert json.loads(result.stdout) == {
         "line": 1,
         "topic": topic,
         "partition": 0,
-        "offset": 2,
+        "offset": 3,
         "timestamp": json.loads(result.stdout)["timestamp"],
     }

@@ -118,6 +118,7 @@ def start(
     log_dir = Path(config.log_dirs[0])
     log_dir.mkdir(parents=True, exist_ok=True)
     pid_path = pid_file or log_dir / PID_FILE_NAME
+    _refuse_if_running(pid_path, log_dir)
     if daemon:
         _start_daemon(config, pid_path, log_file or log_dir / "kctl-broker.log", log_level)
         return
@@ -133,13 +134,43 @@ def start(
             "InconsistentMetadataError",
             "BrokerIdInUseError",
             "RegistryUnavailableError",
+            "RegistryError",  # e.g. the embedded metadata held by another broker on this directory
         ):
             raise KctlError(str(error)) from None
         raise
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            if pid_path.read_text().strip() == str(os.getpid()):
-                pid_path.unlink()
+        _remove_own_pid_file(pid_path)
+
+
+def _running_pid(pid_path: Path) -> int | None:
+    """The pid in ``pid_path`` if that process is alive (and not this one), else None."""
+    try:
+        pid = int(pid_path.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+    if pid == os.getpid():
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        return pid  # alive, someone else's
+    return pid
+
+
+def _refuse_if_running(pid_path: Path, log_dir: Path) -> None:
+    """A second broker on a data directory in use is refused before it touches anything (the
+    running broker's pid file included)."""
+    pid = _running_pid(pid_path)
+    if pid is not None:
+        raise KctlError(f"a broker is already running on {log_dir} (pid {pid}, pid file {pid_path})")
+
+
+def _remove_own_pid_file(pid_path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError, ValueError):
+        if pid_path.read_text().strip() == str(os.getpid()):
+            pid_path.unlink()
 
 
 def _start_daemon(config, pid_path: Path, log_file: Path, log_level: str) -> None:
@@ -160,8 +191,7 @@ def _start_daemon(config, pid_path: Path, log_file: Path, log_level: str) -> Non
             logging.getLogger("kctl.broker").exception("the broker failed")
             code = 1
         finally:
-            with contextlib.suppress(FileNotFoundError):
-                pid_path.unlink()
+            _remove_own_pid_file(pid_path)
         os._exit(code)
     os.close(write_fd)
     with os.fdopen(read_fd, "rb") as ready:

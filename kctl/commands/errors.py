@@ -21,6 +21,7 @@ class ExitCode(IntEnum):
     USAGE = 2
     NOT_FOUND = 3
     INTERRUPTED = 130
+    TERMINATED = 143
 
     @property
     def description(self) -> str:
@@ -42,6 +43,7 @@ _DESCRIPTIONS: dict[ExitCode, str] = {
         "A requested thing does not exist or cannot be reached: a missing file, directory, topic or broker."
     ),
     ExitCode.INTERRUPTED: "Interrupted (Ctrl-C).",
+    ExitCode.TERMINATED: "Stopped by SIGTERM, as cleanly as by Ctrl-C (offsets committed, the group left).",
 }
 
 

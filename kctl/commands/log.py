@@ -33,6 +33,7 @@ from kctl.log.inspect import (
     read_time_index,
     segment_logs,
     verify,
+    verify_targets,
 )
 from kctl.log.naming import (
     INDEX_SUFFIX,
@@ -73,14 +74,14 @@ def _log_config(config_file: Path | None, overrides: list[str] | None) -> LogCon
         raise KctlError(str(error), ExitCode.USAGE) from None
 
 
-def _segments(path: Path) -> list[tuple[int, Path]]:
+def _segments(path: Path, *, warn_empty: bool = True) -> list[tuple[int, Path]]:
     try:
         segments = segment_logs(path)
     except FileNotFoundError:
         raise KctlError(f"no such file or directory: {path}", ExitCode.NOT_FOUND) from None
     except NotASegmentError as error:
         raise KctlError(str(error), ExitCode.USAGE) from None
-    if not segments and path.is_dir():
+    if warn_empty and not segments and path.is_dir():
         warn(f"{path} holds no segment files")
     return segments
 
@@ -308,15 +309,18 @@ def verify_command(
 ) -> None:
     """Check CRCs, offset order, index and time-index consistency and trailing bytes.
 
-    Prints one row per finding (file, byte position, offset, problem) and a summary on stderr.
-    Exit status 0 when everything is clean, 1 when anything is wrong, 3 when a PATH is missing."""
+    A PATH may also be a whole log directory (`kctl log verify /data`): every partition directory
+    in it and its offset checkpoints are checked. Prints one row per finding (file, byte position,
+    offset, problem) and a summary on stderr. Exit status 0 when everything is clean, 1 when
+    anything is wrong, 3 when a PATH is missing or holds nothing to check."""
     _log_config(config_file, overrides)
     findings: list[dict[str, Any]] = []
     totals = {"segments": 0, "batches": 0, "records": 0, "bytes": 0}
     notes: list[str] = []
     for path in paths:
         if not is_checkpoint_file(path):
-            _segments(path)  # raises NOT_FOUND / USAGE early, before any output
+            _segments(path, warn_empty=False)  # raises NOT_FOUND / USAGE early, before any output
+    paths = _verify_targets(paths)
     with progress() as bar:
         task = bar.add_task("verifying", total=len(paths))
         for path in paths:
@@ -338,6 +342,21 @@ def verify_command(
         info(summary + f"{len(findings)} problem(s) found")
         raise typer.Exit(ExitCode.FAILURE)
     info(summary + "clean")
+
+
+def _verify_targets(paths: list[Path]) -> list[Path]:
+    """Each PATH, or a log directory's partitions; a directory with nothing to check is an error
+    (never a silent "clean")."""
+    targets: list[Path] = []
+    for path in paths:
+        found = verify_targets(path)
+        if not found:
+            raise KctlError(
+                f"nothing to verify in {path}: no segment files, partition directories or checkpoints",
+                ExitCode.NOT_FOUND,
+            )
+        targets += found
+    return targets
 
 
 # -- recover ---------------------------------------------------------------------------------------

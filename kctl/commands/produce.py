@@ -1,7 +1,8 @@
 """`kctl produce TOPIC`: read records from stdin and send them to a topic (`kctl.console.produce`).
 
 Input (`--format`): `lines` (default) makes one record of every line (optionally `KEY<SEP>VALUE` with
-`--key-separator`); `jsonl` reads the objects `kctl consume --format jsonl` writes. stdin is read as
+`--key-separator`); `jsonl` reads the objects `kctl consume --format jsonl` writes, `json` the one
+array `kctl consume --format json` writes (read whole). Lines and JSON lines are read as
 a stream (constant memory: the producer's `buffer.memory` applies back-pressure), each record is
 sent as soon as it is parsed, and the command waits for every acknowledgement before it exits.
 
@@ -32,9 +33,12 @@ from kctl.commands.options import (
 from kctl.commands.output import OutputFormat, info, stderr_console
 from kctl.console.produce import (
     Headers,
+    InputError,
     Parser,
     ProduceSession,
     StoppedReading,
+    json_array_items,
+    json_array_parser,
     jsonl_parser,
     line_parser,
     parse_header,
@@ -114,7 +118,8 @@ def produce(
             case_sensitive=False,
             help=(
                 "jsonl: read one JSON object per line (what `kctl consume --format jsonl` writes); "
-                "table or json: read lines. Also the format of the --print-offsets report."
+                "json: read one JSON array of them (what `kctl consume --format json` writes); "
+                "table: read lines. Also the format of the --print-offsets report."
             ),
         ),
     ] = DEFAULT_FORMAT,
@@ -189,12 +194,13 @@ def produce(
 ) -> None:
     """Send records read from stdin to a topic, and wait until each one is acknowledged.
 
-    Lines (the default, with `--format table` or `json`): each line (without its newline) is a
+    Lines (the default, `--format table`): each line (without its newline) is a
     value; with `--key-separator SEP` the text before the first SEP is the key (a line without SEP
     has no key). `--format jsonl` reads one JSON object per line instead: "key", "value" and header
     values are strings (UTF-8) or {"base64": ...} for binary, null for null; "headers" is a list of
     [key, value] pairs; other fields (topic, offset, ...) are ignored, except "partition" with
-    --keep-partition and "timestamp" with --keep-timestamp. So `kctl consume A --offset beginning
+    --keep-partition and "timestamp" with --keep-timestamp; `--format json` reads the same objects
+    in one JSON array (the whole input). So `kctl consume A --offset beginning
     --until end -f jsonl | kctl produce B -f jsonl --keep-partition --keep-timestamp` copies A to B
     exactly.
 
@@ -210,14 +216,14 @@ def produce(
     if not topic:
         raise KctlError("a topic name must not be empty", ExitCode.USAGE)
     fmt = OutputFormat(fmt)
-    input_format = "jsonl" if fmt is OutputFormat.JSONL else "lines"
+    input_format = {OutputFormat.JSONL: "jsonl", OutputFormat.JSON: "json"}.get(fmt, "lines")
     report_name = OutputFormat(report_format if report_format is not None else fmt).value
-    if input_format == "jsonl" and (key_separator is not None or null_marker is not None):
+    if input_format != "lines" and (key_separator is not None or null_marker is not None):
         raise KctlError(
-            "--key-separator and --null-marker apply to lines, not --format jsonl", ExitCode.USAGE
+            f"--key-separator and --null-marker apply to lines, not --format {input_format}", ExitCode.USAGE
         )
     if input_format == "lines" and (keep_partition or keep_timestamp):
-        raise KctlError("--keep-partition and --keep-timestamp need --format jsonl", ExitCode.USAGE)
+        raise KctlError("--keep-partition and --keep-timestamp need --format jsonl or json", ExitCode.USAGE)
     if partition is not None and keep_partition:
         raise KctlError("--partition and --keep-partition exclude each other", ExitCode.USAGE)
     if key_separator == "":
@@ -237,8 +243,14 @@ def produce(
             null_marker.encode() if null_marker is not None else None,
             extra_headers,
         )
-    else:
+    elif input_format == "jsonl":
         parse = jsonl_parser(keep_partition, keep_timestamp, extra_headers)
+    else:
+        parse = json_array_parser(keep_partition, keep_timestamp, extra_headers)
+        try:
+            items = json_array_items(sys.stdin.buffer.read())
+        except InputError as error:
+            raise KctlError(str(error), ExitCode.USAGE) from None
     report = Report(report_name, sys.stdout) if print_offsets else None
     producer = connect(Producer, bootstrap, config)
     session = ProduceSession(
@@ -247,7 +259,8 @@ def produce(
     try:
         with producer:
             try:
-                session.run(enumerate(sys.stdin.buffer, 1), parse, partition)
+                lines = items if input_format == "json" else enumerate(sys.stdin.buffer, 1)
+                session.run(lines, parse, partition)
             finally:
                 session.finish()
                 if report is not None:

@@ -3,9 +3,10 @@ reported in input order.
 
 Input formats: `line_parser` makes one record of every line (optionally `KEY<SEP>VALUE`, a null
 marker for tombstones); `jsonl_parser` reads the JSON envelope of `kctl.console.formats` (what the
-console consumer writes). `ProduceSession` sends parsed records as they come (constant memory: the
-producer's `buffer.memory` applies back-pressure) and hands each outcome, in input order, to the
-caller's `on_delivered` / `on_error`.
+console consumer writes), one per line; `json_array_parser` the same envelopes in one JSON array.
+`ProduceSession` sends parsed records as they come (constant memory: the producer's
+`buffer.memory` applies back-pressure) and hands each outcome, in input order, to the caller's
+`on_delivered` / `on_error`.
 """
 
 from __future__ import annotations
@@ -111,19 +112,14 @@ def _json_headers(raw: Any) -> Headers:
     return headers
 
 
-def jsonl_parser(keep_partition: bool, keep_timestamp: bool, extra: Headers) -> Parser:
-    """JSON lines: {"key", "value", "headers", "partition", "timestamp", ...} (other fields, e.g.
-    topic and offset, are ignored; "partition" and "timestamp" only when kept); `extra` headers are
-    added to each record's own; a blank line is skipped (None)."""
+def envelope_parser(
+    keep_partition: bool, keep_timestamp: bool, extra: Headers
+) -> Callable[[Any], InputRecord]:
+    """One record from a decoded JSON envelope: {"key", "value", "headers", "partition",
+    "timestamp", ...} (other fields, e.g. topic and offset, are ignored; "partition" and "timestamp"
+    only when kept); `extra` headers are added to each record's own."""
 
-    def parse(line: bytes) -> InputRecord | None:
-        text = line.strip()
-        if not text:
-            return None
-        try:
-            document = json.loads(text)
-        except (ValueError, UnicodeDecodeError) as error:
-            raise InputError(f"invalid JSON: {error}") from None
+    def parse(document: Any) -> InputRecord:
         if not isinstance(document, dict):
             raise InputError(f"expected a JSON object, got {type(document).__name__}")
         key = _json_bytes(document, "key")
@@ -146,6 +142,44 @@ def jsonl_parser(keep_partition: bool, keep_timestamp: bool, extra: Headers) -> 
         return InputRecord(key, value, headers, partition, timestamp)
 
     return parse
+
+
+def jsonl_parser(keep_partition: bool, keep_timestamp: bool, extra: Headers) -> Parser:
+    """JSON lines, one envelope (see `envelope_parser`) per line; a blank line is skipped (None)."""
+    envelope = envelope_parser(keep_partition, keep_timestamp, extra)
+
+    def parse(line: bytes) -> InputRecord | None:
+        text = line.strip()
+        if not text:
+            return None
+        try:
+            document = json.loads(text)
+        except (ValueError, UnicodeDecodeError) as error:
+            raise InputError(f"invalid JSON: {error}") from None
+        return envelope(document)
+
+    return parse
+
+
+def json_array_parser(keep_partition: bool, keep_timestamp: bool, extra: Headers) -> Parser:
+    """Elements of one JSON array (what `kctl consume --format json` writes), each an envelope; the
+    input is the array's elements, re-encoded one per item by `json_array_items`."""
+    envelope = envelope_parser(keep_partition, keep_timestamp, extra)
+    return lambda item: envelope(json.loads(item))
+
+
+def json_array_items(data: bytes) -> list[tuple[int, bytes]]:
+    """(element number, the element as JSON) of the JSON array ``data``; InputError when ``data``
+    is not one JSON array."""
+    try:
+        document = json.loads(data) if data.strip() else []
+    except (ValueError, UnicodeDecodeError) as error:
+        raise InputError(
+            f"--format json reads one JSON array (use jsonl for one object per line): {error}"
+        ) from None
+    if not isinstance(document, list):
+        raise InputError(f"--format json reads one JSON array, got {type(document).__name__}")
+    return [(number, json.dumps(item).encode()) for number, item in enumerate(document, 1)]
 
 
 class ProduceSession:

@@ -42,6 +42,7 @@ from kctl.log.naming import (
     TIME_INDEX_SUFFIX,
     base_offset_of,
     index_file,
+    parse_partition_dir,
     time_index_file,
 )
 from kctl.log.producer_state import CorruptSnapshotError, read_snapshot, snapshot_files
@@ -386,6 +387,20 @@ def read_time_index(path: Path, base_offset: int) -> tuple[list[tuple[int, int]]
 
 
 # -- verification --------------------------------------------------------------------------------
+def verify_targets(path: Path) -> list[Path]:
+    """What ``verify`` checks for ``path``: the path itself when it is a segment, a checkpoint or a
+    partition directory; for a log directory (partition directories inside, no segments), each
+    partition directory and the directory's offset checkpoints, in name order. Empty when a
+    directory holds nothing to check."""
+    path = Path(path)
+    if not path.is_dir() or parse_partition_dir(path.name) is not None or segment_logs(path):
+        return [path]
+    children = sorted(path.iterdir())
+    partitions = [c for c in children if c.is_dir() and parse_partition_dir(c.name) is not None]
+    checkpoints = [c for c in children if c.name in OFFSET_CHECKPOINTS and c.is_file()]
+    return [*partitions, *checkpoints]
+
+
 def verify(path: Path) -> VerifyReport:
     """Check a partition directory or one segment: framing, CRCs, offset order and ranges, trailing
     garbage, and the consistency of each ``.index`` and ``.timeindex`` with its log."""
