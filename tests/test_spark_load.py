@@ -10,12 +10,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_support import create_topic, fill, module_session, require_pyspark
+from spark_support import create_topic, fill, require_pyspark, shared_session
 
 require_pyspark()
 
@@ -30,16 +29,19 @@ def bootstrap(module_broker_factory: Any) -> str:
 
 
 @pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    yield from module_session()
+def spark(request: pytest.FixtureRequest) -> Any:
+    return shared_session(request)
 
 
-def kctl_load(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+def kctl_load(
+    bootstrap: str, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "kctl", "spark", "load", "-b", bootstrap, "--master", "local[2]", *args],
         capture_output=True,
         text=True,
         timeout=LOAD_TIMEOUT,
+        env={**os.environ, **(env or {})},
     )
 
 
@@ -75,7 +77,12 @@ def test_plan_then_two_runs_load_every_record_once(spark: Any, bootstrap: str, t
     assert "run 1: 45 records" in first.stderr
 
     fill(bootstrap, "clicks", 4, 3, start=10)  # new records between the runs
-    second = kctl_load(bootstrap, "clicks", "views", "--to", str(out), "--execute", "--format", "json")
+    clusters = tmp_path / "clusters.toml"  # the second run names the cluster: -b NAME
+    clusters.write_text(f'[warehouse-source]\nbootstrap.servers = "{bootstrap}"\n"client.id" = "loader"\n')
+    second = kctl_load(
+        "warehouse-source", "clicks", "views", "--to", str(out), "--execute", "--format", "json",
+        env={"KCTL_CLUSTERS": str(clusters)},
+    )
     assert second.returncode == 0, second.stderr
     assert json.loads(second.stdout)["records"] == 12
     offsets = json.loads((out / "run=000002" / "_kctl_offsets.json").read_text())
@@ -96,16 +103,18 @@ def test_plan_then_two_runs_load_every_record_once(spark: Any, bootstrap: str, t
 
 
 def test_a_run_killed_midway_leaves_nothing_and_is_redone(spark: Any, bootstrap: str, tmp_path: Path) -> None:
+    from kctl.spark.load import plan_load, run_load
+
     create_topic(bootstrap, "payments", 2)
     fill(bootstrap, "payments", 2, 20)
     out = tmp_path / "warehouse"
-    first = kctl_load(bootstrap, "payments", "--to", str(out), "--execute")
-    assert first.returncode == 0, first.stderr
+    run_load(spark, plan_load(bootstrap, {}, ["payments"], out), bootstrap, {})  # run 1, in this process
     fill(bootstrap, "payments", 2, 3000, start=20)
 
+    # run 2 in many small tasks (two at a time), SIGKILLed once its first task's Parquet is on disk
     process = subprocess.Popen(
         [sys.executable, "-m", "kctl", "spark", "load", "-b", bootstrap, "--master", "local[2]",
-         "payments", "--to", str(out), "--execute"],
+         "payments", "--to", str(out), "--execute", "--min-partitions", "24"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -113,19 +122,20 @@ def test_a_run_killed_midway_leaves_nothing_and_is_redone(spark: Any, bootstrap:
     staging = out / "_staging-run-000002"
     deadline = time.monotonic() + LOAD_TIMEOUT
     try:
-        while not staging.exists():
+        while not (staging.exists() and any(staging.rglob("*.parquet"))):
             assert process.poll() is None, "the load ended before it was killed"
             assert time.monotonic() < deadline, "the load never started writing"
             time.sleep(0.01)
     finally:
-        os.killpg(process.pid, signal.SIGKILL)  # the load and its Spark JVM
+        os.killpg(process.pid, signal.SIGKILL)  # the load, its Spark JVM and its Python workers
         process.wait(timeout=30)
-    assert not (out / "run=000002").exists()  # killed before its commit: nothing of it visible
+    assert any(staging.rglob("*.parquet"))  # part of run 2 was written ...
+    assert not (out / "run=000002").exists()  # ... but killed before its commit, none of it is visible
     assert [r[:3] for r in loaded(spark, out)] == [("payments", p, o) for p in range(2) for o in range(20)]
 
     rerun = kctl_load(bootstrap, "payments", "--to", str(out), "--execute", "--format", "json")
     assert rerun.returncode == 0, rerun.stderr
-    assert json.loads(rerun.stdout)["run"] == 2
+    assert json.loads(rerun.stdout)["run"] == 2  # the same range redone
     assert not staging.exists()
     keys = [r[:3] for r in loaded(spark, out)]
     assert keys == [("payments", p, o) for p in range(2) for o in range(3020)]  # exactly once
