@@ -1,18 +1,20 @@
 """The options of the ``kctl`` Spark data source, named like Spark's built-in Kafka source so that a
 job ports by changing ``format("kafka")`` to ``format("kctl")``.
 
-Reading: ``kafka.bootstrap.servers`` (``host:port,...`` or the name of a cluster in the clusters file,
-as ``-b NAME`` takes it: its bootstrap servers and client properties, e.g. security settings; the
-file is ``clustersFile`` when given, else ``KCTL_CLUSTERS``, else ``~/.config/kctl/clusters.toml``;
-names are resolved on the driver, so executors need no clusters file); exactly one of
-``subscribe`` (comma-separated topics), ``subscribePattern`` (a Java-style regex matched against whole topic names) or ``assign``
-(``{"topic": [0, 1]}``); ``startingOffsets`` / ``endingOffsets`` (``earliest``, ``latest`` or
-``{"topic": {"0": 23, "1": -2}}`` with -2 = earliest, -1 = latest); ``startingTimestamp`` (epoch ms,
-every partition) / ``startingOffsetsByTimestamp`` (``{"topic": {"0": 1700000000000}}``); ``minPartitions``;
-``maxOffsetsPerTrigger``; ``includeHeaders``; ``failOnDataLoss``; ``kafkaConsumer.pollTimeoutMs``.
-Writing: ``topic`` (else each row's ``topic`` column). Every other ``kafka.``-prefixed option is a
-client property (``kafka.client.id``, ``kafka.acks``, ``kafka.security.protocol``,
-``kafka.sasl.jaas.config``, ...) with the prefix removed; it wins over a named cluster's.
+Reading: ``kafka.bootstrap.servers`` (``host:port,...`` or the name of a cluster in the clusters
+file, as ``-b NAME`` takes it: its bootstrap servers and client properties, e.g. security settings;
+the file is ``clustersFile`` when given, else ``KCTL_CLUSTERS``, else
+``~/.config/kctl/clusters.toml``; names are resolved on the driver, so executors need no clusters
+file); exactly one of ``subscribe`` (comma-separated topics), ``subscribePattern`` (a Java-style
+regex matched against whole topic names) or ``assign`` (``{"topic": [0, 1]}``);
+``startingOffsets`` / ``endingOffsets`` (``earliest``, ``latest`` or
+``{"topic": {"0": 23, "1": -2}}`` with -2 = earliest, -1 = latest); ``startingTimestamp`` (epoch
+ms, every partition) / ``startingOffsetsByTimestamp`` (``{"topic": {"0": 1700000000000}}``);
+``minPartitions``; ``maxOffsetsPerTrigger``; ``includeHeaders``; ``failOnDataLoss``;
+``kafkaConsumer.pollTimeoutMs``. Writing: ``topic`` (else each row's ``topic`` column). Every
+other ``kafka.``-prefixed option is a client property (``kafka.client.id``, ``kafka.acks``,
+``kafka.security.protocol``, ``kafka.sasl.jaas.config``, ...) with the prefix removed; it wins
+over a named cluster's.
 
 Option names are case-insensitive, as in Spark. Parsing is plain Python (no pyspark import), so the
 rules are testable without Spark.
