@@ -1,6 +1,8 @@
 """`kctl spark load` end to end (the CLI as a subprocess, real Spark in local mode, a real broker):
 the plan, two runs with appends between them, a run killed midway and re-run — every record exactly
-once across the runs' output — and value decoding."""
+once across the runs' output — and value decoding. Runs that need not be the command run the
+library under it (``kctl.spark.load``) in the test process's Spark session: each command run starts
+a Spark JVM of its own, the costliest step here."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from typing import Any
 
 import pytest
 from spark_support import create_topic, fill, require_pyspark, shared_session
+
+from kctl.spark.load import plan_load, run_load
 
 require_pyspark()
 
@@ -65,26 +69,29 @@ def test_plan_then_two_runs_load_every_record_once(spark: Any, bootstrap: str, t
     assert "add --execute" in plan.stderr
     assert not out.exists() or not any(out.iterdir())  # a plan writes nothing
 
-    first = kctl_load(bootstrap, "clicks", "views", "--to", str(out), "--execute", "--format", "json")
-    assert first.returncode == 0, first.stderr
-    summary = json.loads(first.stdout)
-    assert summary["run"] == 1 and summary["records"] == 45 and summary["bytes"] > 0
-    assert {(p["topic"], p["partition"], p["from_offset"], p["until_offset"], p["records"])
-            for p in summary["partitions"]} == {
+    first = run_load(spark, plan_load(bootstrap, {}, ["clicks", "views"], out), bootstrap, {})  # the library
+    assert (first.run, first.records) == (1, 45) and first.bytes > 0
+    assert {(p.topic, p.partition, p.from_offset, p.until_offset, p.records) for p in first.partitions} == {
         *{("clicks", p, 0, 10, 10) for p in range(4)},
         ("views", 0, 0, 5, 5),
     }
-    assert "run 1: 45 records" in first.stderr
 
     fill(bootstrap, "clicks", 4, 3, start=10)  # new records between the runs
-    clusters = tmp_path / "clusters.toml"  # the second run names the cluster: -b NAME
+    clusters = tmp_path / "clusters.toml"  # the second run (the command) names the cluster: -b NAME
     clusters.write_text(f'[warehouse-source]\nbootstrap.servers = "{bootstrap}"\n"client.id" = "loader"\n')
     second = kctl_load(
         "warehouse-source", "clicks", "views", "--to", str(out), "--execute", "--format", "json",
         env={"KCTL_CLUSTERS": str(clusters)},
     )
     assert second.returncode == 0, second.stderr
-    assert json.loads(second.stdout)["records"] == 12
+    summary = json.loads(second.stdout)
+    assert summary["run"] == 2 and summary["records"] == 12 and summary["bytes"] > 0
+    assert {(p["topic"], p["partition"], p["from_offset"], p["until_offset"], p["records"])
+            for p in summary["partitions"]} == {
+        *{("clicks", p, 10, 13, 3) for p in range(4)},
+        ("views", 0, 5, 5, 0),
+    }
+    assert "run 2: 12 records" in second.stderr
     offsets = json.loads((out / "run=000002" / "_kctl_offsets.json").read_text())
     assert offsets["offsets"] == {"clicks": {str(p): 13 for p in range(4)}, "views": {"0": 5}}
 
@@ -103,8 +110,6 @@ def test_plan_then_two_runs_load_every_record_once(spark: Any, bootstrap: str, t
 
 
 def test_a_run_killed_midway_leaves_nothing_and_is_redone(spark: Any, bootstrap: str, tmp_path: Path) -> None:
-    from kctl.spark.load import plan_load, run_load
-
     create_topic(bootstrap, "payments", 2)
     fill(bootstrap, "payments", 2, 20)
     out = tmp_path / "warehouse"
@@ -133,9 +138,8 @@ def test_a_run_killed_midway_leaves_nothing_and_is_redone(spark: Any, bootstrap:
     assert not (out / "run=000002").exists()  # ... but killed before its commit, none of it is visible
     assert [r[:3] for r in loaded(spark, out)] == [("payments", p, o) for p in range(2) for o in range(20)]
 
-    rerun = kctl_load(bootstrap, "payments", "--to", str(out), "--execute", "--format", "json")
-    assert rerun.returncode == 0, rerun.stderr
-    assert json.loads(rerun.stdout)["run"] == 2  # the same range redone
+    rerun = run_load(spark, plan_load(bootstrap, {}, ["payments"], out), bootstrap, {})  # the lock died too
+    assert rerun.run == 2  # the same range redone
     assert not staging.exists()
     keys = [r[:3] for r in loaded(spark, out)]
     assert keys == [("payments", p, o) for p in range(2) for o in range(3020)]  # exactly once
@@ -144,7 +148,6 @@ def test_a_run_killed_midway_leaves_nothing_and_is_redone(spark: Any, bootstrap:
 def test_values_decoded_as_json_and_text(spark: Any, bootstrap: str, tmp_path: Path) -> None:
     """The library under the command, in this process's Spark session."""
     from kctl.client import Producer
-    from kctl.spark.load import plan_load, run_load
 
     create_topic(bootstrap, "people", 1)
     with Producer(bootstrap) as producer:

@@ -1,5 +1,6 @@
-"""The Spark data source's option parsing and range planning, without Spark or a broker: Spark's
-Kafka option names and rules, ``minPartitions`` splits and ``maxOffsetsPerTrigger`` limits."""
+"""The Spark data source's option parsing and range planning, and the load's one-at-a-time rule,
+without Spark or a broker: Spark's Kafka option names and rules, named clusters, ``minPartitions``
+splits and ``maxOffsetsPerTrigger`` limits."""
 
 from __future__ import annotations
 
@@ -131,3 +132,22 @@ def test_a_named_cluster_gives_its_servers_and_properties(tmp_path: Path, monkey
     with pytest.raises(SourceOptionError, match="clusters file not found"):
         parse_options({"kafka.bootstrap.servers": "dc1", "clustersFile": str(tmp_path / "none.toml"),
                        "subscribe": "a"})
+
+
+def test_one_load_at_a_time_into_a_destination(tmp_path: Path) -> None:
+    """A second ``kctl spark load`` into the same PATH fails at once (it would remove the running
+    one's staging directory); once the first is gone, a load goes ahead and clears dead staging."""
+    import fcntl
+
+    from kctl.spark.load import LOCK_FILE, LoadError, LoadPlan, PartitionLoad, run_load
+
+    nothing_new = LoadPlan(tmp_path, 2, (PartitionLoad("t", 0, 5, 5),), {TopicPartition("t", 0): 5})
+    dead = tmp_path / "_staging-run-000002"
+    dead.mkdir()
+    with (tmp_path / LOCK_FILE).open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a running load holds it
+        with pytest.raises(LoadError, match="another kctl spark load is running"):
+            run_load(None, nothing_new, "127.0.0.1:9", {})
+        assert dead.exists()
+    summary = run_load(None, nothing_new, "127.0.0.1:9", {})  # needs no Spark: nothing to load
+    assert summary.run is None and not dead.exists()
