@@ -1,8 +1,9 @@
-"""`kctl spark load` end to end (the CLI as a subprocess, real Spark in local mode, a real broker):
-the plan, two runs with appends between them, a run killed midway and re-run — every record exactly
-once across the runs' output — and value decoding. Runs that need not be the command run the
-library under it (``kctl.spark.load``) in the test process's Spark session: each command run starts
-a Spark JVM of its own, the costliest step here."""
+"""`kctl spark load` end to end (the CLI as a subprocess, real Spark in local mode, a real broker): the
+plan, two runs with appends between them (the second on a Spark standalone cluster of two workers,
+``--master local-cluster[2,1,512]``, with ``-b NAME``), a run killed midway and re-run — every
+record exactly once across the runs' output — and value decoding. Runs that need not be the command
+run the library under it (``kctl.spark.load``) in the test process's Spark session: each command run
+starts a Spark JVM of its own, the costliest step here."""
 
 from __future__ import annotations
 
@@ -38,10 +39,10 @@ def spark(request: pytest.FixtureRequest) -> Any:
 
 
 def kctl_load(
-    bootstrap: str, *args: str, env: dict[str, str] | None = None
+    bootstrap: str, *args: str, env: dict[str, str] | None = None, master: str = "local[2]"
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "kctl", "spark", "load", "-b", bootstrap, "--master", "local[2]", *args],
+        [sys.executable, "-m", "kctl", "spark", "load", "-b", bootstrap, "--master", master, *args],
         capture_output=True,
         text=True,
         timeout=LOAD_TIMEOUT,
@@ -79,9 +80,11 @@ def test_plan_then_two_runs_load_every_record_once(spark: Any, bootstrap: str, t
     fill(bootstrap, "clicks", 4, 3, start=10)  # new records between the runs
     clusters = tmp_path / "clusters.toml"  # the second run (the command) names the cluster: -b NAME
     clusters.write_text(f'[warehouse-source]\nbootstrap.servers = "{bootstrap}"\n"client.id" = "loader"\n')
-    second = kctl_load(
+    second = kctl_load(  # on a Spark cluster: a standalone master and two workers, executors in JVMs
         "warehouse-source", "clicks", "views", "--to", str(out), "--execute", "--format", "json",
+        "--conf", "spark.executor.memory=512m",
         env={"KCTL_CLUSTERS": str(clusters)},
+        master="local-cluster[2,1,512]",
     )
     assert second.returncode == 0, second.stderr
     summary = json.loads(second.stdout)
