@@ -69,6 +69,13 @@ def test_plan_then_two_runs_load_every_record_once(spark: Any, bootstrap: str, t
     assert document["run"] == 1 and document["records"] == 45
     assert "add --execute" in plan.stderr
     assert not out.exists() or not any(out.iterdir())  # a plan writes nothing
+    until = '{"clicks": {"0": 4, "1": 10, "2": 0, "3": -1}, "views": {"0": 2}}'  # -1: the end offset
+    bounded = kctl_load(bootstrap, "clicks", "views", "--to", str(out), "--until", until, "-f", "json")
+    assert bounded.returncode == 0, bounded.stderr
+    planned = json.loads(bounded.stdout)["partitions"]
+    ranges = [(p["topic"], p["partition"], p["until_offset"]) for p in planned]
+    assert ranges == [("clicks", 0, 4), ("clicks", 1, 10), ("clicks", 2, 0), ("clicks", 3, 10),
+                      ("views", 0, 2)]
 
     first = run_load(spark, plan_load(bootstrap, {}, ["clicks", "views"], out), bootstrap, {})  # the library
     assert (first.run, first.records) == (1, 45) and first.bytes > 0
