@@ -4,7 +4,10 @@ set -euo pipefail
 need=()
 [ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
 command -v kcat >/dev/null 2>&1 || need+=(kcat)
-command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
+java_major() { java -version 2>&1 | awk -F'"' '/version/ {split($2, v, "."); print v[1]; exit}'; }
+if ! command -v java >/dev/null 2>&1; then need+=(default-jre-headless)      # Debian 12: OpenJDK 17
+elif [ "$(java_major)" -lt 17 ] 2>/dev/null; then need+=(openjdk-17-jre-headless)  # Spark 4 needs 17+
+fi
 command -v zsh >/dev/null 2>&1 || need+=(zsh)
 command -v fish >/dev/null 2>&1 || need+=(fish)
 [ ${#need[@]} -eq 0 ] && exit 0

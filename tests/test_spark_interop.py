@@ -2,18 +2,20 @@
 resolved from Maven Central through ``spark.jars.packages``; the Java Kafka client inside it) reads
 and writes a kctl broker unchanged, and agrees with the ``kctl`` data source row for row.
 
-The connector is downloaded into Ivy's cache (~/.ivy2.5.2) on the first run. Set
+The connector and its dependencies (kafka-clients, ...; about 15 MB) are downloaded by Spark's
+spark-submit (Ivy) into Ivy's cache, ~/.ivy2.5.2, when the test process's Spark JVM starts
+(tests/spark_support.py); later runs use the cache. Where Maven Central cannot be reached, the tests
+are skipped with Ivy's error as the reason (``-ra`` prints it), never passed. Set
 KCTL_SPARK_KAFKA_PACKAGE to use another coordinate (e.g. a mirror's), or KCTL_SKIP_SPARK_INTEROP=1
-where Maven Central cannot be reached."""
+to leave the module out."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from spark_support import create_topic, fill, module_session, require_pyspark
+from spark_support import create_topic, fill, require_pyspark, shared_session
 
 require_pyspark()
 
@@ -23,38 +25,15 @@ if os.environ.get("KCTL_SKIP_SPARK_INTEROP"):
     pytest.skip("KCTL_SKIP_SPARK_INTEROP is set", allow_module_level=True)
 
 
-def kafka_packages() -> list[str]:
-    """The connector for the installed Spark, then its minor release's first (a patch release of
-    the connector may not be on Maven Central yet; within a minor release they are compatible)."""
-    import pyspark
-
-    given = os.environ.get("KCTL_SPARK_KAFKA_PACKAGE")
-    if given:
-        return [given]
-    version = pyspark.__version__
-    first = ".".join(version.split(".")[:2]) + ".0"
-    return [f"org.apache.spark:spark-sql-kafka-0-10_2.13:{v}" for v in dict.fromkeys([version, first])]
-
-
 @pytest.fixture(scope="module")
 def bootstrap(module_broker_factory: Any) -> str:
     return module_broker_factory().bootstrap
 
 
 @pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    failures = []
-    for package in kafka_packages():
-        try:
-            sessions = module_session({"spark.jars.packages": package})
-            session = next(sessions)
-        except Exception as error:  # the JVM does not start when Ivy cannot resolve the package
-            failures.append(f"{package}: {str(error).splitlines()[0] if str(error) else error!r}")
-            continue
-        yield session
-        next(sessions, None)
-        return
-    pytest.skip("Spark's Kafka connector could not be resolved from Maven Central: " + "; ".join(failures))
+def spark(request: pytest.FixtureRequest) -> Any:
+    """The shared session, with the connector (or a skip that gives Ivy's reason)."""
+    return shared_session(request, kafka_connector=True)
 
 
 def _rows(df: Any) -> list[tuple[Any, ...]]:

@@ -1,6 +1,9 @@
-"""`kctl spark load` end to end (the CLI as a subprocess, real Spark in local mode, a real broker):
-the plan, two runs with appends between them, a run killed midway and re-run — every record exactly
-once across the runs' output — and value decoding."""
+"""`kctl spark load` end to end (the CLI as a subprocess, real Spark in local mode, a real broker): the
+plan, two runs with appends between them (the second on a Spark standalone cluster of two workers,
+``--master local-cluster[2,1,512]``, with ``-b NAME``), a run killed midway and re-run — every
+record exactly once across the runs' output — and value decoding. Runs that need not be the command
+run the library under it (``kctl.spark.load``) in the test process's Spark session: each command run
+starts a Spark JVM of its own, the costliest step here."""
 
 from __future__ import annotations
 
@@ -10,12 +13,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_support import create_topic, fill, module_session, require_pyspark
+from spark_support import create_topic, fill, require_pyspark, shared_session
+
+from kctl.spark.load import plan_load, run_load
 
 require_pyspark()
 
@@ -30,16 +34,19 @@ def bootstrap(module_broker_factory: Any) -> str:
 
 
 @pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    yield from module_session()
+def spark(request: pytest.FixtureRequest) -> Any:
+    return shared_session(request)
 
 
-def kctl_load(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+def kctl_load(
+    bootstrap: str, *args: str, env: dict[str, str] | None = None, master: str = "local[2]"
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "kctl", "spark", "load", "-b", bootstrap, "--master", "local[2]", *args],
+        [sys.executable, "-m", "kctl", "spark", "load", "-b", bootstrap, "--master", master, *args],
         capture_output=True,
         text=True,
         timeout=LOAD_TIMEOUT,
+        env={**os.environ, **(env or {})},
     )
 
 
@@ -62,22 +69,39 @@ def test_plan_then_two_runs_load_every_record_once(spark: Any, bootstrap: str, t
     assert document["run"] == 1 and document["records"] == 45
     assert "add --execute" in plan.stderr
     assert not out.exists() or not any(out.iterdir())  # a plan writes nothing
+    until = '{"clicks": {"0": 4, "1": 10, "2": 0, "3": -1}, "views": {"0": 2}}'  # -1: the end offset
+    bounded = kctl_load(bootstrap, "clicks", "views", "--to", str(out), "--until", until, "-f", "json")
+    assert bounded.returncode == 0, bounded.stderr
+    planned = json.loads(bounded.stdout)["partitions"]
+    ranges = [(p["topic"], p["partition"], p["until_offset"]) for p in planned]
+    assert ranges == [("clicks", 0, 4), ("clicks", 1, 10), ("clicks", 2, 0), ("clicks", 3, 10),
+                      ("views", 0, 2)]
 
-    first = kctl_load(bootstrap, "clicks", "views", "--to", str(out), "--execute", "--format", "json")
-    assert first.returncode == 0, first.stderr
-    summary = json.loads(first.stdout)
-    assert summary["run"] == 1 and summary["records"] == 45 and summary["bytes"] > 0
-    assert {(p["topic"], p["partition"], p["from_offset"], p["until_offset"], p["records"])
-            for p in summary["partitions"]} == {
+    first = run_load(spark, plan_load(bootstrap, {}, ["clicks", "views"], out), bootstrap, {})  # the library
+    assert (first.run, first.records) == (1, 45) and first.bytes > 0
+    assert {(p.topic, p.partition, p.from_offset, p.until_offset, p.records) for p in first.partitions} == {
         *{("clicks", p, 0, 10, 10) for p in range(4)},
         ("views", 0, 0, 5, 5),
     }
-    assert "run 1: 45 records" in first.stderr
 
     fill(bootstrap, "clicks", 4, 3, start=10)  # new records between the runs
-    second = kctl_load(bootstrap, "clicks", "views", "--to", str(out), "--execute", "--format", "json")
+    clusters = tmp_path / "clusters.toml"  # the second run (the command) names the cluster: -b NAME
+    clusters.write_text(f'[warehouse-source]\nbootstrap.servers = "{bootstrap}"\n"client.id" = "loader"\n')
+    second = kctl_load(  # on a Spark cluster: a standalone master and two workers, executors in JVMs
+        "warehouse-source", "clicks", "views", "--to", str(out), "--execute", "--format", "json",
+        "--conf", "spark.executor.memory=512m",
+        env={"KCTL_CLUSTERS": str(clusters)},
+        master="local-cluster[2,1,512]",
+    )
     assert second.returncode == 0, second.stderr
-    assert json.loads(second.stdout)["records"] == 12
+    summary = json.loads(second.stdout)
+    assert summary["run"] == 2 and summary["records"] == 12 and summary["bytes"] > 0
+    assert {(p["topic"], p["partition"], p["from_offset"], p["until_offset"], p["records"])
+            for p in summary["partitions"]} == {
+        *{("clicks", p, 10, 13, 3) for p in range(4)},
+        ("views", 0, 5, 5, 0),
+    }
+    assert "run 2: 12 records" in second.stderr
     offsets = json.loads((out / "run=000002" / "_kctl_offsets.json").read_text())
     assert offsets["offsets"] == {"clicks": {str(p): 13 for p in range(4)}, "views": {"0": 5}}
 
@@ -99,13 +123,13 @@ def test_a_run_killed_midway_leaves_nothing_and_is_redone(spark: Any, bootstrap:
     create_topic(bootstrap, "payments", 2)
     fill(bootstrap, "payments", 2, 20)
     out = tmp_path / "warehouse"
-    first = kctl_load(bootstrap, "payments", "--to", str(out), "--execute")
-    assert first.returncode == 0, first.stderr
+    run_load(spark, plan_load(bootstrap, {}, ["payments"], out), bootstrap, {})  # run 1, in this process
     fill(bootstrap, "payments", 2, 3000, start=20)
 
+    # run 2 in many small tasks (two at a time), SIGKILLed once its first task's Parquet is on disk
     process = subprocess.Popen(
         [sys.executable, "-m", "kctl", "spark", "load", "-b", bootstrap, "--master", "local[2]",
-         "payments", "--to", str(out), "--execute"],
+         "payments", "--to", str(out), "--execute", "--min-partitions", "24"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -113,19 +137,19 @@ def test_a_run_killed_midway_leaves_nothing_and_is_redone(spark: Any, bootstrap:
     staging = out / "_staging-run-000002"
     deadline = time.monotonic() + LOAD_TIMEOUT
     try:
-        while not staging.exists():
+        while not (staging.exists() and any(staging.rglob("*.parquet"))):
             assert process.poll() is None, "the load ended before it was killed"
             assert time.monotonic() < deadline, "the load never started writing"
             time.sleep(0.01)
     finally:
-        os.killpg(process.pid, signal.SIGKILL)  # the load and its Spark JVM
+        os.killpg(process.pid, signal.SIGKILL)  # the load, its Spark JVM and its Python workers
         process.wait(timeout=30)
-    assert not (out / "run=000002").exists()  # killed before its commit: nothing of it visible
+    assert any(staging.rglob("*.parquet"))  # part of run 2 was written ...
+    assert not (out / "run=000002").exists()  # ... but killed before its commit, none of it is visible
     assert [r[:3] for r in loaded(spark, out)] == [("payments", p, o) for p in range(2) for o in range(20)]
 
-    rerun = kctl_load(bootstrap, "payments", "--to", str(out), "--execute", "--format", "json")
-    assert rerun.returncode == 0, rerun.stderr
-    assert json.loads(rerun.stdout)["run"] == 2
+    rerun = run_load(spark, plan_load(bootstrap, {}, ["payments"], out), bootstrap, {})  # the lock died too
+    assert rerun.run == 2  # the same range redone
     assert not staging.exists()
     keys = [r[:3] for r in loaded(spark, out)]
     assert keys == [("payments", p, o) for p in range(2) for o in range(3020)]  # exactly once
@@ -134,7 +158,6 @@ def test_a_run_killed_midway_leaves_nothing_and_is_redone(spark: Any, bootstrap:
 def test_values_decoded_as_json_and_text(spark: Any, bootstrap: str, tmp_path: Path) -> None:
     """The library under the command, in this process's Spark session."""
     from kctl.client import Producer
-    from kctl.spark.load import plan_load, run_load
 
     create_topic(bootstrap, "people", 1)
     with Producer(bootstrap) as producer:

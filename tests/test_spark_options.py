@@ -1,9 +1,12 @@
-"""The Spark data source's option parsing and range planning, without Spark or a broker: Spark's
-Kafka option names and rules, ``minPartitions`` splits and ``maxOffsetsPerTrigger`` limits."""
+"""The Spark data source's option parsing and range planning, and the load's one-at-a-time rule,
+without Spark or a broker: Spark's Kafka option names and rules, named clusters, ``minPartitions``
+splits and ``maxOffsetsPerTrigger`` limits."""
 
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -106,3 +109,45 @@ def test_max_offsets_per_trigger_spreads_over_the_backlog() -> None:
     limited = limit_offsets(starts, ends, 40)
     assert limited == {A0: 30, A1: 60, B0: 5}
     assert limit_offsets(starts, ends, 10_000) == ends
+
+
+def test_a_named_cluster_gives_its_servers_and_properties(tmp_path: Path, monkeypatch: Any) -> None:
+    clusters = tmp_path / "clusters.toml"
+    clusters.write_text(
+        '[secure]\nbootstrap.servers = "10.0.0.1:9093,10.0.0.2:9093"\n'
+        '"security.protocol" = "SASL_PLAINTEXT"\n"sasl.mechanism" = "PLAIN"\n"client.id" = "from-file"\n'
+    )
+    options = parse_options(
+        {"kafka.bootstrap.servers": "secure", "clustersFile": str(clusters), "subscribe": "a",
+         "kafka.client.id": "from-option"}
+    )
+    assert (options.bootstrap_servers, options.cluster_name) == ("10.0.0.1:9093,10.0.0.2:9093", "secure")
+    assert options.client_properties == {
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "client.id": "from-option"
+    }
+    monkeypatch.setenv("KCTL_CLUSTERS", str(clusters))  # the CLI's lookup: KCTL_CLUSTERS, then ~/.config
+    assert parse_options({"kafka.bootstrap.servers": "secure", "subscribe": "a"}).cluster_name == "secure"
+    plain = parse_options({"kafka.bootstrap.servers": "broker1:9092", "subscribe": "a"})
+    assert (plain.bootstrap_servers, plain.cluster_name) == ("broker1:9092", None)
+    with pytest.raises(SourceOptionError, match="clusters file not found"):
+        parse_options({"kafka.bootstrap.servers": "dc1", "clustersFile": str(tmp_path / "none.toml"),
+                       "subscribe": "a"})
+
+
+def test_one_load_at_a_time_into_a_destination(tmp_path: Path) -> None:
+    """A second ``kctl spark load`` into the same PATH fails at once (it would remove the running
+    one's staging directory); once the first is gone, a load goes ahead and clears dead staging."""
+    import fcntl
+
+    from kctl.spark.load import LOCK_FILE, LoadError, LoadPlan, PartitionLoad, run_load
+
+    nothing_new = LoadPlan(tmp_path, 2, (PartitionLoad("t", 0, 5, 5),), {TopicPartition("t", 0): 5})
+    dead = tmp_path / "_staging-run-000002"
+    dead.mkdir()
+    with (tmp_path / LOCK_FILE).open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a running load holds it
+        with pytest.raises(LoadError, match="another kctl spark load is running"):
+            run_load(None, nothing_new, "127.0.0.1:9", {})
+        assert dead.exists()
+    summary = run_load(None, nothing_new, "127.0.0.1:9", {})  # needs no Spark: nothing to load
+    assert summary.run is None and not dead.exists()

@@ -5,28 +5,46 @@ loss), writes read back, and streaming with a checkpoint and ``availableNow``.""
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterator
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_support import BASE_TIMESTAMP, create_topic, fill, module_session, require_pyspark
+from spark_support import BASE_TIMESTAMP, create_topic, fill, require_pyspark, shared_session
 
-from kctl.client import AdminClient, TopicPartition
+from kctl.client import AdminClient, Consumer, Producer, TopicPartition
 
 require_pyspark()
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def bootstrap(module_broker_factory: Any) -> str:
-    return module_broker_factory().bootstrap
+SASL_USER, SASL_PASSWORD = "spark", "spark-secret"
+PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule required"
 
 
 @pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    yield from module_session()
+def module_broker(module_broker_factory: Any) -> Any:
+    """The module's broker: a PLAINTEXT listener (``bootstrap``) and a SASL_PLAINTEXT one (PLAIN)."""
+    return module_broker_factory(
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "log.cleaner.backoff.ms": "200",  # compaction passes close together (the compacted-gaps test)
+            "sasl.jaas.config": f'{PLAIN_LOGIN} username="{SASL_USER}" password="{SASL_PASSWORD}" '
+            f'user_{SASL_USER}="{SASL_PASSWORD}";',
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def bootstrap(module_broker: Any) -> str:
+    return str(module_broker.bootstrap)
+
+
+@pytest.fixture(scope="module")
+def spark(request: pytest.FixtureRequest) -> Any:
+    return shared_session(request)
 
 
 @pytest.fixture(scope="module")
@@ -120,6 +138,41 @@ def test_data_loss_fails_or_warns(spark: Any, bootstrap: str) -> None:
     assert sorted(r.offset for r in rows) == list(range(8, 20))
 
 
+def _consume_all(bootstrap: str, tp: TopicPartition) -> list[tuple[int, bytes, bytes]]:
+    """(offset, key, value) of every record in ``tp``, read with a plain kctl consumer."""
+    got: list[tuple[int, bytes, bytes]] = []
+    with Consumer(bootstrap, {"auto.offset.reset": "earliest"}) as consumer:
+        end = consumer.end_offsets([tp])[tp]
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        deadline = time.monotonic() + 30
+        while consumer.position(tp) < end:
+            assert time.monotonic() < deadline, f"{tp}: stuck at {consumer.position(tp)} of {end}"
+            got += [(r.offset, r.key, r.value) for r in consumer.poll(0.5)]
+    return got
+
+
+def test_compacted_gaps_are_skipped_exactly(spark: Any, bootstrap: str) -> None:
+    """After compaction the ranges have offsets without records: every range still ends (at its
+    end offset, even one whose last record was removed) and gives exactly the records left."""
+    configs = {"cleanup.policy": "compact", "segment.bytes": "1024", "min.cleanable.dirty.ratio": "0.01"}
+    create_topic(bootstrap, "compacted", 1, configs)
+    tp = TopicPartition("compacted", 0)
+    with Producer(bootstrap, {"linger.ms": "0"}) as producer:
+        for i in range(200):  # ten keys, twenty versions each
+            producer.send("compacted", f"version {i}".encode(), key=f"key-{i % 10}".encode()).result()
+    deadline = time.monotonic() + 60
+    while len(left := _consume_all(bootstrap, tp)) >= 150:  # the cleaner runs every 200 ms
+        assert time.monotonic() < deadline, f"no compaction after 60s ({len(left)} records left)"
+        time.sleep(0.2)
+    rows = _read(spark, bootstrap, subscribe="compacted", minPartitions="4").collect()
+    assert sorted((r.offset, bytes(r.key), bytes(r.value)) for r in rows) == left
+    offsets = {offset for offset, _, _ in left}
+    gap = next(o for o in range(1, 200) if o not in offsets and o - 1 not in offsets)  # removed
+    ending = _read(spark, bootstrap, subscribe="compacted", endingOffsets=f'{{"compacted": {{"0": {gap}}}}}')
+    assert sorted(r.offset for r in ending.collect()) == sorted(o for o in offsets if o < gap)
+
+
 def test_write_then_read_back(spark: Any, bootstrap: str) -> None:
     create_topic(bootstrap, "written", 2)
     from pyspark.sql import functions as F
@@ -140,6 +193,39 @@ def test_write_then_read_back(spark: Any, bootstrap: str) -> None:
         assert bytes(r.value) == f"v{n}".encode()
         assert r.partition == n % 2
         assert [(h.key, bytes(h.value)) for h in r.headers] == [("id", str(n).encode())]
+
+
+def test_security_properties_and_named_clusters_reach_the_client(
+    spark: Any, module_broker: Any, orders: Any, tmp_path: Path
+) -> None:
+    """``kafka.``-prefixed security properties (Java's names, as Spark jobs give them) reach kctl's
+    client in the driver and in the tasks, and ``kafka.bootstrap.servers`` takes a cluster name."""
+    sasl_address = module_broker.addresses[1]
+    java_style = {
+        "kafka.security.protocol": "SASL_PLAINTEXT",
+        "kafka.sasl.mechanism": "PLAIN",
+        "kafka.sasl.jaas.config": f'{PLAIN_LOGIN} username="{SASL_USER}" password="{SASL_PASSWORD}";',
+    }
+    rows = _read(spark, sasl_address, subscribe="orders", **java_style).collect()
+    assert sorted((r.partition, r.offset) for r in rows) == [(p, o) for p in range(4) for o in range(25)]
+    wrong = java_style | {"kafka.sasl.jaas.config": f'{PLAIN_LOGIN} username="{SASL_USER}" password="no";'}
+    with pytest.raises(Exception, match=r"(?i)authentication|SASL"):
+        _read(spark, sasl_address, subscribe="orders", **wrong).collect()
+
+    create_topic(bootstrap=str(module_broker.bootstrap), name="secured", partitions=2)
+    clusters = tmp_path / "clusters.toml"
+    clusters.write_text(
+        f'[secure]\nbootstrap.servers = "{sasl_address}"\n"security.protocol" = "SASL_PLAINTEXT"\n'
+        f'"sasl.mechanism" = "PLAIN"\n"sasl.username" = "{SASL_USER}"\n"sasl.password" = "{SASL_PASSWORD}"\n'
+    )
+    named = {"clustersFile": str(clusters)}
+    df = spark.createDataFrame([(f"s{i}", i % 2) for i in range(20)], "value string, partition int")
+    writer = df.write.format("kctl").mode("append").options(**named)
+    writer.option("kafka.bootstrap.servers", "secure").option("topic", "secured").save()
+    back = _read(spark, "secure", subscribe="secured", **named).collect()
+    assert sorted((bytes(r.value).decode(), r.partition) for r in back) == sorted(
+        (f"s{i}", i % 2) for i in range(20)
+    )
 
 
 def test_write_fails_the_task_when_delivery_fails(spark: Any, bootstrap: str) -> None:

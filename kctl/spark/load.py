@@ -7,6 +7,7 @@ Layout of a destination ``PATH``::
     PATH/run=000001/topic=orders/date=2024-05-01/part-....parquet
     PATH/run=000002/...
     PATH/_staging-run-000003/                     a run being written (or one that died): never read
+    PATH/_kctl_load.lock                          held (flock) by the running load: one at a time
 
 ``spark.read.parquet(PATH)`` reads everything loaded, with ``run``, ``topic`` and ``date`` (the UTC
 day of the record's timestamp) as partition columns; Spark skips paths that start with ``_``.
@@ -33,13 +34,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
+import fcntl
 import json
 import os
 import re
 import shutil
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,6 +64,7 @@ __all__ = [
 ]
 
 OFFSETS_FILE = "_kctl_offsets.json"
+LOCK_FILE = "_kctl_load.lock"
 VALUE_FORMATS = ("raw", "utf8", "json")
 FILE_FORMATS = ("parquet",)
 _RUN = re.compile(r"run=(\d{6,})")
@@ -237,6 +240,23 @@ class _TaskProgress:
                 self._callback(done, total)
 
 
+@contextlib.contextmanager
+def _load_lock(destination: Path) -> Iterator[None]:
+    """Hold ``PATH/_kctl_load.lock`` (an exclusive ``flock``) for a run: a second load into the same
+    destination at the same time fails at once instead of removing the first one's staging
+    directory. The kernel drops the lock when the process dies, so a killed run leaves none."""
+    destination.mkdir(parents=True, exist_ok=True)
+    with (destination / LOCK_FILE).open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise LoadError(f"another kctl spark load is running into {destination}") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def run_load(
     spark: Any,
     plan: LoadPlan,
@@ -250,10 +270,38 @@ def run_load(
     fail_on_data_loss: bool = True,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> LoadSummary:
-    """Carry out ``plan`` with ``spark`` (see the module docstring); returns what was written."""
+    """Carry out ``plan`` with ``spark`` (see the module docstring); returns what was written.
+    Raises LoadError when another load into the same destination is running."""
+    with _load_lock(plan.destination):
+        return _run_load(
+            spark,
+            plan,
+            bootstrap,
+            client_properties,
+            value_format=value_format,
+            key_format=key_format,
+            json_schema=json_schema,
+            min_partitions=min_partitions,
+            fail_on_data_loss=fail_on_data_loss,
+            on_progress=on_progress,
+        )
+
+
+def _run_load(
+    spark: Any,
+    plan: LoadPlan,
+    bootstrap: str,
+    client_properties: Mapping[str, str],
+    *,
+    value_format: str,
+    key_format: str,
+    json_schema: str | None,
+    min_partitions: int | None,
+    fail_on_data_loss: bool,
+    on_progress: Callable[[int, int], None] | None,
+) -> LoadSummary:
     started = time.monotonic()
     destination = plan.destination
-    destination.mkdir(parents=True, exist_ok=True)
     for stale in destination.glob(_STAGING_PREFIX + "*"):
         shutil.rmtree(stale)  # a run that died: its ranges are redone by this one
     ranges = [p for p in plan.partitions if p.until_offset > p.from_offset]

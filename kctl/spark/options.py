@@ -1,14 +1,20 @@
 """The options of the ``kctl`` Spark data source, named like Spark's built-in Kafka source so that a
 job ports by changing ``format("kafka")`` to ``format("kctl")``.
 
-Reading: ``kafka.bootstrap.servers``; exactly one of ``subscribe`` (comma-separated topics),
-``subscribePattern`` (a Java-style regex matched against whole topic names) or ``assign``
-(``{"topic": [0, 1]}``); ``startingOffsets`` / ``endingOffsets`` (``earliest``, ``latest`` or
-``{"topic": {"0": 23, "1": -2}}`` with -2 = earliest, -1 = latest); ``startingTimestamp`` (epoch ms,
-every partition) / ``startingOffsetsByTimestamp`` (``{"topic": {"0": 1700000000000}}``); ``minPartitions``;
-``maxOffsetsPerTrigger``; ``includeHeaders``; ``failOnDataLoss``; ``kafkaConsumer.pollTimeoutMs``.
-Writing: ``topic`` (else each row's ``topic`` column). Every other ``kafka.``-prefixed option is a
-client property (``kafka.client.id``, ``kafka.acks``, ...) with the prefix removed.
+Reading: ``kafka.bootstrap.servers`` (``host:port,...`` or the name of a cluster in the clusters
+file, as ``-b NAME`` takes it: its bootstrap servers and client properties, e.g. security settings;
+the file is ``clustersFile`` when given, else ``KCTL_CLUSTERS``, else
+``~/.config/kctl/clusters.toml``; names are resolved on the driver, so executors need no clusters
+file); exactly one of ``subscribe`` (comma-separated topics), ``subscribePattern`` (a Java-style
+regex matched against whole topic names) or ``assign`` (``{"topic": [0, 1]}``);
+``startingOffsets`` / ``endingOffsets`` (``earliest``, ``latest`` or
+``{"topic": {"0": 23, "1": -2}}`` with -2 = earliest, -1 = latest); ``startingTimestamp`` (epoch
+ms, every partition) / ``startingOffsetsByTimestamp`` (``{"topic": {"0": 1700000000000}}``);
+``minPartitions``; ``maxOffsetsPerTrigger``; ``includeHeaders``; ``failOnDataLoss``;
+``kafkaConsumer.pollTimeoutMs``. Writing: ``topic`` (else each row's ``topic`` column). Every
+other ``kafka.``-prefixed option is a client property (``kafka.client.id``, ``kafka.acks``,
+``kafka.security.protocol``, ``kafka.sasl.jaas.config``, ...) with the prefix removed; it wins
+over a named cluster's.
 
 Option names are case-insensitive, as in Spark. Parsing is plain Python (no pyspark import), so the
 rules are testable without Spark.
@@ -23,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from kctl.client import TopicPartition
+from kctl.client.clusters_file import ClustersFileError, resolve_cluster
 
 __all__ = [
     "EARLIEST",
@@ -64,6 +71,7 @@ class SourceOptions:
 
     bootstrap_servers: str
     client_properties: Mapping[str, str]
+    cluster_name: str | None = None
     subscribe: tuple[str, ...] = ()
     subscribe_pattern: str | None = None
     assign: tuple[TopicPartition, ...] = ()
@@ -179,6 +187,13 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False, writing: b
         for key, value in options.items()
         if key.startswith("kafka.") and key != "kafka.bootstrap.servers"
     }
+    try:
+        named = resolve_cluster(bootstrap, options.get("clustersfile"))
+    except ClustersFileError as error:
+        raise SourceOptionError(f"option kafka.bootstrap.servers: {error}") from None
+    if named is not None:  # a named cluster: its servers, and its properties under the options'
+        bootstrap = named.bootstrap_servers
+        properties = {**named.properties, **properties}
     # Spark lowercases nothing of the values; Kafka's property names are lower case already
     subscribe = tuple(t.strip() for t in options.get("subscribe", "").split(",") if t.strip())
     pattern = options.get("subscribepattern")
@@ -209,6 +224,7 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False, writing: b
     return SourceOptions(
         bootstrap_servers=bootstrap,
         client_properties=properties,
+        cluster_name=named.name if named is not None else None,
         subscribe=subscribe,
         subscribe_pattern=pattern,
         assign=assign,

@@ -23,10 +23,12 @@ from where its last committed batch ended.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -92,21 +94,35 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
     return pa.schema(fields)
 
 
+_KEY, _VALUE = operator.attrgetter("key"), operator.attrgetter("value")
+_OFFSET, _TIMESTAMP = operator.attrgetter("offset"), operator.attrgetter("timestamp")
+_TIMESTAMP_TYPE, _HEADERS = operator.attrgetter("timestamp_type"), operator.attrgetter("headers")
+
+
 def to_arrow(records: Sequence[ConsumerRecord], schema: pa.Schema, include_headers: bool) -> pa.RecordBatch:
-    """One Arrow record batch of ``records`` in the rows' schema."""
+    """One Arrow record batch of ``records`` (all of one partition, as a task reads them) in the
+    rows' schema: per-record columns built with ``map`` at C speed, the constant ones repeated by
+    Arrow, timestamps converted from milliseconds by Arrow."""
     n = len(records)
+    if n == 0:
+        return pa.RecordBatch.from_pylist([], schema=schema)
+    first = records[0]
+    millis = pa.array(list(map(_TIMESTAMP, records)), pa.int64())
     columns = [
-        pa.array([r.key for r in records], pa.binary()),
-        pa.array([r.value for r in records], pa.binary()),
-        pa.array([records[0].topic] * n, pa.string()) if n else pa.array([], pa.string()),
-        pa.array([r.partition for r in records], pa.int32()),
-        pa.array([r.offset for r in records], pa.int64()),
-        pa.array([r.timestamp * 1000 for r in records], pa.int64()).cast(pa.timestamp("us", tz="UTC")),
-        pa.array([int(r.timestamp_type) for r in records], pa.int32()),
+        pa.array(list(map(_KEY, records)), pa.binary()),
+        pa.array(list(map(_VALUE, records)), pa.binary()),
+        pa.repeat(pa.scalar(first.topic, pa.string()), n),
+        pa.repeat(pa.scalar(first.partition, pa.int32()), n),
+        pa.array(list(map(_OFFSET, records)), pa.int64()),
+        pa.compute.multiply(millis, 1000).cast(pa.timestamp("us", tz="UTC")),
+        pa.array(list(map(int, map(_TIMESTAMP_TYPE, records))), pa.int32()),
     ]
     if include_headers:
         columns.append(
-            pa.array([[{"key": k, "value": v} for k, v in r.headers] for r in records], pa.list_(_HEADER))
+            pa.array(
+                [[{"key": k, "value": v} for k, v in headers] for headers in map(_HEADERS, records)],
+                pa.list_(_HEADER),
+            )
         )
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
