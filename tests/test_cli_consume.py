@@ -151,10 +151,15 @@ def test_table_raw_json_and_template_formats(broker: BrokerProcess) -> None:
     )
     base = ("--offset", "beginning", "--until", "end", "-q")
 
-    table = consume(broker, topic, *base)
+    piped = consume(broker, topic, *base)  # no --format and stdout not a terminal: JSON lines
+    assert [json.loads(line)["offset"] for line in piped.stdout.decode().splitlines()] == [0, 1, 2]
+
+    table = consume(broker, topic, *base, "-f", "table")
     assert table.returncode == 0, table.stderr
     lines = table.stdout.decode().splitlines()
     assert lines[0].split() == ["TOPIC", "PARTITION", "OFFSET", "TIMESTAMP", "KEY", "HEADERS", "VALUE"]
+    value_column = lines[0].index("VALUE")
+    assert [line[value_column:] for line in lines[1:]] == ["line one", "tab\\there", "-"], "VALUE aligned"
     assert lines[1].split() == [topic, "0", "0", "2023-11-14T22:13:20.000Z", "k1", "a=1,b=2", "line", "one"]
     assert lines[2].split() == [topic, "0", "1", "2023-11-14T22:13:21.500Z", "-", "-", "tab\\there"]
     assert lines[3].split() == [topic, "0", "2", "2023-11-14T22:13:22.000Z", "k3", "-", "-"]

@@ -202,6 +202,8 @@ def test_purge_by_offset_size_and_age(partition):
 
     result = kctl("log", "purge", str(partition), "--before-offset", "45", "--format", "jsonl")
     assert [row["base_offset"] for row in jsonl(result.stdout)] == [0]
+    # what happens, not the requested number as if it were the new start (segments go whole)
+    assert [row["detail"] for row in jsonl(result.stdout)] == ["every offset in it (0..39) is below 45"]
     assert not (partition / "00000000000000000000.log").exists()
 
     segment_size = (partition / "00000000000000000040.log").stat().st_size

@@ -309,7 +309,9 @@ def test_shared_options_are_the_same_everywhere() -> None:
                 assert [c.value for c in choices] == ["table", "json", "jsonl"], where
             else:  # a record stream's free-form format (consume/produce) still offers the three
                 assert all(name in (param.help or "") for name in ("table", "json", "jsonl")), where  # type: ignore[attr-defined]
-            assert param.default == "table", where  # type: ignore[attr-defined]
+            # consume's record stream: "" is "table on a terminal, jsonl otherwise"
+            expected = "" if path == "kctl consume" else "table"
+            assert param.default == expected, where  # type: ignore[attr-defined]
         if "--config" in opts:
             seen.add("config")
             assert opts == {"--config", "-c"} and param.default is None, where  # type: ignore[attr-defined]

@@ -95,8 +95,9 @@ def test_lines_with_keys_headers_and_offsets_table(broker: BrokerProcess) -> Non
         kctl_produce(broker, topic, "-K", ":", "-H", "src=cli", "-H", "n=1", "--print-offsets", input=data)
     )
     lines = result.stdout.decode().splitlines()
-    assert lines[0].split() == ["LINE", "PARTITION", "OFFSET", "TIMESTAMP"]
-    assert [row.split()[:3] for row in lines[1:]] == [[str(i + 1), "0", str(i)] for i in range(5)]
+    assert lines[0].split() == ["LINE", "TOPIC", "PARTITION", "OFFSET", "TIMESTAMP"]
+    assert [row.split()[:4] for row in lines[1:]] == [[str(i + 1), topic, "0", str(i)] for i in range(5)]
+    assert all(row.split()[4].endswith("Z") and "T" in row.split()[4] for row in lines[1:]), "ISO times"
     assert b"produced 5 records" in result.stderr
     out = kcat(broker.bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-q", "-f", "%k|%s|%h\n").stdout
     assert out.decode().splitlines() == [

@@ -113,21 +113,26 @@ class TableWriter(Writer):
     VALUE; control characters escaped, non-UTF-8 bytes as \\x escapes, absent values as `-`."""
 
     KEY_WIDTH_CAP = 32
+    HEADERS_WIDTH_CAP = 40
 
     def __init__(self, out: TextIO, topics: Sequence[str]) -> None:
         self.out = out
         self.topic_width = max([5, *(len(t) for t in topics)])
         self.key_width = 3
+        self.headers_width = 7
         self.started = False
 
     def _line(
         self, topic: str, partition: str, offset: str, timestamp: str, key: str, headers: str, value: str
     ) -> str:
+        # Streamed rows: a column grows (up to its cap) when a wider cell comes, and never shrinks.
         if len(key) > self.key_width:
             self.key_width = min(len(key), self.KEY_WIDTH_CAP)
+        if len(headers) > self.headers_width:
+            self.headers_width = min(len(headers), self.HEADERS_WIDTH_CAP)
         return (
             f"{topic:<{self.topic_width}}  {partition:>9}  {offset:>10}  {timestamp:<24}  "
-            f"{key:<{self.key_width}}  {headers}  {value}".rstrip()
+            f"{key:<{self.key_width}}  {headers:<{self.headers_width}}  {value}".rstrip()
             + "\n"
         )
 
@@ -163,7 +168,10 @@ class TemplateWriter(Writer):
 
 
 def make_writer(fmt: str, topics: Sequence[str]) -> Writer:
-    """The writer for a `--format` value (raises KctlError USAGE for an unknown one)."""
+    """The writer for a `--format` value (raises KctlError USAGE for an unknown one); no value: a
+    table on a terminal, JSON lines otherwise (a pipe or a file gets what a program can read)."""
+    if not fmt:
+        fmt = "table" if sys.stdout.isatty() else "jsonl"
     name = fmt.strip().lower()
     if "%" not in fmt and "\\" not in fmt:
         if name == "jsonl":
@@ -335,10 +343,12 @@ def consume(
             help=(
                 "table, json, jsonl (one JSON object per record), raw (values, one per line), or a "
                 "template: %t topic, %p partition, %o offset, %T timestamp, %k key, %v value, "
-                "%h headers, %% percent; \\t \\n escapes, e.g. '%k\\t%v\\n'."
+                "%h headers, %% percent; \\t \\n escapes, e.g. '%k\\t%v\\n'. Default: table on a "
+                "terminal, jsonl when stdout is a pipe or a file."
             ),
+            show_default=False,
         ),
-    ] = "table",
+    ] = "",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary on stderr at the end.")] = False,
     config_file: ConfigFileOption = None,
     overrides: ConfigOverrideOption = None,

@@ -31,6 +31,7 @@ from kctl.commands.options import (
     ConfigOverrideOption,
 )
 from kctl.commands.output import OutputFormat, info, stderr_console
+from kctl.console.formats import readable_timestamp
 from kctl.console.produce import (
     Headers,
     InputError,
@@ -71,10 +72,13 @@ class Report:
         elif self.fmt == "json":
             text = json.dumps(row, separators=(", ", ": "))
             self.out.write(("[\n  " if not self.count else ",\n  ") + text)
-        else:
+        else:  # a table: ISO times, as consume's table shows them (epoch ms in JSON)
+            width = max(5, len(topic))
             if not self.count:
-                self.out.write(f"{'LINE':>8}  {'PARTITION':>9}  {'OFFSET':>12}  {'TIMESTAMP':>14}\n")
-            self.out.write(f"{line:>8}  {partition:>9}  {offset:>12}  {timestamp:>14}\n")
+                heading = f"{'LINE':>8}  {'TOPIC':<{width}}  {'PARTITION':>9}  {'OFFSET':>12}  TIMESTAMP"
+                self.out.write(heading + "\n")
+            when = readable_timestamp(timestamp)
+            self.out.write(f"{line:>8}  {topic:<{width}}  {partition:>9}  {offset:>12}  {when}\n")
         self.count += 1
 
     def close(self) -> None:

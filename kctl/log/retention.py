@@ -57,7 +57,8 @@ def plan_retention(
 
     # 1. Everything below the log start offset (DeleteRecords, purge --before-offset).
     while remaining and remaining[0].size and remaining[0].next_offset <= log_start_offset:
-        take(BY_START_OFFSET, f"all offsets are below the log start offset {log_start_offset}")
+        first, last = remaining[0].base_offset, remaining[0].next_offset - 1
+        take(BY_START_OFFSET, f"every offset in it ({first}..{last}) is below {log_start_offset}")
     # 2. Age.
     if retention_ms >= 0:
         cutoff = now_ms - retention_ms
