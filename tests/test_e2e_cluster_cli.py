@@ -343,10 +343,13 @@ def test_reassign_and_elect_exit_statuses(cluster: Cluster, tmp_path: Path) -> N
     missing.write_text('{"version":1,"partitions":[{"topic":"spread","partition":42,"replicas":[1]}]}')
     assert kctl("partition", "reassign", "--reassignment-json-file", str(missing), "-b", b).returncode == 3
 
-    result = kctl("partition", "elect-leaders", "--election-type", "preferred", "--topic", "moving",
-                  "-f", "json", "-b", b)  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    assert {r["status"] for r in json.loads(result.stdout)} == {"not needed"}
+    # the reassignment before may have left a non-preferred leader (its preferred replica was not
+    # yet in the ISR): a first election may move it; a second one has nothing to do
+    for expected in ({"elected", "not needed"}, {"not needed"}):
+        result = kctl("partition", "elect-leaders", "--election-type", "preferred", "--topic", "moving",
+                      "-f", "json", "-b", b)  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        assert {r["status"] for r in json.loads(result.stdout)} <= expected, result.stdout
     elections = tmp_path / "elections.json"
     elections.write_text('{"partitions":[{"topic":"nope","partition":0}]}')
     assert kctl("partition", "elect-leaders", "--election-type", "preferred", "--path-to-json-file",
