@@ -61,7 +61,7 @@ _kctl_options() {
         'kctl perf') echo '-h --help' ;;
         'kctl perf produce') echo '-n --num-records -d --duration -s --record-size -t --throughput -w --warmup -k --keys --key-size -a --acks -z --compression -i --interval --latency-every -q --quiet -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl perf consume') echo '-n --num-records -d --duration -o --offset -p --partition -l --latency --idle-timeout -i --interval --latency-every -q --quiet -f --format -c --config -X -b --bootstrap-server -h --help' ;;
-        'kctl produce') echo '-f --format -K --key-separator --null-marker -H --header -p --partition --keep-partition --keep-timestamp -z --compression -a --acks --print-offsets --report-format -q --quiet -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl produce') echo '-f --format -K --key-separator -D --delimiter --null-marker -H --header -p --partition --keep-partition --keep-timestamp -z --compression -a --acks --print-offsets --report-format -q --quiet -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl spark') echo '-h --help' ;;
         'kctl spark load') echo '--to --file-format --master --value-format --key-format --json-schema --until --min-partitions --fail-on-data-loss --no-fail-on-data-loss --conf --execute -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl topic') echo '-h --help' ;;
@@ -259,6 +259,7 @@ _kctl_option_value() {
         'kctl perf consume -b'|'kctl perf consume --bootstrap-server') echo 'any' ;;
         'kctl produce -f'|'kctl produce --format') echo 'choice table json jsonl' ;;
         'kctl produce -K'|'kctl produce --key-separator') echo 'any' ;;
+        'kctl produce -D'|'kctl produce --delimiter') echo 'any' ;;
         'kctl produce --null-marker') echo 'any' ;;
         'kctl produce -H'|'kctl produce --header') echo 'any' ;;
         'kctl produce -p'|'kctl produce --partition') echo 'any' ;;
