@@ -70,7 +70,7 @@ _kctl_options() {
         'kctl topic describe') echo '-a --all -i --internal --under-replicated --unavailable --under-min-isr -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl topic delete') echo '--if-exists -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl topic alter') echo '-p --partitions --topic-config --delete-config --validate-only -f --format -c --config -X -b --bootstrap-server -h --help' ;;
-        'kctl topic offsets') echo '-t --time -p --partition -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl topic offsets') echo '--time -p --partition -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl topic trim') echo '--to -p --partition --execute -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl zk') echo '-h --help' ;;
         'kctl zk ls') echo '-f --format -z --zookeeper -h --help' ;;
@@ -309,7 +309,7 @@ _kctl_option_value() {
         'kctl topic alter -c'|'kctl topic alter --config') echo 'file' ;;
         'kctl topic alter -X') echo 'any' ;;
         'kctl topic alter -b'|'kctl topic alter --bootstrap-server') echo 'any' ;;
-        'kctl topic offsets -t'|'kctl topic offsets --time') echo 'any' ;;
+        'kctl topic offsets --time') echo 'any' ;;
         'kctl topic offsets -p'|'kctl topic offsets --partition') echo 'any' ;;
         'kctl topic offsets -f'|'kctl topic offsets --format') echo 'choice table json jsonl' ;;
         'kctl topic offsets -c'|'kctl topic offsets --config') echo 'file' ;;

@@ -100,3 +100,28 @@ def test_zookeeper_cluster(module_cluster_factory: Any) -> None:
         assert sorted(p["replicas"]) == [1, 2, 3]
         assert p["leader"] in p["replicas"]
         assert sorted(p["isr"]) == [1, 2, 3] or p["leader"] in p["isr"]
+
+
+def test_offsets_and_trim_on_a_replicated_topic(module_cluster_factory: Any) -> None:
+    """`topic offsets` and `topic trim` go to each partition's leader: on a cluster with three
+    replicas per partition too."""
+    cluster = module_cluster_factory(3, {"broker.rack": "r1"})
+    bootstrap = cluster.bootstrap_servers
+    assert kctl("topic", "create", "trim-rf3", "-p", "2", "-r", "3", "-b", bootstrap).returncode == 0
+    produced = subprocess.run(
+        [sys.executable, "-m", "kctl", "produce", "trim-rf3", "-p", "1", "-b", bootstrap],
+        input="".join(f"r{i}\n" for i in range(10)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert produced.returncode == 0, produced.stderr
+    trimmed = kctl("topic", "trim", "trim-rf3", "--to", "-4", "--execute", "-f", "json", "-b", bootstrap)
+    assert trimmed.returncode == 0, trimmed.stderr
+    assert [(r["partition"], r["new_log_start_offset"], r["status"]) for r in json.loads(trimmed.stdout)] == [
+        (0, 0, "unchanged"),
+        (1, 6, "trimmed"),
+    ]
+    offsets = kctl("topic", "offsets", "trim-rf3", "-f", "json", "-b", bootstrap)
+    assert offsets.returncode == 0, offsets.stderr
+    assert [(r["earliest"], r["latest"]) for r in json.loads(offsets.stdout)] == [(0, 0), (6, 10)]

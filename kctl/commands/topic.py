@@ -603,7 +603,6 @@ def offsets(
         str | None,
         typer.Option(
             "--time",
-            "-t",
             metavar="SPEC",
             help=(
                 "A point of the offset grammar: beginning, end, N, -N, +N, @TIME (epoch ms, "
