@@ -32,7 +32,7 @@ _kctl_options() {
         'kctl broker') echo '-h --help' ;;
         'kctl broker start') echo '-c --config -X -d --daemon --pid-file --log-file --log-level -h --help' ;;
         'kctl broker stop') echo '-c --config -X --pid-file --timeout -h --help' ;;
-        'kctl broker log-dirs') echo '--broker -t --topic -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl broker log-dirs') echo '--broker -t --topic --bytes -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl broker list') echo '-f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl cluster') echo '-h --help' ;;
         'kctl cluster up') echo '-n --brokers -d --dir --base-port -X --timeout -h --help' ;;
@@ -56,7 +56,7 @@ _kctl_options() {
         'kctl log purge') echo '--retention-ms --retention-bytes --before-offset -n --dry-run -f --format -c --config -X -h --help' ;;
         'kctl mirror') echo '--from --to --include --exclude --include-internal --rename --group --start --once --dry-run --sync-group-offsets --groups --translate-group --execute -r --replication-factor --refresh-interval --commit-interval --status-interval --clusters -f --format -c --config -X -h --help' ;;
         'kctl partition') echo '-h --help' ;;
-        'kctl partition reassign') echo '--generate --topics-to-move-json-file -t --topic --broker-list --brokers --seed --reassignment-json-file --execute --verify --cancel --throttle -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl partition reassign') echo '--generate --topics-to-move-json-file -t --topic --broker-list --brokers --seed --reassignment-json-file --execute --verify --cancel --throttle --bytes -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl partition elect-leaders') echo '--election-type --all-topic-partitions -t --topic -p --partition --path-to-json-file -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl perf') echo '-h --help' ;;
         'kctl perf produce') echo '-n --num-records -d --duration -s --record-size -t --throughput -w --warmup -k --keys --key-size -a --acks -z --compression -i --interval --latency-every -q --quiet -f --format -c --config -X -b --bootstrap-server -h --help' ;;
@@ -67,7 +67,7 @@ _kctl_options() {
         'kctl topic') echo '-h --help' ;;
         'kctl topic create') echo '-p --partitions -r --replication-factor --topic-config --if-not-exists --validate-only -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl topic list') echo '-i --internal --pattern -f --format -c --config -X -b --bootstrap-server -h --help' ;;
-        'kctl topic describe') echo '-a --all -i --internal --under-replicated --unavailable --under-min-isr -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl topic describe') echo '-a --all -i --internal --under-replicated --unavailable --under-min-isr --bytes -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl topic delete') echo '--if-exists -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl topic alter') echo '-p --partitions --topic-config --delete-config --validate-only -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl topic offsets') echo '--time -p --partition -f --format -c --config -X -b --bootstrap-server -h --help' ;;

@@ -32,6 +32,7 @@ from kctl.commands.clients import admin_session
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
     DEFAULT_FORMAT,
+    BytesOption,
     ClusterOptions,
     FormatOption,
     OverrideSyntaxError,
@@ -264,7 +265,7 @@ PARTITION_COLUMNS = [
     Column("offline_replicas", "OFFLINE", formatter=_ids),
     Column("log_start_offset", "LOG-START"),
     Column("high_watermark", "HIGH-WATERMARK"),
-    Column("size", "SIZE"),
+    Column("size", "SIZE", size=True),
 ]
 
 
@@ -406,6 +407,7 @@ def describe(
             help="Only partitions whose ISR is smaller than the topic's min.insync.replicas.",
         ),
     ] = False,
+    exact_bytes: BytesOption = False,
     fmt: FormatOption = DEFAULT_FORMAT,
     *,
     cluster: ClusterOptions,
@@ -414,8 +416,8 @@ def describe(
 
     Per topic: id, partition count, replication factor and non-default configs; per partition: the
     leader, leader epoch, replicas, in-sync replicas, offline replicas, log start offset, high
-    watermark and size on disk at the leader in bytes (segments and their records; - when the
-    leader cannot say).
+    watermark and size on disk at the leader (segments and their records; - when the leader cannot
+    say; human-readable in tables, exact bytes with --bytes and in JSON).
 
     The table format prints a topics table, then a partitions table; json/jsonl print one nested
     object per topic ("partitions" is a list; "configs" maps each config whose value does not come
@@ -443,7 +445,7 @@ def describe(
         render_rows(documents, TOPIC_COLUMNS, fmt, title="topics")
         sys.stdout.write("\n")
         partition_rows = [{"topic": d["topic"], **p} for d in documents for p in d["partitions"]]
-        render_rows(partition_rows, PARTITION_COLUMNS, fmt, title="partitions")
+        render_rows(partition_rows, PARTITION_COLUMNS, fmt, title="partitions", exact_sizes=exact_bytes)
     else:
         render_documents(documents, fmt)
     _finish(results)
