@@ -5,14 +5,14 @@ _kctl_subcommands() {
     case "$1" in
         'kctl') echo 'broker cluster config consume group log mirror partition perf produce spark topic zk user acl' ;;
         'kctl broker') echo 'start stop log-dirs list' ;;
-        'kctl cluster') echo 'up status down list' ;;
+        'kctl cluster') echo 'up status down list info' ;;
         'kctl config') echo 'show' ;;
         'kctl group') echo 'list describe rewind delete migrate' ;;
         'kctl log') echo 'dump verify recover purge' ;;
         'kctl partition') echo 'reassign elect-leaders' ;;
         'kctl perf') echo 'produce consume' ;;
         'kctl spark') echo 'load' ;;
-        'kctl topic') echo 'create list describe delete alter' ;;
+        'kctl topic') echo 'create list describe delete alter offsets trim' ;;
         'kctl zk') echo 'ls get tree brokers topics consumers' ;;
         'kctl user') echo 'create delete list' ;;
         'kctl acl') echo 'add list remove' ;;
@@ -21,7 +21,7 @@ _kctl_subcommands() {
 
 _kctl_is_subcommand() {
     case "$1 $2" in
-        'kctl broker'|'kctl cluster'|'kctl config'|'kctl consume'|'kctl group'|'kctl log'|'kctl mirror'|'kctl partition'|'kctl perf'|'kctl produce'|'kctl spark'|'kctl topic'|'kctl zk'|'kctl user'|'kctl acl'|'kctl broker start'|'kctl broker stop'|'kctl broker log-dirs'|'kctl broker list'|'kctl cluster up'|'kctl cluster status'|'kctl cluster down'|'kctl cluster list'|'kctl config show'|'kctl group list'|'kctl group describe'|'kctl group rewind'|'kctl group delete'|'kctl group migrate'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge'|'kctl partition reassign'|'kctl partition elect-leaders'|'kctl perf produce'|'kctl perf consume'|'kctl spark load'|'kctl topic create'|'kctl topic list'|'kctl topic describe'|'kctl topic delete'|'kctl topic alter'|'kctl zk ls'|'kctl zk get'|'kctl zk tree'|'kctl zk brokers'|'kctl zk topics'|'kctl zk consumers'|'kctl user create'|'kctl user delete'|'kctl user list'|'kctl acl add'|'kctl acl list'|'kctl acl remove') return 0 ;;
+        'kctl broker'|'kctl cluster'|'kctl config'|'kctl consume'|'kctl group'|'kctl log'|'kctl mirror'|'kctl partition'|'kctl perf'|'kctl produce'|'kctl spark'|'kctl topic'|'kctl zk'|'kctl user'|'kctl acl'|'kctl broker start'|'kctl broker stop'|'kctl broker log-dirs'|'kctl broker list'|'kctl cluster up'|'kctl cluster status'|'kctl cluster down'|'kctl cluster list'|'kctl cluster info'|'kctl config show'|'kctl group list'|'kctl group describe'|'kctl group rewind'|'kctl group delete'|'kctl group migrate'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge'|'kctl partition reassign'|'kctl partition elect-leaders'|'kctl perf produce'|'kctl perf consume'|'kctl spark load'|'kctl topic create'|'kctl topic list'|'kctl topic describe'|'kctl topic delete'|'kctl topic alter'|'kctl topic offsets'|'kctl topic trim'|'kctl zk ls'|'kctl zk get'|'kctl zk tree'|'kctl zk brokers'|'kctl zk topics'|'kctl zk consumers'|'kctl user create'|'kctl user delete'|'kctl user list'|'kctl acl add'|'kctl acl list'|'kctl acl remove') return 0 ;;
     esac
     return 1
 }
@@ -32,13 +32,14 @@ _kctl_options() {
         'kctl broker') echo '-h --help' ;;
         'kctl broker start') echo '-c --config -X -d --daemon --pid-file --log-file --log-level -h --help' ;;
         'kctl broker stop') echo '-c --config -X --pid-file --timeout -h --help' ;;
-        'kctl broker log-dirs') echo '--broker -t --topic -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl broker log-dirs') echo '--broker -t --topic --bytes -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl broker list') echo '-f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl cluster') echo '-h --help' ;;
         'kctl cluster up') echo '-n --brokers -d --dir --base-port -X --timeout -h --help' ;;
         'kctl cluster status') echo '-d --dir -f --format -h --help' ;;
         'kctl cluster down') echo '-d --dir --timeout -h --help' ;;
         'kctl cluster list') echo '--clusters -f --format -h --help' ;;
+        'kctl cluster info') echo '-t --topic -i --internal -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl config') echo '-h --help' ;;
         'kctl config show') echo '-f --format -c --config -X -b --bootstrap-server --show-secrets --broker --topic --producer --consumer -h --help' ;;
         'kctl consume') echo '--pattern -p --partition -o --offset -u --until -n --max -g --group --zookeeper -f --format -q --quiet -c --config -X -b --bootstrap-server -h --help' ;;
@@ -55,20 +56,22 @@ _kctl_options() {
         'kctl log purge') echo '--retention-ms --retention-bytes --before-offset -n --dry-run -f --format -c --config -X -h --help' ;;
         'kctl mirror') echo '--from --to --include --exclude --include-internal --rename --group --start --once --dry-run --sync-group-offsets --groups --translate-group --execute -r --replication-factor --refresh-interval --commit-interval --status-interval --clusters -f --format -c --config -X -h --help' ;;
         'kctl partition') echo '-h --help' ;;
-        'kctl partition reassign') echo '--generate --topics-to-move-json-file -t --topic --broker-list --brokers --seed --reassignment-json-file --execute --verify --cancel --throttle -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl partition reassign') echo '--generate --topics-to-move-json-file -t --topic --broker-list --brokers --seed --reassignment-json-file --execute --verify --cancel --throttle --bytes -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl partition elect-leaders') echo '--election-type --all-topic-partitions -t --topic -p --partition --path-to-json-file -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl perf') echo '-h --help' ;;
         'kctl perf produce') echo '-n --num-records -d --duration -s --record-size -t --throughput -w --warmup -k --keys --key-size -a --acks -z --compression -i --interval --latency-every -q --quiet -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl perf consume') echo '-n --num-records -d --duration -o --offset -p --partition -l --latency --idle-timeout -i --interval --latency-every -q --quiet -f --format -c --config -X -b --bootstrap-server -h --help' ;;
-        'kctl produce') echo '-f --format -K --key-separator --null-marker -H --header -p --partition --keep-partition --keep-timestamp -z --compression -a --acks --print-offsets --report-format -q --quiet -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl produce') echo '-f --format -K --key-separator -D --delimiter --null-marker -H --header -p --partition --keep-partition --keep-timestamp -z --compression -a --acks --print-offsets --report-format -q --quiet -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl spark') echo '-h --help' ;;
         'kctl spark load') echo '--to --file-format --master --value-format --key-format --json-schema --until --min-partitions --fail-on-data-loss --no-fail-on-data-loss --conf --execute -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl topic') echo '-h --help' ;;
         'kctl topic create') echo '-p --partitions -r --replication-factor --topic-config --if-not-exists --validate-only -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl topic list') echo '-i --internal --pattern -f --format -c --config -X -b --bootstrap-server -h --help' ;;
-        'kctl topic describe') echo '-a --all -i --internal --under-replicated --unavailable --under-min-isr -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl topic describe') echo '-a --all -i --internal --under-replicated --unavailable --under-min-isr --bytes -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl topic delete') echo '--if-exists -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl topic alter') echo '-p --partitions --topic-config --delete-config --validate-only -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl topic offsets') echo '--time -p --partition -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl topic trim') echo '--to -p --partition --execute -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl zk') echo '-h --help' ;;
         'kctl zk ls') echo '-f --format -z --zookeeper -h --help' ;;
         'kctl zk get') echo '-f --format -z --zookeeper -h --help' ;;
@@ -121,6 +124,11 @@ _kctl_option_value() {
         'kctl cluster down --timeout') echo 'any' ;;
         'kctl cluster list --clusters') echo 'file' ;;
         'kctl cluster list -f'|'kctl cluster list --format') echo 'choice table json jsonl' ;;
+        'kctl cluster info -t'|'kctl cluster info --topic') echo 'any' ;;
+        'kctl cluster info -f'|'kctl cluster info --format') echo 'choice table json jsonl' ;;
+        'kctl cluster info -c'|'kctl cluster info --config') echo 'file' ;;
+        'kctl cluster info -X') echo 'any' ;;
+        'kctl cluster info -b'|'kctl cluster info --bootstrap-server') echo 'any' ;;
         'kctl config show -f'|'kctl config show --format') echo 'choice table json jsonl' ;;
         'kctl config show -c'|'kctl config show --config') echo 'file' ;;
         'kctl config show -X') echo 'any' ;;
@@ -251,6 +259,7 @@ _kctl_option_value() {
         'kctl perf consume -b'|'kctl perf consume --bootstrap-server') echo 'any' ;;
         'kctl produce -f'|'kctl produce --format') echo 'choice table json jsonl' ;;
         'kctl produce -K'|'kctl produce --key-separator') echo 'any' ;;
+        'kctl produce -D'|'kctl produce --delimiter') echo 'any' ;;
         'kctl produce --null-marker') echo 'any' ;;
         'kctl produce -H'|'kctl produce --header') echo 'any' ;;
         'kctl produce -p'|'kctl produce --partition') echo 'any' ;;
@@ -300,6 +309,18 @@ _kctl_option_value() {
         'kctl topic alter -c'|'kctl topic alter --config') echo 'file' ;;
         'kctl topic alter -X') echo 'any' ;;
         'kctl topic alter -b'|'kctl topic alter --bootstrap-server') echo 'any' ;;
+        'kctl topic offsets --time') echo 'any' ;;
+        'kctl topic offsets -p'|'kctl topic offsets --partition') echo 'any' ;;
+        'kctl topic offsets -f'|'kctl topic offsets --format') echo 'choice table json jsonl' ;;
+        'kctl topic offsets -c'|'kctl topic offsets --config') echo 'file' ;;
+        'kctl topic offsets -X') echo 'any' ;;
+        'kctl topic offsets -b'|'kctl topic offsets --bootstrap-server') echo 'any' ;;
+        'kctl topic trim --to') echo 'any' ;;
+        'kctl topic trim -p'|'kctl topic trim --partition') echo 'any' ;;
+        'kctl topic trim -f'|'kctl topic trim --format') echo 'choice table json jsonl' ;;
+        'kctl topic trim -c'|'kctl topic trim --config') echo 'file' ;;
+        'kctl topic trim -X') echo 'any' ;;
+        'kctl topic trim -b'|'kctl topic trim --bootstrap-server') echo 'any' ;;
         'kctl zk ls -f'|'kctl zk ls --format') echo 'choice table json jsonl' ;;
         'kctl zk ls -z'|'kctl zk ls --zookeeper') echo 'any' ;;
         'kctl zk get -f'|'kctl zk get --format') echo 'choice table json jsonl' ;;
@@ -389,6 +410,8 @@ _kctl_argument_value() {
         'kctl topic describe') echo 'any' ;;
         'kctl topic delete') echo 'any' ;;
         'kctl topic alter') echo 'any' ;;
+        'kctl topic offsets') echo 'any' ;;
+        'kctl topic trim') echo 'any' ;;
         'kctl zk ls') echo 'any' ;;
         'kctl zk get') echo 'any' ;;
         'kctl zk tree') echo 'any' ;;

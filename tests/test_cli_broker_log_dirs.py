@@ -64,7 +64,13 @@ def test_log_dirs_lists_replicas_with_their_sizes(broker: BrokerProcess) -> None
         ("small", expected[("small", 0)])
     ]
 
-    table = kctl("broker", "log-dirs", "-b", b)
+    human = kctl("broker", "log-dirs", "-b", b)
+    assert human.returncode == 0, human.stderr
+    human_rows = [row.split() for row in human.stdout.split("\n\n")[1].strip().splitlines()[1:]]
+    assert [r[4] for r in human_rows] == [
+        f"{s}B" if s < 1024 else f"{s / 1024:.1f}KiB" for _, s in sorted(expected.items())
+    ]
+    table = kctl("broker", "log-dirs", "-b", b, "--bytes")
     assert table.returncode == 0, table.stderr
     dirs_table, replicas_table = table.stdout.split("\n\n")
     assert dirs_table.split()[:7] == ["BROKER", "LOG-DIR", "ERROR", "REPLICAS", "SIZE", "USABLE", "TOTAL"]

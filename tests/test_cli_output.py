@@ -17,6 +17,7 @@ from kctl.commands.output import (
     Column,
     OutputFormat,
     format_cell,
+    format_size,
     json_safe,
     render_documents,
     render_object,
@@ -247,3 +248,25 @@ def test_progress_is_silent_when_stderr_is_not_a_terminal(capsys: pytest.Capture
     assert bar.disable
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err == ""
+
+
+@pytest.mark.parametrize(
+    ("size", "shown"),
+    [(0, "0B"), (1023, "1023B"), (1024, "1.0KiB"), (1536, "1.5KiB"), (5 * 1024**3, "5.0GiB"), (-1, "-")],
+)
+def test_format_size(size: int, shown: str) -> None:
+    assert format_size(size) == shown
+
+
+def test_size_columns_human_in_tables_exact_with_bytes_and_in_json() -> None:
+    rows = [{"size": 3 * 1024 * 1024}, {"size": -1}, {"size": None}]
+    columns = [Column("size", size=True)]
+    out = io.StringIO()
+    render_rows(rows, columns, "table", out=out)
+    assert out.getvalue().split() == ["SIZE", "3.0MiB", "-", "-"]
+    out = io.StringIO()
+    render_rows(rows, columns, "table", out=out, exact_sizes=True)
+    assert out.getvalue().split() == ["SIZE", "3145728", "-", "-"]
+    out = io.StringIO()
+    render_rows(rows, columns, "json", out=out)
+    assert [r["size"] for r in json.loads(out.getvalue())] == [3145728, -1, None]

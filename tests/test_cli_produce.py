@@ -132,6 +132,32 @@ def test_binary_lines_null_marker_partition_and_compression(broker: BrokerProces
     assert {b["compression"] for b in dump_batches(broker.data_dir / f"{topic}_2")} == {"zstd"}
 
 
+def test_custom_delimiter_splits_records_like_kcat_d(broker: BrokerProcess) -> None:
+    """-D/--delimiter (kcat -D): records are the bytes between delimiters; newlines are data."""
+    topic = create_topic(broker, 1, "delim")
+    data = b"k1:multi\nline;;\xff\x00binary;;k2:NULL;;;;last\n"
+    result = ok(
+        kctl_produce(
+            broker, topic, "-D", ";;", "-K", ":", "--null-marker", "NULL", "--print-offsets",
+            "--report-format", "jsonl", input=data,
+        )
+    )  # fmt: skip
+    assert [json.loads(line)["line"] for line in result.stdout.splitlines()] == [1, 2, 3, 4, 5]
+    assert [(m.key(), m.value()) for m in read_all(broker.bootstrap, topic)] == [
+        (b"k1", b"multi\nline"),
+        (None, b"\xff\x00binary"),
+        (b"k2", None),
+        (None, b""),  # two delimiters in a row: an empty record
+        (None, b"last\n"),  # what follows the last delimiter, as it is
+    ]
+    nul = create_topic(broker, 1, "delim0")
+    ok(kctl_produce(broker, nul, "--delimiter", "\\0", input=b"a\x00b\x00"))
+    assert [m.value() for m in read_all(broker.bootstrap, nul)] == [b"a", b"b"]
+    assert kctl_produce(broker, nul, "-D", "").returncode == 2
+    assert kctl_produce(broker, nul, "-D", "\\q").returncode == 2
+    assert kctl_produce(broker, nul, "-D", ";", "-f", "jsonl").returncode == 2
+
+
 def test_keys_spread_over_partitions_like_kafka(broker: BrokerProcess) -> None:
     """murmur2 of the key, as Kafka's clients (test_partitioner checks it against confluent-kafka)."""
     topic = create_topic(broker, 4)

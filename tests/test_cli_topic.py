@@ -216,10 +216,13 @@ def test_describe_table_and_all(broker: BrokerProcess) -> None:
         "SIZE",
     ]  # fmt: skip
     assert [(r[0], r[1], r[6], r[7], r[8], r[9]) for r in rows[1:]] == [
-        ("a", "0", "-", "0", "0", "0"),
-        ("a", "1", "-", "0", "0", "0"),
-        ("b", "0", "-", "0", "0", "0"),
+        ("a", "0", "-", "0", "0", "0B"),  # sizes human-readable in tables
+        ("a", "1", "-", "0", "0", "0B"),
+        ("b", "0", "-", "0", "0", "0B"),
     ]
+    exact = topic(broker, "describe", "a", "--bytes")
+    assert exact.returncode == 0, exact.stderr
+    assert [row[9] for row in lines(exact.stdout.split("\n\n")[1])[1:]] == ["0", "0"]
     assert len(as_json(topic(broker, "describe", "--all", "-f", "json"))) == 2
 
 

@@ -4,6 +4,7 @@ record templates, readable timestamps and the console consumer's default start."
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
@@ -18,7 +19,15 @@ from kctl.console.formats import (
     readable_timestamp,
     record_envelope,
 )
-from kctl.console.produce import InputError, InputRecord, jsonl_parser, line_parser, parse_header
+from kctl.console.produce import (
+    InputError,
+    InputRecord,
+    jsonl_parser,
+    line_parser,
+    parse_delimiter,
+    parse_header,
+    split_records,
+)
 
 RECORD = ConsumerRecord(
     topic="orders",
@@ -158,3 +167,38 @@ def test_default_start() -> None:
     assert default_spec(None, None) == "end"  # new records, as kcat does
     assert default_spec(None, "end") == "beginning"  # --until alone dumps what is there
     assert default_spec("@-1h", "end") == "@-1h"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (";", b";"),
+        ("\\0", b"\0"),
+        ("\\t|\\n", b"\t|\n"),
+        ("\\x1e", b"\x1e"),
+        ("a\\\\b", b"a\\b"),
+        ("é", "é".encode()),
+    ],
+)
+def test_parse_delimiter(text: str, expected: bytes) -> None:
+    assert parse_delimiter(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "\\q", "\\xZZ", "a\\", "\\\\\\"])
+def test_parse_delimiter_refuses(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_delimiter(text)
+
+
+@pytest.mark.parametrize("chunk_size", [1, 2, 3, 64])
+def test_split_records_across_chunks(chunk_size: int) -> None:
+    data = b"ab<>c<><>d\ne<"
+    pieces = list(split_records(io.BytesIO(data), b"<>", chunk_size))
+    assert pieces == [(1, b"ab"), (2, b"c"), (3, b""), (4, b"d\ne<")]
+    assert list(split_records(io.BytesIO(b"x;y;"), b";", chunk_size)) == [(1, b"x"), (2, b"y")]
+    assert list(split_records(io.BytesIO(b""), b";", chunk_size)) == []
+
+
+def test_line_parser_keeps_newlines_of_delimited_records() -> None:
+    assert line_parser(None, None, [], strip_newline=False)(b"v\n") == InputRecord(None, b"v\n", [])
+    assert line_parser(None, None, [])(b"v\n") == InputRecord(None, b"v", [])

@@ -20,6 +20,7 @@ from kctl.commands.options import (
     DEFAULT_BOOTSTRAP_SERVER,
     DEFAULT_FORMAT,
     BootstrapServerOption,
+    BytesOption,
     ConfigFileOption,
     ConfigOverrideOption,
     FormatOption,
@@ -247,16 +248,16 @@ LOG_DIR_COLUMNS = [
     Column("log_dir", "LOG-DIR"),
     Column("error", formatter=lambda e: e or "-"),
     Column("replica_count", "REPLICAS"),
-    Column("size", "SIZE"),
-    Column("usable_bytes", "USABLE", formatter=lambda b: "-" if b < 0 else str(b)),
-    Column("total_bytes", "TOTAL", formatter=lambda b: "-" if b < 0 else str(b)),
+    Column("size", "SIZE", size=True),
+    Column("usable_bytes", "USABLE", size=True),
+    Column("total_bytes", "TOTAL", size=True),
 ]
 REPLICA_COLUMNS = [
     Column("broker"),
     Column("log_dir", "LOG-DIR"),
     Column("topic"),
     Column("partition"),
-    Column("size", "SIZE"),
+    Column("size", "SIZE", size=True),
     Column("offset_lag", "OFFSET-LAG"),
     Column("is_future", "FUTURE", formatter=lambda f: "yes" if f else "no"),
 ]
@@ -272,6 +273,7 @@ def log_dirs(
         list[str] | None,
         typer.Option("--topic", "-t", metavar="TOPIC", help="Only this topic's partitions (repeatable)."),
     ] = None,
+    exact_bytes: BytesOption = False,
     fmt: FormatOption = DEFAULT_FORMAT,
     config_file: ConfigFileOption = None,
     overrides: ConfigOverrideOption = None,
@@ -282,8 +284,9 @@ def log_dirs(
 
     Talks to a running cluster (-b); --config/-X take client properties here. The table format
     prints a log-dirs table, then a replicas table; json/jsonl print one object per log dir with
-    its "replicas" nested. Sizes are bytes. Exit status 1 if a log dir is offline or a broker
-    cannot be asked, 3 if no named topic exists."""
+    its "replicas" nested. Sizes are human-readable in tables (exact bytes with --bytes and in
+    JSON). Exit status 1 if a log dir is offline or a broker cannot be asked, 3 if no named topic
+    exists."""
     from kctl.client import TopicPartition
     from kctl.commands.clients import admin_session
 
@@ -323,12 +326,12 @@ def log_dirs(
         for d in dirs
     ]
     if fmt is OutputFormat.TABLE:
-        render_rows(documents, LOG_DIR_COLUMNS, fmt, title="log dirs")
+        render_rows(documents, LOG_DIR_COLUMNS, fmt, title="log dirs", exact_sizes=exact_bytes)
         sys.stdout.write("\n")
         rows = [
             {"broker": d["broker"], "log_dir": d["log_dir"], **r} for d in documents for r in d["replicas"]
         ]
-        render_rows(rows, REPLICA_COLUMNS, fmt, title="replicas")
+        render_rows(rows, REPLICA_COLUMNS, fmt, title="replicas", exact_sizes=exact_bytes)
     else:
         render_documents(documents, fmt)
     offline = [f"broker {d['broker']} log dir {d['log_dir']}: {d['error']}" for d in documents if d["error"]]

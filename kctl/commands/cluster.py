@@ -1,21 +1,37 @@
 """`kctl cluster`: start, show and stop a local cluster (a real ZooKeeper and N brokers) under one
-directory; the process management is kctl.localcluster.launcher."""
+directory (the process management is kctl.localcluster.launcher), list the named clusters, and show
+any running cluster at a glance (`info`: kctl.client.admin.overview)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from kctl.commands.errors import ExitCode, KctlError
-from kctl.commands.options import DEFAULT_FORMAT, FormatOption, OverrideSyntaxError, parse_override
-from kctl.commands.output import Column, OutputFormat, info, render_rows, warn
+from kctl.commands.options import (
+    DEFAULT_FORMAT,
+    ClusterOptions,
+    FormatOption,
+    OverrideSyntaxError,
+    cluster_options,
+    parse_override,
+)
+from kctl.commands.output import (
+    Column,
+    OutputFormat,
+    info,
+    render_object,
+    render_rows,
+    warn,
+)
 
 app = typer.Typer(
     help=(
         "Start, show and stop a local cluster (a ZooKeeper server and N brokers on this machine); "
-        "list the named clusters."
+        "list the named clusters; show a running cluster's brokers and partitions (info)."
     ),
     no_args_is_help=True,
 )
@@ -208,3 +224,79 @@ def list_clusters(
         for entry in (loaded.clusters[name] for name in loaded.names())
     ]
     render_rows(rows, LIST_COLUMNS, fmt)
+
+
+# -- info ------------------------------------------------------------------------------------------
+INFO_BROKER_COLUMNS = [
+    Column("broker_id", "ID"),
+    Column("endpoint"),
+    Column("rack", formatter=lambda r: r or "-"),
+    Column("controller", formatter=lambda c: "*" if c else ""),
+]
+INFO_PARTITION_COLUMNS = [
+    Column("topic"),
+    Column("partition"),
+    Column("leader", formatter=lambda v: str(v) if v >= 0 else "none"),
+    Column("leader_epoch", "EPOCH"),
+    Column("replicas", formatter=lambda v: ",".join(map(str, v)) or "-"),
+    Column("isr", "ISR", formatter=lambda v: ",".join(map(str, v)) or "-"),
+    Column("offline_replicas", "OFFLINE", formatter=lambda v: ",".join(map(str, v)) or "-"),
+]
+
+
+@app.command("info")
+@cluster_options
+def cluster_info(
+    topics: Annotated[
+        list[str] | None,
+        typer.Option("--topic", "-t", metavar="TOPIC", help="Only this topic (repeatable; default: all)."),
+    ] = None,
+    internal: Annotated[
+        bool, typer.Option("--internal", "-i", help="Include internal topics (e.g. __consumer_offsets).")
+    ] = False,
+    fmt: FormatOption = DEFAULT_FORMAT,
+    *,
+    cluster: ClusterOptions,
+) -> None:
+    """Show a running cluster at a glance (kcat -L, rpk cluster info): its id, the controller, the
+    live brokers (id, endpoint, rack) and every topic's partitions (leader, leader epoch, replicas,
+    in-sync replicas, offline replicas).
+
+    The table format prints the cluster, then a brokers table, then a partitions table; json/jsonl
+    print one object {"cluster_id", "controller_id", "brokers": [...], "topics": [{"topic",
+    "topic_id", "internal", "partitions": [...]}]}. Works against an embedded broker and a
+    ZooKeeper cluster alike (DescribeCluster and Metadata). Exit status 3 when no broker can be
+    reached or no named topic exists, 1 when only some do."""
+    from kctl.client.admin.overview import cluster_overview
+    from kctl.commands.clients import admin_session
+
+    names = list(dict.fromkeys(topics or []))
+    if internal and names:
+        raise KctlError("--internal goes without --topic (named topics are shown either way)", ExitCode.USAGE)
+    with admin_session(*cluster) as admin:
+        overview, missing = cluster_overview(admin, names, include_internal=internal)
+    document = overview.document()
+    if fmt is OutputFormat.TABLE:
+        render_object(
+            {
+                "cluster_id": overview.cluster_id,
+                "controller": overview.controller_id if overview.controller_id >= 0 else "none",
+                "brokers": len(overview.brokers),
+                "topics": len(overview.topics),
+                "partitions": sum(len(t.partitions) for t in overview.topics),
+            },
+            fmt,
+            title="cluster",
+        )
+        sys.stdout.write("\n")
+        render_rows(document["brokers"], INFO_BROKER_COLUMNS, fmt, title="brokers")
+        sys.stdout.write("\n")
+        partitions = [{"topic": t["topic"], **p} for t in document["topics"] for p in t["partitions"]]
+        render_rows(partitions, INFO_PARTITION_COLUMNS, fmt, title="partitions")
+    else:
+        render_object(document, fmt)
+    for topic in missing:
+        detail = f": {topic.error_message}" if topic.error_message else ""
+        warn(f"topic {topic.name!r}: {topic.error}{detail}")
+    if missing:
+        raise typer.Exit(ExitCode.NOT_FOUND if len(missing) == len(names) else ExitCode.FAILURE)

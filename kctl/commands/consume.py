@@ -29,6 +29,7 @@ from kctl.client.offsets_spec import (
     OffsetPoint,
     OffsetSpec,
     OffsetSpecError,
+    PointKind,
     parse_offset_point,
     parse_offset_spec,
     resolve_ranges,
@@ -238,6 +239,18 @@ def group_properties(
     return resolved.bootstrap_servers, properties
 
 
+def _group_until_end(end_point: OffsetPoint | None) -> bool:
+    """Whether a group member drains to the end (`--group G --until end`); any other --until is a
+    usage error with --group."""
+    if end_point is None:
+        return False
+    if end_point.kind is not PointKind.END:
+        raise KctlError(
+            "with --group, --until takes only `end` (drain the assigned partitions and exit)", ExitCode.USAGE
+        )
+    return True
+
+
 # -- the reader of stdout --------------------------------------------------------------------------
 class PipeWatch:
     """Notices, without writing, that the reader of a stdout pipe has gone (`| head` exited while
@@ -318,7 +331,9 @@ def consume(
             metavar="GROUP",
             help=(
                 "Read as a member of consumer group GROUP: the group assigns the partitions, reading "
-                "starts at its committed offsets (else --offset beginning|end) and commits as it goes."
+                "starts at its committed offsets (else --offset beginning|end) and commits as it goes. "
+                "With --until end: drain the assigned partitions to their end offsets, commit, leave "
+                "the group and exit 0."
             ),
         ),
     ] = None,
@@ -396,21 +411,32 @@ def consume(
     if zookeeper is not None and group is None:
         raise KctlError("--zookeeper goes with --group", ExitCode.USAGE)
     if group is not None:
-        if until is not None or partitions or spec.end is not None:
-            raise KctlError("--group cannot be combined with --until, a range or --partition", ExitCode.USAGE)
+        until_end = _group_until_end(end_point)
+        if partitions or spec.end is not None:
+            raise KctlError("--group cannot be combined with a range or --partition", ExitCode.USAGE)
         if names and pattern is not None:
             raise KctlError("with --group, name topics or give --pattern, not both", ExitCode.USAGE)
         bootstrap, properties = group_properties(
             config_file, overrides, bootstrap_server, group, offset, zookeeper
         )
+        if until_end and properties.get("zookeeper.connect"):
+            raise KctlError("--until end needs a broker-coordinated group, not ZooKeeper", ExitCode.USAGE)
         writer = make_writer(fmt, names)
         with client_errors():
             count = consume_as_group(
-                bootstrap, properties, names, pattern, writer.write, max_records, PipeWatch(sys.stdout).check
+                bootstrap,
+                properties,
+                names,
+                pattern,
+                writer.write,
+                max_records,
+                PipeWatch(sys.stdout).check,
+                until_end=until_end,
             )
             writer.close()
         if not quiet:
-            info(f"consumed {count} record{'s' if count != 1 else ''} as a member of group {group}")
+            drained = " (drained to the end offsets)" if until_end else ""
+            info(f"consumed {count} record{'s' if count != 1 else ''} as a member of group {group}{drained}")
         return
     bootstrap, config = consumer_config(config_file, overrides, bootstrap_server)
     consumer = connect(Consumer, bootstrap, config)

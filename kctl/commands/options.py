@@ -127,6 +127,13 @@ FormatOption = Annotated[
         help="Output format: table (aligned text), json (one array) or jsonl (one object per line).",
     ),
 ]
+BytesOption = Annotated[
+    bool,
+    typer.Option(
+        "--bytes",
+        help="Sizes in tables as exact bytes (default: human-readable, e.g. 1.5MiB; JSON has bytes).",
+    ),
+]
 ConfigFileOption = Annotated[
     Path | None,
     typer.Option(

@@ -63,7 +63,10 @@ class Column:
     justify: Literal["left", "right"] | None = None
     """Table alignment; default: right when every value is a number, else left."""
     formatter: Callable[[Any], str] | None = None
-    """Table display of a value (e.g. human-readable sizes); JSON output always gets the raw value."""
+    """Table display of a value; JSON output always gets the raw value."""
+    size: bool = False
+    """A size in bytes: tables show it human-readable (`format_size`: 1.5MiB) unless the command
+    was asked for exact bytes (`--bytes`: `render_rows(..., exact_sizes=True)`); negative: `-`."""
 
     @property
     def title(self) -> str:
@@ -164,16 +167,40 @@ def _justify(column: Column, rows: Sequence[Mapping[str, Any]]) -> Literal["left
     return "right" if values and all(_is_number(v) for v in values) else "left"
 
 
-def _table_cell(column: Column, value: Any) -> str:
+_SIZE_UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+
+
+def format_size(value: float) -> str:
+    """Bytes as a table shows them: `512B`, `1.5KiB`, `3.0MiB` (binary units, one decimal, no
+    blank so `awk` sees one field); a negative size (unknown) as `-`."""
+    if value < 0:
+        return "-"
+    if value < 1024:
+        return f"{int(value)}B"
+    amount = float(value)
+    for unit in _SIZE_UNITS:
+        amount /= 1024
+        if amount < 1024 or unit == _SIZE_UNITS[-1]:
+            return f"{amount:.1f}{unit}"
+    raise AssertionError("unreachable")
+
+
+def _table_cell(column: Column, value: Any, exact_sizes: bool = False) -> str:
+    if column.size and _is_number(value):
+        return format_size(value) if not exact_sizes else ("-" if value < 0 else str(value))
     if value is None or column.formatter is None:
         return format_cell(value)
     return column.formatter(value).translate(_CONTROL_ESCAPES)
 
 
 def _render_table(
-    rows: Sequence[Mapping[str, Any]], columns: list[Column], title: str | None, out: TextIO
+    rows: Sequence[Mapping[str, Any]],
+    columns: list[Column],
+    title: str | None,
+    out: TextIO,
+    exact_sizes: bool = False,
 ) -> None:
-    cells = [[_table_cell(c, row.get(c.key)) for c in columns] for row in rows]
+    cells = [[_table_cell(c, row.get(c.key), exact_sizes) for c in columns] for row in rows]
     aligns = [_justify(c, rows) for c in columns]
     if _is_terminal(out):
         table = Table(title=title, box=box.SIMPLE_HEAD, highlight=False)
@@ -200,11 +227,13 @@ def render_rows(
     *,
     title: str | None = None,
     out: TextIO | None = None,
+    exact_sizes: bool = False,
 ) -> None:
     """Write `rows` (mappings; only `columns` are shown, in that order) to stdout in `fmt`.
 
     With ``jsonl`` the rows may be a lazy iterable (a live stream): each is written and flushed as
-    it comes. The other formats need all rows first.
+    it comes. The other formats need all rows first. ``exact_sizes``: size columns of a table in
+    bytes rather than human-readable (`--bytes`).
     """
     out = out if out is not None else sys.stdout
     fmt = OutputFormat(fmt)
@@ -219,7 +248,7 @@ def render_rows(
         data = [{c.key: json_safe(row.get(c.key)) for c in cols} for row in materialized]
         out.write(_dumps(data, pretty=True) + "\n")
     else:
-        _render_table(materialized, cols, title, out)
+        _render_table(materialized, cols, title, out, exact_sizes)
     out.flush()
 
 

@@ -37,6 +37,7 @@ from kctl.commands.options import (
     DEFAULT_BOOTSTRAP_SERVER,
     DEFAULT_FORMAT,
     BootstrapServerOption,
+    BytesOption,
     ConfigFileOption,
     ConfigOverrideOption,
     FormatOption,
@@ -53,10 +54,6 @@ UNKNOWN = "UNKNOWN_TOPIC_OR_PARTITION"
 
 def _ids(values: Any) -> str:
     return ",".join(str(v) for v in values) if values else "-"
-
-
-def _size(value: int | None) -> str:
-    return "-" if value is None else str(value)
 
 
 def _read(path: Path, what: str) -> str:
@@ -127,8 +124,8 @@ MOVE_COLUMNS = [
     Column("target", formatter=_ids),
     Column("adding", formatter=_ids),
     Column("removing", formatter=_ids),
-    Column("size", formatter=_size),
-    Column("bytes_to_copy", "COPIES", formatter=_size),
+    Column("size", size=True),
+    Column("bytes_to_copy", "COPIES", size=True),
     Column("status"),
     Column("message"),
 ]
@@ -210,6 +207,7 @@ def reassign(
             "(advisory where the brokers do not throttle replication).",
         ),
     ] = None,
+    exact_bytes: BytesOption = False,
     fmt: FormatOption = DEFAULT_FORMAT,
     config_file: ConfigFileOption = None,
     overrides: ConfigOverrideOption = None,
@@ -263,7 +261,7 @@ def reassign(
         elif cancel:
             _cancel(admin, plan, fmt)
         else:
-            _show_or_execute(admin, plan, current, execute, throttle, fmt)
+            _show_or_execute(admin, plan, current, execute, throttle, fmt, exact_bytes)
 
 
 def _generate(
@@ -323,6 +321,7 @@ def _show_or_execute(
     execute: bool,
     throttle: int | None,
     fmt: OutputFormat,
+    exact_bytes: bool = False,
 ) -> None:
     try:
         planned = moves(current, plan, _sizes(admin, list(plan)))
@@ -332,7 +331,10 @@ def _show_or_execute(
     total = sum(m.bytes_to_copy or 0 for m in changing)
     if not execute:
         render_rows(
-            [_move_row(m, "planned" if m.changes else "unchanged") for m in planned], MOVE_COLUMNS, fmt
+            [_move_row(m, "planned" if m.changes else "unchanged") for m in planned],
+            MOVE_COLUMNS,
+            fmt,
+            exact_sizes=exact_bytes,
         )
         info(
             f"{len(changing)} of {len(planned)} partitions would move, copying {total} bytes; "
@@ -354,7 +356,7 @@ def _show_or_execute(
         else:
             failed += 1
             rows.append(_move_row(m, result.error or "", result.error_message))
-    render_rows(rows, MOVE_COLUMNS, fmt)
+    render_rows(rows, MOVE_COLUMNS, fmt, exact_sizes=exact_bytes)
     if throttle is not None and changing:
         involved = {b for m in changing for b in (*m.current, *m.target)}
         for result in admin.set_replication_throttle(involved, throttle):

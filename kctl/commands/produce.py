@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterable
 from typing import Annotated, TextIO
 
 import typer
@@ -42,7 +43,9 @@ from kctl.console.produce import (
     json_array_parser,
     jsonl_parser,
     line_parser,
+    parse_delimiter,
     parse_header,
+    split_records,
 )
 
 app = typer.Typer(  # one command: its help is the docstring of `produce`
@@ -111,6 +114,15 @@ def _headers_option(values: list[str] | None) -> Headers:
     return headers
 
 
+def _delimiter_option(text: str | None) -> bytes | None:
+    if text is None:
+        return None
+    try:
+        return parse_delimiter(text)
+    except ValueError as error:
+        raise KctlError(f"invalid --delimiter {text!r}: {error}", ExitCode.USAGE) from None
+
+
 @app.callback()
 def produce(
     topic: Annotated[str, typer.Argument(metavar="TOPIC", help="The topic to write to.", show_default=False)],
@@ -134,6 +146,18 @@ def produce(
             "-K",
             metavar="SEP",
             help="lines: the key is the text before the first SEP, the value what follows.",
+        ),
+    ] = None,
+    delimiter: Annotated[
+        str | None,
+        typer.Option(
+            "--delimiter",
+            "-D",
+            metavar="DELIM",
+            help=(
+                "lines: split the input into records at DELIM instead of newlines (kcat -D); escapes "
+                "\\t \\n \\r \\0 \\xHH (and two backslashes for one), e.g. -D '\\0' or -D ';;'."
+            ),
         ),
     ] = None,
     null_marker: Annotated[
@@ -200,7 +224,9 @@ def produce(
 
     Lines (the default, `--format table`): each line (without its newline) is a
     value; with `--key-separator SEP` the text before the first SEP is the key (a line without SEP
-    has no key). `--format jsonl` reads one JSON object per line instead: "key", "value" and header
+    has no key). With `--delimiter DELIM` the records are the bytes between DELIMs instead (newlines
+    are then data; what follows the last DELIM is one more record unless it is empty).
+    `--format jsonl` reads one JSON object per line instead: "key", "value" and header
     values are strings (UTF-8) or {"base64": ...} for binary, null for null; "headers" is a list of
     [key, value] pairs; other fields (topic, offset, ...) are ignored, except "partition" with
     --keep-partition and "timestamp" with --keep-timestamp; `--format json` reads the same objects
@@ -222,10 +248,14 @@ def produce(
     fmt = OutputFormat(fmt)
     input_format = {OutputFormat.JSONL: "jsonl", OutputFormat.JSON: "json"}.get(fmt, "lines")
     report_name = OutputFormat(report_format if report_format is not None else fmt).value
-    if input_format != "lines" and (key_separator is not None or null_marker is not None):
+    if input_format != "lines" and (
+        key_separator is not None or null_marker is not None or delimiter is not None
+    ):
         raise KctlError(
-            f"--key-separator and --null-marker apply to lines, not --format {input_format}", ExitCode.USAGE
+            f"--key-separator, --null-marker and --delimiter apply to lines, not --format {input_format}",
+            ExitCode.USAGE,
         )
+    record_delimiter = _delimiter_option(delimiter)
     if input_format == "lines" and (keep_partition or keep_timestamp):
         raise KctlError("--keep-partition and --keep-timestamp need --format jsonl or json", ExitCode.USAGE)
     if partition is not None and keep_partition:
@@ -246,6 +276,7 @@ def produce(
             key_separator.encode() if key_separator is not None else None,
             null_marker.encode() if null_marker is not None else None,
             extra_headers,
+            strip_newline=record_delimiter is None,
         )
     elif input_format == "jsonl":
         parse = jsonl_parser(keep_partition, keep_timestamp, extra_headers)
@@ -263,7 +294,12 @@ def produce(
     try:
         with producer:
             try:
-                lines = items if input_format == "json" else enumerate(sys.stdin.buffer, 1)
+                if input_format == "json":
+                    lines: Iterable[tuple[int, bytes]] = items
+                elif record_delimiter is not None:
+                    lines = split_records(sys.stdin.buffer, record_delimiter)
+                else:
+                    lines = enumerate(sys.stdin.buffer, 1)
                 session.run(lines, parse, partition)
             finally:
                 session.finish()

@@ -32,6 +32,7 @@ from kctl.commands.clients import admin_session
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
     DEFAULT_FORMAT,
+    BytesOption,
     ClusterOptions,
     FormatOption,
     OverrideSyntaxError,
@@ -264,7 +265,7 @@ PARTITION_COLUMNS = [
     Column("offline_replicas", "OFFLINE", formatter=_ids),
     Column("log_start_offset", "LOG-START"),
     Column("high_watermark", "HIGH-WATERMARK"),
-    Column("size", "SIZE"),
+    Column("size", "SIZE", size=True),
 ]
 
 
@@ -406,6 +407,7 @@ def describe(
             help="Only partitions whose ISR is smaller than the topic's min.insync.replicas.",
         ),
     ] = False,
+    exact_bytes: BytesOption = False,
     fmt: FormatOption = DEFAULT_FORMAT,
     *,
     cluster: ClusterOptions,
@@ -414,8 +416,8 @@ def describe(
 
     Per topic: id, partition count, replication factor and non-default configs; per partition: the
     leader, leader epoch, replicas, in-sync replicas, offline replicas, log start offset, high
-    watermark and size on disk at the leader in bytes (segments and their records; - when the
-    leader cannot say).
+    watermark and size on disk at the leader (segments and their records; - when the leader cannot
+    say; human-readable in tables, exact bytes with --bytes and in JSON).
 
     The table format prints a topics table, then a partitions table; json/jsonl print one nested
     object per topic ("partitions" is a list; "configs" maps each config whose value does not come
@@ -443,7 +445,7 @@ def describe(
         render_rows(documents, TOPIC_COLUMNS, fmt, title="topics")
         sys.stdout.write("\n")
         partition_rows = [{"topic": d["topic"], **p} for d in documents for p in d["partitions"]]
-        render_rows(partition_rows, PARTITION_COLUMNS, fmt, title="partitions")
+        render_rows(partition_rows, PARTITION_COLUMNS, fmt, title="partitions", exact_sizes=exact_bytes)
     else:
         render_documents(documents, fmt)
     _finish(results)
@@ -546,3 +548,210 @@ def alter(
 def _change_row(result: Result, change: str, validate_only: bool) -> dict[str, Any]:
     status = ("valid" if validate_only else "altered") if result.ok else result.error
     return {"topic": result.name, "change": change, "status": status, "message": result.error_message}
+
+
+# -- offsets and trim ------------------------------------------------------------------------------
+PartitionSelectOption = Annotated[
+    list[int] | None,
+    typer.Option(
+        "--partition", "-p", metavar="N", min=0, help="Only partition N of each topic (repeatable)."
+    ),
+]
+
+
+def _point(text: str, option: str) -> Any:
+    from kctl.client.offsets_spec import OffsetSpecError, parse_offset_point
+
+    try:
+        return parse_offset_point(text)
+    except OffsetSpecError as error:
+        raise KctlError(f"invalid {option}: {error}", ExitCode.USAGE) from None
+
+
+def _selected_partitions(
+    admin: AdminClient, names: list[str], partitions: list[int] | None
+) -> tuple[list[TopicPartition], list[Result]]:
+    """The partitions of the named topics (only ``partitions`` of each, when given) and the topics'
+    results; a named partition a topic lacks exits 3."""
+    described = admin.describe_topics(names)
+    wanted = set(partitions or [])
+    tps: list[TopicPartition] = []
+    for topic in described:
+        if not topic.ok:
+            continue
+        present = {p.partition for p in topic.partitions}
+        absent = sorted(wanted - present)
+        if absent:
+            raise KctlError(
+                f"topic {topic.name!r} has no partition {', '.join(map(str, absent))} "
+                f"(it has {len(present)})",
+                ExitCode.NOT_FOUND,
+            )
+        tps.extend(TopicPartition(topic.name, p) for p in sorted(present) if not wanted or p in wanted)
+    return tps, list(described)
+
+
+def _timestamp_cell(ms: int) -> str:
+    from kctl.console.formats import readable_timestamp
+
+    return readable_timestamp(ms)
+
+
+@app.command("offsets")
+@cluster_options
+def offsets(
+    topics: TopicsArgument,
+    time_spec: Annotated[
+        str | None,
+        typer.Option(
+            "--time",
+            metavar="SPEC",
+            help=(
+                "A point of the offset grammar: beginning, end, N, -N, +N, @TIME (epoch ms, "
+                "2026-11-22, 2026-11-22T10:00:00Z, @-1h). Default: the earliest and latest offsets."
+            ),
+        ),
+    ] = None,
+    partitions: PartitionSelectOption = None,
+    fmt: FormatOption = DEFAULT_FORMAT,
+    *,
+    cluster: ClusterOptions,
+) -> None:
+    """Show each partition's offsets (kcat -Q, kafka-get-offsets.sh).
+
+    Without --time: one row per partition with its earliest offset (the log start offset) and its
+    latest (the high watermark, the next offset to be written). With --time SPEC: the offset SPEC
+    names, resolved as `consume --offset` resolves it (clamped into earliest..latest; a time after
+    the last record is the latest offset), and for a time the timestamp of the record there (ISO in
+    tables, epoch ms in JSON). Exit status 3 if no named topic (or a named partition) exists, 1 if
+    only some topics do."""
+    from kctl.client.admin.overview import log_offsets, partition_offsets
+
+    names = _unique(topics)
+    point = _point(time_spec, "--time") if time_spec is not None else None
+    with admin_session(*cluster) as admin:
+        tps, results = _selected_partitions(admin, names, partitions)
+        if point is None:
+            rows: list[dict[str, Any]] = [
+                {
+                    "topic": o.topic_partition.topic,
+                    "partition": o.topic_partition.partition,
+                    "earliest": o.log_start_offset,
+                    "latest": o.high_watermark,
+                }
+                for o in log_offsets(admin, tps)
+            ]
+            columns = [Column("topic"), Column("partition"), Column("earliest"), Column("latest")]
+        else:
+            rows = [
+                {
+                    "topic": p.topic_partition.topic,
+                    "partition": p.topic_partition.partition,
+                    "offset": p.offset,
+                    "timestamp": p.timestamp,
+                }
+                for p in partition_offsets(admin, tps, point)
+            ]
+            columns = [
+                Column("topic"),
+                Column("partition"),
+                Column("offset"),
+                Column("timestamp", formatter=_timestamp_cell),
+            ]
+    render_rows(rows, columns, fmt)
+    _finish(results)
+
+
+TRIM_COLUMNS = [
+    Column("topic"),
+    Column("partition"),
+    Column("log_start_offset", "LOG-START"),
+    Column("new_log_start_offset", "NEW-LOG-START"),
+    Column("high_watermark", "HIGH-WATERMARK"),
+    Column("removed", "RECORDS-REMOVED"),
+    Column("status"),
+]
+
+
+@app.command("trim")
+@cluster_options
+def trim(
+    topic: Annotated[str, typer.Argument(metavar="TOPIC", help="The topic to trim.")],
+    to: Annotated[
+        str,
+        typer.Option(
+            "--to",
+            metavar="SPEC",
+            help=(
+                "Delete every record before this point of the offset grammar: N, -N (keep the last "
+                "N), +N, @TIME (epoch ms, 2026-11-22, 2026-11-22T10:00:00Z, @-1h), end (everything)."
+            ),
+        ),
+    ],
+    partitions: PartitionSelectOption = None,
+    execute: Annotated[
+        bool, typer.Option("--execute", help="Delete the records (without it: only show the plan).")
+    ] = False,
+    fmt: FormatOption = DEFAULT_FORMAT,
+    *,
+    cluster: ClusterOptions,
+) -> None:
+    """Delete the records of a topic's partitions before an offset (kafka-delete-records.sh, rpk
+    topic trim-prefix): the log start offset moves up to it.
+
+    Prints the plan, one row per partition: the log start offset now, the new one (SPEC resolved as
+    `consume --offset` resolves it, clamped into log start..high watermark), the high watermark and
+    how many offsets fall below the new start (records, unless compaction left gaps). Nothing
+    changes without --execute, which sends DeleteRecords and reports the log start offset each
+    leader answers (status trimmed, unchanged, or Kafka's error name). Exit status 3 if the topic or
+    a named partition does not exist, 1 if a partition could not be trimmed."""
+    from kctl.client.admin.overview import execute_trim, trim_plan
+
+    (name,) = _unique([topic])
+    point = _point(to, "--to")
+    with admin_session(*cluster) as admin:
+        tps, results = _selected_partitions(admin, [name], partitions)
+        if not all(r.ok for r in results):
+            _finish(results)
+        plan = trim_plan(admin, tps, point)
+        steps = execute_trim(admin, plan) if execute else plan
+    rows = []
+    for step in steps:
+        if step.error is not None:
+            status = step.error
+        elif not step.changes:
+            status = "unchanged"
+        else:
+            status = "trimmed" if execute else "to trim"
+        new_start = step.new_log_start_offset
+        if step.result_log_start_offset is not None:
+            new_start = step.result_log_start_offset
+        rows.append(
+            {
+                "topic": step.topic_partition.topic,
+                "partition": step.topic_partition.partition,
+                "log_start_offset": step.log_start_offset,
+                "new_log_start_offset": new_start,
+                "high_watermark": step.high_watermark,
+                "removed": step.removed,
+                "status": status,
+            }
+        )
+    render_rows(rows, TRIM_COLUMNS, fmt)
+    failed = [s for s in steps if s.error is not None]
+    for step in failed:
+        _error(
+            f"partition {step.topic_partition}: {step.error}"
+            + (f": {step.error_message}" if step.error_message else "")
+        )
+    total = sum(s.removed for s in steps if s.error is None)
+    changed = sum(1 for s in steps if s.changes and s.error is None)
+    if not execute:
+        info(
+            f"would remove {total} record(s) from {changed} partition(s); "
+            "nothing changed: add --execute to delete them"
+        )
+    else:
+        info(f"removed {total} record(s) from {changed} partition(s)")
+    if failed:
+        raise typer.Exit(ExitCode.FAILURE)

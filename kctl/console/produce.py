@@ -2,19 +2,20 @@
 reported in input order.
 
 Input formats: `line_parser` makes one record of every line (optionally `KEY<SEP>VALUE`, a null
-marker for tombstones); `jsonl_parser` reads the JSON envelope of `kctl.console.formats` (what the
-console consumer writes), one per line; `json_array_parser` the same envelopes in one JSON array.
-`ProduceSession` sends parsed records as they come (constant memory: the producer's
-`buffer.memory` applies back-pressure) and hands each outcome, in input order, to the caller's
-`on_delivered` / `on_error`.
+marker for tombstones), or of every piece of input between delimiters (`split_records`, kcat -D);
+`jsonl_parser` reads the JSON envelope of `kctl.console.formats` (what the console consumer writes),
+one per line; `json_array_parser` the same envelopes in one JSON array. `ProduceSession` sends
+parsed records as they come (constant memory: the producer's `buffer.memory` applies back-pressure)
+and hands each outcome, in input order, to the caller's `on_delivered` / `on_error`.
 """
 
 from __future__ import annotations
 
 import collections
 import json
-from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple
+import re
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, BinaryIO, NamedTuple
 
 from kctl.client import KafkaError
 from kctl.client.producer import Producer, RecordFuture, RecordMetadata
@@ -64,13 +65,21 @@ def _strip_newline(line: bytes) -> bytes:
     return line[:-1] if line.endswith(b"\n") else line
 
 
-def line_parser(key_separator: bytes | None, null_marker: bytes | None, headers: Headers) -> Parser:
+def _keep(line: bytes) -> bytes:
+    return line
+
+
+def line_parser(
+    key_separator: bytes | None, null_marker: bytes | None, headers: Headers, *, strip_newline: bool = True
+) -> Parser:
     """Lines: the line is the value; with a separator, the key is what precedes its first
     occurrence (a line without it has a null key); a value equal to the null marker is null.
-    Every record gets `headers`."""
+    Every record gets `headers`. ``strip_newline=False`` for pieces that `split_records` cut (they
+    hold no delimiter, and a newline in them is data)."""
+    strip = _strip_newline if strip_newline else _keep
 
     def parse(line: bytes) -> InputRecord:
-        line = _strip_newline(line)
+        line = strip(line)
         key: bytes | None = None
         value: bytes | None = line
         if key_separator is not None:
@@ -82,6 +91,55 @@ def line_parser(key_separator: bytes | None, null_marker: bytes | None, headers:
         return InputRecord(key, value, headers)
 
     return parse
+
+
+_DELIMITER_ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{2}|.)", re.DOTALL)
+_DELIMITER_ESCAPES = {"t": b"\t", "n": b"\n", "r": b"\r", "0": b"\0", "\\": b"\\"}
+
+
+def parse_delimiter(text: str) -> bytes:
+    """A record delimiter as given on the command line (UTF-8), with the escapes \\t \\n \\r \\0
+    \\\\ and \\xHH (kcat -D). ValueError for an empty delimiter or an unknown escape."""
+    out = bytearray()
+    position = 0
+    for match in _DELIMITER_ESCAPE.finditer(text):
+        out += text[position : match.start()].encode()
+        escape = match.group(1)
+        if escape.startswith("x") and len(escape) == 3:
+            out.append(int(escape[1:], 16))
+        elif escape in _DELIMITER_ESCAPES:
+            out += _DELIMITER_ESCAPES[escape]
+        else:
+            raise ValueError(f"unknown escape \\{escape} (known: \\t \\n \\r \\0 \\\\ \\xHH)")
+        position = match.end()
+    rest = text[position:]
+    if "\\" in rest:  # every backslash followed by a character was matched: this one ends the text
+        raise ValueError("a lone backslash at the end")
+    out += rest.encode()
+    if not out:
+        raise ValueError("the delimiter must not be empty")
+    return bytes(out)
+
+
+def split_records(stream: BinaryIO, delimiter: bytes, chunk_size: int = 65536) -> Iterator[tuple[int, bytes]]:
+    """(record number from 1, bytes) of every piece of ``stream`` between delimiters, as soon as its
+    delimiter arrives (streamed, in linear time). What follows the last delimiter is one more record,
+    unless it is empty."""
+    read = getattr(stream, "read1", stream.read)
+    pending = bytearray()
+    number = 0
+    width = len(delimiter)
+    while chunk := read(chunk_size):
+        search_from = max(len(pending) - width + 1, 0)
+        pending += chunk
+        start = 0
+        while (found := pending.find(delimiter, max(search_from, start))) >= 0:
+            number += 1
+            yield number, bytes(pending[start:found])
+            start = found + width
+        del pending[:start]
+    if pending:
+        yield number + 1, bytes(pending)
 
 
 def _json_bytes(document: dict[str, Any], field: str) -> bytes | None:

@@ -8,6 +8,8 @@ cluster, over Kafka's admin APIs.
   cluster, log dirs), ``reassignments`` (leader elections, partition reassignments) — the operations,
   by subject.
 * ``client``  — ``AdminClient``, which has them all.
+* ``overview`` — views built from several calls: the cluster at a glance, each partition's offset at a
+  point of the offset grammar, trim plans (DeleteRecords up to a point).
 """
 
 from kctl.client.admin.base import Outcome
