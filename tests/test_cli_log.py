@@ -122,6 +122,10 @@ def test_dump_table_goes_to_stdout(partition):
     result = kctl("log", "dump", str(partition))
     assert result.returncode == 0
     assert "BASE" in result.stdout and "00000000000000000040.log" in result.stdout
+    assert "KiB" in result.stdout and "2023-11-14T22:13:20.000Z" in result.stdout  # human sizes, ISO times
+    exact = kctl("log", "dump", str(partition), "--bytes")
+    batch_size = len(make_batch(10, value_size=100))
+    assert "KiB" not in exact.stdout and f" {batch_size} " in exact.stdout
 
 
 def test_kctl_written_and_independent_segments_verify_clean(partition, tmp_path):
@@ -322,3 +326,46 @@ def test_verify_a_log_dir_checks_each_partition_and_an_empty_dir_is_not_clean(pa
     nothing = kctl("log", "verify", str(empty))
     assert nothing.returncode == 3
     assert "nothing to verify" in nothing.stderr and "clean" not in nothing.stderr
+
+
+def test_dump_offsets_decoder_reads_consumer_offsets_records(tmp_path):
+    """`--offsets-decoder` (Kafka's name) decodes offset commits, group metadata and tombstones."""
+    from kctl.broker.group.records import (
+        GroupKey,
+        GroupValue,
+        OffsetKey,
+        OffsetValue,
+        encode_group_key,
+        encode_group_value,
+        encode_offset_key,
+        encode_offset_value,
+    )
+
+    directory = tmp_path / "__consumer_offsets_7"
+    log = Log(directory, TopicPartition("__consumer_offsets", 7), LogConfig(), needs_recovery=False)
+    keys = [
+        encode_offset_key(OffsetKey("billing", "orders", 3)),
+        encode_group_key(GroupKey("billing")),
+        encode_offset_key(OffsetKey("billing", "orders", 4)),
+        b"\x00\x09junk",
+    ]
+    values = [
+        encode_offset_value(OffsetValue(offset=42, metadata="", commit_timestamp=T0)),
+        encode_group_value(GroupValue(protocol_type="consumer", generation=5, members=[])),
+        None,
+        b"whatever",
+    ]
+    log.append(make_batch(4, keys=keys, values=values))
+    log.close()
+
+    result = kctl("log", "dump", str(directory), "--offsets-decoder", "-f", "jsonl")
+    assert result.returncode == 0, result.stderr
+    [batch] = jsonl(result.stdout)
+    commit, group, tombstone, junk = batch["records"]
+    assert commit["key"] == {"group": "billing", "topic": "orders", "partition": 3}
+    assert commit["value"]["offset"] == 42 and commit["value"]["commit_timestamp"] == T0
+    assert group["key"] == {"group": "billing"} and group["value"]["generation"] == 5
+    assert tombstone["key"]["partition"] == 4 and tombstone["value"] is None
+    assert "not a __consumer_offsets record" in junk["error"]
+    table = kctl("log", "dump", str(directory), "--offsets-decoder")
+    assert table.returncode == 0 and "billing" in table.stdout and "2023-11-14T22:13:20" in table.stdout

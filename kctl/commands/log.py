@@ -6,6 +6,7 @@ CRCs, offsets, indexes and trailing bytes; ``recover`` cuts a damaged tail and r
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any
@@ -15,12 +16,14 @@ import typer
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
     DEFAULT_FORMAT,
+    BytesOption,
     ConfigFileOption,
     ConfigOverrideOption,
     FormatOption,
     load_config,
 )
 from kctl.commands.output import Column, OutputFormat, info, progress, render_documents, render_rows, warn
+from kctl.console.formats import readable_timestamp
 from kctl.log.config import TOPIC_CONFIGS, InvalidConfigError, LogConfig
 from kctl.log.inspect import (
     NotASegmentError,
@@ -93,17 +96,61 @@ BATCH_COLUMNS = [
     Column("base_offset", "BASE"),
     Column("last_offset", "LAST"),
     Column("count"),
-    Column("size"),
+    Column("size", size=True),
     Column("compression", "CODEC"),
-    Column("first_timestamp", "FIRST-TS"),
-    Column("max_timestamp", "MAX-TS"),
+    Column("first_timestamp", "FIRST-TS", formatter=readable_timestamp),
+    Column("max_timestamp", "MAX-TS", formatter=readable_timestamp),
     Column("crc"),
     Column("valid"),
 ]
-RECORD_COLUMNS = ["offset", "timestamp", "key", "value", "headers"]
+RECORD_COLUMNS = [
+    Column("offset"),
+    Column("timestamp", formatter=readable_timestamp),
+    Column("key"),
+    Column("value"),
+    Column("headers"),
+]
 
 
-def _batch_documents(log_path: Path, deep: bool, problems: list[str]) -> Iterator[dict[str, Any]]:
+def _decode_offsets_record(record: dict[str, Any]) -> dict[str, Any]:
+    """A __consumer_offsets record's key and value decoded (Kafka's --offsets-decoder): an offset
+    commit or group metadata, as JSON-ready fields; undecodable bytes are left as they are."""
+    from kctl.broker.group.records import (  # only with --offsets-decoder: the broker's formats
+        CorruptOffsetsRecordError,
+        GroupMetadataKey,
+        decode_group_value,
+        decode_key,
+        decode_offset_value,
+    )
+
+    key, value = record.get("key"), record.get("value")
+    if not isinstance(key, bytes):
+        return record
+    try:
+        decoded_key = decode_key(key)
+        if value is None:
+            decoded_value: Any = None  # a tombstone: the offset or the group was deleted
+        elif isinstance(decoded_key, GroupMetadataKey):
+            decoded_value = decode_group_value(value)
+        else:
+            decoded_value = decode_offset_value(value)
+    except CorruptOffsetsRecordError as error:
+        return {**record, "error": f"not a __consumer_offsets record: {error}"}
+    return {**record, "key": _as_dict(decoded_key), "value": _as_dict(decoded_value)}
+
+
+def _as_dict(struct: Any) -> Any:
+    """A decoded protocol struct as plain data (nested structs and lists included)."""
+    if struct is None or isinstance(struct, str | int | float | bool | bytes):
+        return struct
+    if isinstance(struct, list | tuple):
+        return [_as_dict(item) for item in struct]
+    return {f.name: _as_dict(getattr(struct, f.name)) for f in dataclasses.fields(struct)}
+
+
+def _batch_documents(
+    log_path: Path, deep: bool, problems: list[str], offsets_decoder: bool = False
+) -> Iterator[dict[str, Any]]:
     for item in read_batches(log_path):
         if isinstance(item, Unreadable):
             problems.append(f"{item.file} position {item.position}: {item.reason}")
@@ -122,6 +169,8 @@ def _batch_documents(log_path: Path, deep: bool, problems: list[str]) -> Iterato
         if deep:
             try:
                 document["records"] = decode_records(data)
+                if offsets_decoder:
+                    document["records"] = [_decode_offsets_record(r) for r in document["records"]]
             except InvalidRecordBatch as error:
                 document["records"] = None
                 document["error"] = f"records cannot be decoded: {error}"
@@ -168,6 +217,14 @@ def dump(
     indexes: Annotated[
         bool, typer.Option("--indexes/--no-indexes", help="Also list the .index and .timeindex entries.")
     ] = False,
+    offsets_decoder: Annotated[
+        bool,
+        typer.Option(
+            "--offsets-decoder",
+            help="Decode __consumer_offsets records (offset commits and group metadata); implies --deep.",
+        ),
+    ] = False,
+    exact_sizes: BytesOption = False,
     fmt: FormatOption = DEFAULT_FORMAT,
     config_file: ConfigFileOption = None,
     overrides: ConfigOverrideOption = None,
@@ -177,7 +234,9 @@ def dump(
     Naming a .index or .timeindex file lists that index; naming a .snapshot file lists the
     idempotent producers it remembers (one row per remembered batch). In json/jsonl every object has
     a "type": batch, index, timeindex, unreadable or snapshot; keys and values that are not UTF-8 appear as
-    {"base64": "..."}. Exit status 0, also when invalid batches are listed (see `kctl log verify`)."""
+    {"base64": "..."}. Tables show times in RFC 3339 UTC and sizes human-readable (--bytes: exact);
+    JSON has epoch milliseconds and bytes. Exit status 0, also when invalid batches are listed (see
+    `kctl log verify`)."""
     _log_config(config_file, overrides)
     if path.is_file() and path.name.endswith(SNAPSHOT_SUFFIX):
         rows = _snapshot_documents(path)
@@ -209,12 +268,12 @@ def dump(
                 continue
             if not log_path.exists():
                 raise KctlError(f"segment file not found: {log_path}", ExitCode.NOT_FOUND)
-            yield from _batch_documents(log_path, deep, problems)
+            yield from _batch_documents(log_path, deep or offsets_decoder, problems, offsets_decoder)
             if indexes:
                 yield from _index_documents(base_offset, log_path)
 
     if fmt is OutputFormat.TABLE:
-        _dump_tables(documents(), deep)
+        _dump_tables(documents(), deep or offsets_decoder, exact_sizes)
     else:
         render_documents(documents(), fmt)
     for problem in problems:
@@ -232,7 +291,7 @@ SNAPSHOT_COLUMNS = [
     Column("last_sequence", "LAST-SEQ"),
     Column("first_offset", "FIRST-OFFSET"),
     Column("last_offset", "LAST-OFFSET"),
-    Column("max_timestamp", "MAX-TS"),
+    Column("max_timestamp", "MAX-TS", formatter=readable_timestamp),
 ]
 
 
@@ -269,7 +328,7 @@ def _snapshot_documents(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _dump_tables(documents: Iterator[Mapping[str, Any]], deep: bool) -> None:
+def _dump_tables(documents: Iterator[Mapping[str, Any]], deep: bool, exact_sizes: bool = False) -> None:
     by_type: dict[str, list[Mapping[str, Any]]] = {}
     records: list[dict[str, Any]] = []
     for document in documents:
@@ -278,18 +337,29 @@ def _dump_tables(documents: Iterator[Mapping[str, Any]], deep: bool) -> None:
             for record in document.get("records") or []:
                 records.append({"file": document["file"], "batch": document["base_offset"], **record})
     if "batch" in by_type:
-        render_rows(by_type["batch"], BATCH_COLUMNS, OutputFormat.TABLE, title="batches")
+        render_rows(
+            by_type["batch"], BATCH_COLUMNS, OutputFormat.TABLE, title="batches", exact_sizes=exact_sizes
+        )
     if deep and records:
-        render_rows(records, ["file", "batch", *RECORD_COLUMNS], OutputFormat.TABLE, title="records")
+        columns = [Column("file"), Column("batch"), *RECORD_COLUMNS]
+        render_rows(records, columns, OutputFormat.TABLE, title="records")
     for kind, columns, title in SECONDARY_TABLES:
         if kind in by_type:
-            render_rows(by_type[kind], columns, OutputFormat.TABLE, title=title)
+            render_rows(by_type[kind], columns, OutputFormat.TABLE, title=title, exact_sizes=exact_sizes)
 
 
 SECONDARY_TABLES = [
-    ("unreadable", ["file", "position", "size", "reason"], "unreadable bytes"),
+    (
+        "unreadable",
+        [Column("file"), Column("position"), Column("size", size=True), Column("reason")],
+        "unreadable bytes",
+    ),
     ("index", ["file", "entry", "offset", "position"], "offset index"),
-    ("timeindex", ["file", "entry", "timestamp", "offset"], "time index"),
+    (
+        "timeindex",
+        ["file", "entry", Column("timestamp", formatter=readable_timestamp), "offset"],
+        "time index",
+    ),
 ]
 
 
@@ -363,9 +433,9 @@ def _verify_targets(paths: list[Path]) -> list[Path]:
 RECOVER_COLUMNS = [
     Column("file"),
     Column("action"),
-    Column("size"),
-    Column("kept_bytes", "KEPT"),
-    Column("cut_bytes", "CUT"),
+    Column("size", size=True),
+    Column("kept_bytes", "KEPT", size=True),
+    Column("cut_bytes", "CUT", size=True),
     Column("batches_kept", "BATCHES"),
     Column("last_offset_kept", "LAST-OFFSET"),
     Column("reason"),
@@ -377,6 +447,7 @@ RECOVER_COLUMNS = [
 def recover_command(
     path: PathArgument,
     dry_run: DryRunOption = False,
+    exact_sizes: BytesOption = False,
     fmt: FormatOption = DEFAULT_FORMAT,
     config_file: ConfigFileOption = None,
     overrides: ConfigOverrideOption = None,
@@ -407,7 +478,8 @@ def recover_command(
         }
         for step in report.steps
     ]
-    render_rows(rows, RECOVER_COLUMNS, fmt, title="recovery plan" if dry_run else "recovery")
+    title = "recovery plan" if dry_run else "recovery"
+    render_rows(rows, RECOVER_COLUMNS, fmt, title=title, exact_sizes=exact_sizes)
     verb = "would cut" if dry_run else "cut"
     kept_segments = sum(1 for step in report.steps if step.action != "delete")
     info(
@@ -422,7 +494,7 @@ def recover_command(
 PURGE_COLUMNS = [
     Column("base_offset", "BASE"),
     Column("last_offset", "LAST"),
-    Column("size"),
+    Column("size", size=True),
     Column("reason"),
     Column("detail"),
 ]
@@ -448,6 +520,7 @@ def purge_command(
         typer.Option("--before-offset", min=0, help="Delete segments whose offsets all lie below N."),
     ] = None,
     dry_run: DryRunOption = False,
+    exact_sizes: BytesOption = False,
     fmt: FormatOption = DEFAULT_FORMAT,
     config_file: ConfigFileOption = None,
     overrides: ConfigOverrideOption = None,
@@ -490,7 +563,8 @@ def purge_command(
         }
         for d in report.deleted
     ]
-    render_rows(rows, PURGE_COLUMNS, fmt, title="segments to delete" if dry_run else "deleted segments")
+    title = "segments to delete" if dry_run else "deleted segments"
+    render_rows(rows, PURGE_COLUMNS, fmt, title=title, exact_sizes=exact_sizes)
     verb = "would delete" if dry_run else "deleted"
     info(
         f"{verb} {len(rows)} segment(s), {sum(r['size'] for r in rows)} bytes; "
