@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import confluent_kafka as ck
@@ -337,3 +338,20 @@ def test_format_json_reads_the_array_consume_writes(broker: BrokerProcess) -> No
         "offset": 3,
         "timestamp": json.loads(result.stdout)["timestamp"],
     }
+
+
+def test_each_file_argument_is_one_record_like_kcat(broker: BrokerProcess, tmp_path: Path) -> None:
+    topic = create_topic(broker, 1)
+    first, second = tmp_path / "a.bin", tmp_path / "b.txt"
+    first.write_bytes(b"\x00\xffbinary\nwith a newline\n")
+    second.write_bytes(b"")
+    ok(kctl_produce(broker, topic, str(first), str(second), "-H", "src=file"))
+    messages = read_all(broker.bootstrap, topic)
+    assert [(m.key(), m.value(), m.headers()) for m in messages] == [
+        (None, b"\x00\xffbinary\nwith a newline\n", [("src", b"file")]),
+        (None, b"", [("src", b"file")]),
+    ]
+    missing = kctl_produce(broker, topic, str(first), str(tmp_path / "nope"))
+    assert missing.returncode == 3 and b"no such file" in missing.stderr
+    assert kctl_produce(broker, topic, str(first), "-f", "jsonl").returncode == 2
+    assert len(read_all(broker.bootstrap, topic)) == 2, "nothing sent by the refused runs"

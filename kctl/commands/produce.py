@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Annotated, TextIO
 
 import typer
@@ -45,7 +46,9 @@ from kctl.console.produce import (
     line_parser,
     parse_delimiter,
     parse_header,
+    read_files,
     split_records,
+    whole_file_parser,
 )
 
 app = typer.Typer(  # one command: its help is the docstring of `produce`
@@ -126,6 +129,14 @@ def _delimiter_option(text: str | None) -> bytes | None:
 @app.callback()
 def produce(
     topic: Annotated[str, typer.Argument(metavar="TOPIC", help="The topic to write to.", show_default=False)],
+    files: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            metavar="[FILE]...",
+            help="Send each FILE's whole content as one record (kcat -P FILE...), instead of reading stdin.",
+            show_default=False,
+        ),
+    ] = None,
     fmt: Annotated[
         OutputFormat,
         typer.Option(
@@ -256,6 +267,15 @@ def produce(
             ExitCode.USAGE,
         )
     record_delimiter = _delimiter_option(delimiter)
+    if files and (input_format != "lines" or record_delimiter is not None or key_separator is not None):
+        raise KctlError(
+            "FILE arguments send whole files as values: not with --format json/jsonl, --delimiter "
+            "or --key-separator",
+            ExitCode.USAGE,
+        )
+    for path in files or ():
+        if not path.is_file():
+            raise KctlError(f"no such file: {path}", ExitCode.NOT_FOUND)
     if input_format == "lines" and (keep_partition or keep_timestamp):
         raise KctlError("--keep-partition and --keep-timestamp need --format jsonl or json", ExitCode.USAGE)
     if partition is not None and keep_partition:
@@ -271,8 +291,10 @@ def produce(
     bootstrap, config = producer_config(config_file, overrides, bootstrap_server, explicit)
     require_topic(bootstrap, config, topic, partition)
 
-    if input_format == "lines":
-        parse: Parser = line_parser(
+    if files:
+        parse: Parser = whole_file_parser(extra_headers)
+    elif input_format == "lines":
+        parse = line_parser(
             key_separator.encode() if key_separator is not None else None,
             null_marker.encode() if null_marker is not None else None,
             extra_headers,
@@ -294,8 +316,10 @@ def produce(
     try:
         with producer:
             try:
-                if input_format == "json":
-                    lines: Iterable[tuple[int, bytes]] = items
+                if files:
+                    lines: Iterable[tuple[int, bytes]] = read_files(files)
+                elif input_format == "json":
+                    lines = items
                 elif record_delimiter is not None:
                     lines = split_records(sys.stdin.buffer, record_delimiter)
                 else:

@@ -15,6 +15,7 @@ import collections
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
 from kctl.client import KafkaError
@@ -218,6 +219,18 @@ def jsonl_parser(keep_partition: bool, keep_timestamp: bool, extra: Headers) -> 
 
     return parse
 
+
+
+def whole_file_parser(extra: Headers) -> Parser:
+    """Each input item is a whole file: one record, the file's bytes as its value (no key)."""
+    headers = list(extra)
+    return lambda data: InputRecord(None, data, list(headers))
+
+
+def read_files(paths: Iterable[Path]) -> Iterator[tuple[int, bytes]]:
+    """(file number, contents) of each file, read one at a time."""
+    for number, path in enumerate(paths, 1):
+        yield number, path.read_bytes()
 
 def json_array_parser(keep_partition: bool, keep_timestamp: bool, extra: Headers) -> Parser:
     """Elements of one JSON array (what `kctl consume --format json` writes), each an envelope; the
