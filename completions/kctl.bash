@@ -238,8 +238,8 @@ _kctl_option_value() {
         'kctl perf produce -w'|'kctl perf produce --warmup') echo 'any' ;;
         'kctl perf produce -k'|'kctl perf produce --keys') echo 'any' ;;
         'kctl perf produce --key-size') echo 'any' ;;
-        'kctl perf produce -a'|'kctl perf produce --acks') echo 'any' ;;
-        'kctl perf produce -z'|'kctl perf produce --compression') echo 'any' ;;
+        'kctl perf produce -a'|'kctl perf produce --acks') echo 'choice all -1 1 0' ;;
+        'kctl perf produce -z'|'kctl perf produce --compression') echo 'choice none gzip snappy lz4 zstd' ;;
         'kctl perf produce -i'|'kctl perf produce --interval') echo 'any' ;;
         'kctl perf produce --latency-every') echo 'any' ;;
         'kctl perf produce -f'|'kctl perf produce --format') echo 'choice table json jsonl' ;;
@@ -263,8 +263,8 @@ _kctl_option_value() {
         'kctl produce --null-marker') echo 'any' ;;
         'kctl produce -H'|'kctl produce --header') echo 'any' ;;
         'kctl produce -p'|'kctl produce --partition') echo 'any' ;;
-        'kctl produce -z'|'kctl produce --compression') echo 'any' ;;
-        'kctl produce -a'|'kctl produce --acks') echo 'any' ;;
+        'kctl produce -z'|'kctl produce --compression') echo 'choice none gzip snappy lz4 zstd' ;;
+        'kctl produce -a'|'kctl produce --acks') echo 'choice all -1 1 0' ;;
         'kctl produce --report-format') echo 'choice table json jsonl' ;;
         'kctl produce -c'|'kctl produce --config') echo 'file' ;;
         'kctl produce -X') echo 'any' ;;

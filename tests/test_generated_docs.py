@@ -274,3 +274,11 @@ def test_help_texts_survive_rich_rendering() -> None:
             if re.search(r"<[A-Za-z][^<>\n]*>", text):
                 problems.append(f"{cmd.name}: an <html-like> placeholder in {text[:80]!r}")
     assert problems == []
+
+
+def test_completions_offer_the_values_of_enumerated_options() -> None:
+    bash = gen_docs.generate(TREE)["completions/kctl.bash"]
+    for command in ("kctl produce", "kctl perf produce"):
+        assert f"'{command} --compression') echo 'choice none gzip snappy lz4 zstd'" in bash
+        assert f"'{command} --acks') echo 'choice all -1 1 0'" in bash
+    assert "'kctl topic list --format') echo 'choice table json jsonl'" in bash

@@ -56,6 +56,25 @@ BOOTSTRAP_SERVER_ENV = "KCTL_BOOTSTRAP_SERVER"
 BOOTSTRAP_SERVERS_KEY = "bootstrap.servers"
 
 
+class Compression(enum.StrEnum):
+    """The values of --compression (Kafka's compression.type for a producer)."""
+
+    NONE = "none"
+    GZIP = "gzip"
+    SNAPPY = "snappy"
+    LZ4 = "lz4"
+    ZSTD = "zstd"
+
+
+class Acks(enum.StrEnum):
+    """The values of --acks (Kafka's acks): all (= -1), 1, 0."""
+
+    ALL = "all"
+    MINUS_ONE = "-1"
+    ONE = "1"
+    ZERO = "0"
+
+
 class ConfigSource(enum.StrEnum):
     """Where a configuration value came from (shown by `kctl config show`)."""
 

@@ -24,7 +24,9 @@ from kctl.commands.clients import client_errors, connect, consumer_config, produ
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
     DEFAULT_FORMAT,
+    Acks,
     ClusterOptions,
+    Compression,
     cluster_options,
 )
 from kctl.commands.output import OutputFormat, progress, render_object, warn
@@ -310,13 +312,19 @@ def produce(
         ),
     ] = None,
     acks: Annotated[
-        str | None,
-        typer.Option("--acks", "-a", metavar="ACKS", help="all (default), 1 or 0 (acks)."),
+        Acks | None,
+        typer.Option(
+            "--acks", "-a", metavar="ACKS", help="all (default), 1 or 0 (acks).", case_sensitive=False
+        ),
     ] = None,
     compression: Annotated[
-        str | None,
+        Compression | None,
         typer.Option(
-            "--compression", "-z", metavar="CODEC", help="none, gzip, snappy, lz4 or zstd (compression.type)."
+            "--compression",
+            "-z",
+            metavar="CODEC",
+            help="none, gzip, snappy, lz4 or zstd (compression.type).",
+            case_sensitive=False,
         ),
     ] = None,
     interval: IntervalOption = "5s",
@@ -373,9 +381,9 @@ def produce(
         raise KctlError(f"invalid --key-size: {error}", ExitCode.USAGE) from None
     explicit = {}
     if acks is not None:
-        explicit["acks"] = acks
+        explicit["acks"] = acks.value
     if compression is not None:
-        explicit["compression.type"] = compression
+        explicit["compression.type"] = compression.value
     bootstrap, config = producer_config(*cluster, explicit)
     require_topic(bootstrap, config, topic)
 

@@ -28,7 +28,9 @@ from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
     DEFAULT_BOOTSTRAP_SERVER,
     DEFAULT_FORMAT,
+    Acks,
     BootstrapServerOption,
+    Compression,
     ConfigFileOption,
     ConfigOverrideOption,
 )
@@ -132,7 +134,7 @@ def produce(
     files: Annotated[
         list[Path] | None,
         typer.Argument(
-            metavar="[FILE]...",
+            metavar="FILE",
             help="Send each FILE's whole content as one record (kcat -P FILE...), instead of reading stdin.",
             show_default=False,
         ),
@@ -204,14 +206,20 @@ def produce(
         typer.Option("--keep-timestamp", help='jsonl: keep each record\'s "timestamp" (default: now).'),
     ] = False,
     compression: Annotated[
-        str | None,
+        Compression | None,
         typer.Option(
-            "--compression", "-z", metavar="CODEC", help="none, gzip, snappy, lz4 or zstd (compression.type)."
+            "--compression",
+            "-z",
+            metavar="CODEC",
+            help="none, gzip, snappy, lz4 or zstd (compression.type).",
+            case_sensitive=False,
         ),
     ] = None,
     acks: Annotated[
-        str | None,
-        typer.Option("--acks", "-a", metavar="ACKS", help="all (default), 1 or 0 (acks)."),
+        Acks | None,
+        typer.Option(
+            "--acks", "-a", metavar="ACKS", help="all (default), 1 or 0 (acks).", case_sensitive=False
+        ),
     ] = None,
     print_offsets: Annotated[
         bool,
@@ -285,9 +293,9 @@ def produce(
     extra_headers = _headers_option(headers)
     explicit: dict[str, str] = {}
     if compression is not None:
-        explicit["compression.type"] = compression
+        explicit["compression.type"] = compression.value
     if acks is not None:
-        explicit["acks"] = acks
+        explicit["acks"] = acks.value
     bootstrap, config = producer_config(config_file, overrides, bootstrap_server, explicit)
     require_topic(bootstrap, config, topic, partition)
 
