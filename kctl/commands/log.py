@@ -30,6 +30,7 @@ from kctl.log.inspect import (
     Unreadable,
     checkpoint_rows,
     decode_records,
+    holds_legacy_messages,
     is_checkpoint_file,
     read_batches,
     read_offset_index,
@@ -459,7 +460,13 @@ def recover_command(
     Cut bytes go to `SEGMENT.log.cut`. Refuses to run while a broker holds the log directory.
     Exit status 0 on success; with --dry-run, 1 when something would be cut."""
     config = _log_config(config_file, overrides)
-    _segments(path)
+    for _, log_path in _segments(path):
+        if holds_legacy_messages(log_path):
+            raise KctlError(
+                f"{log_path} holds magic 0/1 messages (written by a broker before Kafka 0.11): recovery "
+                "would cut them as invalid; `kctl log dump` and `kctl log verify` read them",
+                ExitCode.USAGE,
+            )
     try:
         report = recover(path, dry_run=dry_run, config=config)
     except DirectoryInUseError as error:

@@ -54,6 +54,7 @@ from kctl.records.header import (
     compute_crc,
     parse_header,
 )
+from kctl.records.legacy import LOG_OVERHEAD, InvalidLegacyMessage, parse_message, records_of
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
@@ -323,14 +324,17 @@ def read_batches(log_path: Path) -> Iterator[tuple[BatchInfo, bytes] | Unreadabl
                     f"{remaining} trailing bytes are too few for a batch header",
                 )
                 return
+            if head[MAGIC_OFFSET] in (0, 1):  # the seeds' message formats (before RecordBatch)
+                legacy = _legacy_entry(handle.fileno(), log_path.name, position, remaining)
+                yield legacy
+                if isinstance(legacy, Unreadable):
+                    return
+                position += legacy[0].size
+                continue
             try:
                 header = parse_header(head, 0)
             except InvalidRecordBatch as error:
-                magic = head[MAGIC_OFFSET] if len(head) > MAGIC_OFFSET else None
-                reason = str(error)
-                if magic in (0, 1):
-                    reason = f"message format magic {magic} (pre-0.11) is not supported by this tool"
-                yield Unreadable(log_path.name, position, remaining, reason)
+                yield Unreadable(log_path.name, position, remaining, str(error))
                 return
             if header.size > remaining:
                 yield Unreadable(
@@ -349,9 +353,74 @@ def read_batches(log_path: Path) -> Iterator[tuple[BatchInfo, bytes] | Unreadabl
             position += header.size
 
 
+def holds_legacy_messages(log_path: Path) -> bool:
+    """Whether a segment file starts with a magic 0/1 message (the formats before RecordBatch)."""
+    try:
+        with open(log_path, "rb") as handle:
+            head = handle.read(MAGIC_OFFSET + 1)
+    except FileNotFoundError:
+        return False
+    return len(head) > MAGIC_OFFSET and head[MAGIC_OFFSET] in (0, 1)
+
+
+def _legacy_entry(fd: int, name: str, position: int, remaining: int) -> tuple[BatchInfo, bytes] | Unreadable:
+    """A magic 0/1 log entry as a BatchInfo (a compressed wrapper: its inner messages' offsets), or
+    Unreadable when it cannot be framed."""
+    head = os.pread(fd, LOG_OVERHEAD, position)
+    size = LOG_OVERHEAD + struct.unpack_from(">i", head, 8)[0]
+    data = os.pread(fd, max(min(size, remaining), LOG_OVERHEAD), position)
+    try:
+        message = parse_message(data)
+    except InvalidLegacyMessage as error:
+        return Unreadable(name, position, remaining, f"magic {head[MAGIC_OFFSET]} message: {error}")
+    error_text: str | None = None
+    try:
+        records = records_of(message)
+    except InvalidLegacyMessage as error:
+        records, error_text = [], str(error)
+    if not message.crc_ok:
+        error_text = f"CRC-32 mismatch: stored {message.crc_stored:08x}, computed {message.crc_computed:08x}"
+    timestamps = [r.timestamp for r in records] or [message.timestamp]
+    info = BatchInfo(
+        file=name,
+        position=position,
+        base_offset=records[0].offset if records else message.offset,
+        last_offset=message.offset,
+        records_count=len(records),
+        size=message.size,
+        magic=message.magic,
+        compression=_CODEC_NAMES.get(message.codec, f"unknown({message.codec})"),
+        timestamp_type="LogAppendTime" if message.log_append_time else "CreateTime",
+        first_timestamp=timestamps[0],
+        max_timestamp=max(timestamps),
+        partition_leader_epoch=-1,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        is_transactional=False,
+        is_control=False,
+        crc_stored=message.crc_stored,
+        crc_computed=message.crc_computed,
+        valid=error_text is None,
+        error=error_text,
+    )
+    return info, data
+
+
 def decode_records(data: bytes) -> list[dict[str, Any]]:
-    """Each record of a batch as a dict (offset, timestamp, key, value, headers); bytes stay bytes."""
+    """Each record of a batch (or of a magic 0/1 log entry) as a dict (offset, timestamp, key, value,
+    headers); bytes stay bytes."""
     from kctl.records.reader import decode_batch
+
+    if len(data) > MAGIC_OFFSET and data[MAGIC_OFFSET] in (0, 1):
+        try:
+            records = records_of(parse_message(data))
+        except InvalidLegacyMessage as error:
+            raise InvalidRecordBatch(str(error)) from None
+        return [
+            {"offset": r.offset, "timestamp": r.timestamp, "key": r.key, "value": r.value, "headers": []}
+            for r in records
+        ]
 
     batch = decode_batch(data, verify_crc=False)
     return [
