@@ -16,7 +16,6 @@ from typing import Annotated
 import typer
 
 from kctl import __version__
-from kctl.client.clusters_file import CLUSTERS_ENV
 
 COMMAND_GROUPS: tuple[tuple[str, str], ...] = (
     ("kctl.commands.broker", "broker"),
@@ -75,6 +74,8 @@ def root(
 ) -> None:
     """Operate kctl, a Kafka-compatible distributed commit log."""
     if clusters:
+        from kctl.client.clusters_file import CLUSTERS_ENV  # here: kctl.client is slow to import
+
         os.environ[CLUSTERS_ENV] = clusters  # read where -b NAME is resolved, in this process
 
 

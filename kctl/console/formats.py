@@ -14,9 +14,10 @@ from __future__ import annotations
 import base64
 import datetime as dt
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kctl.client.consumer import ConsumerRecord
+if TYPE_CHECKING:  # a type only: `kctl --help` and the log tools start without the client
+    from kctl.client.consumer import ConsumerRecord
 
 
 def bytes_to_json(data: bytes | bytearray | memoryview | None) -> str | dict[str, str] | None:
