@@ -4,7 +4,8 @@ forever, or a count), or as a member of a consumer group, handing each record to
 Offset ranges come from `kctl.client.offsets_spec`; `default_spec` is the start the console
 consumer takes without `--offset`. A partition whose end is reached is paused; the loop ends when
 every bounded partition is done and none is unbounded. `on_idle` is called after a poll that
-returned nothing (the CLI checks there whether its reader went away).
+returned nothing (the CLI checks there whether its reader went away), `flush` after the records of
+each poll were handed over (the CLI writes them out in one piece there).
 """
 
 from __future__ import annotations
@@ -42,11 +43,13 @@ class ReadLoop:
         write: RecordSink,
         max_records: int | None,
         on_idle: Callable[[], None] = _nothing,
+        flush: Callable[[], None] = _nothing,
     ) -> None:
         self.consumer = consumer
         self.write = write
         self.max_records = max_records
         self.on_idle = on_idle
+        self.flush = flush
         self.count = 0
         self.bounded = {
             tp: r for tp, r in ranges.items() if r.stop is not None or r.stop_timestamp is not None
@@ -69,6 +72,7 @@ class ReadLoop:
         if self.done:
             consumer.pause(list(self.done))
         while not self.finished():
+            self.flush()
             records = consumer.poll(1.0)
             if not records:
                 self.on_idle()
@@ -85,12 +89,14 @@ class ReadLoop:
                 write(record)
                 self.count += 1
                 if self.max_records is not None and self.count >= self.max_records:
+                    self.flush()
                     return self.count
                 if end is not None and end.stop is not None and record.offset + 1 >= end.stop:
                     self._finish(tp)
             for tp, end in bounded.items():  # ends reached without a record (control batches, gaps)
                 if tp not in done and end.stop is not None and consumer.position(tp) >= end.stop:
                     self._finish(tp)
+        self.flush()
         return self.count
 
 
@@ -102,11 +108,13 @@ def consume_as_group(
     write: RecordSink,
     max_records: int | None,
     on_idle: Callable[[], None] = _nothing,
+    flush: Callable[[], None] = _nothing,
 ) -> int:
     """Read as a member of the group (`properties` has group.id) the named topics or those matching
     `pattern` until `max_records` or an interrupt; offsets are committed as it goes
     (enable.auto.commit) and when it leaves the group. With zookeeper.connect in `properties` the group
-    is ZooKeeper-coordinated (`ZkGroupConsumer`). Returns the number of records written."""
+    is ZooKeeper-coordinated (`ZkGroupConsumer`). `flush` is called after the records of each poll
+    were handed to `write`. Returns the number of records written."""
     count = 0
     consumer_class = ZkGroupConsumer if properties.get("zookeeper.connect") else GroupConsumer
     consumer = consumer_class(bootstrap, properties)
@@ -116,11 +124,13 @@ def consume_as_group(
         else:
             consumer.subscribe(list(names))
         while max_records is None or count < max_records:
+            flush()
             records = consumer.poll(1.0, max_records=None if max_records is None else max_records - count)
             if not records:
                 on_idle()
             for record in records:
                 write(record)
                 count += 1
+        flush()
         consumer.commit()
     return count
