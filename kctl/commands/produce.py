@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, TextIO
+from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
 
-from kctl.client import KafkaError
-from kctl.client.producer import Producer, RecordMetadata
 from kctl.commands.clients import connect, producer_config, require_topic
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
@@ -31,18 +29,10 @@ from kctl.commands.options import (
     ConfigOverrideOption,
 )
 from kctl.commands.output import OutputFormat, info, stderr_console
-from kctl.console.produce import (
-    Headers,
-    InputError,
-    Parser,
-    ProduceSession,
-    StoppedReading,
-    json_array_items,
-    json_array_parser,
-    jsonl_parser,
-    line_parser,
-    parse_header,
-)
+
+if TYPE_CHECKING:
+    from kctl.client.producer import RecordMetadata
+    from kctl.console.produce import Headers
 
 app = typer.Typer(  # one command: its help is the docstring of `produce`
     invoke_without_command=True,
@@ -98,6 +88,8 @@ class ErrorLines:
 
 
 def _headers_option(values: list[str] | None) -> Headers:
+    from kctl.console.produce import parse_header
+
     headers: Headers = []
     for text in values or ():
         try:
@@ -213,6 +205,19 @@ def produce(
     enable.idempotence, delivery.timeout.ms, ...) in --config or -X; --compression and --acks win
     over them. Exit status 1 when any record was not delivered (each is reported on stderr with
     its line number), 3 when no broker can be reached or the topic does not exist."""
+    from kctl.client import KafkaError
+    from kctl.client.producer import Producer
+    from kctl.console.produce import (
+        InputError,
+        Parser,
+        ProduceSession,
+        StoppedReading,
+        json_array_items,
+        json_array_parser,
+        jsonl_parser,
+        line_parser,
+    )
+
     if not topic:
         raise KctlError("a topic name must not be empty", ExitCode.USAGE)
     fmt = OutputFormat(fmt)
