@@ -118,7 +118,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args == ["--version"]:  # before typer and the command tree are imported: it answers at once
         from kctl import __version__
 
-        sys.stdout.write(f"kctl {__version__}\n")
+        try:
+            sys.stdout.write(f"kctl {__version__}\n")
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _silence_stdout()
         return ExitCode.OK
     if argv is None:  # the process's own entry point (not a test calling main in-process)
         signal.signal(signal.SIGTERM, _on_sigterm)
