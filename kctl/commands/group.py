@@ -684,6 +684,7 @@ def _delete_offsets(
     cluster: ClusterOptions,
     zookeeper: str | None = None,
 ) -> None:
+    from kctl.client import TopicPartition
     from kctl.protocol import ErrorCode, error_name
 
     with _groups(cluster, zookeeper) as groups:
