@@ -5,6 +5,8 @@ case runs `kctl.__main__.main` in a fresh interpreter and lists the heavy module
 
 from __future__ import annotations
 
+import ast
+import builtins
 import json
 import subprocess
 import sys
@@ -158,3 +160,87 @@ def test_help_constants_repeated_in_command_modules_match_the_library() -> None:
 
     assert group.STATES == STATES
     assert spark.FILE_FORMATS == FILE_FORMATS
+
+
+# -- names imported only for type checking ---------------------------------------------------------
+COMMANDS_DIR = Path(app_module.__file__).parent
+
+
+def _bound_at_top(tree: ast.Module) -> set[str]:
+    """The names a module binds at run time (its `if TYPE_CHECKING:` imports do not count)."""
+    names = set(dir(builtins)) | {"__file__", "__name__"}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif not (isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)):
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Import | ast.ImportFrom):
+                    names |= {(alias.asname or alias.name).split(".")[0] for alias in sub.names}
+                elif isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+                    names.add(sub.id)
+    return names
+
+
+def unbound_names(source: str) -> list[tuple[int, str]]:
+    """(line, name) of each name a function reads that nothing binds at run time: e.g. a name
+    imported only under TYPE_CHECKING but used in a function body (annotations are not evaluated:
+    every command module has `from __future__ import annotations`)."""
+    tree = ast.parse(source)
+    top = _bound_at_top(tree)
+    functions = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+        functions += [n for n in cls.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    found = []
+    for function in functions:
+        bound, annotations = set(top), set()
+        for sub in ast.walk(function):
+            if isinstance(sub, ast.arg):
+                bound.add(sub.arg)
+                if sub.annotation is not None:
+                    annotations |= {id(n) for n in ast.walk(sub.annotation)}
+            elif isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store | ast.Del):
+                bound.add(sub.id)
+            elif isinstance(sub, ast.Import | ast.ImportFrom):
+                bound |= {(alias.asname or alias.name).split(".")[0] for alias in sub.names}
+            elif isinstance(sub, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                bound.add(sub.name)
+                if isinstance(sub, ast.FunctionDef | ast.AsyncFunctionDef) and sub.returns is not None:
+                    annotations |= {id(n) for n in ast.walk(sub.returns)}
+            elif isinstance(sub, ast.ExceptHandler) and sub.name:
+                bound.add(sub.name)
+            elif isinstance(sub, ast.AnnAssign):
+                annotations |= {id(n) for n in ast.walk(sub.annotation)}
+        found += [
+            (sub.lineno, sub.id)
+            for sub in ast.walk(function)
+            if isinstance(sub, ast.Name)
+            and isinstance(sub.ctx, ast.Load)
+            and sub.id not in bound
+            and id(sub) not in annotations
+        ]
+    return sorted(set(found))
+
+
+def test_command_modules_bind_every_name_they_use_at_run_time() -> None:
+    problems = []
+    for path in sorted(COMMANDS_DIR.glob("*.py")):
+        problems += [f"{path.name}:{line}: {name}" for line, name in unbound_names(path.read_text())]
+    assert problems == []
+
+
+def test_the_unbound_name_check_finds_a_type_checking_import_used_at_run_time() -> None:
+    source = (
+        "from __future__ import annotations\n"
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from kctl.client import TopicPartition\n"
+        "def fine(tp: TopicPartition) -> TopicPartition:\n"
+        "    seen: dict[TopicPartition, int] = {}\n"
+        "    return tp\n"
+        "def broken(topic: str) -> None:\n"
+        "    return TopicPartition(topic, 0)\n"
+        "def imports_it(topic: str) -> None:\n"
+        "    from kctl.client import TopicPartition\n"
+        "    return TopicPartition(topic, 0)\n"
+    )
+    assert unbound_names(source) == [(9, "TopicPartition")]
