@@ -6,6 +6,10 @@ Ctrl-C is, so every command stops as cleanly on either (a group consumer commits
 Errors go to stderr as ``kctl: error: <message>``; a traceback is printed only when the environment
 variable KCTL_DEBUG is set to 1. A closed stdout (`kctl ... | head -1`) ends the command quietly
 with 0.
+
+Start-up is kept short (tests/test_cli_startup.py): `kctl --version` is answered before typer and
+the command tree are imported, and the command modules import the client, the broker and the other
+heavy libraries inside the commands that use them.
 """
 
 from __future__ import annotations
@@ -15,11 +19,12 @@ import signal
 import sys
 import traceback
 from collections.abc import Sequence
-
-import typer
-import typer.main
+from typing import TYPE_CHECKING
 
 from kctl.commands.errors import ExitCode, KctlError, classify_os_error
+
+if TYPE_CHECKING:
+    import typer
 
 DEBUG_ENV = "KCTL_DEBUG"
 """Set to 1 to print full tracebacks of errors."""
@@ -94,9 +99,11 @@ def _usage_error(exc: typer.TyperException) -> None:
 
 
 def _run(args: list[str]) -> int:
-    from kctl.commands.app import app
+    import typer.main
 
-    command = typer.main.get_command(app)
+    from kctl.commands.app import app_for
+
+    command = typer.main.get_command(app_for(args))
     result = command.main(args=args, prog_name="kctl", standalone_mode=False)
     sys.stdout.flush()  # here, not at interpreter exit, so that a closed pipe is seen and handled
     # In non-standalone mode typer returns the code of a `typer.Exit`; commands return None.
@@ -108,8 +115,19 @@ def _run(args: list[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `kctl` with `argv` (default: sys.argv[1:]) and return the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if args == ["--version"]:  # before typer and the command tree are imported: it answers at once
+        from kctl import __version__
+
+        try:
+            sys.stdout.write(f"kctl {__version__}\n")
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _silence_stdout()
+        return ExitCode.OK
     if argv is None:  # the process's own entry point (not a test calling main in-process)
         signal.signal(signal.SIGTERM, _on_sigterm)
+    import typer
+
     try:
         code = _run(args)
         if code == ExitCode.INTERRUPTED:

@@ -12,6 +12,7 @@ import pytest
 from kctl.client.consumer import ConsumerRecord, TimestampType
 from kctl.console.consume import default_spec
 from kctl.console.formats import (
+    JsonLinesEncoder,
     RecordTemplate,
     bytes_from_json,
     bytes_to_json,
@@ -90,6 +91,68 @@ def test_the_envelope_reads_back_losslessly() -> None:
     )
     not_kept = jsonl_parser(False, False, [])(line)
     assert not_kept is not None and (not_kept.partition, not_kept.timestamp) == (None, None)
+
+
+TRICKY_BYTES = [
+    None,
+    b"",
+    b"plain text",
+    b'a "quoted" word',
+    b"back\\slash \\u0041 \\n",
+    bytes(range(0x20)) + b"\x7f",  # every control character, and DEL (written as it is)
+    b"\t\n\r\x08\x0c",  # the ones with short escapes
+    b"\xff\xfe not UTF-8",
+    b"\xe2\x82",  # a cut multi-byte sequence
+    b"\xed\xa0\x80",  # an encoded surrogate: not UTF-8
+    "välue ünïcode € 😀 \u2028 \u2029 \ufeff".encode(),
+    'ünïcode with "quotes" and \\ and \x01'.encode(),
+    bytes(range(256)),
+    b'"',
+    b"\\",
+    *(b"a" + bytes([byte]) + b"z" for byte in range(0x20)),  # each control character alone
+]
+
+
+def _json_dumps_line(record: ConsumerRecord) -> bytes:
+    """What `kctl consume --format jsonl` wrote before its fast path: json.dumps of the envelope."""
+    return (json.dumps(record_envelope(record), ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+
+
+@pytest.mark.parametrize("timestamp_type", list(TimestampType))
+def test_the_fast_json_lines_are_json_dumps_of_the_envelope_byte_for_byte(
+    timestamp_type: TimestampType,
+) -> None:
+    encoder = JsonLinesEncoder()
+    checked = 0
+    for topic, partition in (("orders", 0), ('tö"pic\\', 7), ("orders", 1), ("orders", 0)):
+        for key in TRICKY_BYTES:
+            for value in TRICKY_BYTES:
+                headers = (
+                    ("h", value),
+                    ("", None),
+                    ('ké"y\\\n\x00', key),
+                    ("h", b"repeated"),
+                )
+                for record_headers in ((), headers):
+                    record = ConsumerRecord(
+                        topic, partition, 2**40 + checked, -1 if key is None else 1_700_000_000_123,
+                        timestamp_type, key, value, record_headers,
+                    )
+                    assert encoder.encode(record) == _json_dumps_line(record), record
+                    checked += 1
+    assert checked == 4 * len(TRICKY_BYTES) ** 2 * 2
+    line = encoder.encode(RECORD)
+    assert json.loads(line) == record_envelope(RECORD)
+    assert line == (
+        '{"topic":"orders","partition":2,"offset":41,"timestamp":1700000000123,'
+        '"timestamp_type":"CreateTime","key":{"base64":"a/8="},"value":"välue",'
+        '"headers":[["h","1"],["bin",{"base64":"AP4="}],["h",null]]}\n'
+    ).encode()
+
+
+def test_the_fast_json_lines_take_any_bytes_like_value() -> None:
+    record = RECORD._replace(key=bytearray(b"k"), value=memoryview(b"v\xff"), headers=())  # type: ignore[arg-type]
+    assert JsonLinesEncoder().encode(record) == _json_dumps_line(record)
 
 
 def test_bytes_to_and_from_json() -> None:

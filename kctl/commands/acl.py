@@ -7,24 +7,18 @@ take ``--dry-run`` to show what would change without changing it."""
 from __future__ import annotations
 
 import itertools
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kctl.client.admin.security import AclBinding
 from kctl.commands.clients import admin_session
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import DEFAULT_FORMAT, ClusterOptions, FormatOption, cluster_options
 from kctl.commands.output import info, render_rows
-from kctl.protocol.acl_types import (
-    CLUSTER_NAME,
-    AclOperation,
-    AclPermissionType,
-    AclResourceType,
-    PatternType,
-    parse_enum,
-)
-from kctl.protocol.errors import error_name
+
+if TYPE_CHECKING:
+    from kctl.client.admin.security import AclBinding
+    from kctl.protocol.acl_types import AclResourceType
 
 app = typer.Typer(
     help="Manage ACLs (who may do what on which topics, groups and the cluster).", no_args_is_help=True
@@ -60,6 +54,8 @@ DryRunOption = Annotated[bool, typer.Option("--dry-run", help="Show what would c
 
 
 def _enum(cls: type, text: str, what: str) -> Any:
+    from kctl.protocol.acl_types import parse_enum
+
     try:
         return parse_enum(cls, text)
     except ValueError:
@@ -69,6 +65,8 @@ def _enum(cls: type, text: str, what: str) -> Any:
 def _resources(
     topics: list[str] | None, groups: list[str] | None, txn_ids: list[str] | None, cluster: bool
 ) -> list[tuple[AclResourceType, str]]:
+    from kctl.protocol.acl_types import CLUSTER_NAME, AclResourceType
+
     out = [(AclResourceType.TOPIC, t) for t in topics or []]
     out += [(AclResourceType.GROUP, g) for g in groups or []]
     out += [(AclResourceType.TRANSACTIONAL_ID, t) for t in txn_ids or []]
@@ -110,6 +108,10 @@ def add(
 
     Exit status 2 without a principal, an operation or a resource; 1 if the broker refuses one (e.g.
     SECURITY_DISABLED when no authorizer is configured, CLUSTER_AUTHORIZATION_FAILED)."""
+    from kctl.client.admin.security import AclBinding
+    from kctl.protocol.acl_types import AclOperation, AclPermissionType, PatternType
+    from kctl.protocol.errors import error_name
+
     resources = _resources(topic, group, transactional_id, cluster_resource)
     principals = [(_check_principal(p), AclPermissionType.ALLOW) for p in allow_principal or []]
     principals += [(_check_principal(p), AclPermissionType.DENY) for p in deny_principal or []]
@@ -157,6 +159,9 @@ def _filters(
     operation: list[str] | None,
     permission: str | None,
 ) -> list[AclBinding]:
+    from kctl.client.admin.security import AclBinding
+    from kctl.protocol.acl_types import AclOperation, AclPermissionType, AclResourceType, PatternType
+
     pattern_type = _enum(PatternType, pattern, "pattern type")
     resources: list[tuple[AclResourceType, str | None]] = list(
         _resources(topic, group, transactional_id, cluster_resource)
@@ -192,6 +197,7 @@ def list_acls(
 ) -> None:
     """List ACLs (all, or those matching the filters; with --resource-pattern-type match, every ACL
     that applies to the named resources: literal, wildcard and prefixes)."""
+
     filters = _filters(
         topic, group, transactional_id, cluster_resource, pattern, principal, host, operation, permission
     )
@@ -223,6 +229,8 @@ def remove(
     --transactional-id or --cluster). With --dry-run, list what would be removed.
 
     Exit status 3 if nothing matched."""
+    from kctl.protocol.errors import error_name
+
     if not (topic or group or transactional_id or cluster_resource):
         raise KctlError("give the resource whose ACLs to remove", ExitCode.USAGE)
     filters = _filters(

@@ -3,7 +3,6 @@ cluster and show their log dirs."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
@@ -69,6 +68,8 @@ def _setup_logging(level: str, log_file: Path | None) -> None:
 
 
 async def _run(config, ready_fd: int | None) -> None:
+    import asyncio
+
     from kctl.broker.broker import Broker
 
     broker = Broker(config)
@@ -125,6 +126,8 @@ def start(
         return
     _setup_logging(log_level, log_file)
     pid_path.write_text(f"{os.getpid()}\n")
+    import asyncio  # here: only a running broker needs it (`kctl broker --help` starts without it)
+
     try:
         asyncio.run(_run(config, None))
     except OSError as error:
@@ -186,6 +189,8 @@ def _start_daemon(config, pid_path: Path, log_file: Path, log_level: str) -> Non
         _setup_logging(log_level, log_file)
         pid_path.write_text(f"{os.getpid()}\n")
         code = 0
+        import asyncio
+
         try:
             asyncio.run(_run(config, write_fd))
         except BaseException:

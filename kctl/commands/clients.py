@@ -8,36 +8,33 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from kctl.client import (
-    AdminClient,
-    BrokerResponseError,
-    ClientConfig,
-    ClientConfigError,
-    KafkaConnectionError,
-    KafkaError,
-)
-from kctl.client.cluster import ClusterClient
-from kctl.client.consumer import ConsumerConfig
-from kctl.client.producer import ProducerConfig
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import known_properties, load_config
-from kctl.console.selection import NotFoundError, check_topic
-from kctl.protocol import ErrorCode
+
+if TYPE_CHECKING:
+    from kctl.client import AdminClient, ClientConfig
+    from kctl.client.consumer import ConsumerConfig
+    from kctl.client.producer import ProducerConfig
+
+# The client library is imported inside the functions: command modules import this one at their
+# top, and `kctl --help` or the offline log tools must not pay for kctl.client and kctl.protocol.
 
 CONSUMER_DEFAULTS = {"auto.offset.reset": "earliest"}
 """Client properties the consuming commands set unless --config or -X do: records deleted under a
 running `kctl consume` make it go on from the log start rather than jump to the end."""
 
 ClientT = TypeVar("ClientT")
-ClientConfigT = TypeVar("ClientConfigT", bound=ClientConfig)
+ClientConfigT = TypeVar("ClientConfigT", bound="ClientConfig")
 
 
 def client_config(
     config_file: Path | None, overrides: list[str] | None, bootstrap_server: str
 ) -> tuple[str, ClientConfig]:
     """The bootstrap servers and the client settings from --config, -X and --bootstrap-server."""
+    from kctl.client import ClientConfig, ClientConfigError
+
     if config_file is not None and "=" in config_file.name and not config_file.exists():
         raise KctlError(
             f"--config takes a client properties FILE, not {str(config_file)!r}; "
@@ -61,6 +58,9 @@ def producer_config(
 ) -> tuple[str, ProducerConfig]:
     """The bootstrap servers and producer settings from --config, -X, --bootstrap-server and the
     command's own options (`explicit`, which win)."""
+    from kctl.client import ClientConfigError
+    from kctl.client.producer import ProducerConfig
+
     resolved = load_config(config_file, overrides, bootstrap_server=bootstrap_server)
     known = ProducerConfig.known_keys()
     properties = known_properties(resolved, known, "producer")
@@ -76,6 +76,9 @@ def consumer_config(
     config_file: Path | None, overrides: list[str] | None, bootstrap_server: str
 ) -> tuple[str, ConsumerConfig]:
     """The bootstrap servers and consumer settings from --config, -X and --bootstrap-server."""
+    from kctl.client import ClientConfigError
+    from kctl.client.consumer import ConsumerConfig
+
     resolved = load_config(config_file, overrides, CONSUMER_DEFAULTS, bootstrap_server=bootstrap_server)
     known = ConsumerConfig.known_keys()
     properties = known_properties(resolved, known, "consumer")
@@ -100,6 +103,9 @@ def connect(
 def require_topic(bootstrap: str, config: ClientConfig, topic: str, partition: int | None = None) -> None:
     """Fail fast (exit 3) when no broker answers, the topic does not exist and is not created, or it
     has no ``partition``; exit 1 for another error of the topic."""
+    from kctl.client.cluster import ClusterClient
+    from kctl.console.selection import check_topic
+
     cluster = connect(ClusterClient, bootstrap, config)
     try:
         with client_errors():
@@ -109,10 +115,16 @@ def require_topic(bootstrap: str, config: ClientConfig, topic: str, partition: i
 
 
 @contextlib.contextmanager
-def client_errors(not_found: Collection[int] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,)) -> Iterator[None]:
+def client_errors(not_found: Collection[int] | None = None) -> Iterator[None]:
     """Client errors escaping the block become KctlErrors: a connection failure or a topic or
-    partition not found exits 3, a broker error whose code is in ``not_found`` exits 3, any other
-    client error exits 1."""
+    partition not found exits 3, a broker error whose code is in ``not_found`` (default:
+    UNKNOWN_TOPIC_OR_PARTITION) exits 3, any other client error exits 1."""
+    from kctl.client import BrokerResponseError, KafkaConnectionError, KafkaError
+    from kctl.console.selection import NotFoundError
+    from kctl.protocol import ErrorCode
+
+    if not_found is None:
+        not_found = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,)
     try:
         yield
     except NotFoundError as error:
@@ -132,9 +144,11 @@ def admin_session(
     overrides: list[str] | None,
     bootstrap_server: str,
     *,
-    not_found: Collection[int] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,),
+    not_found: Collection[int] | None = None,
 ) -> Iterator[AdminClient]:
     """An AdminClient, closed on exit; escaping client errors are mapped by ``client_errors``."""
+    from kctl.client import AdminClient
+
     bootstrap, config = client_config(config_file, overrides, bootstrap_server)
     admin = connect(AdminClient, bootstrap, config)
     try:

@@ -8,10 +8,6 @@ from typing import Annotated, Any
 
 import typer
 
-from kctl.broker.config import BROKER_CONFIGS
-from kctl.client.consumer import CONSUMER_CONFIGS
-from kctl.client.group_config import GROUP_CONFIGS
-from kctl.client.producer_config import PRODUCER_CONFIGS
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
     DEFAULT_BOOTSTRAP_SERVER,
@@ -25,7 +21,6 @@ from kctl.commands.options import (
 )
 from kctl.commands.output import render_rows
 from kctl.common.config_def import ConfigDef, ConfigError
-from kctl.log.config import TOPIC_CONFIGS
 
 app = typer.Typer(help="Inspect how kctl resolves its configuration.", no_args_is_help=True)
 
@@ -41,12 +36,19 @@ def is_secret(key: str) -> bool:
 def _consumer_configs() -> ConfigDef:
     """The group settings' table plus the consumer's own keys (``CONSUMER_CONFIGS``; the client keys
     both share are listed once)."""
+    from kctl.client.consumer import CONSUMER_CONFIGS
+    from kctl.client.group_config import GROUP_CONFIGS
+
     own = [key for name, key in CONSUMER_CONFIGS.items() if name not in GROUP_CONFIGS]
     return GROUP_CONFIGS.extend("consumer", own)
 
 
 def definition(kind: str) -> ConfigDef:
     """The definition table `kctl config show --KIND` lists."""
+    from kctl.broker.config import BROKER_CONFIGS
+    from kctl.client.producer_config import PRODUCER_CONFIGS
+    from kctl.log.config import TOPIC_CONFIGS
+
     if kind == "consumer":
         return _consumer_configs()
     return {"broker": BROKER_CONFIGS, "topic": TOPIC_CONFIGS, "producer": PRODUCER_CONFIGS}[kind]

@@ -3,12 +3,14 @@
 The command parses what to read (topics by name or `--pattern`, `--partition`) and where (the
 offset grammar of `kctl.client.offsets_spec`: `--offset`, `--until`), reads with the console
 consumer of `kctl.console` (`ReadLoop`, or `consume_as_group` with `--group`) and renders each
-record as it arrives (table, json, jsonl, raw or a template), flushing after every record so that
-pipelines see records at once.
+record as it arrives (table, json, jsonl, raw or a template), flushing after every record (jsonl
+and raw: after the records of each fetch, written in one piece) so that pipelines see records at once.
+The client library is imported inside the command, so that `kctl consume --help` starts fast.
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import os
@@ -18,23 +20,10 @@ import stat
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, BinaryIO, TextIO
+from typing import TYPE_CHECKING, Annotated, BinaryIO, TextIO
 
 import typer
 
-from kctl.client.config import ClientConfigError
-from kctl.client.consumer import Consumer, ConsumerConfig, ConsumerRecord
-from kctl.client.group_config import GroupConfig
-from kctl.client.offsets_spec import (
-    OffsetPoint,
-    OffsetSpec,
-    OffsetSpecError,
-    PointKind,
-    parse_offset_point,
-    parse_offset_spec,
-    resolve_ranges,
-)
-from kctl.client.zkgroup import ZkGroupConfig
 from kctl.commands.clients import CONSUMER_DEFAULTS, client_errors, connect, consumer_config
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
@@ -46,9 +35,13 @@ from kctl.commands.options import (
     load_config,
 )
 from kctl.commands.output import format_cell, info
-from kctl.console.consume import ReadLoop, consume_as_group, default_spec
-from kctl.console.formats import RecordTemplate, readable_timestamp, record_envelope
-from kctl.console.selection import assign_ranges, select_partitions, select_topics
+from kctl.console.formats import JsonLinesEncoder, RecordTemplate, readable_timestamp, record_envelope
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from kctl.client.consumer import ConsumerRecord
+    from kctl.client.offsets_spec import OffsetPoint, OffsetSpec
 
 app = typer.Typer(  # one command: its help is the docstring of `consume`
     invoke_without_command=True,
@@ -61,22 +54,58 @@ FORMAT_NAMES = ("table", "json", "jsonl", "raw")
 
 # -- output ----------------------------------------------------------------------------------------
 class Writer:
-    """Writes records to stdout in one format; `close` ends the output."""
+    """Writes records to stdout in one format; `flush` writes out what `write` kept back, `close`
+    ends the output. Used as a context manager, it flushes on the way out, also on an interrupt."""
 
     def write(self, record: ConsumerRecord) -> None:
         raise NotImplementedError
 
+    def flush(self) -> None:
+        """Write out the records `write` kept back (the writers that write in chunks)."""
+
     def close(self) -> None:
         """Finish the output (e.g. the closing bracket of a JSON array)."""
 
+    def __enter__(self) -> Writer:
+        return self
 
-class JsonLinesWriter(Writer):
-    def __init__(self, out: TextIO) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if kind is None:
+            self.flush()
+            return
+        with contextlib.suppress(OSError, ValueError):  # stdout gone: the error on its way out says it
+            self.flush()  # an interrupt: the records read so far still go out
+
+
+class ChunkWriter(Writer):
+    """Keeps each record's bytes and writes them in one piece per `flush` (after each fetch): the
+    machine formats (jsonl, raw) of millions of records, without a write and flush per record."""
+
+    def __init__(self, out: BinaryIO) -> None:
         self.out = out
+        self.pending: list[bytes] = []
+
+    def flush(self) -> None:
+        if self.pending:
+            self.out.write(b"".join(self.pending))
+            self.pending.clear()
+            self.out.flush()
+
+    def close(self) -> None:
+        self.flush()
+
+
+class JsonLinesWriter(ChunkWriter):
+    """One JSON object per line (`kctl.console.formats.JsonLinesEncoder`: the envelope, fast)."""
+
+    def __init__(self, out: BinaryIO) -> None:
+        super().__init__(out)
+        self.encode = JsonLinesEncoder().encode
 
     def write(self, record: ConsumerRecord) -> None:
-        self.out.write(json.dumps(record_envelope(record), ensure_ascii=False, separators=(",", ":")) + "\n")
-        self.out.flush()
+        self.pending.append(self.encode(record))
 
 
 class JsonArrayWriter(Writer):
@@ -97,16 +126,12 @@ class JsonArrayWriter(Writer):
         self.out.flush()
 
 
-class RawWriter(Writer):
+class RawWriter(ChunkWriter):
     """Each value's bytes and a newline (a null value: an empty line)."""
-
-    def __init__(self, out: BinaryIO) -> None:
-        self.out = out
 
     def write(self, record: ConsumerRecord) -> None:
         value = record.value
-        self.out.write(value + b"\n" if value is not None else b"\n")
-        self.out.flush()
+        self.pending.append(value + b"\n" if value is not None else b"\n")
 
 
 class TableWriter(Writer):
@@ -176,7 +201,7 @@ def make_writer(fmt: str, topics: Sequence[str]) -> Writer:
     name = fmt.strip().lower()
     if "%" not in fmt and "\\" not in fmt:
         if name == "jsonl":
-            return JsonLinesWriter(sys.stdout)
+            return JsonLinesWriter(sys.stdout.buffer)
         if name == "json":
             return JsonArrayWriter(sys.stdout)
         if name == "raw":
@@ -209,6 +234,11 @@ def group_properties(
     accepted; `--offset beginning|end` sets auto.offset.reset for partitions without a committed offset).
     `zookeeper` (or -X zookeeper.connect) makes it a ZooKeeper-coordinated group, whose properties
     (`ZkGroupConfig`: offsets.storage, dual.commit.enabled, ...) are then accepted too."""
+    from kctl.client.config import ClientConfigError
+    from kctl.client.consumer import ConsumerConfig
+    from kctl.client.group_config import GroupConfig
+    from kctl.client.zkgroup import ZkGroupConfig
+
     defaults = dict(CONSUMER_DEFAULTS)
     if offset is not None:
         reset = {"beginning": "earliest", "end": "latest"}.get(offset.strip().lower())
@@ -242,6 +272,8 @@ def group_properties(
 def _group_until_end(end_point: OffsetPoint | None) -> bool:
     """Whether a group member drains to the end (`--group G --until end`); any other --until is a
     usage error with --group."""
+    from kctl.client.offsets_spec import PointKind
+
     if end_point is None:
         return False
     if end_point.kind is not PointKind.END:
@@ -379,12 +411,23 @@ def consume(
 
     jsonl writes {"topic", "partition", "offset", "timestamp", "timestamp_type", "key", "value",
     "headers"}: keys, values and header values as strings when valid UTF-8, else {"base64": ...};
-    headers as [key, value] pairs. `kctl produce --format jsonl` reads it back. Every record is
-    flushed as it is written; a closed stdout (`| head`) ends the command quietly.
+    headers as [key, value] pairs. `kctl produce --format jsonl` reads it back. Records are flushed
+    as they are written (jsonl and raw: the records of each fetch at once); a closed stdout (`| head`)
+    ends the command quietly.
 
     Client properties use Kafka's consumer names (fetch.max.wait.ms, max.partition.fetch.bytes,
     check.crcs, ...) in --config or -X. Exit status 2 for a bad offset spec or option, 3 when a
     topic or partition does not exist or no broker can be reached."""
+    from kctl.client.consumer import Consumer
+    from kctl.client.offsets_spec import (
+        OffsetSpecError,
+        parse_offset_point,
+        parse_offset_spec,
+        resolve_ranges,
+    )
+    from kctl.console.consume import ReadLoop, consume_as_group, default_spec
+    from kctl.console.selection import assign_ranges, select_partitions, select_topics
+
     names = list(dict.fromkeys(topics or []))
     if any(not n for n in names):
         raise KctlError("a topic name must not be empty", ExitCode.USAGE)
@@ -422,7 +465,7 @@ def consume(
         if until_end and properties.get("zookeeper.connect"):
             raise KctlError("--until end needs a broker-coordinated group, not ZooKeeper", ExitCode.USAGE)
         writer = make_writer(fmt, names)
-        with client_errors():
+        with client_errors(), writer:
             count = consume_as_group(
                 bootstrap,
                 properties,
@@ -431,6 +474,7 @@ def consume(
                 writer.write,
                 max_records,
                 PipeWatch(sys.stdout).check,
+                writer.flush,
                 until_end=until_end,
             )
             writer.close()
@@ -447,7 +491,11 @@ def consume(
         ranges = resolve_ranges(spec, tps, consumer, until=end_point)
         writer = make_writer(fmt, selected)
         assign_ranges(consumer, ranges)
-        count = ReadLoop(consumer, ranges, writer.write, max_records, PipeWatch(sys.stdout).check).run()
-        writer.close()
+        with writer:
+            loop = ReadLoop(
+                consumer, ranges, writer.write, max_records, PipeWatch(sys.stdout).check, writer.flush
+            )
+            count = loop.run()
+            writer.close()
     if not quiet:
         info(f"consumed {count} record{'s' if count != 1 else ''} from {len(ranges)} partition(s)")

@@ -15,35 +15,10 @@ import contextlib
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from kctl.client import (
-    TopicPartition,
-)
-from kctl.client.group import (
-    STATES,
-    GroupAdmin,
-    GroupDescription,
-    GroupNotEmptyError,
-    NothingToRewindError,
-    OffsetsFileError,
-    PartitionOffsets,
-    PlannedOffset,
-    ShiftBy,
-    Strategy,
-    ToCurrent,
-    ToGroup,
-    ToOffsets,
-    ToPoint,
-    plan_rewind,
-)
-from kctl.client.group import execute as execute_rewind
-from kctl.client.group.rewind import UNKNOWN_TOPIC, format_offsets_csv, parse_offsets_csv
-from kctl.client.group.rewind_options import RewindOptionError, datetime_point, duration_ms, topic_scope
-from kctl.client.offsets_spec import OffsetPoint, OffsetSpecError, PointKind, parse_offset_point
-from kctl.client.zkgroup import ZkGroupAdmin, execute_migration, plan_migration
 from kctl.commands.clients import admin_session
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
@@ -61,9 +36,10 @@ from kctl.commands.output import (
     stderr_console,
     warn,
 )
-from kctl.protocol import ErrorCode, error_name
-from kctl.zk.consumer_registry import ConsumerRegistry
-from kctl.zk.model import RegistryUnavailableError
+
+if TYPE_CHECKING:
+    from kctl.client import TopicPartition
+    from kctl.client.group import GroupAdmin, GroupDescription, PartitionOffsets, PlannedOffset
 
 app = typer.Typer(
     help="List, describe, rewind and delete consumer groups (talks to a running cluster).",
@@ -71,6 +47,9 @@ app = typer.Typer(
 )
 
 GROUP_NOT_FOUND = "GROUP_ID_NOT_FOUND"
+STATES = ("Empty", "Stable", "PreparingRebalance", "CompletingRebalance", "Dead")
+"""Kafka's group states, as `kctl.client.group.STATES` has them: repeated here for `--state`'s help,
+so that `kctl group --help` starts without the client (tests/test_cli_startup.py checks they agree)."""
 
 GroupsArgument = Annotated[list[str], typer.Argument(metavar="GROUP...", help="Group ids.")]
 TopicScopeOption = Annotated[
@@ -98,6 +77,12 @@ ZooKeeperOption = Annotated[
 def _groups(cluster: ClusterOptions, zookeeper: str | None = None) -> Iterator[GroupAdmin]:
     """A GroupAdmin (of ZooKeeper-mode groups with `zookeeper`); client errors that escape become
     KctlErrors with the right exit status."""
+    from kctl.client.group import GroupAdmin, GroupNotEmptyError, NothingToRewindError
+    from kctl.client.zkgroup import ZkGroupAdmin
+    from kctl.protocol import ErrorCode
+    from kctl.zk.consumer_registry import ConsumerRegistry
+    from kctl.zk.model import RegistryUnavailableError
+
     not_found = (ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     with admin_session(*cluster, not_found=not_found) as admin:
         try:
@@ -131,6 +116,12 @@ def _show_partitions(partitions: Sequence[TopicPartition]) -> str:
     for tp in sorted(partitions):
         by_topic.setdefault(tp.topic, []).append(tp.partition)
     return " ".join(f"{t}[{','.join(map(str, ps))}]" for t, ps in by_topic.items()) or "-"
+
+
+def _show_assignment(assignment: list[dict[str, Any]]) -> str:
+    from kctl.client import TopicPartition
+
+    return _show_partitions([TopicPartition(x["topic"], p) for x in assignment for p in x["partitions"]])
 
 
 def _assignment_json(partitions: Sequence[TopicPartition]) -> list[dict[str, Any]]:
@@ -218,9 +209,7 @@ MEMBER_COLUMNS = [
     Column(
         "assignment",
         "PARTITIONS",
-        formatter=lambda a: _show_partitions(
-            [TopicPartition(x["topic"], p) for x in a for p in x["partitions"]]
-        ),
+        formatter=_show_assignment,
     ),
 ]
 OFFSET_COLUMNS = [
@@ -349,6 +338,8 @@ T = TypeVar("T")
 
 
 def _parsed(parse: Callable[[A], T], text: A) -> T:
+    from kctl.client.group.rewind_options import RewindOptionError
+
     try:
         return parse(text)
     except RewindOptionError as error:
@@ -357,12 +348,17 @@ def _parsed(parse: Callable[[A], T], text: A) -> T:
 
 def parse_topic_scope(values: Sequence[str]) -> dict[str, list[int] | None]:
     """`--topic` values: topic -> its partitions (None: all of them)."""
+    from kctl.client.group.rewind_options import topic_scope
+
     return _parsed(topic_scope, values)
 
 
 def read_offsets_file(path: Path, group: str) -> dict[TopicPartition, int]:
     """A CSV plan as `kafka-consumer-groups.sh --export` writes it: `topic,partition,offset` lines
     (or `group,topic,partition,offset` for several groups: only `group`'s lines are used)."""
+    from kctl.client.group import OffsetsFileError
+    from kctl.client.group.rewind import parse_offsets_csv
+
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -479,6 +475,13 @@ def rewind(
     The group must have no active members (stop its consumers first): a group with members is
     refused, naming them. Exit status 1 when refused or when any partition has an error (then
     nothing is committed), 3 when the group (with --all-topics) or every named topic does not exist."""
+    from kctl.client.group import ShiftBy, Strategy, ToCurrent, ToGroup, ToOffsets, ToPoint, plan_rewind
+    from kctl.client.group import execute as execute_rewind
+    from kctl.client.group.rewind import UNKNOWN_TOPIC
+    from kctl.client.group.rewind_options import datetime_point, duration_ms
+    from kctl.client.offsets_spec import OffsetPoint, OffsetSpecError, PointKind, parse_offset_point
+    from kctl.protocol import error_name
+
     targets_given = [
         to_earliest,
         to_latest,
@@ -572,6 +575,8 @@ def rewind(
 def _plan_row(
     group: str, p: PlannedOffset, executed: bool, codes: dict[TopicPartition, int]
 ) -> dict[str, Any]:
+    from kctl.protocol import error_name
+
     if p.error is not None:
         status = "error"
     elif executed:
@@ -595,6 +600,8 @@ def _plan_row(
 
 
 def _export(path: Path, plan: Sequence[PlannedOffset]) -> None:
+    from kctl.client.group.rewind import format_offsets_csv
+
     try:
         path.write_text(format_offsets_csv(plan), encoding="utf-8")
     except OSError as error:
@@ -677,6 +684,9 @@ def _delete_offsets(
     cluster: ClusterOptions,
     zookeeper: str | None = None,
 ) -> None:
+    from kctl.client import TopicPartition
+    from kctl.protocol import ErrorCode, error_name
+
     with _groups(cluster, zookeeper) as groups:
         committed = groups.committed_offsets(group)
         partitions = [
@@ -758,6 +768,9 @@ def migrate(
     consumers must be stopped (none registered in ZooKeeper, no members in the broker group), else
     it is refused. Exit status 1 when refused or a partition fails, 3 when the group has no
     committed offsets in either store."""
+    from kctl.client.zkgroup import ZkGroupAdmin, execute_migration, plan_migration
+    from kctl.protocol import error_name
+
     store = to.strip().lower()
     if store not in ("kafka", "zookeeper"):
         raise KctlError(f"--to is kafka or zookeeper, not {to!r}", ExitCode.USAGE)

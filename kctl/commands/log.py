@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -23,34 +23,19 @@ from kctl.commands.options import (
     load_config,
 )
 from kctl.commands.output import Column, OutputFormat, info, progress, render_documents, render_rows, warn
-from kctl.console.formats import readable_timestamp
-from kctl.log.config import TOPIC_CONFIGS, InvalidConfigError, LogConfig
-from kctl.log.inspect import (
-    NotASegmentError,
-    Unreadable,
-    checkpoint_rows,
-    decode_records,
-    holds_legacy_messages,
-    is_checkpoint_file,
-    read_batches,
-    read_offset_index,
-    read_time_index,
-    segment_logs,
-    verify,
-    verify_targets,
-)
-from kctl.log.naming import (
-    INDEX_SUFFIX,
-    SNAPSHOT_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    base_offset_of,
-    index_file,
-    time_index_file,
-)
-from kctl.log.producer_state import CorruptSnapshotError, read_snapshot
-from kctl.log.recovery import KEEP
-from kctl.log.tools import DirectoryInUseError, purge, recover
-from kctl.records.header import InvalidRecordBatch
+
+if TYPE_CHECKING:
+    from kctl.log.config import LogConfig
+
+# kctl.log and kctl.records are imported in the functions that use them, so that `kctl log --help`
+# starts without them (tests/test_cli_startup.py).
+
+
+def readable_timestamp(ms: int) -> str:
+    """Epoch milliseconds as RFC 3339 UTC in tables (kctl.console.formats, imported when used)."""
+    from kctl.console.formats import readable_timestamp as iso
+
+    return iso(ms)
 
 app = typer.Typer(
     help="Inspect, verify and repair partition directories and segment files offline.",
@@ -71,6 +56,8 @@ DryRunOption = Annotated[
 
 def _log_config(config_file: Path | None, overrides: list[str] | None) -> LogConfig:
     """Topic-level settings (Kafka names, e.g. -X index.interval.bytes=4096) for the tools."""
+    from kctl.log.config import TOPIC_CONFIGS, InvalidConfigError, LogConfig
+
     resolved = load_config(config_file, overrides, allowed_keys=TOPIC_CONFIGS.keys())
     try:
         return LogConfig().with_overrides(dict(resolved))
@@ -79,6 +66,8 @@ def _log_config(config_file: Path | None, overrides: list[str] | None) -> LogCon
 
 
 def _segments(path: Path, *, warn_empty: bool = True) -> list[tuple[int, Path]]:
+    from kctl.log.inspect import NotASegmentError, segment_logs
+
     try:
         segments = segment_logs(path)
     except FileNotFoundError:
@@ -152,6 +141,9 @@ def _as_dict(struct: Any) -> Any:
 def _batch_documents(
     log_path: Path, deep: bool, problems: list[str], offsets_decoder: bool = False
 ) -> Iterator[dict[str, Any]]:
+    from kctl.log.inspect import Unreadable, decode_records, read_batches
+    from kctl.records.header import InvalidRecordBatch
+
     for item in read_batches(log_path):
         if isinstance(item, Unreadable):
             problems.append(f"{item.file} position {item.position}: {item.reason}")
@@ -180,6 +172,9 @@ def _batch_documents(
 
 
 def _index_documents(base_offset: int, log_path: Path) -> Iterator[dict[str, Any]]:
+    from kctl.log.inspect import read_offset_index, read_time_index
+    from kctl.log.naming import index_file, time_index_file
+
     offset_path = index_file(log_path.parent, base_offset)
     if offset_path.exists():
         entries, leftover = read_offset_index(offset_path, base_offset)
@@ -238,6 +233,9 @@ def dump(
     {"base64": "..."}. Tables show times in RFC 3339 UTC and sizes human-readable (--bytes: exact);
     JSON has epoch milliseconds and bytes. Exit status 0, also when invalid batches are listed (see
     `kctl log verify`)."""
+    from kctl.log.inspect import checkpoint_rows, is_checkpoint_file
+    from kctl.log.naming import INDEX_SUFFIX, SNAPSHOT_SUFFIX, TIME_INDEX_SUFFIX
+
     _log_config(config_file, overrides)
     if path.is_file() and path.name.endswith(SNAPSHOT_SUFFIX):
         rows = _snapshot_documents(path)
@@ -299,6 +297,8 @@ SNAPSHOT_COLUMNS = [
 def _snapshot_documents(path: Path) -> list[dict[str, Any]]:
     """One row per remembered batch of each producer in a producer snapshot (a producer with none
     gets one row without batch fields). Exit 1 if the snapshot cannot be trusted."""
+    from kctl.log.producer_state import CorruptSnapshotError, read_snapshot
+
     try:
         producers = read_snapshot(path)
     except CorruptSnapshotError as error:
@@ -384,6 +384,8 @@ def verify_command(
     in it and its offset checkpoints are checked. Prints one row per finding (file, byte position,
     offset, problem) and a summary on stderr. Exit status 0 when everything is clean, 1 when
     anything is wrong, 3 when a PATH is missing or holds nothing to check."""
+    from kctl.log.inspect import is_checkpoint_file, verify
+
     _log_config(config_file, overrides)
     findings: list[dict[str, Any]] = []
     totals = {"segments": 0, "batches": 0, "records": 0, "bytes": 0}
@@ -418,6 +420,8 @@ def verify_command(
 def _verify_targets(paths: list[Path]) -> list[Path]:
     """Each PATH, or a log directory's partitions; a directory with nothing to check is an error
     (never a silent "clean")."""
+    from kctl.log.inspect import verify_targets
+
     targets: list[Path] = []
     for path in paths:
         found = verify_targets(path)
@@ -459,6 +463,10 @@ def recover_command(
     the file, its CRC-32C matches and its offsets rise; segments after a damaged one are cut whole.
     Cut bytes go to `SEGMENT.log.cut`. Refuses to run while a broker holds the log directory.
     Exit status 0 on success; with --dry-run, 1 when something would be cut."""
+    from kctl.log.inspect import holds_legacy_messages
+    from kctl.log.recovery import KEEP
+    from kctl.log.tools import DirectoryInUseError, recover
+
     config = _log_config(config_file, overrides)
     for _, log_path in _segments(path):
         if holds_legacy_messages(log_path):
@@ -537,6 +545,9 @@ def purge_command(
     Give at least one rule; -X retention.ms=N and -X retention.bytes=N work too. Only whole segments
     are deleted; the active (last) segment goes only when it is entirely expired. Refuses to run
     while a broker holds the log directory. Exit status 0 (also when nothing was deleted)."""
+    from kctl.log.config import TOPIC_CONFIGS
+    from kctl.log.tools import DirectoryInUseError, purge
+
     resolved = load_config(config_file, overrides, allowed_keys=TOPIC_CONFIGS.keys())
     if retention_ms is None and "retention.ms" in resolved:
         retention_ms = int(resolved["retention.ms"])
@@ -577,6 +588,3 @@ def purge_command(
         f"{verb} {len(rows)} segment(s), {sum(r['size'] for r in rows)} bytes; "
         f"log start offset {report.log_start_offset}, log end offset {report.log_end_offset}"
     )
-
-
-__all__ = ["app", "base_offset_of"]

@@ -10,11 +10,10 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kctl.client import ClientConfig, ConsumerConfig, GroupAdmin, KafkaError, ProducerConfig
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
     DEFAULT_FORMAT,
@@ -25,16 +24,9 @@ from kctl.commands.options import (
     load_config,
 )
 from kctl.commands.output import Column, OutputFormat, info, render_rows, stderr_console, warn
-from kctl.mirror import (
-    ClusterSpec,
-    Mirror,
-    MirrorError,
-    MirrorSpec,
-    PartitionStatus,
-    TopicPolicy,
-    read_offset_syncs,
-    translate_groups,
-)
+
+if TYPE_CHECKING:
+    from kctl.mirror import ClusterSpec, MirrorSpec, PartitionStatus
 
 app = typer.Typer(  # one command: its help is the docstring of `mirror`
     invoke_without_command=True,
@@ -75,6 +67,9 @@ TRANSLATE_COLUMNS = [
 def _cluster(value: str, config_file: Path | None, overrides: list[str] | None, what: str) -> ClusterSpec:
     """``NAME`` (clusters file), ``ALIAS=HOST:PORT[,...]`` or ``HOST:PORT[,...]`` as a ClusterSpec,
     with --config and -X on top of the named cluster's properties."""
+    from kctl.client import ClientConfig, ConsumerConfig, ProducerConfig
+    from kctl.mirror import ClusterSpec
+
     alias, sep, servers = value.partition("=")
     if not sep:
         alias, servers = "", value
@@ -324,6 +319,8 @@ def mirror(
     Exit status 0 when stopped or (with --once) caught up, 1 when mirroring failed (the message
     names the cluster and topic), 2 on a usage error, 3 when a cluster cannot be reached or a named
     cluster is unknown."""
+    from kctl.mirror import MirrorSpec, TopicPolicy
+
     if clusters_file is not None:
         import os
 
@@ -377,6 +374,9 @@ def _unreachable(error: BaseException) -> bool:
 
 
 def _run(spec: MirrorSpec, dry_run: bool, fmt: OutputFormat, status_interval: float) -> None:
+    from kctl.client import KafkaError
+    from kctl.mirror import Mirror, MirrorError
+
     runner = Mirror(spec)
     printer: _StatusPrinter | None = None
     try:
@@ -435,7 +435,8 @@ def _run(spec: MirrorSpec, dry_run: bool, fmt: OutputFormat, status_interval: fl
 
 
 def _translate(spec: MirrorSpec, groups: list[str], execute: bool, fmt: OutputFormat) -> None:
-    from kctl.client import AdminClient
+    from kctl.client import AdminClient, GroupAdmin, KafkaError
+    from kctl.mirror import read_offset_syncs, translate_groups
 
     target_admin = AdminClient(spec.target.bootstrap_servers, spec.target.client_config())
     rows: list[dict[str, Any]] = []

@@ -46,7 +46,6 @@ from typing import Annotated, Any, NamedTuple, TypeVar
 import typer
 
 from kctl import properties
-from kctl.client.clusters_file import ClustersFileError, resolve_cluster
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.output import OutputFormat, warn
 
@@ -337,6 +336,9 @@ def load_config(
     bootstrap_source = getattr(bootstrap_server, "source", ConfigSource.OPTION)
     cluster_properties: Mapping[str, str] = {}
     if bootstrap_server is not None:
+        # here, not at the top: importing kctl.client costs the offline tools and --help their start-up
+        from kctl.client.clusters_file import ClustersFileError, resolve_cluster
+
         try:
             named = resolve_cluster(str(bootstrap_server))
         except ClustersFileError as exc:

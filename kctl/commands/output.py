@@ -25,24 +25,17 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
-from typing import Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
-from rich import box
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    ProgressColumn,
-    TaskProgressColumn,
-    TextColumn,
-    TimeRemainingColumn,
-)
-from rich.table import Table
-from rich.text import Text
-from tabulate import tabulate
 
 from kctl.console.formats import bytes_to_json
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, ProgressColumn
+
+# rich's tables and progress bars and tabulate are imported where they are used: `kctl --version`,
+# `--help` and the offline log tools start without them (tests/test_cli_startup.py).
 
 
 class OutputFormat(enum.StrEnum):
@@ -203,6 +196,10 @@ def _render_table(
     cells = [[_table_cell(c, row.get(c.key), exact_sizes) for c in columns] for row in rows]
     aligns = [_justify(c, rows) for c in columns]
     if _is_terminal(out):
+        from rich import box
+        from rich.table import Table
+        from rich.text import Text
+
         table = Table(title=title, box=box.SIMPLE_HEAD, highlight=False)
         for column, align in zip(columns, aligns, strict=True):
             table.add_column(Text(column.title), justify=align, overflow="fold")
@@ -210,6 +207,8 @@ def _render_table(
             table.add_row(*(Text(cell) for cell in line))
         Console(file=out, highlight=False).print(table)
         return
+    from tabulate import tabulate
+
     text = tabulate(
         cells,
         headers=[c.title for c in columns],
@@ -310,6 +309,15 @@ def progress(*columns: ProgressColumn | str, transient: bool = True) -> Progress
 
     Use it as a context manager: ``with progress() as p: task = p.add_task("scan", total=n)``.
     """
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TaskProgressColumn,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
     if not columns:
         columns = (
             TextColumn("{task.description}"),

@@ -13,24 +13,10 @@ import json
 import random
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kctl.client import AdminClient, KafkaError, TopicPartition
-from kctl.client.admin.reassign_plan import (
-    COMPLETE,
-    IN_PROGRESS,
-    Assignment,
-    Move,
-    PlanError,
-    format_plan,
-    generate,
-    moves,
-    parse_plan,
-    parse_topics_to_move,
-    verify,
-)
 from kctl.commands.clients import admin_session
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
@@ -43,6 +29,10 @@ from kctl.commands.options import (
     FormatOption,
 )
 from kctl.commands.output import Column, OutputFormat, info, render_rows, warn
+
+if TYPE_CHECKING:
+    from kctl.client import AdminClient, TopicPartition
+    from kctl.client.admin.reassign_plan import Assignment, Move
 
 app = typer.Typer(
     help="Reassign partition replicas and elect leaders (talks to a running cluster).",
@@ -87,6 +77,8 @@ def _current_assignment(admin: AdminClient, topics: list[str]) -> dict[str, dict
 
 
 def _flat(assignment: dict[str, dict[int, tuple[int, ...]]]) -> Assignment:
+    from kctl.client import TopicPartition
+
     return {TopicPartition(t, p): r for t, ps in assignment.items() for p, r in ps.items()}
 
 
@@ -97,6 +89,8 @@ def _write_plan(plan: dict[str, Any], fmt: OutputFormat) -> None:
 
 def _sizes(admin: AdminClient, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
     """Each partition's size at its leader (DescribeLogDirs); unknown ones are left out."""
+    from kctl.client import KafkaError, TopicPartition
+
     leaders: dict[int, list[TopicPartition]] = {}
     for topic in admin.describe_topics(sorted({tp.topic for tp in tps})):
         for p in topic.partitions if topic.ok else ():
@@ -232,6 +226,8 @@ def reassign(
     the throttle), 1 otherwise. --cancel cancels the plan's ongoing reassignments.
 
     Exit status 3 when a named topic or partition does not exist, 1 when a request failed."""
+    from kctl.client.admin.reassign_plan import PlanError, parse_plan
+
     modes = [generate_plan, verify_plan, cancel]
     if sum(modes) > 1:
         raise KctlError("give one of --generate, --verify, --cancel", ExitCode.USAGE)
@@ -274,6 +270,8 @@ def _generate(
     overrides: list[str] | None,
     bootstrap_server: str,
 ) -> None:
+    from kctl.client.admin.reassign_plan import PlanError, format_plan, generate, parse_topics_to_move
+
     names = list(dict.fromkeys(topics or []))
     if topics_file is not None:
         try:
@@ -323,6 +321,8 @@ def _show_or_execute(
     fmt: OutputFormat,
     exact_bytes: bool = False,
 ) -> None:
+    from kctl.client.admin.reassign_plan import PlanError, moves
+
     try:
         planned = moves(current, plan, _sizes(admin, list(plan)))
     except PlanError as error:
@@ -384,6 +384,9 @@ VERIFY_COLUMNS = [
 
 
 def _verify(admin: AdminClient, plan: Assignment, current: Assignment, fmt: OutputFormat) -> None:
+    from kctl.client import KafkaError
+    from kctl.client.admin.reassign_plan import COMPLETE, IN_PROGRESS, verify
+
     ongoing = admin.list_partition_reassignments(list(plan))
     states = verify(plan, current, ongoing)
     rows = []
@@ -480,6 +483,8 @@ def elect_leaders(
     unclean, the partition has a leader) or Kafka's error name (PREFERRED_LEADER_NOT_AVAILABLE,
     ELIGIBLE_LEADERS_NOT_AVAILABLE, ...). Exit status 0 when every partition was elected or needed
     no election, 3 when no named partition exists, 1 otherwise."""
+    from kctl.client import TopicPartition
+
     if election_type not in ("preferred", "unclean"):
         raise KctlError(f"--election-type {election_type!r}: preferred or unclean", ExitCode.USAGE)
     if sum([all_partitions, topic is not None, json_file is not None]) != 1:
@@ -523,6 +528,8 @@ def elect_leaders(
 
 
 def _election_file(path: Path) -> list[TopicPartition]:
+    from kctl.client import TopicPartition
+
     text = _read(path, "partitions file")
     try:
         data = json.loads(text)

@@ -12,14 +12,10 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.progress import BarColumn, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
-from kctl.client.consumer import Consumer
-from kctl.client.offsets_spec import OffsetSpecError, parse_offset_spec, resolve_ranges
-from kctl.client.producer import Producer
 from kctl.commands.clients import client_errors, connect, consumer_config, producer_config, require_topic
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
@@ -30,24 +26,9 @@ from kctl.commands.options import (
     cluster_options,
 )
 from kctl.commands.output import OutputFormat, progress, render_object, warn
-from kctl.console.selection import assign_ranges, select_partitions, select_topics
-from kctl.perf import (
-    METADATA_TIMEOUT,
-    ConsumeRun,
-    Figures,
-    Interrupts,
-    Interval,
-    IntervalStats,
-    ProduceRun,
-    Sampler,
-    Warmup,
-    default_end,
-    make_keys,
-    make_payload,
-    parse_duration,
-    parse_warmup,
-    records_expected,
-)
+
+if TYPE_CHECKING:
+    from kctl.perf import Figures, Interval, IntervalStats
 
 app = typer.Typer(
     help=(
@@ -120,6 +101,8 @@ def _stderr_is_terminal() -> bool:
 
 
 def _duration(value: str | None, option: str) -> float | None:
+    from kctl.perf import parse_duration
+
     if value is None:
         return None
     try:
@@ -166,6 +149,8 @@ class Reporter:
         self._warm = False
 
     def __enter__(self) -> Reporter:
+        from rich.progress import BarColumn, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
         if self.live:
             self._progress = progress(
                 TextColumn("{task.description}", markup=False),
@@ -353,6 +338,18 @@ def produce(
     records failed delivery, 3 when no broker can be reached or the topic does not exist, 130
     after Ctrl-C (the summary so far is printed first; a second Ctrl-C stops waiting for the
     records on their way)."""
+    from kctl.client.producer import Producer
+    from kctl.perf import (
+        METADATA_TIMEOUT,
+        Interrupts,
+        ProduceRun,
+        Sampler,
+        Warmup,
+        make_keys,
+        make_payload,
+        parse_warmup,
+    )
+
     if not topic:
         raise KctlError("a topic name must not be empty", ExitCode.USAGE)
     seconds, every_seconds = _run_length(duration, interval)
@@ -500,6 +497,11 @@ def consume(
     max.poll.records, ...) in --config or -X. Exit status 1 when --num-records were asked for and
     fewer arrived before --idle-timeout, 2 for a bad option, 3 when a topic or partition does not
     exist or no broker can be reached, 130 after Ctrl-C (the summary so far is printed first)."""
+    from kctl.client.consumer import Consumer
+    from kctl.client.offsets_spec import OffsetSpecError, parse_offset_spec, resolve_ranges
+    from kctl.console.selection import assign_ranges, select_partitions, select_topics
+    from kctl.perf import ConsumeRun, Interrupts, Sampler, default_end, records_expected
+
     names = list(dict.fromkeys(topics))
     if any(not n for n in names):
         raise KctlError("a topic name must not be empty", ExitCode.USAGE)

@@ -15,14 +15,11 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated, TextIO
+from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
 
-from kctl.client import KafkaError
-from kctl.client.producer import Producer, RecordMetadata
 from kctl.commands.clients import connect, producer_config, require_topic
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
@@ -35,23 +32,12 @@ from kctl.commands.options import (
     ConfigOverrideOption,
 )
 from kctl.commands.output import OutputFormat, info, stderr_console
-from kctl.console.formats import readable_timestamp
-from kctl.console.produce import (
-    Headers,
-    InputError,
-    Parser,
-    ProduceSession,
-    StoppedReading,
-    json_array_items,
-    json_array_parser,
-    jsonl_parser,
-    line_parser,
-    parse_delimiter,
-    parse_header,
-    read_files,
-    split_records,
-    whole_file_parser,
-)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from kctl.client.producer import RecordMetadata
+    from kctl.console.produce import Headers
 
 app = typer.Typer(  # one command: its help is the docstring of `produce`
     invoke_without_command=True,
@@ -85,6 +71,8 @@ class Report:
             if not self.count:
                 heading = f"{'LINE':>8}  {'TOPIC':<{width}}  {'PARTITION':>9}  {'OFFSET':>12}  TIMESTAMP"
                 self.out.write(heading + "\n")
+            from kctl.console.formats import readable_timestamp
+
             when = readable_timestamp(timestamp)
             self.out.write(f"{line:>8}  {topic:<{width}}  {partition:>9}  {offset:>12}  {when}\n")
         self.count += 1
@@ -110,6 +98,8 @@ class ErrorLines:
 
 
 def _headers_option(values: list[str] | None) -> Headers:
+    from kctl.console.produce import parse_header
+
     headers: Headers = []
     for text in values or ():
         try:
@@ -123,6 +113,8 @@ def _delimiter_option(text: str | None) -> bytes | None:
     if text is None:
         return None
     try:
+        from kctl.console.produce import parse_delimiter
+
         return parse_delimiter(text)
     except ValueError as error:
         raise KctlError(f"invalid --delimiter {text!r}: {error}", ExitCode.USAGE) from None
@@ -262,6 +254,22 @@ def produce(
     enable.idempotence, delivery.timeout.ms, ...) in --config or -X; --compression and --acks win
     over them. Exit status 1 when any record was not delivered (each is reported on stderr with
     its line number), 3 when no broker can be reached or the topic does not exist."""
+    from kctl.client import KafkaError
+    from kctl.client.producer import Producer
+    from kctl.console.produce import (
+        InputError,
+        Parser,
+        ProduceSession,
+        StoppedReading,
+        json_array_items,
+        json_array_parser,
+        jsonl_parser,
+        line_parser,
+        read_files,
+        split_records,
+        whole_file_parser,
+    )
+
     if not topic:
         raise KctlError("a topic name must not be empty", ExitCode.USAGE)
     fmt = OutputFormat(fmt)

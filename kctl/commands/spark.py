@@ -10,11 +10,10 @@ on stdout (a table, or with `--format json|jsonl` one summary object) and the to
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kctl.client import ConsumerConfig
 from kctl.commands.clients import client_errors
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
@@ -27,16 +26,14 @@ from kctl.commands.options import (
     parse_override,
 )
 from kctl.commands.output import OutputFormat, info, progress, render_object, render_rows
-from kctl.spark.load import (
-    FILE_FORMATS,
-    VALUE_FORMATS,
-    LoadError,
-    LoadPlan,
-    LoadSummary,
-    plan_load,
-    run_load,
-)
-from kctl.spark.options import OffsetBound, SourceOptionError, parse_partition_map
+
+if TYPE_CHECKING:
+    from kctl.spark.load import LoadPlan, LoadSummary
+    from kctl.spark.options import OffsetBound
+
+FILE_FORMATS = ("parquet",)
+"""The output file formats, as `kctl.spark.load.FILE_FORMATS` has them: repeated here for the help, so
+that `kctl spark --help` starts without pyspark's side of kctl (tests/test_cli_startup.py checks)."""
 
 app = typer.Typer(
     help="Spark jobs over kctl topics (needs the spark extra: pip install 'kctl[spark]').",
@@ -47,6 +44,8 @@ COLUMNS = ["topic", "partition", "from_offset", "until_offset", "records"]
 
 
 def _until(text: str | None) -> OffsetBound | None:
+    from kctl.spark.options import OffsetBound, SourceOptionError, parse_partition_map
+
     if text is None or text.strip().lower() == "latest":
         return None
     try:
@@ -175,6 +174,10 @@ def load(
     that dies leaves nothing visible and the next run redoes its ranges. Read it all back with
     `spark.read.parquet(PATH)`. Without --execute, prints the plan only.
     """
+    from kctl.client import ConsumerConfig
+    from kctl.spark.load import VALUE_FORMATS, LoadError, LoadSummary, plan_load, run_load
+    from kctl.spark.options import SourceOptionError
+
     if file_format not in FILE_FORMATS:
         raise KctlError(f"--file-format must be one of {', '.join(FILE_FORMATS)}", ExitCode.USAGE)
     if value_format not in VALUE_FORMATS:

@@ -16,18 +16,10 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable, Sequence
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kctl.client import (
-    AdminClient,
-    KafkaError,
-    NewTopic,
-    Result,
-    TopicDescription,
-    TopicPartition,
-)
 from kctl.commands.clients import admin_session
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
@@ -48,6 +40,9 @@ from kctl.commands.output import (
     stderr_console,
     warn,
 )
+
+if TYPE_CHECKING:
+    from kctl.client import AdminClient, Result, TopicDescription, TopicPartition
 
 app = typer.Typer(
     help="Create, list, describe, alter and delete topics (talks to a running cluster).",
@@ -160,6 +155,8 @@ def create(
     Prints one row per topic: its status (created, valid with --validate-only, exists with
     --if-not-exists, or Kafka's error name), partitions, replication factor and topic id.
     Exit status 1 if any topic could not be created."""
+    from kctl.client import NewTopic, Result
+
     names = _unique(topics)
     configs = _topic_configs(topic_configs)
     new = [NewTopic(n, partitions or -1, replication_factor or -1, configs) for n in names]
@@ -272,6 +269,8 @@ PARTITION_COLUMNS = [
 def _partition_sizes(admin: AdminClient, topics: list[TopicDescription]) -> dict[TopicPartition, int]:
     """Each led partition's size on disk at its leader, in bytes (DescribeLogDirs to the leaders).
     A broker that cannot say is warned about; its partitions are left out."""
+    from kctl.client import KafkaError, TopicPartition
+
     by_leader: dict[int, list[TopicPartition]] = {}
     for topic in topics:
         for p in topic.partitions:
@@ -328,6 +327,8 @@ def _describe_documents(
     admin: AdminClient, topics: list[TopicDescription], keep: PartitionFilter | None = None
 ) -> list[dict[str, Any]]:
     # partitions without a leader have no offsets to ask for (and asking would wait for an election)
+    from kctl.client import TopicPartition
+
     tps = [TopicPartition(t.name, p.partition) for t in topics for p in t.partitions if p.leader >= 0]
     earliest = admin.list_offsets(tps, "earliest") if tps else {}
     latest = admin.list_offsets(tps, "latest") if tps else {}
@@ -427,6 +428,7 @@ def describe(
     --under-replicated, --unavailable and --under-min-isr (kafka-topics.sh's
     --under-replicated-partitions, --unavailable-partitions, --under-min-isr-partitions; together:
     partitions matching any) show only those partitions, and only the topics that have one."""
+
     names = _unique(topics or [])
     if all_topics and names:
         raise KctlError("give topic names or --all, not both", ExitCode.USAGE)
@@ -467,6 +469,8 @@ def delete(
 
     Prints one row per topic: deleted, absent (with --if-exists) or Kafka's error name. Exit status 3
     if no named topic exists (without --if-exists), 1 for any other failure."""
+    from kctl.client import Result
+
     names = _unique(topics)
     with admin_session(*cluster) as admin:
         results = admin.delete_topics(names)
@@ -517,6 +521,7 @@ def alter(
     Other configs keep their values (IncrementalAlterConfigs). Prints one row per change: the
     partitions, then the configs (all config changes apply together or not at all). Exit status 3
     if the topic does not exist, 1 if a change failed."""
+
     (name,) = _unique([topic])
     configs = _topic_configs(topic_configs)
     deletes = list(dict.fromkeys(delete_configs or []))

@@ -8,18 +8,18 @@ from the first line of stdin; never from the command line."""
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kctl.client.admin.security import UserResult
 from kctl.commands.clients import admin_session
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import DEFAULT_FORMAT, ClusterOptions, FormatOption, cluster_options
 from kctl.commands.output import info, render_rows
 from kctl.common.scram import DEFAULT_ITERATIONS, MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS, ScramCredential
-from kctl.protocol import ErrorCode
-from kctl.protocol.errors import error_name
+
+if TYPE_CHECKING:
+    from kctl.client.admin.security import UserResult
 
 app = typer.Typer(help="Manage SCRAM users (credentials for SASL/SCRAM).", no_args_is_help=True)
 
@@ -71,6 +71,8 @@ def _zookeeper_store(connect: str) -> Any:
 
 
 def _status_rows(results: list[UserResult], mechanisms: list[str], verb: str) -> list[dict[str, Any]]:
+    from kctl.protocol.errors import error_name
+
     rows = []
     for r in results:
         status = verb if r.error_code == 0 else error_name(r.error_code)
@@ -115,6 +117,8 @@ def create(
 
     The password is asked for (twice) on a terminal, or read from the first line of stdin. Exit
     status 1 if the broker refuses (e.g. CLUSTER_AUTHORIZATION_FAILED)."""
+    from kctl.client.admin.security import UserResult
+
     mechanisms = _mechanisms(mechanism)
     password = _read_password(user, password_stdin)
     if zookeeper:
@@ -192,6 +196,8 @@ def list_users(
     """List SCRAM users: one row per user and mechanism, with its iterations (never a secret).
 
     Exit status 3 if a named user does not exist."""
+    from kctl.protocol import ErrorCode
+
     rows: list[dict[str, Any]] = []
     missing = False
     if zookeeper:

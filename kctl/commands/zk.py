@@ -11,16 +11,16 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterator
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import DEFAULT_FORMAT, FormatOption
 from kctl.commands.output import Column, OutputFormat, render_documents, render_object, render_rows
-from kctl.zk.browse import NoSuchZNodeError, ZkBrowser
-from kctl.zk.consumer_registry import ConsumerRegistry
-from kctl.zk.model import RegistryUnavailableError
+
+if TYPE_CHECKING:
+    from kctl.zk.browse import ZkBrowser
 
 app = typer.Typer(
     help="Read Kafka's ZooKeeper layout: znodes, brokers, topics and ZooKeeper-mode consumer groups.",
@@ -43,6 +43,10 @@ DEFAULT_ZOOKEEPER = "127.0.0.1:2181"
 
 @contextlib.contextmanager
 def _browser(zookeeper: str) -> Iterator[ZkBrowser]:
+    from kctl.zk.browse import NoSuchZNodeError, ZkBrowser
+    from kctl.zk.consumer_registry import ConsumerRegistry
+    from kctl.zk.model import RegistryUnavailableError
+
     try:
         with ConsumerRegistry(zookeeper, session_timeout_ms=10_000) as registry:
             yield ZkBrowser(registry)

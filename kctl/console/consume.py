@@ -4,8 +4,9 @@ forever, or a count), or as a member of a consumer group, handing each record to
 Offset ranges come from `kctl.client.offsets_spec`; `default_spec` is the start the console
 consumer takes without `--offset`. A partition whose end is reached is paused; the loop ends when
 every bounded partition is done and none is unbounded. `on_idle` is called after a poll that
-returned nothing (the CLI checks there whether its reader went away). A group member can drain its
-partitions to the end offsets it sees when they are assigned (`GroupDrain`, `kcat -G ... -e`).
+returned nothing (the CLI checks there whether its reader went away), `flush` after the records of
+each poll were handed over (the CLI writes them out in one piece there). A group member can drain
+its partitions to the end offsets it sees when they are assigned (`GroupDrain`, `kcat -G ... -e`).
 """
 
 from __future__ import annotations
@@ -44,11 +45,13 @@ class ReadLoop:
         write: RecordSink,
         max_records: int | None,
         on_idle: Callable[[], None] = _nothing,
+        flush: Callable[[], None] = _nothing,
     ) -> None:
         self.consumer = consumer
         self.write = write
         self.max_records = max_records
         self.on_idle = on_idle
+        self.flush = flush
         self.count = 0
         self.bounded = {
             tp: r for tp, r in ranges.items() if r.stop is not None or r.stop_timestamp is not None
@@ -71,6 +74,7 @@ class ReadLoop:
         if self.done:
             consumer.pause(list(self.done))
         while not self.finished():
+            self.flush()
             records = consumer.poll(1.0)
             if not records:
                 self.on_idle()
@@ -87,12 +91,14 @@ class ReadLoop:
                 write(record)
                 self.count += 1
                 if self.max_records is not None and self.count >= self.max_records:
+                    self.flush()
                     return self.count
                 if end is not None and end.stop is not None and record.offset + 1 >= end.stop:
                     self._finish(tp)
             for tp, end in bounded.items():  # ends reached without a record (control batches, gaps)
                 if tp not in done and end.stop is not None and consumer.position(tp) >= end.stop:
                     self._finish(tp)
+        self.flush()
         return self.count
 
 
@@ -143,6 +149,7 @@ def consume_as_group(
     write: RecordSink,
     max_records: int | None,
     on_idle: Callable[[], None] = _nothing,
+    flush: Callable[[], None] = _nothing,
     *,
     until_end: bool = False,
 ) -> int:
@@ -151,7 +158,8 @@ def consume_as_group(
     member holds reached the end offset seen when it was assigned (``GroupDrain``); offsets are
     committed as it goes (enable.auto.commit) and when it leaves the group. With zookeeper.connect
     in `properties` the group is ZooKeeper-coordinated (`ZkGroupConsumer`; not with ``until_end``).
-    Returns the number of records written."""
+    `flush` is called after the records of each poll were handed to `write`. Returns the number of
+    records written."""
     count = 0
     zookeeper = bool(properties.get("zookeeper.connect"))
     if zookeeper and until_end:
@@ -164,6 +172,7 @@ def consume_as_group(
         else:
             consumer.subscribe(list(names))
         while max_records is None or count < max_records:
+            flush()
             if drain is not None and drain.finished():
                 break
             records = consumer.poll(1.0, max_records=None if max_records is None else max_records - count)
@@ -176,5 +185,6 @@ def consume_as_group(
                     continue
                 write(record)
                 count += 1
+        flush()
         consumer.commit()
     return count
