@@ -578,6 +578,8 @@ def _selected_partitions(
 ) -> tuple[list[TopicPartition], list[Result]]:
     """The partitions of the named topics (only ``partitions`` of each, when given) and the topics'
     results; a named partition a topic lacks exits 3."""
+    from kctl.client import TopicPartition
+
     described = admin.describe_topics(names)
     wanted = set(partitions or [])
     tps: list[TopicPartition] = []
