@@ -4,7 +4,7 @@
 _kctl_subcommands() {
     case "$1" in
         'kctl') echo 'broker cluster config consume group log mirror partition perf produce spark topic zk user acl' ;;
-        'kctl broker') echo 'start stop log-dirs list' ;;
+        'kctl broker') echo 'start stop log-dirs list configs' ;;
         'kctl cluster') echo 'up status down list info' ;;
         'kctl config') echo 'show' ;;
         'kctl group') echo 'list describe rewind delete migrate' ;;
@@ -21,7 +21,7 @@ _kctl_subcommands() {
 
 _kctl_is_subcommand() {
     case "$1 $2" in
-        'kctl broker'|'kctl cluster'|'kctl config'|'kctl consume'|'kctl group'|'kctl log'|'kctl mirror'|'kctl partition'|'kctl perf'|'kctl produce'|'kctl spark'|'kctl topic'|'kctl zk'|'kctl user'|'kctl acl'|'kctl broker start'|'kctl broker stop'|'kctl broker log-dirs'|'kctl broker list'|'kctl cluster up'|'kctl cluster status'|'kctl cluster down'|'kctl cluster list'|'kctl cluster info'|'kctl config show'|'kctl group list'|'kctl group describe'|'kctl group rewind'|'kctl group delete'|'kctl group migrate'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge'|'kctl partition reassign'|'kctl partition elect-leaders'|'kctl perf produce'|'kctl perf consume'|'kctl spark load'|'kctl topic create'|'kctl topic list'|'kctl topic describe'|'kctl topic delete'|'kctl topic alter'|'kctl topic offsets'|'kctl topic trim'|'kctl zk ls'|'kctl zk get'|'kctl zk tree'|'kctl zk brokers'|'kctl zk topics'|'kctl zk consumers'|'kctl user create'|'kctl user delete'|'kctl user list'|'kctl acl add'|'kctl acl list'|'kctl acl remove') return 0 ;;
+        'kctl broker'|'kctl cluster'|'kctl config'|'kctl consume'|'kctl group'|'kctl log'|'kctl mirror'|'kctl partition'|'kctl perf'|'kctl produce'|'kctl spark'|'kctl topic'|'kctl zk'|'kctl user'|'kctl acl'|'kctl broker start'|'kctl broker stop'|'kctl broker log-dirs'|'kctl broker list'|'kctl broker configs'|'kctl cluster up'|'kctl cluster status'|'kctl cluster down'|'kctl cluster list'|'kctl cluster info'|'kctl config show'|'kctl group list'|'kctl group describe'|'kctl group rewind'|'kctl group delete'|'kctl group migrate'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge'|'kctl partition reassign'|'kctl partition elect-leaders'|'kctl perf produce'|'kctl perf consume'|'kctl spark load'|'kctl topic create'|'kctl topic list'|'kctl topic describe'|'kctl topic delete'|'kctl topic alter'|'kctl topic offsets'|'kctl topic trim'|'kctl zk ls'|'kctl zk get'|'kctl zk tree'|'kctl zk brokers'|'kctl zk topics'|'kctl zk consumers'|'kctl user create'|'kctl user delete'|'kctl user list'|'kctl acl add'|'kctl acl list'|'kctl acl remove') return 0 ;;
     esac
     return 1
 }
@@ -34,6 +34,7 @@ _kctl_options() {
         'kctl broker stop') echo '-c --config -X --pid-file --timeout -h --help' ;;
         'kctl broker log-dirs') echo '--broker -t --topic --bytes -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl broker list') echo '-f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl broker configs') echo '-f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl cluster') echo '-h --help' ;;
         'kctl cluster up') echo '-n --brokers -d --dir --base-port -X --timeout -h --help' ;;
         'kctl cluster status') echo '-d --dir -f --format -h --help' ;;
@@ -67,7 +68,7 @@ _kctl_options() {
         'kctl topic') echo '-h --help' ;;
         'kctl topic create') echo '-p --partitions -r --replication-factor --topic-config --if-not-exists --validate-only -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl topic list') echo '-i --internal --pattern -f --format -c --config -X -b --bootstrap-server -h --help' ;;
-        'kctl topic describe') echo '-a --all -i --internal --under-replicated --unavailable --under-min-isr --bytes -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl topic describe') echo '-a --all -i --internal --under-replicated --unavailable --under-min-isr --all-configs --bytes -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl topic delete') echo '--if-exists -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl topic alter') echo '-p --partitions --topic-config --delete-config --validate-only -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl topic offsets') echo '--time -p --partition -f --format -c --config -X -b --bootstrap-server -h --help' ;;
@@ -113,6 +114,10 @@ _kctl_option_value() {
         'kctl broker list -c'|'kctl broker list --config') echo 'file' ;;
         'kctl broker list -X') echo 'any' ;;
         'kctl broker list -b'|'kctl broker list --bootstrap-server') echo 'any' ;;
+        'kctl broker configs -f'|'kctl broker configs --format') echo 'choice table json jsonl' ;;
+        'kctl broker configs -c'|'kctl broker configs --config') echo 'file' ;;
+        'kctl broker configs -X') echo 'any' ;;
+        'kctl broker configs -b'|'kctl broker configs --bootstrap-server') echo 'any' ;;
         'kctl cluster up -n'|'kctl cluster up --brokers') echo 'any' ;;
         'kctl cluster up -d'|'kctl cluster up --dir') echo 'dir' ;;
         'kctl cluster up --base-port') echo 'any' ;;
@@ -393,6 +398,7 @@ _kctl_option_value() {
 
 _kctl_argument_value() {
     case "$1" in
+        'kctl broker configs') echo 'any' ;;
         'kctl consume') echo 'any' ;;
         'kctl group describe') echo 'any' ;;
         'kctl group rewind') echo 'any' ;;

@@ -152,3 +152,20 @@ def test_broker_config_maps_kafka_properties() -> None:
 def test_bad_broker_configuration_is_a_usage_error(tmp_path: Path) -> None:
     result = kctl("broker", "start", "-X", "listeners=nonsense", "-X", f"log.dirs={tmp_path}")
     assert result.returncode == 2 and "listener" in result.stderr
+
+
+def test_broker_configs_show_value_default_and_source(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    broker = broker_factory({"log.retention.hours": "72"})
+    result = kctl("broker", "configs", "-b", broker.bootstrap, "-f", "json")
+    assert result.returncode == 0, result.stderr
+    rows = {r["name"]: r for r in json.loads(result.stdout)}
+    assert rows["log.retention.hours"]["value"] == "72"
+    assert rows["log.retention.hours"]["default"] == "168"
+    assert rows["log.retention.hours"]["source"] == "STATIC_BROKER_CONFIG"
+    assert rows["num.partitions"]["source"] == "DEFAULT_CONFIG"
+    assert rows["num.partitions"]["value"] == rows["num.partitions"]["default"]
+    assert {r["broker_id"] for r in rows.values()} == {broker.broker_id}
+    missing = kctl("broker", "configs", "42", "-b", broker.bootstrap)
+    assert missing.returncode == 3 and "no broker 42" in missing.stderr

@@ -199,6 +199,20 @@ def test_describe_json_with_offsets(broker: BrokerProcess) -> None:
     assert (p1["partition"], p1["log_start_offset"], p1["high_watermark"]) == (1, 2, 7)
     segments = list(broker.data_dir.rglob(f"{partition_dir_name(TopicPartition('events', 1))}/*.log"))
     assert segments and p1["size"] == sum(path.stat().st_size for path in segments) > 0
+    assert "all_configs" not in doc
+
+    every = topic(broker, "describe", "events", "--all-configs", "-f", "json")
+    assert every.returncode == 0, every.stderr
+    configs = {c["name"]: c for c in as_json(every)[0]["all_configs"]}
+    assert configs["segment.bytes"] == {
+        "name": "segment.bytes", "value": "1048576", "default": "1073741824",
+        "source": "DYNAMIC_TOPIC_CONFIG", "read_only": False, "sensitive": False,
+    }  # fmt: skip
+    assert configs["cleanup.policy"]["source"] == "DEFAULT_CONFIG"
+    assert configs["cleanup.policy"]["value"] == configs["cleanup.policy"]["default"] == "delete"
+    assert len(configs) > 10
+    table = topic(broker, "describe", "events", "--all-configs")
+    assert "DEFAULT" in table.stdout and "DYNAMIC_TOPIC_CONFIG" in table.stdout
 
 
 def test_describe_table_and_all(broker: BrokerProcess) -> None:

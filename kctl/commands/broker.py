@@ -399,3 +399,57 @@ def list_brokers(
     if fmt is not OutputFormat.TABLE:
         columns = [*BROKER_COLUMNS[:2], Column("host"), Column("port"), *BROKER_COLUMNS[2:]]
     render_rows(rows, columns, fmt)
+
+
+BROKER_CONFIG_COLUMNS = [
+    Column("broker_id", "BROKER"),
+    Column("name"),
+    Column("value"),
+    Column("default"),
+    Column("source"),
+    Column("read_only", "READ-ONLY"),
+]
+
+
+@app.command("configs")
+def broker_configs(
+    broker_id: Annotated[
+        int | None,
+        typer.Argument(
+            metavar="[BROKER-ID]", help="The broker (default: the controller, else any).", show_default=False
+        ),
+    ] = None,
+    fmt: FormatOption = DEFAULT_FORMAT,
+    config_file: ConfigFileOption = None,
+    overrides: ConfigOverrideOption = None,
+    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+) -> None:
+    """Show a running broker's configs: each property's value, its built-in default and where the
+    value comes from (DescribeConfigs, as kafka-configs.sh --entity-type brokers --describe --all).
+
+    Sensitive values (passwords) are not shown. Exit status 3 when the broker is unknown."""
+    from kctl.commands.clients import admin_session
+
+    with admin_session(config_file, overrides, bootstrap_server) as admin:
+        cluster = admin.describe_cluster()
+        known = [b.node_id for b in cluster.brokers]
+        wanted = (
+            broker_id
+            if broker_id is not None
+            else (cluster.controller_id if cluster.controller_id in known else known[0])
+        )
+        if wanted not in known:
+            raise KctlError(f"no broker {wanted} in the cluster (brokers: {known})", ExitCode.NOT_FOUND)
+        entries = admin.describe_broker_configs(wanted)
+    rows = [
+        {
+            "broker_id": wanted,
+            "name": entry.name,
+            "value": None if entry.is_sensitive else entry.value,
+            "default": entry.default_value,
+            "source": entry.source.name,
+            "read_only": entry.read_only,
+        }
+        for entry in entries
+    ]
+    render_rows(rows, BROKER_CONFIG_COLUMNS, fmt, title=f"broker {wanted}")

@@ -324,7 +324,10 @@ def _min_insync_replicas(topic_configs: Any) -> int:
 
 
 def _describe_documents(
-    admin: AdminClient, topics: list[TopicDescription], keep: PartitionFilter | None = None
+    admin: AdminClient,
+    topics: list[TopicDescription],
+    keep: PartitionFilter | None = None,
+    all_configs: bool = False,
 ) -> list[dict[str, Any]]:
     # partitions without a leader have no offsets to ask for (and asking would wait for an election)
     from kctl.client import TopicPartition
@@ -378,7 +381,33 @@ def _describe_documents(
                 "partitions": partitions,
             }
         )
+        if all_configs:
+            entries = topic_configs.entries if topic_configs is not None else ()
+            documents[-1]["all_configs"] = [_config_document(e) for e in entries]
     return documents
+
+
+def _config_document(entry: Any) -> dict[str, Any]:
+    """One config of ``--all-configs``: its value, the built-in default (from the DEFAULT_CONFIG
+    synonym) and where the value comes from (Kafka's config source names)."""
+    return {
+        "name": entry.name,
+        "value": None if entry.is_sensitive else entry.value,
+        "default": entry.default_value,
+        "source": entry.source.name,
+        "read_only": entry.read_only,
+        "sensitive": entry.is_sensitive,
+    }
+
+
+CONFIG_COLUMNS = [
+    Column("topic"),
+    Column("name"),
+    Column("value"),
+    Column("default"),
+    Column("source"),
+    Column("read_only", "READ-ONLY"),
+]
 
 
 @app.command("describe")
@@ -408,6 +437,14 @@ def describe(
             help="Only partitions whose ISR is smaller than the topic's min.insync.replicas.",
         ),
     ] = False,
+    all_configs: Annotated[
+        bool,
+        typer.Option(
+            "--all-configs",
+            help="Also every config of each topic: value, built-in default, source, read-only "
+            "(kafka-configs.sh --describe --all).",
+        ),
+    ] = False,
     exact_bytes: BytesOption = False,
     fmt: FormatOption = DEFAULT_FORMAT,
     *,
@@ -422,8 +459,9 @@ def describe(
 
     The table format prints a topics table, then a partitions table; json/jsonl print one nested
     object per topic ("partitions" is a list; "configs" maps each config whose value does not come
-    from the built-in default to its value). Exit status 3 if no named topic exists, 1 if only some
-    do.
+    from the built-in default to its value; with --all-configs "all_configs" lists every config
+    with its value, default and source, and tables get a third, configs table). Exit status 3 if
+    no named topic exists, 1 if only some do.
 
     --under-replicated, --unavailable and --under-min-isr (kafka-topics.sh's
     --under-replicated-partitions, --unavailable-partitions, --under-min-isr-partitions; together:
@@ -442,12 +480,16 @@ def describe(
         else:
             results = admin.describe_topics(names)
         keep = _partition_filter(under_replicated, unavailable, under_min_isr)
-        documents = _describe_documents(admin, [t for t in results if t.ok], keep)
+        documents = _describe_documents(admin, [t for t in results if t.ok], keep, all_configs)
     if fmt is OutputFormat.TABLE:
         render_rows(documents, TOPIC_COLUMNS, fmt, title="topics")
         sys.stdout.write("\n")
         partition_rows = [{"topic": d["topic"], **p} for d in documents for p in d["partitions"]]
         render_rows(partition_rows, PARTITION_COLUMNS, fmt, title="partitions", exact_sizes=exact_bytes)
+        if all_configs:
+            sys.stdout.write("\n")
+            config_rows = [{"topic": d["topic"], **c} for d in documents for c in d["all_configs"]]
+            render_rows(config_rows, CONFIG_COLUMNS, fmt, title="configs")
     else:
         render_documents(documents, fmt)
     _finish(results)

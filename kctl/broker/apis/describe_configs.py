@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.config import BROKER_CONFIGS
 from kctl.broker.security.acls import allowed
-from kctl.common.config_def import ConfigKey, ConfigType
+from kctl.common.config_def import ConfigKey, ConfigType, format_value
 from kctl.log.config import TOPIC_CONFIGS, LogConfig
 from kctl.protocol.acl_types import CLUSTER_NAME, AclOperation, AclResourceType
 from kctl.protocol.configs import BROKER_RESOURCE, TOPIC_RESOURCE, ConfigSource, ConfigTypeCode
@@ -93,21 +93,29 @@ def topic_config_entries(
 
 
 def broker_config_entries(
-    broker: Broker, keys: list[str] | None, include_documentation: bool
+    broker: Broker, keys: list[str] | None, include_documentation: bool, include_synonyms: bool = False
 ) -> list[ConfigEntry]:
+    """A broker's static configs; with synonyms, as Kafka's: the static value (if set), then the
+    built-in default."""
     entries = []
     for name, key in BROKER_CONFIGS.items():
         if keys is not None and name not in keys:
             continue
-        raw = broker.config.raw.get(name)
+        raw = None if key.sensitive else broker.config.raw.get(name)
         source = STATIC_BROKER_CONFIG if name in broker.config.explicit else DEFAULT_CONFIG
+        synonyms: list[tuple[str, str | None, int]] = []
+        if include_synonyms:
+            if source == STATIC_BROKER_CONFIG:
+                synonyms.append((name, raw, STATIC_BROKER_CONFIG))
+            if not key.required and not key.sensitive:
+                synonyms.append((name, format_value(key.parsed_default), DEFAULT_CONFIG))
         entries.append(
             ConfigEntry(
                 name,
-                None if key.sensitive else raw,
+                raw,
                 source,
                 True,
-                [],
+                synonyms,
                 config_type_code(key),
                 key.doc if include_documentation else None,
                 key.sensitive,
@@ -185,7 +193,12 @@ async def handle(
             "",
             str(broker.broker_id),
         ):
-            entries = broker_config_entries(broker, keys, version >= 3 and request.include_documentation)
+            entries = broker_config_entries(
+                broker,
+                keys,
+                version >= 3 and request.include_documentation,
+                version >= 1 and request.include_synonyms,
+            )
         else:
             results.append(
                 DescribeConfigsResult(

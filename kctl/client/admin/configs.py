@@ -87,7 +87,11 @@ class ConfigAdmin(AdminBase):
         """A broker's configs (sorted by name), asked of that broker."""
         deadline = self._deadline(timeout)
         body = DescribeConfigsRequest(
-            resources=[DescribeConfigsResource(resource_type=BROKER_RESOURCE, resource_name=str(broker_id))],
+            resources=[
+                DescribeConfigsResource(
+                    resource_type=BROKER_RESOURCE, resource_name=str(broker_id), configuration_keys=None
+                )
+            ],  # keys None: every config (an empty list asks for none)
             include_synonyms=True,
         )
 

@@ -139,6 +139,15 @@ class ConfigEntry:
     synonyms: tuple[ConfigSynonym, ...] = ()
     is_sensitive: bool = False
 
+    @property
+    def default_value(self) -> str | None:
+        """The built-in default: the DEFAULT_CONFIG synonym's value (or the value, when it is the
+        default); None when the broker did not say."""
+        for synonym in self.synonyms:
+            if synonym.source is ConfigSource.DEFAULT_CONFIG:
+                return synonym.value
+        return self.value if self.source is ConfigSource.DEFAULT_CONFIG else None
+
 
 @dataclasses.dataclass(frozen=True)
 class TopicConfigs(Result):
