@@ -262,7 +262,7 @@ _kctl_option_value() {
         'kctl perf consume -c'|'kctl perf consume --config') echo 'file' ;;
         'kctl perf consume -X') echo 'any' ;;
         'kctl perf consume -b'|'kctl perf consume --bootstrap-server') echo 'any' ;;
-        'kctl produce -f'|'kctl produce --format') echo 'choice table json jsonl' ;;
+        'kctl produce -f'|'kctl produce --format') echo 'any' ;;
         'kctl produce -K'|'kctl produce --key-separator') echo 'any' ;;
         'kctl produce -D'|'kctl produce --delimiter') echo 'any' ;;
         'kctl produce --null-marker') echo 'any' ;;

@@ -325,7 +325,7 @@ complete -c kctl -n '__kctl_at "kctl perf consume"' -s c -l config -r -F -d 'Rea
 complete -c kctl -n '__kctl_at "kctl perf consume"' -s X -x -d 'Set a configuration property, overriding the --config file (repeatable)'
 complete -c kctl -n '__kctl_at "kctl perf consume"' -s b -l bootstrap-server -x -d 'Broker(s) to connect to first, as HOST:PORT[,HOST:PORT...], or a name from the clusters file'
 complete -c kctl -n '__kctl_at "kctl perf consume"' -s h -l help -d 'Show this message and exit'
-complete -c kctl -n '__kctl_at "kctl produce"' -s f -l format -x -a 'table json jsonl' -d 'jsonl: read one JSON object per line (what `kctl consume --format jsonl` writes); json: read one JSON array of them (what `kctl consume --format json` writes); table: read lines'
+complete -c kctl -n '__kctl_at "kctl produce"' -s f -l format -x -d 'table: read lines; jsonl: one JSON object per line (what `kctl consume --format jsonl` writes); json: one JSON array of them (`kctl consume --format json`); or a template like rpk\'s, e.g'
 complete -c kctl -n '__kctl_at "kctl produce"' -s K -l key-separator -x -d 'lines: the key is the text before the first SEP, the value what follows'
 complete -c kctl -n '__kctl_at "kctl produce"' -s D -l delimiter -x -d 'lines: split the input into records at DELIM instead of newlines (kcat -D); escapes \\t \\n \\r \\0 \\xHH (and two backslashes for one), e.g'
 complete -c kctl -n '__kctl_at "kctl produce"' -l null-marker -x -d 'lines: a value equal to TEXT is sent as null (a tombstone), e.g'

@@ -355,3 +355,35 @@ def test_each_file_argument_is_one_record_like_kcat(broker: BrokerProcess, tmp_p
     assert missing.returncode == 3 and b"no such file" in missing.stderr
     assert kctl_produce(broker, topic, str(first), "-f", "jsonl").returncode == 2
     assert len(read_all(broker.bootstrap, topic)) == 2, "nothing sent by the refused runs"
+
+
+def test_an_input_template_like_rpks(broker: BrokerProcess) -> None:
+    topic = create_topic(broker, 2)
+    data = b"0|k1|a=1|first value\n1|k2||second|value\nno separators here\n"
+    result = kctl_produce(
+        broker, topic, "-f", r"%p|%k|%h|%v\n", "--print-offsets", "--report-format", "json", input=data
+    )
+    assert result.returncode == 1, result.stderr  # the third line does not match
+    assert b"line 3: does not match the template" in result.stderr
+    assert [r["line"] for r in json.loads(result.stdout)] == [1, 2]
+    messages = read_all(broker.bootstrap, topic, 2)
+    assert [(m.partition(), m.key(), m.value(), m.headers() or []) for m in messages] == [
+        (0, b"k1", b"first value", [("a", b"1")]),
+        (1, b"k2", b"second|value", []),
+    ]
+    # consume's template output reads back through the same template
+    source = subprocess.run(
+        [sys.executable, "-m", "kctl", "consume", topic, "-b", broker.bootstrap, "-o", "beginning",
+         "-u", "end", "-q", "-f", r"%k=%v;"],
+        capture_output=True, timeout=TIMEOUT, check=False,
+    )  # fmt: skip
+    assert source.returncode == 0, source.stderr
+    copy = create_topic(broker, 1)
+    ok(kctl_produce(broker, copy, "-f", r"%k=%v;", input=source.stdout))
+    assert sorted((m.key(), m.value()) for m in read_all(broker.bootstrap, copy)) == [
+        (b"k1", b"first value"),
+        (b"k2", b"second|value"),
+    ]
+    for bad in (r"%k %v", r"%o %v\n", r"%k %k\n", "yaml"):
+        refused = kctl_produce(broker, topic, "-f", bad)
+        assert refused.returncode == 2, (bad, refused.stderr)

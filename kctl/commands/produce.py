@@ -24,7 +24,6 @@ from kctl.commands.clients import connect, producer_config, require_topic
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
     DEFAULT_BOOTSTRAP_SERVER,
-    DEFAULT_FORMAT,
     Acks,
     BootstrapServerOption,
     Compression,
@@ -132,18 +131,20 @@ def produce(
         ),
     ] = None,
     fmt: Annotated[
-        OutputFormat,
+        str,
         typer.Option(
             "--format",
             "-f",
-            case_sensitive=False,
+            metavar="FORMAT",
             help=(
-                "jsonl: read one JSON object per line (what `kctl consume --format jsonl` writes); "
-                "json: read one JSON array of them (what `kctl consume --format json` writes); "
-                "table: read lines. Also the format of the --print-offsets report."
+                "table: read lines; jsonl: one JSON object per line (what `kctl consume --format jsonl` "
+                "writes); json: one JSON array of them (`kctl consume --format json`); or a template "
+                "like rpk's, e.g. '%k %v\\n' (%k key, %v value, %h headers k=v,k2=v2, %p partition, "
+                "%T timestamp; the last literal ends each record). Also the format of the "
+                "--print-offsets report (a template: table)."
             ),
         ),
-    ] = DEFAULT_FORMAT,
+    ] = "table",
     key_separator: Annotated[
         str | None,
         typer.Option(
@@ -267,17 +268,31 @@ def produce(
         line_parser,
         read_files,
         split_records,
+        template_parser,
         whole_file_parser,
     )
 
     if not topic:
         raise KctlError("a topic name must not be empty", ExitCode.USAGE)
-    fmt = OutputFormat(fmt)
-    input_format = {OutputFormat.JSONL: "jsonl", OutputFormat.JSON: "json"}.get(fmt, "lines")
-    report_name = OutputFormat(report_format if report_format is not None else fmt).value
+    template = fmt if "%" in fmt else None
+    if template is None and fmt.strip().lower() not in ("table", "json", "jsonl"):
+        raise KctlError(
+            f"unknown --format {fmt!r}: expected table, json, jsonl or a template such as '%k %v\\n'",
+            ExitCode.USAGE,
+        )
+    name = "table" if template is not None else fmt.strip().lower()
+    input_format = {"jsonl": "jsonl", "json": "json"}.get(name, "lines")
+    template_parse: tuple[bytes, Parser] | None = None
+    if template is not None:
+        input_format = "template"
+        try:  # before any connection: a template that cannot read records is a usage error
+            template_parse = template_parser(template, _headers_option(headers))
+        except ValueError as error:
+            raise KctlError(f"invalid --format template '{template}': {error}", ExitCode.USAGE) from None
+    report_name = OutputFormat(report_format if report_format is not None else name).value
     if input_format != "lines" and (
         key_separator is not None or null_marker is not None or delimiter is not None
-    ):
+    ):  # a template names its own delimiter and fields
         raise KctlError(
             f"--key-separator, --null-marker and --delimiter apply to lines, not --format {input_format}",
             ExitCode.USAGE,
@@ -307,8 +322,11 @@ def produce(
     bootstrap, config = producer_config(config_file, overrides, bootstrap_server, explicit)
     require_topic(bootstrap, config, topic, partition)
 
-    if files:
-        parse: Parser = whole_file_parser(extra_headers)
+    parse: Parser
+    if template_parse is not None:
+        record_delimiter, parse = template_parse
+    elif files:
+        parse = whole_file_parser(extra_headers)
     elif input_format == "lines":
         parse = line_parser(
             key_separator.encode() if key_separator is not None else None,

@@ -160,12 +160,12 @@ _FIELD_BYTES: dict[str, Callable[[ConsumerRecord], bytes]] = {
 }
 
 
-def compile_template(template: str) -> list[bytes | Callable[[ConsumerRecord], bytes]]:
-    """Parse a record template into literal bytes and field getters. `%t` topic, `%p` partition,
-    `%o` offset, `%T` timestamp (epoch ms), `%k` key, `%v` value (raw bytes; null as empty), `%h`
-    headers (`k=v,k2=v2`), `%%` a percent sign; escapes `\\t`, `\\n`, `\\r`, `\\0`, `\\\\`.
-    Raises ValueError for an unknown field or escape."""
-    parts: list[bytes | Callable[[ConsumerRecord], bytes]] = []
+def template_tokens(template: str) -> list[bytes | str]:
+    """A record template as literal bytes and field letters (``"k"``, ``"v"``, ...). `%t` topic, `%p`
+    partition, `%o` offset, `%T` timestamp (epoch ms), `%k` key, `%v` value, `%h` headers
+    (`k=v,k2=v2`), `%%` a percent sign; escapes `\\t`, `\\n`, `\\r`, `\\0`, `\\\\`. Raises ValueError for
+    an unknown field or escape."""
+    tokens: list[bytes | str] = []
     literal = bytearray()
     i = 0
     while i < len(template):
@@ -178,9 +178,9 @@ def compile_template(template: str) -> list[bytes | Callable[[ConsumerRecord], b
                 literal += b"%"
             elif name in _FIELD_BYTES:
                 if literal:
-                    parts.append(bytes(literal))
+                    tokens.append(bytes(literal))
                     literal.clear()
-                parts.append(_FIELD_BYTES[name])
+                tokens.append(name)
             else:
                 raise ValueError(f"unknown field %{name} (known: %t %p %o %T %k %v %h %%)")
             i += 2
@@ -194,8 +194,14 @@ def compile_template(template: str) -> list[bytes | Callable[[ConsumerRecord], b
             literal += ch.encode()
             i += 1
     if literal:
-        parts.append(bytes(literal))
-    return parts
+        tokens.append(bytes(literal))
+    return tokens
+
+
+def compile_template(template: str) -> list[bytes | Callable[[ConsumerRecord], bytes]]:
+    """Parse a record template (see `template_tokens`; a null key or value renders as empty) into
+    literal bytes and field getters. Raises ValueError for an unknown field or escape."""
+    return [t if isinstance(t, bytes) else _FIELD_BYTES[t] for t in template_tokens(template)]
 
 
 class RecordTemplate:

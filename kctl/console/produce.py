@@ -221,6 +221,65 @@ def jsonl_parser(keep_partition: bool, keep_timestamp: bool, extra: Headers) -> 
 
 
 
+
+_INPUT_FIELDS = {"k": "key", "v": "value", "h": "headers", "p": "partition", "T": "timestamp"}
+
+
+def template_parser(template: str, extra: Headers) -> tuple[bytes, Parser]:
+    """Records read with a template, like rpk's ``produce -f '%k %v\\n'``: the template's last literal
+    is the record delimiter, the rest is matched against each record (`%k` key, `%v` value, `%h`
+    headers as `k=v,k2=v2`, `%p` partition, `%T` timestamp in epoch ms; each at most once). Returns
+    (delimiter, parser); ValueError for a template that cannot read records."""
+    from kctl.console.formats import template_tokens
+
+    tokens = template_tokens(template)
+    if not tokens or not isinstance(tokens[-1], bytes):
+        raise ValueError("end the template with the record delimiter, e.g. '%k %v\\n'")
+    delimiter, body = tokens[-1], tokens[:-1]
+    pattern = b""
+    seen: set[str] = set()
+    for token in body:
+        if isinstance(token, bytes):
+            pattern += re.escape(token)
+            continue
+        if token not in _INPUT_FIELDS:
+            raise ValueError(f"%{token} cannot be read from input (fields: %k %v %h %p %T)")
+        if token in seen:
+            raise ValueError(f"%{token} appears twice in the template")
+        seen.add(token)
+        pattern += b"(?P<%s>.*?)" % _INPUT_FIELDS[token].encode()
+    if not seen & {"k", "v"}:
+        raise ValueError("the template reads neither a key (%k) nor a value (%v)")
+    regex = re.compile(pattern, re.DOTALL)
+
+    def parse(data: bytes) -> InputRecord | None:
+        match = regex.fullmatch(data)
+        if match is None:
+            raise InputError(f"does not match the template {template!r}")
+        fields = match.groupdict()
+        headers: Headers = []
+        if fields.get("headers"):
+            for item in fields["headers"].split(b","):
+                try:
+                    headers.append(parse_header(item.decode("utf-8", "replace")))
+                except ValueError as error:
+                    raise InputError(f"header {item!r}: {error}") from None
+        headers += extra
+        numbers: dict[str, int | None] = {}
+        for name in ("partition", "timestamp"):
+            text = fields.get(name)
+            if text is None:
+                numbers[name] = None
+                continue
+            try:
+                numbers[name] = int(text)
+            except ValueError:
+                raise InputError(f"{name} {text!r} is not a number") from None
+        value = fields.get("value") if "v" in seen else None
+        return InputRecord(fields.get("key"), value, headers, numbers["partition"], numbers["timestamp"])
+
+    return delimiter, parse
+
 def whole_file_parser(extra: Headers) -> Parser:
     """Each input item is a whole file: one record, the file's bytes as its value (no key)."""
     headers = list(extra)
