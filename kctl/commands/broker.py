@@ -441,15 +441,5 @@ def broker_configs(
         if wanted not in known:
             raise KctlError(f"no broker {wanted} in the cluster (brokers: {known})", ExitCode.NOT_FOUND)
         entries = admin.describe_broker_configs(wanted)
-    rows = [
-        {
-            "broker_id": wanted,
-            "name": entry.name,
-            "value": None if entry.is_sensitive else entry.value,
-            "default": entry.default_value,
-            "source": entry.source.name,
-            "read_only": entry.read_only,
-        }
-        for entry in entries
-    ]
+    rows = [{"broker_id": wanted, **entry.as_row()} for entry in entries]
     render_rows(rows, BROKER_CONFIG_COLUMNS, fmt, title=f"broker {wanted}")

@@ -383,21 +383,8 @@ def _describe_documents(
         )
         if all_configs:
             entries = topic_configs.entries if topic_configs is not None else ()
-            documents[-1]["all_configs"] = [_config_document(e) for e in entries]
+            documents[-1]["all_configs"] = [e.as_row() for e in entries]
     return documents
-
-
-def _config_document(entry: Any) -> dict[str, Any]:
-    """One config of ``--all-configs``: its value, the built-in default (from the DEFAULT_CONFIG
-    synonym) and where the value comes from (Kafka's config source names)."""
-    return {
-        "name": entry.name,
-        "value": None if entry.is_sensitive else entry.value,
-        "default": entry.default_value,
-        "source": entry.source.name,
-        "read_only": entry.read_only,
-        "sensitive": entry.is_sensitive,
-    }
 
 
 CONFIG_COLUMNS = [

@@ -148,6 +148,18 @@ class ConfigEntry:
                 return synonym.value
         return self.value if self.source is ConfigSource.DEFAULT_CONFIG else None
 
+    def as_row(self) -> dict[str, object]:
+        """The config as an output row: value (hidden when sensitive), built-in default, source
+        (Kafka's config source name), read-only, sensitive."""
+        return {
+            "name": self.name,
+            "value": None if self.is_sensitive else self.value,
+            "default": self.default_value,
+            "source": self.source.name,
+            "read_only": self.read_only,
+            "sensitive": self.is_sensitive,
+        }
+
 
 @dataclasses.dataclass(frozen=True)
 class TopicConfigs(Result):
