@@ -6,7 +6,6 @@ CRCs, offsets, indexes and trailing bytes; ``recover`` cuts a damaged tail and r
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -103,39 +102,18 @@ RECORD_COLUMNS = [
 
 
 def _decode_offsets_record(record: dict[str, Any]) -> dict[str, Any]:
-    """A __consumer_offsets record's key and value decoded (Kafka's --offsets-decoder): an offset
-    commit or group metadata, as JSON-ready fields; undecodable bytes are left as they are."""
-    from kctl.broker.group.records import (  # only with --offsets-decoder: the broker's formats
-        CorruptOffsetsRecordError,
-        GroupMetadataKey,
-        decode_group_value,
-        decode_key,
-        decode_offset_value,
-    )
+    """A __consumer_offsets record with its key and value decoded; an undecodable one keeps its
+    bytes and says why."""
+    from kctl.broker.group.records import CorruptOffsetsRecordError, decode_record
 
-    key, value = record.get("key"), record.get("value")
+    key = record.get("key")
     if not isinstance(key, bytes):
         return record
     try:
-        decoded_key = decode_key(key)
-        if value is None:
-            decoded_value: Any = None  # a tombstone: the offset or the group was deleted
-        elif isinstance(decoded_key, GroupMetadataKey):
-            decoded_value = decode_group_value(value)
-        else:
-            decoded_value = decode_offset_value(value)
+        decoded_key, decoded_value = decode_record(key, record.get("value"))
     except CorruptOffsetsRecordError as error:
         return {**record, "error": f"not a __consumer_offsets record: {error}"}
-    return {**record, "key": _as_dict(decoded_key), "value": _as_dict(decoded_value)}
-
-
-def _as_dict(struct: Any) -> Any:
-    """A decoded protocol struct as plain data (nested structs and lists included)."""
-    if struct is None or isinstance(struct, str | int | float | bool | bytes):
-        return struct
-    if isinstance(struct, list | tuple):
-        return [_as_dict(item) for item in struct]
-    return {f.name: _as_dict(getattr(struct, f.name)) for f in dataclasses.fields(struct)}
+    return {**record, "key": decoded_key, "value": decoded_value}
 
 
 def _batch_documents(

@@ -331,6 +331,7 @@ def _describe_documents(
 ) -> list[dict[str, Any]]:
     # partitions without a leader have no offsets to ask for (and asking would wait for an election)
     from kctl.client import TopicPartition
+    from kctl.client.admin.overview import partition_document
 
     tps = [TopicPartition(t.name, p.partition) for t in topics for p in t.partitions if p.leader >= 0]
     earliest = admin.list_offsets(tps, "earliest") if tps else {}
@@ -351,12 +352,7 @@ def _describe_documents(
                     warn(f"partition {tp}: no {what}: {result.error}")
             partitions.append(
                 {
-                    "partition": p.partition,
-                    "leader": p.leader,
-                    "leader_epoch": p.leader_epoch,
-                    "replicas": list(p.replicas),
-                    "isr": list(p.isr),
-                    "offline_replicas": list(p.offline),
+                    **partition_document(p),
                     "log_start_offset": start.offset if start is not None and start.ok else None,
                     "high_watermark": end.offset if end is not None and end.ok else None,
                     "size": sizes.get(tp),

@@ -14,7 +14,9 @@ deleted); bytes after a value are ignored, as Kafka's reader does."""
 
 from __future__ import annotations
 
+import dataclasses
 import struct
+from typing import Any
 
 from kctl.protocol.exceptions import ProtocolDecodeError
 from kctl.protocol.messages.group_coordinator_records import (
@@ -93,6 +95,18 @@ def decode_group_value(data: bytes) -> GroupMetadataValue:
         return GROUP_METADATA_VALUE.decode(data, allow_trailing=True)[1]
     except ProtocolDecodeError as error:
         raise CorruptOffsetsRecordError(str(error)) from None
+
+
+def decode_record(key: bytes, value: bytes | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """A __consumer_offsets record as plain data (Kafka's --offsets-decoder): an offset commit or
+    group metadata key and value; a null value (a tombstone) stays None. Raises
+    CorruptOffsetsRecordError for a record that does not parse."""
+    decoded_key = decode_key(key)
+    if value is None:
+        return dataclasses.asdict(decoded_key), None
+    if isinstance(decoded_key, GroupMetadataKey):
+        return dataclasses.asdict(decoded_key), dataclasses.asdict(decode_group_value(value))
+    return dataclasses.asdict(decoded_key), dataclasses.asdict(decode_offset_value(value))
 
 
 def java_string_hash(text: str) -> int:

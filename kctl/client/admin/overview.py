@@ -23,6 +23,7 @@ __all__ = [
     "cluster_overview",
     "execute_trim",
     "log_offsets",
+    "partition_document",
     "partition_offsets",
     "trim_plan",
 ]
@@ -62,14 +63,15 @@ class ClusterOverview:
                     "topic": t.name,
                     "topic_id": str(t.topic_id) if t.topic_id else None,
                     "internal": t.internal,
-                    "partitions": [_partition_document(p) for p in t.partitions],
+                    "partitions": [partition_document(p) for p in t.partitions],
                 }
                 for t in self.topics
             ],
         }
 
 
-def _partition_document(p: PartitionInfo) -> dict[str, Any]:
+def partition_document(p: PartitionInfo) -> dict[str, Any]:
+    """A partition's leadership as plain data: leader, epoch, replicas, ISR, offline replicas."""
     return {
         "partition": p.partition,
         "leader": p.leader,
