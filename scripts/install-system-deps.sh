@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the tests use (a real ZooKeeper server, kcat, a Java runtime) when missing.
+# Installs the Debian packages the tests use (a real ZooKeeper server, kcat, a Java runtime, Maven) when missing.
 set -euo pipefail
 need=()
 [ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
@@ -10,6 +10,7 @@ elif [ "$(java_major)" -lt 17 ] 2>/dev/null; then need+=(openjdk-17-jre-headless
 fi
 command -v zsh >/dev/null 2>&1 || need+=(zsh)
 command -v fish >/dev/null 2>&1 || need+=(fish)
+command -v mvn >/dev/null 2>&1 || need+=(maven)   # resolves Apache Kafka's jars, a test client and benchmark peer
 [ ${#need[@]} -eq 0 ] && exit 0
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
