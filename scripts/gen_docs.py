@@ -22,10 +22,9 @@ import argparse
 import enum
 import re
 import sys
-import typing
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path, PurePath
+from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -135,18 +134,17 @@ def _default_text(param: Any) -> str | None:
 
 
 def _value_kind(param: Any) -> tuple[str, tuple[str, ...]]:
+    """What an option takes, from its click parameter type (the same under every typer version)."""
     if getattr(param, "is_flag", False) or getattr(param, "count", False):
         return "flag", ()
-    desc = getattr(param, "type_descriptor", None)
-    if desc is None:
-        raise RuntimeError(f"unsupported typer version {typer.__version__}: parameters lack type_descriptor")
-    if desc.choices:
-        return "choice", tuple(_choice_text(c) for c in desc.choices)
-    if desc.is_file:
+    param_type = param.type
+    choices = getattr(param_type, "choices", None)
+    if choices:
+        return "choice", tuple(_choice_text(c) for c in choices)
+    if getattr(param_type, "name", "") == "filename":  # click.File
         return "file", ()
-    element = typing.get_args(desc.annotation)[0] if desc.is_list else desc.annotation
-    if desc.is_path or (isinstance(element, type) and issubclass(element, PurePath)):
-        return ("dir" if desc.path_type == "dir" else "file"), ()
+    if hasattr(param_type, "dir_okay") and hasattr(param_type, "file_okay"):  # click.Path
+        return ("dir" if param_type.dir_okay and not param_type.file_okay else "file"), ()
     return "any", ()
 
 
