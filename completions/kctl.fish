@@ -35,6 +35,27 @@ function __kctl_path --description 'The kctl command being typed, e.g. "kctl con
     echo $path
 end
 
+function __kctl_names --description 'Topic or group names ($argv[1]) from the cluster the options typed name'
+    set -l tokens (commandline -opc)
+    set -l options
+    set -l take 0
+    for token in $tokens[2..-1]
+        if test $take -eq 1
+            set -a options $token
+            set take 0
+        else
+            switch $token
+                case -b --bootstrap-server -c --config -X
+                    set -a options $token
+                    set take 1
+                case '--bootstrap-server=*' '--config=*' '-X?*' '-b?*' '-c?*'
+                    set -a options $token
+            end
+        end
+    end
+    $tokens[1] complete $argv[1] $options 2>/dev/null
+end
+
 function __kctl_at --description 'Whether the command being typed is $argv[1]'
     test (__kctl_path) = "$argv[1]"
 end
@@ -77,7 +98,7 @@ complete -c kctl -n '__kctl_at "kctl broker stop"' -l pid-file -r -F -d 'Pid fil
 complete -c kctl -n '__kctl_at "kctl broker stop"' -l timeout -x -d 'Seconds to wait for a clean stop'
 complete -c kctl -n '__kctl_at "kctl broker stop"' -s h -l help -d 'Show this message and exit'
 complete -c kctl -n '__kctl_at "kctl broker log-dirs"' -l broker -x -d 'Ask only this broker (repeatable; default: all)'
-complete -c kctl -n '__kctl_at "kctl broker log-dirs"' -s t -l topic -x -d 'Only this topic\'s partitions (repeatable)'
+complete -c kctl -n '__kctl_at "kctl broker log-dirs"' -s t -l topic -x -a '(__kctl_names topics)' -d 'Only this topic\'s partitions (repeatable)'
 complete -c kctl -n '__kctl_at "kctl broker log-dirs"' -l bytes -d 'Sizes in tables as exact bytes (default: human-readable, e.g'
 complete -c kctl -n '__kctl_at "kctl broker log-dirs"' -s f -l format -x -a 'table json jsonl' -d 'Output format: table (aligned text), json (one array) or jsonl (one object per line)'
 complete -c kctl -n '__kctl_at "kctl broker log-dirs"' -s c -l config -r -F -d 'Read configuration properties (Java .properties format) from FILE'
@@ -115,7 +136,7 @@ complete -c kctl -n '__kctl_at "kctl cluster down"' -s h -l help -d 'Show this m
 complete -c kctl -n '__kctl_at "kctl cluster list"' -l clusters -r -F -d 'The clusters file (default: $KCTL_CLUSTERS, else ~/.config/kctl/clusters.toml)'
 complete -c kctl -n '__kctl_at "kctl cluster list"' -s f -l format -x -a 'table json jsonl' -d 'Output format: table (aligned text), json (one array) or jsonl (one object per line)'
 complete -c kctl -n '__kctl_at "kctl cluster list"' -s h -l help -d 'Show this message and exit'
-complete -c kctl -n '__kctl_at "kctl cluster info"' -s t -l topic -x -d 'Only this topic (repeatable; default: all)'
+complete -c kctl -n '__kctl_at "kctl cluster info"' -s t -l topic -x -a '(__kctl_names topics)' -d 'Only this topic (repeatable; default: all)'
 complete -c kctl -n '__kctl_at "kctl cluster info"' -s i -l internal -d 'Include internal topics (e.g'
 complete -c kctl -n '__kctl_at "kctl cluster info"' -s f -l format -x -a 'table json jsonl' -d 'Output format: table (aligned text), json (one array) or jsonl (one object per line)'
 complete -c kctl -n '__kctl_at "kctl cluster info"' -s c -l config -r -F -d 'Read configuration properties (Java .properties format) from FILE'
@@ -139,7 +160,7 @@ complete -c kctl -n '__kctl_at "kctl consume"' -s p -l partition -x -d 'Read onl
 complete -c kctl -n '__kctl_at "kctl consume"' -s o -l offset -x -d 'Where to start, or a range START:END — beginning, end, N, -N (N before the end), +N (N after the beginning), @TIME (epoch ms, 2026-11-22, 2026-11-22T10:00:00Z, @-1h), e.g'
 complete -c kctl -n '__kctl_at "kctl consume"' -s u -l until -x -d 'Stop each partition before END (same grammar): `end` is the end offset when the command starts'
 complete -c kctl -n '__kctl_at "kctl consume"' -s n -l max -x -d 'Exit after N records'
-complete -c kctl -n '__kctl_at "kctl consume"' -s g -l group -x -d 'Read as a member of consumer group GROUP: the group assigns the partitions, reading starts at its committed offsets (else --offset beginning|end) and commits as it goes'
+complete -c kctl -n '__kctl_at "kctl consume"' -s g -l group -x -a '(__kctl_names groups)' -d 'Read as a member of consumer group GROUP: the group assigns the partitions, reading starts at its committed offsets (else --offset beginning|end) and commits as it goes'
 complete -c kctl -n '__kctl_at "kctl consume"' -l zookeeper -x -d 'With --group: a ZooKeeper-coordinated group (the seeds\' consumer: registered under /consumers/GROUP, offsets in ZooKeeper unless -X offsets.storage=kafka)'
 complete -c kctl -n '__kctl_at "kctl consume"' -s f -l format -x -d 'table, json, jsonl (one JSON object per record), raw (values, one per line), or a template: %t topic, %p partition, %o offset, %T timestamp, %k key, %v value, %h headers, %% percent; \\t \\n escapes, e.g'
 complete -c kctl -n '__kctl_at "kctl consume"' -s q -l quiet -d 'No summary on stderr at the end'
@@ -147,6 +168,7 @@ complete -c kctl -n '__kctl_at "kctl consume"' -s c -l config -r -F -d 'Read con
 complete -c kctl -n '__kctl_at "kctl consume"' -s X -x -d 'Set a configuration property, overriding the --config file (repeatable)'
 complete -c kctl -n '__kctl_at "kctl consume"' -s b -l bootstrap-server -x -d 'Broker(s) to connect to first, as HOST:PORT[,HOST:PORT...], or a name from the clusters file'
 complete -c kctl -n '__kctl_at "kctl consume"' -s h -l help -d 'Show this message and exit'
+complete -c kctl -n '__kctl_at "kctl consume"' -x -a '(__kctl_names topics)'
 complete -c kctl -n '__kctl_at "kctl group"' -a 'list' -d 'List the consumer groups of the cluster (every broker\'s ListGroups), sorted by id: state, protocol type, assignor, member count and coordinator'
 complete -c kctl -n '__kctl_at "kctl group"' -a 'describe' -d 'Describe consumer groups: state, assignor, coordinator, members (member id, instance id, client id, host, assigned partitions) and, per partition, the committed offset, the log end offset and the lag'
 complete -c kctl -n '__kctl_at "kctl group"' -a 'rewind' -d 'Reset ("rewind") a group\'s committed offsets: print the plan, and with --execute commit it'
@@ -167,6 +189,7 @@ complete -c kctl -n '__kctl_at "kctl group describe"' -s c -l config -r -F -d 'R
 complete -c kctl -n '__kctl_at "kctl group describe"' -s X -x -d 'Set a configuration property, overriding the --config file (repeatable)'
 complete -c kctl -n '__kctl_at "kctl group describe"' -s b -l bootstrap-server -x -d 'Broker(s) to connect to first, as HOST:PORT[,HOST:PORT...], or a name from the clusters file'
 complete -c kctl -n '__kctl_at "kctl group describe"' -s h -l help -d 'Show this message and exit'
+complete -c kctl -n '__kctl_at "kctl group describe"' -x -a '(__kctl_names groups)'
 complete -c kctl -n '__kctl_at "kctl group rewind"' -l to-earliest -d 'To the log start offset'
 complete -c kctl -n '__kctl_at "kctl group rewind"' -l to-latest -d 'To the log end offset'
 complete -c kctl -n '__kctl_at "kctl group rewind"' -l to-current -d 'To the committed offset (e.g'
@@ -174,10 +197,10 @@ complete -c kctl -n '__kctl_at "kctl group rewind"' -l to-offset -x -d 'To offse
 complete -c kctl -n '__kctl_at "kctl group rewind"' -l shift-by -x -d 'Move the committed offset by N (negative: back)'
 complete -c kctl -n '__kctl_at "kctl group rewind"' -l to-datetime -x -d 'To the first record at or after TIME: YYYY-MM-DDTHH:MM:SS[.sss][ZONE] (UTC without a zone), YYYY-MM-DD or epoch ms'
 complete -c kctl -n '__kctl_at "kctl group rewind"' -l by-duration -x -d 'To the first record at or after DURATION ago: PT1H, P1DT12H (ISO 8601) or 1h30m, 2d'
-complete -c kctl -n '__kctl_at "kctl group rewind"' -l to-group -x -d 'To the committed offsets of group OTHER'
+complete -c kctl -n '__kctl_at "kctl group rewind"' -l to-group -x -a '(__kctl_names groups)' -d 'To the committed offsets of group OTHER'
 complete -c kctl -n '__kctl_at "kctl group rewind"' -l from-file -r -F -d 'To the offsets in a CSV file of topic,partition,offset lines (as kafka-consumer-groups.sh --export writes)'
 complete -c kctl -n '__kctl_at "kctl group rewind"' -l to -x -d 'To a point of kctl\'s offset grammar: beginning, end, N, -N (before the end), +N, @TIME, @-1h'
-complete -c kctl -n '__kctl_at "kctl group rewind"' -s t -l topic -x -d 'A topic, optionally with partitions (orders:0,1 or orders:0-3) (repeatable)'
+complete -c kctl -n '__kctl_at "kctl group rewind"' -s t -l topic -x -a '(__kctl_names topics)' -d 'A topic, optionally with partitions (orders:0,1 or orders:0-3) (repeatable)'
 complete -c kctl -n '__kctl_at "kctl group rewind"' -l all-topics -d 'Every partition the group has committed offsets for'
 complete -c kctl -n '__kctl_at "kctl group rewind"' -l execute -d 'Commit the new offsets (without it, only print the plan)'
 complete -c kctl -n '__kctl_at "kctl group rewind"' -l export -r -F -d 'Also write the new offsets as CSV (topic,partition,offset), readable by --from-file'
@@ -187,14 +210,16 @@ complete -c kctl -n '__kctl_at "kctl group rewind"' -s c -l config -r -F -d 'Rea
 complete -c kctl -n '__kctl_at "kctl group rewind"' -s X -x -d 'Set a configuration property, overriding the --config file (repeatable)'
 complete -c kctl -n '__kctl_at "kctl group rewind"' -s b -l bootstrap-server -x -d 'Broker(s) to connect to first, as HOST:PORT[,HOST:PORT...], or a name from the clusters file'
 complete -c kctl -n '__kctl_at "kctl group rewind"' -s h -l help -d 'Show this message and exit'
+complete -c kctl -n '__kctl_at "kctl group rewind"' -x -a '(__kctl_names groups)'
 complete -c kctl -n '__kctl_at "kctl group delete"' -l offsets -d 'Delete only the committed offsets of the --topic partitions (OffsetDelete), not the group'
-complete -c kctl -n '__kctl_at "kctl group delete"' -s t -l topic -x -d 'A topic, optionally with partitions (orders:0,1 or orders:0-3) (repeatable)'
+complete -c kctl -n '__kctl_at "kctl group delete"' -s t -l topic -x -a '(__kctl_names topics)' -d 'A topic, optionally with partitions (orders:0,1 or orders:0-3) (repeatable)'
 complete -c kctl -n '__kctl_at "kctl group delete"' -s f -l format -x -a 'table json jsonl' -d 'Output format: table (aligned text), json (one array) or jsonl (one object per line)'
 complete -c kctl -n '__kctl_at "kctl group delete"' -l zookeeper -x -d 'The groups of ZooKeeper-coordinated consumers (offsets under /consumers in this ZooKeeper)'
 complete -c kctl -n '__kctl_at "kctl group delete"' -s c -l config -r -F -d 'Read configuration properties (Java .properties format) from FILE'
 complete -c kctl -n '__kctl_at "kctl group delete"' -s X -x -d 'Set a configuration property, overriding the --config file (repeatable)'
 complete -c kctl -n '__kctl_at "kctl group delete"' -s b -l bootstrap-server -x -d 'Broker(s) to connect to first, as HOST:PORT[,HOST:PORT...], or a name from the clusters file'
 complete -c kctl -n '__kctl_at "kctl group delete"' -s h -l help -d 'Show this message and exit'
+complete -c kctl -n '__kctl_at "kctl group delete"' -x -a '(__kctl_names groups)'
 complete -c kctl -n '__kctl_at "kctl group migrate"' -l to -x -d 'kafka: copy ZooKeeper\'s offsets into the broker-coordinated store; zookeeper: back'
 complete -c kctl -n '__kctl_at "kctl group migrate"' -l execute -d 'Copy the offsets (else: the plan)'
 complete -c kctl -n '__kctl_at "kctl group migrate"' -l zookeeper -x -d 'The groups of ZooKeeper-coordinated consumers (offsets under /consumers in this ZooKeeper)'
@@ -267,7 +292,7 @@ complete -c kctl -n '__kctl_at "kctl partition"' -a 'elect-leaders' -d 'Elect pa
 complete -c kctl -n '__kctl_at "kctl partition"' -s h -l help -d 'Show this message and exit'
 complete -c kctl -n '__kctl_at "kctl partition reassign"' -l generate -d 'Propose a plan moving the topics to --broker-list'
 complete -c kctl -n '__kctl_at "kctl partition reassign"' -l topics-to-move-json-file -r -F -d 'With --generate: {"version":1,"topics":[{"topic":"name"},...]}'
-complete -c kctl -n '__kctl_at "kctl partition reassign"' -s t -l topic -x -d 'With --generate: a topic to move (repeatable)'
+complete -c kctl -n '__kctl_at "kctl partition reassign"' -s t -l topic -x -a '(__kctl_names topics)' -d 'With --generate: a topic to move (repeatable)'
 complete -c kctl -n '__kctl_at "kctl partition reassign"' -l broker-list -l brokers -x -d 'With --generate: the target brokers, e.g'
 complete -c kctl -n '__kctl_at "kctl partition reassign"' -l seed -x -d 'With --generate: a fixed random seed (a reproducible plan)'
 complete -c kctl -n '__kctl_at "kctl partition reassign"' -l reassignment-json-file -r -F -d 'The plan (Kafka\'s format, e.g'
@@ -283,7 +308,7 @@ complete -c kctl -n '__kctl_at "kctl partition reassign"' -s b -l bootstrap-serv
 complete -c kctl -n '__kctl_at "kctl partition reassign"' -s h -l help -d 'Show this message and exit'
 complete -c kctl -n '__kctl_at "kctl partition elect-leaders"' -l election-type -x -d 'preferred: the first replica of the assignment, if alive and in the ISR; unclean: any live replica, for partitions without a leader (records may be lost)'
 complete -c kctl -n '__kctl_at "kctl partition elect-leaders"' -l all-topic-partitions -d 'Every partition of every topic'
-complete -c kctl -n '__kctl_at "kctl partition elect-leaders"' -s t -l topic -x -d 'One topic'
+complete -c kctl -n '__kctl_at "kctl partition elect-leaders"' -s t -l topic -x -a '(__kctl_names topics)' -d 'One topic'
 complete -c kctl -n '__kctl_at "kctl partition elect-leaders"' -s p -l partition -x -d 'With --topic: one partition (default: all)'
 complete -c kctl -n '__kctl_at "kctl partition elect-leaders"' -l path-to-json-file -r -F -d 'The partitions: {"partitions":[{"topic":"t","partition":0},...]}'
 complete -c kctl -n '__kctl_at "kctl partition elect-leaders"' -s f -l format -x -a 'table json jsonl' -d 'Output format: table (aligned text), json (one array) or jsonl (one object per line)'
@@ -311,6 +336,7 @@ complete -c kctl -n '__kctl_at "kctl perf produce"' -s c -l config -r -F -d 'Rea
 complete -c kctl -n '__kctl_at "kctl perf produce"' -s X -x -d 'Set a configuration property, overriding the --config file (repeatable)'
 complete -c kctl -n '__kctl_at "kctl perf produce"' -s b -l bootstrap-server -x -d 'Broker(s) to connect to first, as HOST:PORT[,HOST:PORT...], or a name from the clusters file'
 complete -c kctl -n '__kctl_at "kctl perf produce"' -s h -l help -d 'Show this message and exit'
+complete -c kctl -n '__kctl_at "kctl perf produce"' -x -a '(__kctl_names topics)'
 complete -c kctl -n '__kctl_at "kctl perf consume"' -s n -l num-records -x -d 'Stop after N records'
 complete -c kctl -n '__kctl_at "kctl perf consume"' -s d -l duration -x -d 'Stop after this long: 30s, 500ms, 5m, 1h30m (or seconds)'
 complete -c kctl -n '__kctl_at "kctl perf consume"' -s o -l offset -x -d 'Where to start, or a range START:END, in kctl\'s offset grammar: beginning, end, N, -N, +N, @TIME, e.g'
@@ -325,6 +351,7 @@ complete -c kctl -n '__kctl_at "kctl perf consume"' -s c -l config -r -F -d 'Rea
 complete -c kctl -n '__kctl_at "kctl perf consume"' -s X -x -d 'Set a configuration property, overriding the --config file (repeatable)'
 complete -c kctl -n '__kctl_at "kctl perf consume"' -s b -l bootstrap-server -x -d 'Broker(s) to connect to first, as HOST:PORT[,HOST:PORT...], or a name from the clusters file'
 complete -c kctl -n '__kctl_at "kctl perf consume"' -s h -l help -d 'Show this message and exit'
+complete -c kctl -n '__kctl_at "kctl perf consume"' -x -a '(__kctl_names topics)'
 complete -c kctl -n '__kctl_at "kctl produce"' -s f -l format -x -d 'table: read lines; jsonl: one JSON object per line (what `kctl consume --format jsonl` writes); json: one JSON array of them (`kctl consume --format json`); or a template like rpk\'s, e.g'
 complete -c kctl -n '__kctl_at "kctl produce"' -s K -l key-separator -x -d 'lines: the key is the text before the first SEP, the value what follows'
 complete -c kctl -n '__kctl_at "kctl produce"' -s D -l delimiter -x -d 'lines: split the input into records at DELIM instead of newlines (kcat -D); escapes \\t \\n \\r \\0 \\xHH (and two backslashes for one), e.g'
@@ -342,6 +369,7 @@ complete -c kctl -n '__kctl_at "kctl produce"' -s c -l config -r -F -d 'Read con
 complete -c kctl -n '__kctl_at "kctl produce"' -s X -x -d 'Set a configuration property, overriding the --config file (repeatable)'
 complete -c kctl -n '__kctl_at "kctl produce"' -s b -l bootstrap-server -x -d 'Broker(s) to connect to first, as HOST:PORT[,HOST:PORT...], or a name from the clusters file'
 complete -c kctl -n '__kctl_at "kctl produce"' -s h -l help -d 'Show this message and exit'
+complete -c kctl -n '__kctl_at "kctl produce"' -x -a '(__kctl_names topics)'
 complete -c kctl -n '__kctl_at "kctl spark"' -a 'load' -d 'Load TOPICs into Parquet under --to PATH with Spark, exactly once across runs'
 complete -c kctl -n '__kctl_at "kctl spark"' -s h -l help -d 'Show this message and exit'
 complete -c kctl -n '__kctl_at "kctl spark load"' -l to -x -a '(__fish_complete_directories)' -d 'The destination directory: one run=N directory per run, with its offsets'
@@ -360,6 +388,7 @@ complete -c kctl -n '__kctl_at "kctl spark load"' -s c -l config -r -F -d 'Read 
 complete -c kctl -n '__kctl_at "kctl spark load"' -s X -x -d 'Set a configuration property, overriding the --config file (repeatable)'
 complete -c kctl -n '__kctl_at "kctl spark load"' -s b -l bootstrap-server -x -d 'Broker(s) to connect to first, as HOST:PORT[,HOST:PORT...], or a name from the clusters file'
 complete -c kctl -n '__kctl_at "kctl spark load"' -s h -l help -d 'Show this message and exit'
+complete -c kctl -n '__kctl_at "kctl spark load"' -x -a '(__kctl_names topics)'
 complete -c kctl -n '__kctl_at "kctl topic"' -a 'create' -d 'Create topics with a number of partitions, a replication factor and topic configs'
 complete -c kctl -n '__kctl_at "kctl topic"' -a 'list' -d 'List topics with their partition count and replication factor, sorted by name'
 complete -c kctl -n '__kctl_at "kctl topic"' -a 'describe' -d 'Describe topics and their partitions'
@@ -397,12 +426,14 @@ complete -c kctl -n '__kctl_at "kctl topic describe"' -s c -l config -r -F -d 'R
 complete -c kctl -n '__kctl_at "kctl topic describe"' -s X -x -d 'Set a configuration property, overriding the --config file (repeatable)'
 complete -c kctl -n '__kctl_at "kctl topic describe"' -s b -l bootstrap-server -x -d 'Broker(s) to connect to first, as HOST:PORT[,HOST:PORT...], or a name from the clusters file'
 complete -c kctl -n '__kctl_at "kctl topic describe"' -s h -l help -d 'Show this message and exit'
+complete -c kctl -n '__kctl_at "kctl topic describe"' -x -a '(__kctl_names topics)'
 complete -c kctl -n '__kctl_at "kctl topic delete"' -l if-exists -d 'A topic that does not exist is not an error'
 complete -c kctl -n '__kctl_at "kctl topic delete"' -s f -l format -x -a 'table json jsonl' -d 'Output format: table (aligned text), json (one array) or jsonl (one object per line)'
 complete -c kctl -n '__kctl_at "kctl topic delete"' -s c -l config -r -F -d 'Read configuration properties (Java .properties format) from FILE'
 complete -c kctl -n '__kctl_at "kctl topic delete"' -s X -x -d 'Set a configuration property, overriding the --config file (repeatable)'
 complete -c kctl -n '__kctl_at "kctl topic delete"' -s b -l bootstrap-server -x -d 'Broker(s) to connect to first, as HOST:PORT[,HOST:PORT...], or a name from the clusters file'
 complete -c kctl -n '__kctl_at "kctl topic delete"' -s h -l help -d 'Show this message and exit'
+complete -c kctl -n '__kctl_at "kctl topic delete"' -x -a '(__kctl_names topics)'
 complete -c kctl -n '__kctl_at "kctl topic alter"' -s p -l partitions -x -d 'Grow the topic to N partitions (never shrinks)'
 complete -c kctl -n '__kctl_at "kctl topic alter"' -l topic-config -x -d 'Set a topic config, e.g'
 complete -c kctl -n '__kctl_at "kctl topic alter"' -l delete-config -x -d 'Remove a topic config override: back to the default (repeatable)'
@@ -412,6 +443,7 @@ complete -c kctl -n '__kctl_at "kctl topic alter"' -s c -l config -r -F -d 'Read
 complete -c kctl -n '__kctl_at "kctl topic alter"' -s X -x -d 'Set a configuration property, overriding the --config file (repeatable)'
 complete -c kctl -n '__kctl_at "kctl topic alter"' -s b -l bootstrap-server -x -d 'Broker(s) to connect to first, as HOST:PORT[,HOST:PORT...], or a name from the clusters file'
 complete -c kctl -n '__kctl_at "kctl topic alter"' -s h -l help -d 'Show this message and exit'
+complete -c kctl -n '__kctl_at "kctl topic alter"' -x -a '(__kctl_names topics)'
 complete -c kctl -n '__kctl_at "kctl topic offsets"' -l time -x -d 'A point of the offset grammar: beginning, end, N, -N, +N, @TIME (epoch ms, 2026-11-22, 2026-11-22T10:00:00Z, @-1h)'
 complete -c kctl -n '__kctl_at "kctl topic offsets"' -s p -l partition -x -d 'Only partition N of each topic (repeatable)'
 complete -c kctl -n '__kctl_at "kctl topic offsets"' -s f -l format -x -a 'table json jsonl' -d 'Output format: table (aligned text), json (one array) or jsonl (one object per line)'
@@ -419,6 +451,7 @@ complete -c kctl -n '__kctl_at "kctl topic offsets"' -s c -l config -r -F -d 'Re
 complete -c kctl -n '__kctl_at "kctl topic offsets"' -s X -x -d 'Set a configuration property, overriding the --config file (repeatable)'
 complete -c kctl -n '__kctl_at "kctl topic offsets"' -s b -l bootstrap-server -x -d 'Broker(s) to connect to first, as HOST:PORT[,HOST:PORT...], or a name from the clusters file'
 complete -c kctl -n '__kctl_at "kctl topic offsets"' -s h -l help -d 'Show this message and exit'
+complete -c kctl -n '__kctl_at "kctl topic offsets"' -x -a '(__kctl_names topics)'
 complete -c kctl -n '__kctl_at "kctl topic trim"' -l to -x -d 'Delete every record before this point of the offset grammar: N, -N (keep the last N), +N, @TIME (epoch ms, 2026-11-22, 2026-11-22T10:00:00Z, @-1h), end (everything)'
 complete -c kctl -n '__kctl_at "kctl topic trim"' -s p -l partition -x -d 'Only partition N of each topic (repeatable)'
 complete -c kctl -n '__kctl_at "kctl topic trim"' -l execute -d 'Delete the records (without it: only show the plan)'
@@ -427,6 +460,7 @@ complete -c kctl -n '__kctl_at "kctl topic trim"' -s c -l config -r -F -d 'Read 
 complete -c kctl -n '__kctl_at "kctl topic trim"' -s X -x -d 'Set a configuration property, overriding the --config file (repeatable)'
 complete -c kctl -n '__kctl_at "kctl topic trim"' -s b -l bootstrap-server -x -d 'Broker(s) to connect to first, as HOST:PORT[,HOST:PORT...], or a name from the clusters file'
 complete -c kctl -n '__kctl_at "kctl topic trim"' -s h -l help -d 'Show this message and exit'
+complete -c kctl -n '__kctl_at "kctl topic trim"' -x -a '(__kctl_names topics)'
 complete -c kctl -n '__kctl_at "kctl zk"' -a 'ls' -d 'List a znode\'s children: name, ephemeral owner (a session id, for ephemeral nodes), children count, data length and version'
 complete -c kctl -n '__kctl_at "kctl zk"' -a 'get' -d 'Print a znode\'s data (decoded: JSON, text, or base64) and its stat'
 complete -c kctl -n '__kctl_at "kctl zk"' -a 'tree' -d 'Print PATH and every znode below it, indented, with its data (ephemeral nodes marked `*`)'
@@ -487,8 +521,8 @@ complete -c kctl -n '__kctl_at "kctl acl add"' -l allow-principal -x -d 'Princip
 complete -c kctl -n '__kctl_at "kctl acl add"' -l deny-principal -x -d 'Principal denied (User:NAME; repeatable)'
 complete -c kctl -n '__kctl_at "kctl acl add"' -l host -x -d 'Host the ACL applies to (default *)'
 complete -c kctl -n '__kctl_at "kctl acl add"' -l operation -x -d 'Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, AlterConfigs, IdempotentWrite or All (repeatable)'
-complete -c kctl -n '__kctl_at "kctl acl add"' -l topic -x -d 'A topic (repeatable; * for all)'
-complete -c kctl -n '__kctl_at "kctl acl add"' -l group -x -d 'A consumer group (repeatable; * for all)'
+complete -c kctl -n '__kctl_at "kctl acl add"' -l topic -x -a '(__kctl_names topics)' -d 'A topic (repeatable; * for all)'
+complete -c kctl -n '__kctl_at "kctl acl add"' -l group -x -a '(__kctl_names groups)' -d 'A consumer group (repeatable; * for all)'
 complete -c kctl -n '__kctl_at "kctl acl add"' -l transactional-id -x -d 'A transactional id (repeatable)'
 complete -c kctl -n '__kctl_at "kctl acl add"' -l cluster -d 'The cluster resource'
 complete -c kctl -n '__kctl_at "kctl acl add"' -l resource-pattern-type -x -d 'literal or prefixed (add); any, match, literal or prefixed (list, remove)'
@@ -498,8 +532,8 @@ complete -c kctl -n '__kctl_at "kctl acl add"' -s c -l config -r -F -d 'Read con
 complete -c kctl -n '__kctl_at "kctl acl add"' -s X -x -d 'Set a configuration property, overriding the --config file (repeatable)'
 complete -c kctl -n '__kctl_at "kctl acl add"' -s b -l bootstrap-server -x -d 'Broker(s) to connect to first, as HOST:PORT[,HOST:PORT...], or a name from the clusters file'
 complete -c kctl -n '__kctl_at "kctl acl add"' -s h -l help -d 'Show this message and exit'
-complete -c kctl -n '__kctl_at "kctl acl list"' -l topic -x -d 'A topic (repeatable; * for all)'
-complete -c kctl -n '__kctl_at "kctl acl list"' -l group -x -d 'A consumer group (repeatable; * for all)'
+complete -c kctl -n '__kctl_at "kctl acl list"' -l topic -x -a '(__kctl_names topics)' -d 'A topic (repeatable; * for all)'
+complete -c kctl -n '__kctl_at "kctl acl list"' -l group -x -a '(__kctl_names groups)' -d 'A consumer group (repeatable; * for all)'
 complete -c kctl -n '__kctl_at "kctl acl list"' -l transactional-id -x -d 'A transactional id (repeatable)'
 complete -c kctl -n '__kctl_at "kctl acl list"' -l cluster -d 'The cluster resource'
 complete -c kctl -n '__kctl_at "kctl acl list"' -l resource-pattern-type -x -d 'literal or prefixed (add); any, match, literal or prefixed (list, remove)'
@@ -512,8 +546,8 @@ complete -c kctl -n '__kctl_at "kctl acl list"' -s c -l config -r -F -d 'Read co
 complete -c kctl -n '__kctl_at "kctl acl list"' -s X -x -d 'Set a configuration property, overriding the --config file (repeatable)'
 complete -c kctl -n '__kctl_at "kctl acl list"' -s b -l bootstrap-server -x -d 'Broker(s) to connect to first, as HOST:PORT[,HOST:PORT...], or a name from the clusters file'
 complete -c kctl -n '__kctl_at "kctl acl list"' -s h -l help -d 'Show this message and exit'
-complete -c kctl -n '__kctl_at "kctl acl remove"' -l topic -x -d 'A topic (repeatable; * for all)'
-complete -c kctl -n '__kctl_at "kctl acl remove"' -l group -x -d 'A consumer group (repeatable; * for all)'
+complete -c kctl -n '__kctl_at "kctl acl remove"' -l topic -x -a '(__kctl_names topics)' -d 'A topic (repeatable; * for all)'
+complete -c kctl -n '__kctl_at "kctl acl remove"' -l group -x -a '(__kctl_names groups)' -d 'A consumer group (repeatable; * for all)'
 complete -c kctl -n '__kctl_at "kctl acl remove"' -l transactional-id -x -d 'A transactional id (repeatable)'
 complete -c kctl -n '__kctl_at "kctl acl remove"' -l cluster -d 'The cluster resource'
 complete -c kctl -n '__kctl_at "kctl acl remove"' -l resource-pattern-type -x -d 'literal or prefixed (add); any, match, literal or prefixed (list, remove)'
