@@ -1,5 +1,5 @@
 """Start-up time of kctl's commands that need no broker: --version, --help at each level, the offline
-log tools. Prints the median wall-clock time of each over interleaved rounds, next to
+log tools. Prints the median wall-clock and CPU time of each over interleaved rounds, next to
 ``python -c pass`` (the interpreter's own floor) and, if kcat is installed, ``kcat -V``.
 
 Usage: python bench/bench_startup.py [--rounds 15] [--extra-path DIR]
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -57,10 +58,14 @@ def commands(log_dir: Path) -> dict[str, list[str]]:
     return found
 
 
-def once(argv: list[str], env: dict[str, str]) -> float:
+def once(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall-clock seconds, CPU seconds) of one run; CPU time is what a loaded machine distorts least."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main() -> None:
@@ -78,17 +83,21 @@ def main() -> None:
         configs[f"with {args.extra_path}"] = {**base_env, "PYTHONPATH": extra}
     with tempfile.TemporaryDirectory() as tmp:
         table = commands(make_log_dir(Path(tmp)))
-        samples: dict[tuple[str, str], list[float]] = {(n, c): [] for n in table for c in configs}
+        samples: dict[tuple[str, str], list[tuple[float, float]]] = {
+            (n, c): [] for n in table for c in configs
+        }
         for _ in range(args.rounds):
             for name, argv in table.items():
                 for config, env in configs.items():
                     samples[(name, config)].append(once(argv, env))
-    print(f"start-up, median of {args.rounds} interleaved rounds (ms)")
-    header = f"{'command':<28}" + "".join(f"{c:>22}" for c in configs)
-    print(header)
+    print(f"start-up, median of {args.rounds} interleaved rounds: wall-clock ms / CPU ms")
+    print(f"{'command':<28}" + "".join(f"{c:>26}" for c in configs))
     for name in table:
-        row = "".join(f"{statistics.median(samples[(name, c)]) * 1000:>22.0f}" for c in configs)
-        print(f"{name:<28}{row}")
+        cells = []
+        for config in configs:
+            walls, cpus = zip(*samples[(name, config)], strict=True)
+            cells.append(f"{statistics.median(walls) * 1000:.0f} / {statistics.median(cpus) * 1000:.0f}")
+        print(f"{name:<28}" + "".join(f"{cell:>26}" for cell in cells))
 
 
 if __name__ == "__main__":

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import argparse
 import enum
+import json
 import re
 import sys
+import textwrap
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -231,6 +233,42 @@ def kctl_tree() -> CommandDoc:
     return describe(typer.main.get_command(app))
 
 
+GROUP_HELP_MODULE = "kctl/commands/group_help.py"
+
+
+def render_group_help() -> str:
+    """kctl/commands/group_help.py: each group's help as `kctl --help` lists it, so that help
+    imports none of the group modules (`kctl.commands.app.help_app`)."""
+    from kctl.commands.app import COMMAND_GROUPS, app
+
+    root = typer.main.get_command(app)
+    rows = []
+    for _, name in COMMAND_GROUPS:
+        group = root.commands[name]  # type: ignore[attr-defined]
+        text = (group.help or "").strip()
+        lines = text.splitlines(keepends=True) or [""]
+        pieces = [
+            json.dumps(piece)
+            for line in lines
+            for piece in textwrap.wrap(line, 80, drop_whitespace=False, replace_whitespace=False) or [line]
+        ]
+        pieces[-1] += ","
+        rows += [f"    {json.dumps(name)}: (", *(f"        {piece}" for piece in pieces)]
+        rows += [f"        {bool(group.hidden)!r},", "    ),"]
+    return "\n".join(
+        [
+            '"""Every command group\'s help as `kctl --help` lists it, so that help imports no group',
+            f'module: {GENERATED_BY}."""',
+            "",
+            "GROUP_HELP: dict[str, tuple[str, bool]] = {",
+            *rows,
+            "}",
+            '"""Group name -> (help text, hidden)."""',
+            "",
+        ]
+    )
+
+
 def missing_help(tree: CommandDoc) -> list[str]:
     """Every command, option and argument without help text."""
     problems = []
@@ -394,6 +432,7 @@ def generate(tree: CommandDoc) -> dict[str, str]:
     files[f"{COMPLETIONS_DIR}/{PROG}.bash"] = render_bash(tree)
     files[f"{COMPLETIONS_DIR}/_{PROG}"] = render_zsh(tree)
     files[f"{COMPLETIONS_DIR}/{PROG}.fish"] = render_fish(tree)
+    files[GROUP_HELP_MODULE] = render_group_help()
     return files
 
 
