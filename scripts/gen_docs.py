@@ -42,6 +42,7 @@ from kctl import __version__  # noqa: E402
 from kctl.__main__ import DEBUG_ENV  # noqa: E402
 from kctl.commands.config import definition  # noqa: E402
 from kctl.commands.errors import ExitCode  # noqa: E402
+from kctl.commands.examples import EXAMPLES  # noqa: E402
 
 MAN_DIR = "man"
 COMPLETIONS_DIR = "completions"
@@ -275,6 +276,8 @@ def missing_help(tree: CommandDoc) -> list[str]:
     for cmd in tree.walk():
         if not cmd.help:
             problems.append(f"missing help: command '{cmd.name}'")
+        if not cmd.subcommands and not EXAMPLES.get(cmd.name):
+            problems.append(f"missing examples: command '{cmd.name}' (kctl/commands/examples.py)")
         for param in cmd.params:
             if not param.help:
                 problems.append(f"missing help: {param.kind} {param.label} of '{cmd.name}'")
@@ -388,6 +391,21 @@ def _properties_section() -> list[str]:
     return lines
 
 
+def examples_of(cmd: CommandDoc) -> list[tuple[str, str]]:
+    """A command's examples; a group's are the first example of each of its commands."""
+    if cmd.path == (PROG,) or not cmd.subcommands:
+        return list(EXAMPLES.get(cmd.name, ()))
+    return [examples_of(sub)[0] for sub in cmd.subcommands if examples_of(sub)]
+
+
+def _examples_section(cmd: CommandDoc) -> list[str]:
+    lines = []
+    for what, command in examples_of(cmd):
+        lines += [".PP", _roff(what.rstrip(".") + ":"), ".RS 4", ".nf", f"\\fB{_roff(command)}\\fR", ".fi"]
+        lines.append(".RE")
+    return [".SH EXAMPLES", *lines] if lines else []
+
+
 def render_man_page(cmd: CommandDoc, tree: CommandDoc) -> str:
     lines = [
         f'.\\" {cmd.page}.1: {GENERATED_BY}',
@@ -416,7 +434,7 @@ def render_man_page(cmd: CommandDoc, tree: CommandDoc) -> str:
     lines.append(".SH EXIT STATUS")
     for code in ExitCode:
         lines += [".TP", f".B {int(code)}", _roff(code.description)]
-    lines += [".SH ENVIRONMENT", *_environment(cmd), ".SH SEE ALSO"]
+    lines += [".SH ENVIRONMENT", *_environment(cmd), *_examples_section(cmd), ".SH SEE ALSO"]
     related = [tree.page] if cmd.path != tree.path else []
     if len(cmd.path) > 2:
         related.append("-".join(cmd.path[:-1]))
