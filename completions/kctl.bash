@@ -3,7 +3,7 @@
 
 _kctl_subcommands() {
     case "$1" in
-        'kctl') echo 'broker cluster config consume group log mirror partition perf produce spark topic zk user acl' ;;
+        'kctl') echo 'broker cluster config consume group log mirror partition perf produce spark topic zk user acl man' ;;
         'kctl broker') echo 'start stop log-dirs list configs' ;;
         'kctl cluster') echo 'up status down list info' ;;
         'kctl config') echo 'show' ;;
@@ -21,7 +21,7 @@ _kctl_subcommands() {
 
 _kctl_is_subcommand() {
     case "$1 $2" in
-        'kctl broker'|'kctl cluster'|'kctl config'|'kctl consume'|'kctl group'|'kctl log'|'kctl mirror'|'kctl partition'|'kctl perf'|'kctl produce'|'kctl spark'|'kctl topic'|'kctl zk'|'kctl user'|'kctl acl'|'kctl broker start'|'kctl broker stop'|'kctl broker log-dirs'|'kctl broker list'|'kctl broker configs'|'kctl cluster up'|'kctl cluster status'|'kctl cluster down'|'kctl cluster list'|'kctl cluster info'|'kctl config show'|'kctl group list'|'kctl group describe'|'kctl group rewind'|'kctl group delete'|'kctl group migrate'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge'|'kctl partition reassign'|'kctl partition elect-leaders'|'kctl perf produce'|'kctl perf consume'|'kctl spark load'|'kctl topic create'|'kctl topic list'|'kctl topic describe'|'kctl topic delete'|'kctl topic alter'|'kctl topic offsets'|'kctl topic trim'|'kctl zk ls'|'kctl zk get'|'kctl zk tree'|'kctl zk brokers'|'kctl zk topics'|'kctl zk consumers'|'kctl user create'|'kctl user delete'|'kctl user list'|'kctl acl add'|'kctl acl list'|'kctl acl remove') return 0 ;;
+        'kctl broker'|'kctl cluster'|'kctl config'|'kctl consume'|'kctl group'|'kctl log'|'kctl mirror'|'kctl partition'|'kctl perf'|'kctl produce'|'kctl spark'|'kctl topic'|'kctl zk'|'kctl user'|'kctl acl'|'kctl man'|'kctl broker start'|'kctl broker stop'|'kctl broker log-dirs'|'kctl broker list'|'kctl broker configs'|'kctl cluster up'|'kctl cluster status'|'kctl cluster down'|'kctl cluster list'|'kctl cluster info'|'kctl config show'|'kctl group list'|'kctl group describe'|'kctl group rewind'|'kctl group delete'|'kctl group migrate'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge'|'kctl partition reassign'|'kctl partition elect-leaders'|'kctl perf produce'|'kctl perf consume'|'kctl spark load'|'kctl topic create'|'kctl topic list'|'kctl topic describe'|'kctl topic delete'|'kctl topic alter'|'kctl topic offsets'|'kctl topic trim'|'kctl zk ls'|'kctl zk get'|'kctl zk tree'|'kctl zk brokers'|'kctl zk topics'|'kctl zk consumers'|'kctl user create'|'kctl user delete'|'kctl user list'|'kctl acl add'|'kctl acl list'|'kctl acl remove') return 0 ;;
     esac
     return 1
 }
@@ -88,6 +88,7 @@ _kctl_options() {
         'kctl acl add') echo '--allow-principal --deny-principal --host --operation --topic --group --transactional-id --cluster --resource-pattern-type --dry-run -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl acl list') echo '--topic --group --transactional-id --cluster --resource-pattern-type --principal --host --operation --permission -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl acl remove') echo '--topic --group --transactional-id --cluster --resource-pattern-type --principal --host --operation --permission --dry-run -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl man') echo '--path --install --dir -h --help' ;;
     esac
 }
 
@@ -393,6 +394,7 @@ _kctl_option_value() {
         'kctl acl remove -c'|'kctl acl remove --config') echo 'file' ;;
         'kctl acl remove -X') echo 'any' ;;
         'kctl acl remove -b'|'kctl acl remove --bootstrap-server') echo 'any' ;;
+        'kctl man --dir') echo 'file' ;;
     esac
 }
 
@@ -424,6 +426,7 @@ _kctl_argument_value() {
         'kctl user create') echo 'any' ;;
         'kctl user delete') echo 'any' ;;
         'kctl user list') echo 'any' ;;
+        'kctl man') echo 'any' ;;
     esac
 }
 

@@ -213,6 +213,11 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
         ),
         ("Delete it", "kctl topic trim orders --to -1000 -p 0 --execute"),
     ),
+    # -- man pages
+    "kctl man": (
+        ("The page of a command, with its examples", "kctl man topic create"),
+        ("Install every page where man finds them (~/.local/share/man/man1)", "kctl man --install"),
+    ),
     # -- ZooKeeper
     "kctl zk ls": (("Children of a znode", "kctl zk ls /brokers/ids --zookeeper zk1:2181/kafka"),),
     "kctl zk get": (("A znode's data and stat", "kctl zk get /controller --zookeeper zk1:2181/kafka"),),

@@ -157,6 +157,20 @@ GROUP_HELP: dict[str, tuple[str, bool]] = {
         "Manage ACLs (who may do what on which topics, groups and the cluster).",
         False,
     ),
+    "man": (
+        "Show kctl's man page for a command (`kctl man topic create`), print where the "
+        "pages are\n"
+        "(`--path`), or install them into a man directory (`--install`).\n"
+        "\n"
+        "Every command has a page (with examples): `kctl`, `kctl-GROUP` and `kctl-GROUP-"
+        "COMMAND`. With\n"
+        "kctl installed, `man kctl-topic-create` finds them when the install's bin "
+        "directory is on\n"
+        "PATH; otherwise `kctl man --install` copies them to ~/.local/share/man/man1. "
+        "Exit status 3\n"
+        "when the page does not exist.",
+        False,
+    ),
     "complete": (
         "Names from a reachable cluster for the shell completions (topics, groups).",
         True,
