@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Spark benchmark (issue 11, section 4): records/s reading a topic into a count and into Parquet,
 kctl's ``kctl`` data source beside Spark's built-in Kafka source (``spark-sql-kafka-0-10``, the Java
-client) on the same broker, in the same run and the same SparkSession.
+client) on the same broker, in the same run and the same SparkSession; and `kctl spark load`, whose
+tasks write Parquet with pyarrow (kctl.spark.direct).
 
 Prints its figures; asserts nothing. The broker runs in its own process (``python -m kctl broker
 start``, a fresh data directory); the topic is filled once with ``--gigabytes`` of records of
@@ -26,6 +27,7 @@ from typing import Any
 
 from kctl.client import AdminClient, NewTopic
 from kctl.localcluster.broker import BrokerProcess
+from kctl.spark.load import plan_load, run_load
 from kctl.spark.session import spark_session
 
 TOPIC = "bench-spark"
@@ -131,6 +133,14 @@ def main() -> None:
                     frame().write.mode("overwrite").parquet(str(out))
 
                 best(f"{fmt}: into Parquet", args.repeat, to_parquet, records)
+                if fmt == "kctl":  # the warehouse load: each task writes its Parquet with pyarrow
+
+                    def load(out: Path = out) -> int:
+                        shutil.rmtree(out, ignore_errors=True)
+                        plan = plan_load(broker.bootstrap, {}, [TOPIC], out)
+                        return run_load(spark, plan, broker.bootstrap, {}).records
+
+                    best("kctl: spark load (Parquet)", args.repeat, load, records)
             spark.stop()
     finally:
         shutil.rmtree(base, ignore_errors=True)

@@ -3,7 +3,7 @@
 
 _kctl_subcommands() {
     case "$1" in
-        'kctl') echo 'broker cluster config consume group log mirror partition perf produce spark topic zk user acl' ;;
+        'kctl') echo 'broker cluster config consume group log mirror partition perf produce spark topic zk user acl man' ;;
         'kctl broker') echo 'start stop log-dirs list configs' ;;
         'kctl cluster') echo 'up status down list info' ;;
         'kctl config') echo 'show' ;;
@@ -21,7 +21,7 @@ _kctl_subcommands() {
 
 _kctl_is_subcommand() {
     case "$1 $2" in
-        'kctl broker'|'kctl cluster'|'kctl config'|'kctl consume'|'kctl group'|'kctl log'|'kctl mirror'|'kctl partition'|'kctl perf'|'kctl produce'|'kctl spark'|'kctl topic'|'kctl zk'|'kctl user'|'kctl acl'|'kctl broker start'|'kctl broker stop'|'kctl broker log-dirs'|'kctl broker list'|'kctl broker configs'|'kctl cluster up'|'kctl cluster status'|'kctl cluster down'|'kctl cluster list'|'kctl cluster info'|'kctl config show'|'kctl group list'|'kctl group describe'|'kctl group rewind'|'kctl group delete'|'kctl group migrate'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge'|'kctl partition reassign'|'kctl partition elect-leaders'|'kctl perf produce'|'kctl perf consume'|'kctl spark load'|'kctl topic create'|'kctl topic list'|'kctl topic describe'|'kctl topic delete'|'kctl topic alter'|'kctl topic offsets'|'kctl topic trim'|'kctl zk ls'|'kctl zk get'|'kctl zk tree'|'kctl zk brokers'|'kctl zk topics'|'kctl zk consumers'|'kctl user create'|'kctl user delete'|'kctl user list'|'kctl acl add'|'kctl acl list'|'kctl acl remove') return 0 ;;
+        'kctl broker'|'kctl cluster'|'kctl config'|'kctl consume'|'kctl group'|'kctl log'|'kctl mirror'|'kctl partition'|'kctl perf'|'kctl produce'|'kctl spark'|'kctl topic'|'kctl zk'|'kctl user'|'kctl acl'|'kctl man'|'kctl broker start'|'kctl broker stop'|'kctl broker log-dirs'|'kctl broker list'|'kctl broker configs'|'kctl cluster up'|'kctl cluster status'|'kctl cluster down'|'kctl cluster list'|'kctl cluster info'|'kctl config show'|'kctl group list'|'kctl group describe'|'kctl group rewind'|'kctl group delete'|'kctl group migrate'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge'|'kctl partition reassign'|'kctl partition elect-leaders'|'kctl perf produce'|'kctl perf consume'|'kctl spark load'|'kctl topic create'|'kctl topic list'|'kctl topic describe'|'kctl topic delete'|'kctl topic alter'|'kctl topic offsets'|'kctl topic trim'|'kctl zk ls'|'kctl zk get'|'kctl zk tree'|'kctl zk brokers'|'kctl zk topics'|'kctl zk consumers'|'kctl user create'|'kctl user delete'|'kctl user list'|'kctl acl add'|'kctl acl list'|'kctl acl remove') return 0 ;;
     esac
     return 1
 }
@@ -88,6 +88,7 @@ _kctl_options() {
         'kctl acl add') echo '--allow-principal --deny-principal --host --operation --topic --group --transactional-id --cluster --resource-pattern-type --dry-run -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl acl list') echo '--topic --group --transactional-id --cluster --resource-pattern-type --principal --host --operation --permission -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl acl remove') echo '--topic --group --transactional-id --cluster --resource-pattern-type --principal --host --operation --permission --dry-run -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl man') echo '--path --install --dir -h --help' ;;
     esac
 }
 
@@ -105,7 +106,7 @@ _kctl_option_value() {
         'kctl broker stop --pid-file') echo 'file' ;;
         'kctl broker stop --timeout') echo 'any' ;;
         'kctl broker log-dirs --broker') echo 'any' ;;
-        'kctl broker log-dirs -t'|'kctl broker log-dirs --topic') echo 'any' ;;
+        'kctl broker log-dirs -t'|'kctl broker log-dirs --topic') echo 'topic' ;;
         'kctl broker log-dirs -f'|'kctl broker log-dirs --format') echo 'choice table json jsonl' ;;
         'kctl broker log-dirs -c'|'kctl broker log-dirs --config') echo 'file' ;;
         'kctl broker log-dirs -X') echo 'any' ;;
@@ -129,7 +130,7 @@ _kctl_option_value() {
         'kctl cluster down --timeout') echo 'any' ;;
         'kctl cluster list --clusters') echo 'file' ;;
         'kctl cluster list -f'|'kctl cluster list --format') echo 'choice table json jsonl' ;;
-        'kctl cluster info -t'|'kctl cluster info --topic') echo 'any' ;;
+        'kctl cluster info -t'|'kctl cluster info --topic') echo 'topic' ;;
         'kctl cluster info -f'|'kctl cluster info --format') echo 'choice table json jsonl' ;;
         'kctl cluster info -c'|'kctl cluster info --config') echo 'file' ;;
         'kctl cluster info -X') echo 'any' ;;
@@ -143,7 +144,7 @@ _kctl_option_value() {
         'kctl consume -o'|'kctl consume --offset') echo 'any' ;;
         'kctl consume -u'|'kctl consume --until') echo 'any' ;;
         'kctl consume -n'|'kctl consume --max') echo 'any' ;;
-        'kctl consume -g'|'kctl consume --group') echo 'any' ;;
+        'kctl consume -g'|'kctl consume --group') echo 'group' ;;
         'kctl consume --zookeeper') echo 'any' ;;
         'kctl consume -f'|'kctl consume --format') echo 'any' ;;
         'kctl consume -c'|'kctl consume --config') echo 'file' ;;
@@ -164,17 +165,17 @@ _kctl_option_value() {
         'kctl group rewind --shift-by') echo 'any' ;;
         'kctl group rewind --to-datetime') echo 'any' ;;
         'kctl group rewind --by-duration') echo 'any' ;;
-        'kctl group rewind --to-group') echo 'any' ;;
+        'kctl group rewind --to-group') echo 'group' ;;
         'kctl group rewind --from-file') echo 'file' ;;
         'kctl group rewind --to') echo 'any' ;;
-        'kctl group rewind -t'|'kctl group rewind --topic') echo 'any' ;;
+        'kctl group rewind -t'|'kctl group rewind --topic') echo 'topic' ;;
         'kctl group rewind --export') echo 'file' ;;
         'kctl group rewind -f'|'kctl group rewind --format') echo 'choice table json jsonl' ;;
         'kctl group rewind --zookeeper') echo 'any' ;;
         'kctl group rewind -c'|'kctl group rewind --config') echo 'file' ;;
         'kctl group rewind -X') echo 'any' ;;
         'kctl group rewind -b'|'kctl group rewind --bootstrap-server') echo 'any' ;;
-        'kctl group delete -t'|'kctl group delete --topic') echo 'any' ;;
+        'kctl group delete -t'|'kctl group delete --topic') echo 'topic' ;;
         'kctl group delete -f'|'kctl group delete --format') echo 'choice table json jsonl' ;;
         'kctl group delete --zookeeper') echo 'any' ;;
         'kctl group delete -c'|'kctl group delete --config') echo 'file' ;;
@@ -219,7 +220,7 @@ _kctl_option_value() {
         'kctl mirror -c'|'kctl mirror --config') echo 'file' ;;
         'kctl mirror -X') echo 'any' ;;
         'kctl partition reassign --topics-to-move-json-file') echo 'file' ;;
-        'kctl partition reassign -t'|'kctl partition reassign --topic') echo 'any' ;;
+        'kctl partition reassign -t'|'kctl partition reassign --topic') echo 'topic' ;;
         'kctl partition reassign --broker-list'|'kctl partition reassign --brokers') echo 'any' ;;
         'kctl partition reassign --seed') echo 'any' ;;
         'kctl partition reassign --reassignment-json-file') echo 'file' ;;
@@ -229,7 +230,7 @@ _kctl_option_value() {
         'kctl partition reassign -X') echo 'any' ;;
         'kctl partition reassign -b'|'kctl partition reassign --bootstrap-server') echo 'any' ;;
         'kctl partition elect-leaders --election-type') echo 'any' ;;
-        'kctl partition elect-leaders -t'|'kctl partition elect-leaders --topic') echo 'any' ;;
+        'kctl partition elect-leaders -t'|'kctl partition elect-leaders --topic') echo 'topic' ;;
         'kctl partition elect-leaders -p'|'kctl partition elect-leaders --partition') echo 'any' ;;
         'kctl partition elect-leaders --path-to-json-file') echo 'file' ;;
         'kctl partition elect-leaders -f'|'kctl partition elect-leaders --format') echo 'choice table json jsonl' ;;
@@ -361,16 +362,16 @@ _kctl_option_value() {
         'kctl acl add --deny-principal') echo 'any' ;;
         'kctl acl add --host') echo 'any' ;;
         'kctl acl add --operation') echo 'any' ;;
-        'kctl acl add --topic') echo 'any' ;;
-        'kctl acl add --group') echo 'any' ;;
+        'kctl acl add --topic') echo 'topic' ;;
+        'kctl acl add --group') echo 'group' ;;
         'kctl acl add --transactional-id') echo 'any' ;;
         'kctl acl add --resource-pattern-type') echo 'any' ;;
         'kctl acl add -f'|'kctl acl add --format') echo 'choice table json jsonl' ;;
         'kctl acl add -c'|'kctl acl add --config') echo 'file' ;;
         'kctl acl add -X') echo 'any' ;;
         'kctl acl add -b'|'kctl acl add --bootstrap-server') echo 'any' ;;
-        'kctl acl list --topic') echo 'any' ;;
-        'kctl acl list --group') echo 'any' ;;
+        'kctl acl list --topic') echo 'topic' ;;
+        'kctl acl list --group') echo 'group' ;;
         'kctl acl list --transactional-id') echo 'any' ;;
         'kctl acl list --resource-pattern-type') echo 'any' ;;
         'kctl acl list --principal') echo 'any' ;;
@@ -381,8 +382,8 @@ _kctl_option_value() {
         'kctl acl list -c'|'kctl acl list --config') echo 'file' ;;
         'kctl acl list -X') echo 'any' ;;
         'kctl acl list -b'|'kctl acl list --bootstrap-server') echo 'any' ;;
-        'kctl acl remove --topic') echo 'any' ;;
-        'kctl acl remove --group') echo 'any' ;;
+        'kctl acl remove --topic') echo 'topic' ;;
+        'kctl acl remove --group') echo 'group' ;;
         'kctl acl remove --transactional-id') echo 'any' ;;
         'kctl acl remove --resource-pattern-type') echo 'any' ;;
         'kctl acl remove --principal') echo 'any' ;;
@@ -393,42 +394,75 @@ _kctl_option_value() {
         'kctl acl remove -c'|'kctl acl remove --config') echo 'file' ;;
         'kctl acl remove -X') echo 'any' ;;
         'kctl acl remove -b'|'kctl acl remove --bootstrap-server') echo 'any' ;;
+        'kctl man --dir') echo 'file' ;;
     esac
 }
 
 _kctl_argument_value() {
     case "$1" in
         'kctl broker configs') echo 'any' ;;
-        'kctl consume') echo 'any' ;;
-        'kctl group describe') echo 'any' ;;
-        'kctl group rewind') echo 'any' ;;
-        'kctl group delete') echo 'any' ;;
+        'kctl consume') echo 'topic' ;;
+        'kctl group describe') echo 'group' ;;
+        'kctl group rewind') echo 'group' ;;
+        'kctl group delete') echo 'group' ;;
         'kctl group migrate') echo 'any' ;;
         'kctl log dump') echo 'file' ;;
         'kctl log verify') echo 'file' ;;
         'kctl log recover') echo 'file' ;;
         'kctl log purge') echo 'file' ;;
-        'kctl perf produce') echo 'any' ;;
-        'kctl perf consume') echo 'any' ;;
-        'kctl produce') echo 'any' ;;
-        'kctl spark load') echo 'any' ;;
+        'kctl perf produce') echo 'topic' ;;
+        'kctl perf consume') echo 'topic' ;;
+        'kctl produce') echo 'topic' ;;
+        'kctl spark load') echo 'topic' ;;
         'kctl topic create') echo 'any' ;;
-        'kctl topic describe') echo 'any' ;;
-        'kctl topic delete') echo 'any' ;;
-        'kctl topic alter') echo 'any' ;;
-        'kctl topic offsets') echo 'any' ;;
-        'kctl topic trim') echo 'any' ;;
+        'kctl topic describe') echo 'topic' ;;
+        'kctl topic delete') echo 'topic' ;;
+        'kctl topic alter') echo 'topic' ;;
+        'kctl topic offsets') echo 'topic' ;;
+        'kctl topic trim') echo 'topic' ;;
         'kctl zk ls') echo 'any' ;;
         'kctl zk get') echo 'any' ;;
         'kctl zk tree') echo 'any' ;;
         'kctl user create') echo 'any' ;;
         'kctl user delete') echo 'any' ;;
         'kctl user list') echo 'any' ;;
+        'kctl man') echo 'any' ;;
     esac
+}
+
+# The -b/--bootstrap-server, -c/--config and -X options typed so far (from COMP_LINE: COMP_WORDS
+# splits host:port at the colon), one word per line, for `kctl complete`.
+_kctl_cluster_options() {
+    local line=${COMP_LINE:-${COMP_WORDS[*]}} word take=0
+    local -a words
+    read -ra words <<< "${line:0:${COMP_POINT:-${#line}}}"
+    for word in "${words[@]:1}"; do
+        if (( take )); then
+            printf '%s
+' "$word"
+            take=0
+        else
+            case $word in
+                -b|--bootstrap-server|-c|--config|-X) printf '%s
+' "$word"; take=1 ;;
+                --bootstrap-server=*|--config=*|-X?*|-b?*|-c?*) printf '%s
+' "$word" ;;
+            esac
+        fi
+    done
+}
+
+# Topic or group names ($1: topics|groups) starting with $2, from the cluster those options name.
+_kctl_names() {
+    local -a options
+    mapfile -t options < <(_kctl_cluster_options)
+    mapfile -t COMPREPLY < <("${COMP_WORDS[0]}" complete "$1" "${options[@]}" -- "$2" 2>/dev/null)
 }
 
 _kctl_complete_value() {
     case "$1" in
+        topic) _kctl_names topics "$2" ;;
+        group) _kctl_names groups "$2" ;;
         choice\ *) COMPREPLY=($(compgen -W "${1#choice }" -- "$2")) ;;
         file) compopt -o filenames 2>/dev/null; mapfile -t COMPREPLY < <(compgen -f -- "$2") ;;
         dir) compopt -o filenames 2>/dev/null; mapfile -t COMPREPLY < <(compgen -d -- "$2") ;;

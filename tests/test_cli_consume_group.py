@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -222,3 +223,41 @@ def test_group_until_end_exits_while_producers_keep_writing(drain_broker) -> Non
     assert state["state"] == "Empty", state
     committed = sum(o["committed_offset"] for o in state["offsets"] if o["topic"] == "drain3")
     assert committed == len(read)  # nothing past what was printed is committed
+
+
+def test_group_drain_leaves_records_produced_after_assignment_uncommitted(drain_broker) -> None:
+    """GroupDrain: records past the end seen at assignment are not handed on; the partition goes
+    back to that end and pauses, so the commit stops there and the next member reads the rest."""
+    from kctl.client import GroupConsumer, TopicPartition
+    from kctl.console.consume import GroupDrain
+
+    b = ["-b", drain_broker.bootstrap]
+    assert kctl("topic", "create", "late", "-p", "1", *b).returncode == 0
+    assert kctl("produce", "late", *b, input="".join(f"r{i}\n" for i in range(5))).returncode == 0
+    tp = TopicPartition("late", 0)
+    properties = {"group.id": "g-late", "auto.offset.reset": "earliest", "enable.auto.commit": "false"}
+    handed_on, stopped = [], 0
+    with GroupConsumer(drain_broker.bootstrap, properties) as consumer:
+        drain = GroupDrain(consumer)
+        consumer.subscribe(["late"])
+        deadline = time.monotonic() + 60
+        while not drain.ends and time.monotonic() < deadline:  # until the member holds the partition
+            handed_on += [r.value for r in consumer.poll(0.2)]
+            drain.update()
+        assert drain.ends == {tp: 5}
+        produced = kctl("produce", "late", *b, input="".join(f"s{i}\n" for i in range(5)))
+        assert produced.returncode == 0, produced.stderr
+        while not (stopped and drain.finished()) and time.monotonic() < deadline:
+            for record in consumer.poll(0.2):
+                if drain.past_end(record):
+                    stopped += 1
+                else:
+                    handed_on.append(record.value)
+        assert stopped > 0  # the late records were fetched, and held back
+        assert consumer.position(tp) == 5 and tp in consumer.paused()
+        consumer.commit()
+    assert handed_on == [f"r{i}".encode() for i in range(5)]
+    assert describe_group(drain_broker.bootstrap, "g-late")["offsets"][0]["committed_offset"] == 5
+    rest = kctl("consume", "late", "--group", "g-late", "--until", "end", "-f", "raw", *b)
+    assert rest.returncode == 0, rest.stderr
+    assert rest.stdout.split() == [f"s{i}" for i in range(5)]

@@ -304,9 +304,9 @@ def test_shared_options_are_the_same_everywhere() -> None:
         if "--format" in opts:
             seen.add("format")
             assert opts == {"--format", "-f"}, where
-            choices = getattr(param.type_descriptor, "choices", None)  # type: ignore[attr-defined]
+            choices = getattr(param.type, "choices", None)  # type: ignore[attr-defined]
             if choices:
-                assert [c.value for c in choices] == ["table", "json", "jsonl"], where
+                assert [getattr(c, "value", c) for c in choices] == ["table", "json", "jsonl"], where
             else:  # a record stream's free-form format (consume/produce) still offers the three
                 assert all(name in (param.help or "") for name in ("table", "json", "jsonl")), where  # type: ignore[attr-defined]
             # consume's record stream: "" is "table on a terminal, jsonl otherwise"

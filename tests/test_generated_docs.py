@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -14,6 +15,9 @@ from typing import Annotated
 import pytest
 import typer
 import typer.main
+
+from kctl.commands import app as app_module
+from kctl.commands.examples import EXAMPLES
 
 REPO = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("gen_docs", REPO / "scripts" / "gen_docs.py")
@@ -85,6 +89,7 @@ def test_every_command_has_a_man_page_with_the_standard_sections() -> None:
             "OPTIONS",
             "EXIT STATUS",
             "ENVIRONMENT",
+            "EXAMPLES",
             "SEE ALSO",
         ):
             assert f".SH {section}\n" in page, (cmd.name, section)
@@ -95,6 +100,40 @@ def test_every_command_has_a_man_page_with_the_standard_sections() -> None:
     assert ".B KCTL_BOOTSTRAP_SERVER" in show and ".B KCTL_DEBUG" in show
     root = files["man/kctl.1"]
     assert all(f"\\fBkctl\\-{group}\\fR(1)" in root for group in GROUPS)
+
+
+def _parse_example(line: str) -> list[str]:
+    """Each `kctl ...` command of an example line parsed (not run) by the command tree; the errors."""
+    root = typer.main.get_command(app_module.app)
+    errors = []
+    for part in line.split(" | "):
+        words = shlex.split(part.split(" < ")[0])
+        if words[0] != "kctl":
+            continue
+        command, args, parent = root, words[1:], root.make_context("kctl", [], resilient_parsing=True)
+        while getattr(command, "commands", None) and args and args[0] in command.commands:  # type: ignore[attr-defined]
+            name = args.pop(0)
+            command = command.commands[name]  # type: ignore[attr-defined]
+        try:
+            command.make_context(command.name or "kctl", list(args), parent=parent)
+        except Exception as error:  # click's UsageError and its kin (typer vendors click)
+            errors.append(f"{part}: {error}")
+    return errors
+
+
+def test_every_command_has_examples_that_parse() -> None:
+    leaves = {cmd.name for cmd in TREE.walk() if not cmd.subcommands}
+    assert leaves - EXAMPLES.keys() == set()
+    assert EXAMPLES.keys() - leaves == {"kctl"}  # no examples of commands that do not exist
+    for name, examples in EXAMPLES.items():
+        for what, line in examples:
+            assert what and line.startswith(("kctl ", "printf ")), (name, line)
+            assert f"kctl {' '.join(name.split()[1:])}".strip() in line or name == "kctl", (name, line)
+            assert _parse_example(line) == [], (name, line)
+    # the check itself finds what it must
+    assert _parse_example("kctl topic create orders --no-such-option")
+    assert _parse_example("kctl group rewind")  # GROUP is required
+    assert _parse_example("printf x | kctl produce orders --acks 7")
 
 
 @needs["groff"]
@@ -228,7 +267,10 @@ def _sample_tree() -> object:
 def test_generator_on_every_kind_of_parameter(tmp_path: Path) -> None:
     tree = gen_docs.describe(_sample_tree())
     assert [cmd.name for cmd in tree.walk()] == ["kctl", "kctl sample", "kctl sample run"]
-    assert gen_docs.missing_help(tree) == ["missing help: option --undocumented of 'kctl sample run'"]
+    assert gen_docs.missing_help(tree) == [
+        "missing examples: command 'kctl sample run' (kctl/commands/examples.py)",
+        "missing help: option --undocumented of 'kctl sample run'",
+    ]
     run = tree.subcommands[0].subcommands[0]
     kinds = {p.name: (p.value, p.choices, p.default) for p in run.params}
     assert kinds["paths"] == ("file", (), None)

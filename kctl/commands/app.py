@@ -37,6 +37,8 @@ COMMAND_GROUPS: tuple[tuple[str, str], ...] = (
     ("kctl.commands.zk", "zk"),
     ("kctl.commands.user", "user"),
     ("kctl.commands.acl", "acl"),
+    ("kctl.commands.man", "man"),
+    ("kctl.commands.complete", "complete"),
 )
 """(module path, group name) of every command group, in the order `kctl --help` lists them."""
 
@@ -130,15 +132,16 @@ def app_for(args: Sequence[str]) -> typer.Typer:
 
 
 def help_app() -> typer.Typer:
-    """The root with every group as `kctl --help` lists it (name, help, panel) but without the
-    group's commands, which that help does not show (tests/test_cli_startup.py compares the two)."""
+    """The root with every group as `kctl --help` lists it (name, help) but without the group's
+    commands, which that help does not show, and without importing the group modules: the help
+    texts come from kctl/commands/group_help.py, which scripts/gen_docs.py generates
+    (tests/test_cli_startup.py compares the two helps)."""
+    from kctl.commands.group_help import GROUP_HELP
+
     listing = new_root()
-    for module_path, name in COMMAND_GROUPS:
-        group_app = importlib.import_module(module_path).app
-        outline = typer.Typer()
-        outline.info = group_app.info
-        outline.registered_callback = group_app.registered_callback
-        listing.add_typer(outline, name=name)
+    for _, name in COMMAND_GROUPS:
+        help_text, hidden = GROUP_HELP[name]
+        listing.add_typer(typer.Typer(help=help_text, hidden=hidden), name=name)
     return listing
 
 

@@ -78,6 +78,18 @@ def _plan_rows(plan: LoadPlan) -> list[dict[str, Any]]:
     ]
 
 
+def _job_failure(error: BaseException) -> str:
+    """Why a Spark job failed, in one line: the Python worker's exception (the last line of its
+    traceback) when a task raised one, else the first line of the error."""
+    lines = [line.rstrip() for line in str(error).strip().splitlines()]
+    if "Traceback (most recent call last):" in lines:
+        traceback = lines[lines.index("Traceback (most recent call last):") + 1 :]
+        raised = [line for line in traceback if line and not line[0].isspace()]
+        if raised:
+            return raised[0]
+    return lines[0] if lines and lines[0] else type(error).__name__
+
+
 def _report(summary: LoadSummary, fmt: OutputFormat) -> None:
     if fmt is OutputFormat.TABLE:
         render_rows([dict(vars(p)) for p in summary.partitions], COLUMNS, fmt)
@@ -233,8 +245,7 @@ def load(
         raise KctlError(str(error)) from None
     except Exception as error:  # a failed Spark job: its first line says why
         if type(error).__module__.startswith(("pyspark", "py4j")):
-            first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            raise KctlError(f"the Spark job failed: {first}") from None
+            raise KctlError(f"the Spark job failed: {_job_failure(error)}") from None
         raise
     finally:
         spark.stop()

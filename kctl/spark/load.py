@@ -17,9 +17,11 @@ A run (``run_load``):
 1. ``plan_load``: the next offset of each partition is what the newest committed run's
    ``_kctl_offsets.json`` says (the log start for a partition never loaded); the run reads from there
    up to the end offsets seen when it starts (or ``until``).
-2. Spark reads those ranges in parallel (the ``kctl`` data source: one task per partition range,
-   more with ``min_partitions``), decodes values (``raw`` bytes, ``utf8`` text, ``json`` with a given
-   or an inferred schema) and writes Parquet into ``_staging-run-N``.
+2. Spark reads those ranges in parallel (one task per partition range, more with
+   ``min_partitions``) and writes Parquet into ``_staging-run-N``. Raw and ``utf8`` keys and values:
+   each task writes its own Parquet with pyarrow (``kctl.spark.direct``: no row passes into the
+   JVM). ``json`` values: the ``kctl`` data source feeds a DataFrame that Spark's ``from_json``
+   decodes (with a given or an inferred schema) and Spark writes.
 3. The offsets file is written into the staging directory and fsynced, and the directory is renamed
    to ``run=N``: one atomic rename makes the output and its offsets visible together. A run that
    dies before it leaves only a staging directory, which the next run deletes before it redoes the
@@ -47,8 +49,9 @@ from pathlib import Path
 from typing import Any
 
 from kctl.client import Consumer, TopicPartition
+from kctl.spark.direct import run_tasks
 from kctl.spark.options import OffsetBound, offsets_from_json, offsets_json, parse_options
-from kctl.spark.planning import consumer_config, resolve_bound, subscribed_partitions
+from kctl.spark.planning import consumer_config, plan_ranges, resolve_bound, subscribed_partitions
 
 __all__ = [
     "FILE_FORMATS",
@@ -287,6 +290,25 @@ def run_load(
         )
 
 
+def _write_with_dataframe(
+    spark: Any,
+    options: dict[str, str],
+    staging: Path,
+    value_format: str,
+    json_schema: str | None,
+    key_format: str,
+) -> dict[tuple[str, int], int]:
+    """Read with the ``kctl`` data source, decode, write Parquet with Spark; the records written per
+    partition."""
+    df = spark.read.format("kctl").options(**options).load()
+    df, persisted = _decode(df, value_format, json_schema, key_format)
+    df.write.mode("overwrite").partitionBy("topic", "date").parquet(str(staging))
+    if persisted is not None:
+        persisted.unpersist()
+    written = spark.read.parquet(str(staging)).groupBy("topic", "partition").count().collect()
+    return {(str(row["topic"]), int(row["partition"])): int(row["count"]) for row in written}
+
+
 def _run_load(
     spark: Any,
     plan: LoadPlan,
@@ -328,15 +350,19 @@ def _run_load(
     if min_partitions:
         options["minPartitions"] = str(min_partitions)
     with _TaskProgress(spark, on_progress):
-        df = spark.read.format("kctl").options(**options).load()
-        df, persisted = _decode(df, value_format, json_schema, key_format)
-        df.write.mode("overwrite").partitionBy("topic", "date").parquet(str(staging))
-        if persisted is not None:
-            persisted.unpersist()
-        written = (
-            spark.read.parquet(str(staging)).groupBy("topic", "partition").count().collect()
-        )
-    counts = {(str(row["topic"]), int(row["partition"])): int(row["count"]) for row in written}
+        if value_format == "json":  # Spark's from_json: the DataFrame path
+            counts = _write_with_dataframe(spark, options, staging, value_format, json_schema, key_format)
+        else:  # raw or text: each task writes its Parquet (kctl.spark.direct)
+            offset_ranges = plan_ranges(
+                {TopicPartition(p.topic, p.partition): p.from_offset for p in ranges},
+                {TopicPartition(p.topic, p.partition): p.until_offset for p in ranges},
+                min_partitions,
+            )
+            counts = {}
+            for topic, partition, records in run_tasks(
+                spark, options, offset_ranges, staging, key_format, value_format
+            ):
+                counts[(topic, partition)] = counts.get((topic, partition), 0) + records
     partitions = [
         dataclasses.replace(p, records=counts.get((p.topic, p.partition), 0))
         for p in plan.partitions
