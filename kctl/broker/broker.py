@@ -22,6 +22,7 @@ from kctl.broker.producer_ids import ProducerIdManager
 from kctl.broker.replica_manager import ReplicaManager
 from kctl.broker.replication.channel import BrokerChannel
 from kctl.broker.replication.fetcher import FetcherSettings, ReplicaFetcherManager
+from kctl.broker.replication.throttle import ReplicationQuota
 from kctl.broker.security.manager import BrokerSecurity
 from kctl.broker.server import KafkaServer, RequestContext
 from kctl.broker.topics import TopicAdmin
@@ -61,6 +62,8 @@ class Broker:
 
     def __init__(self, config: BrokerConfig, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
+        #: the bytes this leader sends to throttled followers (leader.replication.throttled.rate)
+        self.leader_quota = ReplicationQuota("leader", lambda: config["leader.replication.throttled.rate"])
         self.broker_id = config.broker_id
         self.clock = clock
         self.supported_versions = supported_versions()
@@ -164,6 +167,7 @@ class Broker:
                 max_bytes=config["replica.fetch.max.bytes"],
                 response_max_bytes=config["replica.fetch.response.max.bytes"],
                 backoff_ms=config["replica.fetch.backoff.ms"],
+                quota=ReplicationQuota("follower", lambda: config["follower.replication.throttled.rate"]),
             )
             fetchers = ReplicaFetcherManager(settings, self._channel_to)
         return ReplicaManager(
