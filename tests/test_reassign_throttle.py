@@ -19,10 +19,13 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
+from kctl.broker.replication.throttle import UNLIMITED, ReplicationQuota, is_throttled
+from kctl.client.admin.reassignments import throttled_replicas
+from kctl.client.types import TopicPartition
 from kctl.testing import LocalCluster
 from kctl.testing.pytest_plugin import ClusterFactory
 
-pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 RATE = 10_000  # bytes/s
 RECORDS, RECORD_SIZE = 300, 1000
@@ -72,6 +75,60 @@ def broker_configs(admin: AdminClient, broker_id: int) -> dict[str, str]:
     return {name: entry.value for name, entry in future.result(15).items()}
 
 
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_quota_measures_the_rate_over_its_window() -> None:
+    clock = FakeClock()
+    rate = [1000]
+    quota = ReplicationQuota("follower", lambda: rate[0], clock=clock)
+    assert quota.limited and not quota.exceeded()
+    quota.record(500)
+    assert not quota.exceeded()  # 500 B over at least one second
+    quota.record(600)
+    assert quota.exceeded()
+    assert 0 < quota.wait_s() <= 1.0
+    clock.now += 2.0  # 1100 B over 2 s
+    assert not quota.exceeded()
+    quota.record(5000)
+    assert quota.exceeded()
+    clock.now += 12.0  # the samples have left the 11-second window
+    assert not quota.exceeded() and quota.observed_rate() == 0
+    rate[0] = UNLIMITED  # a removed rate (dynamic config) lifts the limit at once
+    quota.record(10**9)
+    assert not quota.limited and not quota.exceeded()
+    quota.hold_back("t-0")
+    assert quota.throttled_fetches == 1
+
+
+def test_throttled_replica_lists() -> None:
+    assert is_throttled(("*",), 3, 7)
+    assert is_throttled(("0:1", "3:7"), 3, 7)
+    assert not is_throttled(("0:1", "3:8"), 3, 7)
+    assert not is_throttled((), 3, 7)
+    moves = [
+        (TopicPartition("a", 0), (1, 2), (2, 3)),
+        (TopicPartition("a", 1), (1,), (1,)),  # not moving
+        (TopicPartition("b", 4), (2,), (3, 4)),
+    ]
+    assert throttled_replicas(moves) == {
+        "a": {
+            "leader.replication.throttled.replicas": "0:1,0:2",
+            "follower.replication.throttled.replicas": "0:3",
+        },
+        "b": {
+            "leader.replication.throttled.replicas": "4:2",
+            "follower.replication.throttled.replicas": "4:3,4:4",
+        },
+    }
+
+
+@pytest.mark.slow
 def test_throttled_reassignment_is_held_back_until_the_throttle_goes(
     cluster: LocalCluster, tmp_path: Path
 ) -> None:
