@@ -197,61 +197,38 @@ def test_cluster_default_applied_without_restart_and_persisted(
     assert future.result(15)["retention.ms"].value == str(100 * 3_600_000)  # log.retention.hours again
 
 
-def test_kctl_broker_config_alter_plans_then_executes(embedded: BrokerProcess) -> None:
+def test_kctl_broker_config_alter_plans_then_executes(embedded: BrokerProcess, admin: AdminClient) -> None:
     bootstrap = str(embedded.bootstrap)
     planned = kctl(
         "broker", "config", "alter", "-b", bootstrap, "--broker", "0", "--set", "log.cleaner.backoff.ms=500"
     )
     assert planned.returncode == 0, planned.stderr
     assert "add --execute" in planned.stderr
-    described = kctl("broker", "config", "describe", "-b", bootstrap, "--broker", "0", "-f", "json")
-    assert described.returncode == 0, described.stderr
-    assert "log.cleaner.backoff.ms" not in described.stdout  # nothing stored without --execute
+    stored = describe_broker(admin, "0")["log.cleaner.backoff.ms"]
+    assert stored.source == ConfigSource.STATIC_BROKER_CONFIG.value  # nothing stored without --execute
 
     executed = kctl(
-        "broker",
-        "config",
-        "alter",
-        "-b",
-        bootstrap,
-        "--broker",
-        "0",
-        "--set",
-        "log.cleaner.backoff.ms=500",
-        "--execute",
-        "-f",
-        "json",
-    )
+        "broker", "config", "alter", "-b", bootstrap, "--broker", "0",
+        "--set", "log.cleaner.backoff.ms=500", "--execute", "-f", "json",
+    )  # fmt: skip
     assert executed.returncode == 0, executed.stderr
     [row] = json.loads(executed.stdout)
     assert row["name"] == "log.cleaner.backoff.ms" and row["current"] == "15000" and row["new"] == "500"
-    described = kctl("broker", "config", "describe", "-b", bootstrap, "--broker", "0", "-f", "json")
-    [entry] = json.loads(described.stdout)
-    assert (entry["name"], entry["value"], entry["source"]) == (
-        "log.cleaner.backoff.ms",
-        "500",
-        "DYNAMIC_BROKER_CONFIG",
-    )
-    every = json.loads(kctl("broker", "config", "describe", "-b", bootstrap, "--all", "-f", "json").stdout)
+    described = kctl("broker", "config", "describe", "-b", bootstrap, "--broker", "0", "--all", "-f", "json")
+    assert described.returncode == 0, described.stderr
+    every = {entry["name"]: entry for entry in json.loads(described.stdout)}
     assert len(every) > 50
+    entry = every["log.cleaner.backoff.ms"]
+    assert (entry["value"], entry["source"], entry["read_only"]) == ("500", "DYNAMIC_BROKER_CONFIG", False)
+    assert every["broker.id"]["read_only"] is True
 
     refused = kctl(
-        "broker", "config", "alter", "-b", bootstrap, "--default", "--set", "broker.id=4", "--execute"
-    )
+        "broker", "config", "alter", "-b", bootstrap, "--broker", "0",
+        "--set", "broker.id=4", "--delete", "log.cleaner.backoff.ms", "--execute",
+    )  # fmt: skip
     assert refused.returncode == 1 and "Cannot update these configs dynamically" in refused.stderr
-    removed = kctl(
-        "broker",
-        "config",
-        "alter",
-        "-b",
-        bootstrap,
-        "--broker",
-        "0",
-        "--delete",
-        "log.cleaner.backoff.ms",
-        "--execute",
-    )
-    assert removed.returncode == 0, removed.stderr
+    alter_broker(admin, "0", log_cleaner_backoff_ms=None)
+    assert describe_broker(admin, "0")["log.cleaner.backoff.ms"].value == "15000"
 
 
 def test_zookeeper_mode_stores_kafkas_znodes(zookeeper: Any, broker_factory: Any) -> None:
