@@ -14,6 +14,7 @@ from typing import Any
 from kctl.broker.apis.registry import handlers, supported_versions
 from kctl.broker.config import BrokerConfig
 from kctl.broker.controller import REBALANCE, Controller
+from kctl.broker.dynamic_config import DynamicBrokerConfigs
 from kctl.broker.errors import ApiError
 from kctl.broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
 from kctl.broker.metadata_cache import MetadataCache
@@ -21,6 +22,7 @@ from kctl.broker.producer_ids import ProducerIdManager
 from kctl.broker.replica_manager import ReplicaManager
 from kctl.broker.replication.channel import BrokerChannel
 from kctl.broker.replication.fetcher import FetcherSettings, ReplicaFetcherManager
+from kctl.broker.replication.throttle import ReplicationQuota
 from kctl.broker.security.manager import BrokerSecurity
 from kctl.broker.server import KafkaServer, RequestContext
 from kctl.broker.topics import TopicAdmin
@@ -31,7 +33,14 @@ from kctl.protocol.errors import ErrorCode
 from kctl.protocol.registry import ApiKey
 from kctl.zk import Registry, open_registry
 from kctl.zk.model import BrokerRegistration, RegistryError, parse_endpoint
-from kctl.zk.registry import CONTROLLER, SESSION, SESSION_CONNECTED, SESSION_EXPIRED, SESSION_SUSPENDED
+from kctl.zk.registry import (
+    CONFIGS,
+    CONTROLLER,
+    SESSION,
+    SESSION_CONNECTED,
+    SESSION_EXPIRED,
+    SESSION_SUSPENDED,
+)
 
 log = logging.getLogger("kctl.broker")
 
@@ -49,9 +58,12 @@ class Broker:
     groups: GroupCoordinator
     controller: Controller
     security: BrokerSecurity
+    dynamic_configs: DynamicBrokerConfigs
 
     def __init__(self, config: BrokerConfig, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
+        #: the bytes this leader sends to throttled followers (leader.replication.throttled.rate)
+        self.leader_quota = ReplicationQuota("leader", lambda: config["leader.replication.throttled.rate"])
         self.broker_id = config.broker_id
         self.clock = clock
         self.supported_versions = supported_versions()
@@ -77,6 +89,8 @@ class Broker:
         )
         registry.start()
         try:
+            self.dynamic_configs = DynamicBrokerConfigs(self)
+            self.dynamic_configs.load()  # dynamic broker configs over server.properties
             cluster_id = registry.cluster_id()
             self.log_manager = LogManager(
                 config.log_dirs,
@@ -153,6 +167,7 @@ class Broker:
                 max_bytes=config["replica.fetch.max.bytes"],
                 response_max_bytes=config["replica.fetch.response.max.bytes"],
                 backoff_ms=config["replica.fetch.backoff.ms"],
+                quota=ReplicationQuota("follower", lambda: config["follower.replication.throttled.rate"]),
             )
             fetchers = ReplicaFetcherManager(settings, self._channel_to)
         return ReplicaManager(
@@ -296,6 +311,8 @@ class Broker:
             self._on_session_change()
             return
         try:
+            if reason == CONFIGS:
+                self.dynamic_configs.reload()
             if reason == CONTROLLER or self.controller.active:
                 self.controller.enqueue(reason)
             fenced = self.replicas.fenced
@@ -436,7 +453,9 @@ class Broker:
         )
         self._start_replication_tasks()
         if config["log.cleaner.enable"]:
-            self._every(config["log.cleaner.backoff.ms"], "compaction", self._run_compaction, in_thread=True)
+            self._every(
+                lambda: config["log.cleaner.backoff.ms"], "compaction", self._run_compaction, in_thread=True
+            )
 
     @property
     def logs(self) -> LogManager:
@@ -446,11 +465,19 @@ class Broker:
         return self.log_manager
 
     def _every(
-        self, interval_ms: int, name: str, work: Callable[[], Any], *, in_thread: bool = False
+        self,
+        interval_ms: int | Callable[[], int],
+        name: str,
+        work: Callable[[], Any],
+        *,
+        in_thread: bool = False,
     ) -> None:
+        """Run ``work`` every ``interval_ms`` (a callable: read before each wait; dynamic configs)."""
+
         async def loop() -> None:
             while True:
-                await asyncio.sleep(interval_ms / 1000)
+                wait_ms = interval_ms() if callable(interval_ms) else interval_ms
+                await asyncio.sleep(wait_ms / 1000)
                 try:
                     if in_thread:
                         await asyncio.to_thread(work)

@@ -22,13 +22,14 @@ from kctl.common.config_def import (
     Dynamic,
     Importance,
     OneOf,
+    ParsedConfig,
     Range,
     Synonym,
     Validator,
     format_value,
 )
 from kctl.common.config_def import ConfigType as T
-from kctl.log.config import TOPIC_CONFIGS, LogConfig, parse_topic_config
+from kctl.log.config import COMPRESSION_TYPES, TOPIC_CONFIGS, LogConfig, parse_topic_config
 
 HOUR_MS = 60 * 60 * 1000
 
@@ -78,8 +79,65 @@ def _broker(
     *synonyms: Synonym,
     importance: Importance = Importance.MEDIUM,
 ) -> ConfigKey:
-    """A broker property; all of kctl's are read-only (static: set in server.properties)."""
-    return ConfigKey(name, config_type, default, validator, doc, importance, Dynamic.READ_ONLY, synonyms)
+    """A broker property; its dynamic update mode is Kafka's (``PER_BROKER_CONFIGS``,
+    ``CLUSTER_WIDE_CONFIGS``; read-only otherwise)."""
+    if name in PER_BROKER_CONFIGS:
+        dynamic = Dynamic.PER_BROKER
+    elif name in CLUSTER_WIDE_CONFIGS:
+        dynamic = Dynamic.CLUSTER_WIDE
+    else:
+        dynamic = Dynamic.READ_ONLY
+    return ConfigKey(name, config_type, default, validator, doc, importance, dynamic, synonyms)
+
+
+#: Broker configs Kafka lets AlterConfigs change for one broker only (resource name = its id).
+PER_BROKER_CONFIGS = frozenset({"listeners", "advertised.listeners"})
+
+#: Broker configs Kafka lets AlterConfigs change cluster-wide (resource name "") or per broker: the
+#: log defaults (the topic configs' broker synonyms), the cleaner's, the replication throttle rates.
+CLUSTER_WIDE_CONFIGS = frozenset(
+    {
+        "message.max.bytes",
+        "log.segment.bytes",
+        "log.roll.ms",
+        "log.roll.hours",
+        "log.roll.jitter.ms",
+        "log.roll.jitter.hours",
+        "log.index.size.max.bytes",
+        "log.flush.interval.messages",
+        "log.flush.interval.ms",
+        "log.retention.bytes",
+        "log.retention.ms",
+        "log.retention.minutes",
+        "log.retention.hours",
+        "log.index.interval.bytes",
+        "log.cleaner.delete.retention.ms",
+        "log.cleaner.min.compaction.lag.ms",
+        "log.cleaner.max.compaction.lag.ms",
+        "log.segment.delete.delay.ms",
+        "log.cleaner.min.cleanable.ratio",
+        "log.cleanup.policy",
+        "unclean.leader.election.enable",
+        "min.insync.replicas",
+        "compression.type",
+        "compression.gzip.level",
+        "compression.lz4.level",
+        "compression.zstd.level",
+        "log.preallocate",
+        "log.message.timestamp.type",
+        "log.message.timestamp.before.max.ms",
+        "log.message.timestamp.after.max.ms",
+        "log.message.timestamp.difference.max.ms",
+        "log.message.downconversion.enable",
+        "log.local.retention.ms",
+        "log.local.retention.bytes",
+        "log.cleaner.threads",
+        "log.cleaner.backoff.ms",
+        "producer.id.expiration.ms",
+        "leader.replication.throttled.rate",
+        "follower.replication.throttled.rate",
+    }
+)
 
 
 _HIGH = Importance.HIGH
@@ -281,6 +339,20 @@ BROKER_CONFIGS = ConfigDef(
         ),
         _broker("log.cleanup.policy", T.LIST, "delete", None, "delete, compact or compact,delete."),
         _broker("log.cleaner.enable", T.BOOLEAN, True, None, "Run compaction for compacted topics."),
+        _broker(
+            "log.cleaner.threads",
+            T.INT,
+            1,
+            Range(0),
+            "Threads compacting logs (kctl compacts with one task whatever the value).",
+        ),
+        _broker(
+            "log.cleaner.max.compaction.lag.ms",
+            T.LONG,
+            LONG_MAX,
+            Range(1),
+            "Longest time a record stays ineligible for compaction (kctl: no effect).",
+        ),
         _broker("log.cleaner.backoff.ms", T.LONG, 15000, Range(0), "Pause between compaction passes."),
         _broker(
             "log.cleaner.delete.retention.ms", T.LONG, 86400000, Range(0), "How long tombstones are kept."
@@ -316,6 +388,93 @@ BROKER_CONFIGS = ConfigDef(
             "Delay before a deleted segment's files go.",
         ),
         _broker("log.preallocate", T.BOOLEAN, False, None, "Preallocate segment files."),
+        _broker(
+            "log.roll.jitter.ms",
+            T.LONG,
+            None,
+            Range(0),
+            "Largest random jitter subtracted from the roll time (kctl: no effect).",
+            Synonym("log.roll.jitter.hours", HOUR_MS),
+        ),
+        _broker("log.roll.jitter.hours", T.INT, 0, Range(0), "log.roll.jitter.ms in hours."),
+        _broker(
+            "compression.type",
+            T.STRING,
+            "producer",
+            OneOf(COMPRESSION_TYPES),
+            "Default codec of topics' batches ('producer': the producer's; else the broker re-compresses).",
+            importance=_HIGH,
+        ),
+        _broker("compression.gzip.level", T.INT, -1, Range(-1, 9), "gzip level of re-compressed batches."),
+        _broker("compression.lz4.level", T.INT, 9, Range(1, 17), "lz4 level of re-compressed batches."),
+        _broker(
+            "compression.zstd.level", T.INT, 3, Range(-131072, 22), "zstd level of re-compressed batches."
+        ),
+        _broker(
+            "log.message.timestamp.before.max.ms",
+            T.LONG,
+            LONG_MAX,
+            Range(0),
+            "Default of message.timestamp.before.max.ms.",
+        ),
+        _broker(
+            "log.message.timestamp.after.max.ms",
+            T.LONG,
+            LONG_MAX,
+            Range(0),
+            "Default of message.timestamp.after.max.ms.",
+        ),
+        _broker(
+            "log.message.timestamp.difference.max.ms",
+            T.LONG,
+            LONG_MAX,
+            Range(0),
+            "Deprecated default of message.timestamp.difference.max.ms.",
+        ),
+        _broker(
+            "log.message.downconversion.enable",
+            T.BOOLEAN,
+            True,
+            None,
+            "Default of message.downconversion.enable (kctl: no effect).",
+        ),
+        _broker(
+            "log.message.format.version",
+            T.STRING,
+            "3.0-IV1",
+            None,
+            "Deprecated default of message.format.version (kctl: no effect).",
+        ),
+        _broker(
+            "log.local.retention.ms",
+            T.LONG,
+            -2,
+            Range(-2),
+            "Tiered storage local retention (kctl: no effect).",
+        ),
+        _broker(
+            "log.local.retention.bytes",
+            T.LONG,
+            -2,
+            Range(-2),
+            "Tiered storage local retention size (kctl: no effect).",
+        ),
+        _broker(
+            "leader.replication.throttled.rate",
+            T.LONG,
+            LONG_MAX,
+            Range(0),
+            "Bytes/s this broker sends to followers of the replicas listed in their topics' "
+            "leader.replication.throttled.replicas.",
+        ),
+        _broker(
+            "follower.replication.throttled.rate",
+            T.LONG,
+            LONG_MAX,
+            Range(0),
+            "Bytes/s this broker fetches, as a follower, for the replicas listed in their topics' "
+            "follower.replication.throttled.replicas.",
+        ),
         _broker("offsets.topic.num.partitions", T.INT, 50, Range(1), "Partitions of __consumer_offsets."),
         _broker(
             "offsets.retention.minutes",
@@ -441,21 +600,88 @@ BROKER_CONFIGS = ConfigDef(
 )
 
 
+def _synonym_groups() -> dict[str, frozenset[str]]:
+    groups: dict[str, frozenset[str]] = {}
+    for key in BROKER_CONFIGS.values():
+        if key.synonyms:
+            members = frozenset({key.name, *(s.name for s in key.synonyms)})
+            for member in members:
+                groups[member] = groups.get(member, frozenset()) | members
+    return groups
+
+
+_SYNONYM_GROUPS = _synonym_groups()
+
+
 class BrokerConfig:
     """Parsed broker properties. ``values`` holds every known property (defaults filled in),
     ``explicit`` the names that were set, ``ignored`` the unknown names that were given."""
 
     def __init__(self, properties: Mapping[str, str] | None = None) -> None:
         given = {str(k): str(v) for k, v in (properties or {}).items()}
-        parsed = BROKER_CONFIGS.parse(given)
+        parsed = self._load(given)
         self.explicit = set(parsed.given)
         # listener.name.<listener>.<property>: Kafka's per-listener overrides (kctl.broker.security)
         self.ignored = [name for name in parsed.unknown if not name.startswith("listener.name.")]
         self.properties = given
+        #: dynamic configs (AlterConfigs, stored in the registry): this broker's and the cluster's
+        self.dynamic_broker: dict[str, str] = {}
+        self.dynamic_default: dict[str, str] = {}
+
+    def _load(self, given: Mapping[str, str]) -> ParsedConfig:
+        parsed = BROKER_CONFIGS.parse(given)
         self.raw: dict[str, str | None] = {name: key.default_text() for name, key in BROKER_CONFIGS.items()}
         self.raw.update({name: given[name] for name in parsed.given})
         self.values: dict[str, Any] = dict(parsed.values)
         self._derive()
+        return parsed
+
+    def apply_dynamic(self, per_broker: Mapping[str, str], default: Mapping[str, str]) -> set[str]:
+        """Layer the dynamic configs over the static ones, as Kafka ranks them: this broker's, then
+        the cluster-wide defaults, then server.properties, then the built-in defaults; a name set by
+        a higher layer hides its synonyms in lower ones (a dynamic ``log.retention.hours`` wins over a
+        static ``log.retention.ms``). Only dynamic keys are taken. Returns the names whose value
+        changed; raises BrokerConfigError (nothing changed) when the result does not parse."""
+        merged = dict(self.properties)
+        layers = [
+            {
+                k: v
+                for k, v in layer.items()
+                if k in BROKER_CONFIGS and BROKER_CONFIGS[k].dynamic != Dynamic.READ_ONLY
+            }
+            for layer in (default, per_broker)
+        ]
+        for layer in layers:
+            for name in layer:
+                for other in _SYNONYM_GROUPS.get(name, ()):
+                    merged.pop(other, None)
+            merged.update(layer)
+        before = dict(self.values)
+        try:
+            self._load(merged)
+        except ConfigError:
+            self._load(self._merged_current())
+            raise
+        self.dynamic_default, self.dynamic_broker = layers
+        return {name for name, value in self.values.items() if before.get(name) != value}
+
+    def _merged_current(self) -> dict[str, str]:
+        merged = dict(self.properties)
+        for layer in (self.dynamic_default, self.dynamic_broker):
+            for name in layer:
+                for other in _SYNONYM_GROUPS.get(name, ()):
+                    merged.pop(other, None)
+            merged.update(layer)
+        return merged
+
+    def source_of(self, name: str) -> str:
+        """Where ``name``'s value comes from: ``dynamic_broker``, ``dynamic_default``, ``static`` or
+        ``default``."""
+        if name in self.dynamic_broker:
+            return "dynamic_broker"
+        if name in self.dynamic_default:
+            return "dynamic_default"
+        return "static" if name in self.explicit else "default"
 
     def _derive(self) -> None:
         v = self.values

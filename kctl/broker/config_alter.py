@@ -1,18 +1,22 @@
-"""The loop AlterConfigs and IncrementalAlterConfigs share: for each resource, check that it is a
-topic the principal may alter (AlterConfigs on it: TOPIC_AUTHORIZATION_FAILED; AlterConfigs on the
+"""The loop AlterConfigs and IncrementalAlterConfigs share: for each resource, check that the
+principal may alter it (AlterConfigs on the topic: TOPIC_AUTHORIZATION_FAILED; AlterConfigs on the
 cluster for a broker resource: CLUSTER_AUTHORIZATION_FAILED, as Kafka checks before anything else),
-compute its new overrides, store them (or only validate), and answer per resource."""
+compute its new configs — a topic's overrides, or a broker's (resource name = its id) or the
+cluster-wide default's (resource name "") dynamic configs — store them in the registry (or only
+validate), apply them, and answer per resource."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
+from kctl.broker.dynamic_config import entity_of, validate_broker_configs
 from kctl.broker.errors import ApiError
 from kctl.broker.security.acls import require
 from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.configs import BROKER_RESOURCE, TOPIC_RESOURCE
 from kctl.protocol.errors import ErrorCode
+from kctl.zk.model import RegistryError
 
 R = TypeVar("R")
 
@@ -24,9 +28,12 @@ def alter_topic_configs(
     validate_only: bool,
     new_configs: Callable[[Any], dict[str, str]],
     response: Callable[..., R],
+    new_broker_configs: Callable[[Any, dict[str, str]], dict[str, str]] | None = None,
 ) -> list[R]:
     """One ``response(error_code=, error_message=, resource_type=, resource_name=)`` per resource;
-    ``new_configs(resource)`` gives the topic's complete overrides or raises ``ApiError``."""
+    ``new_configs(resource)`` gives the topic's complete overrides, ``new_broker_configs(resource,
+    stored)`` a broker entity's complete dynamic configs from those stored; either raises
+    ``ApiError``."""
     responses = []
     for resource in resources:
         try:
@@ -36,9 +43,21 @@ def alter_topic_configs(
                 )
             elif resource.resource_type == BROKER_RESOURCE:
                 require(broker, context, AclOperation.ALTER_CONFIGS, AclResourceType.CLUSTER)
+            if resource.resource_type == BROKER_RESOURCE and new_broker_configs is not None:
+                _alter_broker_configs(broker, resource, validate_only, new_broker_configs)
+                responses.append(
+                    response(
+                        error_code=0,
+                        error_message=None,
+                        resource_type=resource.resource_type,
+                        resource_name=resource.resource_name,
+                    )
+                )
+                continue
             if resource.resource_type != TOPIC_RESOURCE:
                 raise ApiError(
-                    ErrorCode.INVALID_REQUEST, "only topic configs can be altered (broker configs are static)"
+                    ErrorCode.INVALID_REQUEST,
+                    f"configs of resource type {resource.resource_type} cannot be altered",
                 )
             configs = new_configs(resource)
             broker.topics.set_topic_configs(resource.resource_name, configs, validate_only=validate_only)
@@ -55,3 +74,25 @@ def alter_topic_configs(
             )
         )
     return responses
+
+
+def _alter_broker_configs(
+    broker: Any,
+    resource: Any,
+    validate_only: bool,
+    new_broker_configs: Callable[[Any, dict[str, str]], dict[str, str]],
+) -> None:
+    entity = entity_of(resource.resource_name)
+    registry = broker.registry
+    if registry is None:
+        raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, "the broker is stopping")
+    try:
+        stored = registry.broker_configs(entity)
+        configs = new_broker_configs(resource, stored)
+        validate_broker_configs(broker, resource.resource_name, configs)
+        if validate_only:
+            return
+        registry.set_broker_configs(entity, configs)
+    except RegistryError as error:
+        raise ApiError(ErrorCode.UNKNOWN_SERVER_ERROR, f"broker configs not stored: {error}") from None
+    broker.dynamic_configs.reload()

@@ -443,3 +443,146 @@ def broker_configs(
         entries = admin.describe_broker_configs(wanted)
     rows = [{"broker_id": wanted, **entry.as_row()} for entry in entries]
     render_rows(rows, BROKER_CONFIG_COLUMNS, fmt, title=f"broker {wanted}")
+
+
+# -- kctl broker config describe|alter: dynamic broker configs ------------------------------------
+config_app = typer.Typer(
+    help="Describe and alter broker configs, per broker or cluster-wide (kafka-configs.sh --entity-type "
+    "brokers).",
+    no_args_is_help=True,
+)
+app.add_typer(config_app, name="config")
+
+BrokerIdOption = Annotated[
+    int | None,
+    typer.Option("--broker", metavar="ID", help="The broker (describe: default any broker)."),
+]
+DefaultOption = Annotated[
+    bool,
+    typer.Option("--default", help="The cluster-wide dynamic defaults (Kafka's <default> broker entity)."),
+]
+DYNAMIC_SOURCES = ("DYNAMIC_BROKER_CONFIG", "DYNAMIC_DEFAULT_BROKER_CONFIG")
+PLAN_COLUMNS = [
+    Column("entity", "BROKER"),
+    Column("name"),
+    Column("action"),
+    Column("current"),
+    Column("new"),
+]
+
+
+def _entity(broker_id: int | None, default: bool) -> int | None:
+    if default and broker_id is not None:
+        raise KctlError("give --broker ID or --default, not both", ExitCode.USAGE)
+    return broker_id
+
+
+@config_app.command("describe")
+def config_describe(
+    broker_id: BrokerIdOption = None,
+    default: DefaultOption = False,
+    show_all: Annotated[
+        bool,
+        typer.Option("--all", help="Every config with its value and source (default: the dynamic ones)."),
+    ] = False,
+    fmt: FormatOption = DEFAULT_FORMAT,
+    config_file: ConfigFileOption = None,
+    overrides: ConfigOverrideOption = None,
+    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+) -> None:
+    """Show a broker's dynamic configs (set with `kctl broker config alter`), or with --all every config
+    with its value, built-in default, source (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
+    STATIC_BROKER_CONFIG, DEFAULT_CONFIG) and whether it is read-only; --default: the cluster-wide
+    dynamic defaults. Sensitive values are not shown. Exit status 3 when the broker is unknown."""
+    from kctl.commands.clients import admin_session
+
+    wanted = _entity(broker_id, default)
+    with admin_session(config_file, overrides, bootstrap_server) as admin:
+        if wanted is None and not default:
+            wanted = admin.describe_cluster().brokers[0].node_id
+        elif wanted is not None:
+            known = [b.node_id for b in admin.describe_cluster().brokers]
+            if wanted not in known:
+                raise KctlError(f"no broker {wanted} in the cluster (brokers: {known})", ExitCode.NOT_FOUND)
+        entries = admin.describe_broker_configs(wanted)
+    if not show_all:
+        entries = [e for e in entries if e.source.name in DYNAMIC_SOURCES]
+    label = "<default>" if wanted is None else wanted
+    rows = [{"broker_id": label, **entry.as_row()} for entry in entries]
+    render_rows(rows, BROKER_CONFIG_COLUMNS, fmt, title=f"broker {label}")
+
+
+@config_app.command("alter")
+def config_alter(
+    broker_id: BrokerIdOption = None,
+    default: DefaultOption = False,
+    set_configs: Annotated[
+        list[str] | None,
+        typer.Option("--set", metavar="KEY=VALUE", help="Set a dynamic config (repeatable)."),
+    ] = None,
+    delete_configs: Annotated[
+        list[str] | None,
+        typer.Option("--delete", metavar="KEY", help="Remove a dynamic config (repeatable)."),
+    ] = None,
+    execute: Annotated[
+        bool,
+        typer.Option("--execute", help="Apply the changes (without it: validate them and show the plan)."),
+    ] = False,
+    fmt: FormatOption = DEFAULT_FORMAT,
+    config_file: ConfigFileOption = None,
+    overrides: ConfigOverrideOption = None,
+    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+) -> None:
+    """Set or remove dynamic broker configs of one broker (--broker ID) or cluster-wide (--default),
+    as kafka-configs.sh --entity-type brokers --alter does. Without --execute the broker validates
+    the change (nothing is stored) and the plan is printed; --execute stores it in the registry and
+    the brokers apply it without a restart where Kafka does (log defaults, compression, the cleaner's
+    backoff, unclean election, replication throttles; listeners at the next start). Read-only
+    configs are refused. Exit status 1 when the broker refuses the change."""
+    from kctl.commands.clients import admin_session
+    from kctl.commands.options import OverrideSyntaxError, parse_override
+
+    wanted = _entity(broker_id, default)
+    if wanted is None and not default:
+        raise KctlError("give --broker ID or --default", ExitCode.USAGE)
+    changes: dict[str, str] = {}
+    for text in set_configs or ():
+        try:
+            key, value = parse_override(text)
+        except OverrideSyntaxError as error:
+            raise KctlError(f"invalid --set: {error}", ExitCode.USAGE) from None
+        changes[key] = value
+    deletes = list(dict.fromkeys(delete_configs or ()))
+    if not changes and not deletes:
+        raise KctlError("nothing to change: give --set or --delete", ExitCode.USAGE)
+    label = "<default>" if wanted is None else str(wanted)
+    with admin_session(config_file, overrides, bootstrap_server) as admin:
+        current = {e.name: e for e in admin.describe_broker_configs(wanted)}
+        result = admin.alter_broker_configs(wanted, changes, deletes, validate_only=not execute)
+    rows = [
+        {
+            "entity": label,
+            "name": name,
+            "action": "set",
+            "current": current[name].value if name in current else None,
+            "new": value,
+        }
+        for name, value in changes.items()
+    ]
+    rows += [
+        {
+            "entity": label,
+            "name": name,
+            "action": "delete",
+            "current": current[name].value if name in current else None,
+            "new": None,
+        }
+        for name in deletes
+    ]
+    if result.error_code:
+        raise KctlError(f"broker {label}: {result.error}: {result.error_message}", ExitCode.FAILURE)
+    render_rows(rows, PLAN_COLUMNS, fmt, title=f"broker {label} config changes")
+    if execute:
+        info(f"altered the configs of broker {label}")
+    else:
+        info("validated; nothing changed: add --execute to apply")

@@ -197,8 +197,8 @@ def reassign(
             "--throttle",
             metavar="BYTES/S",
             min=1,
-            help="With --execute: set leader/follower.replication.throttled.rate on the brokers involved "
-            "(advisory where the brokers do not throttle replication).",
+            help="With --execute: throttle the copying to BYTES/S (the brokers' leader/follower."
+            "replication.throttled.rate, the topics' throttled replicas); --verify removes it.",
         ),
     ] = None,
     exact_bytes: BytesOption = False,
@@ -219,9 +219,11 @@ def reassign(
     --reassignment-json-file F alone prints what the plan would do per partition: replicas added
     and removed, the partition's size at its leader and the bytes the move copies (size times
     replicas added); nothing changes. With --execute the plan is submitted to the controller
-    (AlterPartitionReassignments) and the data starts to move; --throttle BYTES/S sets the brokers'
-    leader/follower.replication.throttled.rate as Kafka does (honoured only by brokers that throttle
-    replication; a broker refusing the config is warned about). --verify shows each partition's
+    (AlterPartitionReassignments) and the data starts to move; --throttle BYTES/S first sets, as
+    Kafka does, the brokers' leader/follower.replication.throttled.rate and the topics'
+    leader.replication.throttled.replicas (the current replicas of each moving partition) and
+    follower.replication.throttled.replicas (the added ones); the brokers copy those replicas at
+    that rate (a broker refusing the config is warned about). --verify shows each partition's
     progress (complete, in progress, not applied) and exits 0 when all are complete (then removes
     the throttle), 1 otherwise. --cancel cancels the plan's ongoing reassignments.
 
@@ -341,6 +343,8 @@ def _show_or_execute(
             "nothing changed: add --execute to submit the plan"
         )
         return
+    if throttle is not None and changing:
+        _set_throttle(admin, changing, throttle)  # before the copying starts, as Kafka's tool does
     results = {
         r.topic_partition: r
         for r in admin.alter_partition_reassignments({m.topic_partition: m.target for m in changing})
@@ -357,19 +361,44 @@ def _show_or_execute(
             failed += 1
             rows.append(_move_row(m, result.error or "", result.error_message))
     render_rows(rows, MOVE_COLUMNS, fmt, exact_sizes=exact_bytes)
-    if throttle is not None and changing:
-        involved = {b for m in changing for b in (*m.current, *m.target)}
-        for result in admin.set_replication_throttle(involved, throttle):
-            if not result.ok:
-                detail = f": {result.error_message}" if result.error_message else ""
-                warn(f"broker {result.name}: throttle not set: {result.error}{detail}")
-        info(f"replication throttle {throttle} B/s requested on brokers {_ids(sorted(involved))}")
     info(
         f"submitted {len(changing) - failed} of {len(changing)} moves ({total} bytes to copy); "
         "follow them with --verify"
     )
     if failed:
         raise typer.Exit(ExitCode.FAILURE)
+
+
+def _set_throttle(admin: AdminClient, changing: list[Any], throttle: int) -> None:
+    """Kafka's throttle of a reassignment: the topics' leader/follower.replication.throttled.replicas
+    (the current replicas serve, the added ones fetch) and the brokers' throttled rates."""
+    from kctl.client.admin.reassignments import throttled_replicas
+
+    topic_configs = throttled_replicas((m.topic_partition, m.current, m.target) for m in changing)
+    for topic, configs in sorted(topic_configs.items()):
+        result = admin.alter_configs(topic, set={k: v for k, v in configs.items() if v})
+        if not result.ok:
+            warn(f"topic {topic}: throttled replicas not set: {result.error}: {result.error_message}")
+    involved = {b for m in changing for b in (*m.current, *m.target)}
+    for result in admin.set_replication_throttle(involved, throttle):
+        if not result.ok:
+            detail = f": {result.error_message}" if result.error_message else ""
+            warn(f"broker {result.name}: throttle not set: {result.error}{detail}")
+    info(f"replication throttle {throttle} B/s on brokers {_ids(sorted(involved))}")
+
+
+def _clear_throttle(admin: AdminClient, plan: Assignment) -> None:
+    """Kafka's --verify once the plan is complete: remove the topics' throttled replicas and the
+    brokers' throttled rates."""
+    from kctl.client import KafkaError
+    from kctl.client.admin.reassignments import THROTTLED_REPLICAS_CONFIGS
+
+    with contextlib.suppress(KafkaError):
+        for topic in sorted({tp.topic for tp in plan}):
+            admin.alter_configs(topic, delete=THROTTLED_REPLICAS_CONFIGS)
+        brokers = {b for r in plan.values() for b in r}
+        brokers |= {b.node_id for b in admin.describe_cluster().brokers}
+        admin.set_replication_throttle(brokers, None)
 
 
 VERIFY_COLUMNS = [
@@ -384,7 +413,6 @@ VERIFY_COLUMNS = [
 
 
 def _verify(admin: AdminClient, plan: Assignment, current: Assignment, fmt: OutputFormat) -> None:
-    from kctl.client import KafkaError
     from kctl.client.admin.reassign_plan import COMPLETE, IN_PROGRESS, verify
 
     ongoing = admin.list_partition_reassignments(list(plan))
@@ -408,9 +436,7 @@ def _verify(admin: AdminClient, plan: Assignment, current: Assignment, fmt: Outp
     running_count = sum(1 for s in states.values() if s == IN_PROGRESS)
     info(f"{done} of {len(states)} partitions complete, {running_count} in progress")
     if done == len(states):
-        brokers = {b for r in plan.values() for b in r}
-        with contextlib.suppress(KafkaError):  # Kafka's --verify removes the throttle once done
-            admin.set_replication_throttle(brokers, None)
+        _clear_throttle(admin, plan)  # Kafka's --verify removes the throttle once done
         return
     raise typer.Exit(ExitCode.FAILURE)
 

@@ -277,6 +277,8 @@ class ConfigKey:
     dynamic: Dynamic = Dynamic.READ_ONLY
     synonyms: tuple[Synonym, ...] = ()
     attribute: str = ""
+    #: False for a config kctl accepts, stores and describes (Kafka compatibility) but does not act on.
+    applied: bool = True
     parsed_default: Any = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -419,6 +421,7 @@ class ConfigDef(Mapping[str, ConfigKey]):
                 "importance": key.importance.value,
                 "dynamic": key.dynamic.value,
                 "synonyms": [s.name for s in key.synonyms],
+                "applied": key.applied,
                 "documentation": key.doc,
             }
             for key in self._keys.values()

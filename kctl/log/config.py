@@ -6,6 +6,7 @@ The broker maps its ``log.*`` properties onto these as defaults; topics override
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -56,7 +57,10 @@ def _topic(
     *synonyms: Synonym,
     importance: Importance = Importance.MEDIUM,
     attribute: str = "",
+    applied: bool = True,
 ) -> ConfigKey:
+    if not applied:
+        doc = f"{doc} {NO_EFFECT}"
     return ConfigKey(
         name,
         config_type,
@@ -67,7 +71,48 @@ def _topic(
         Dynamic.PER_TOPIC,
         synonyms,
         attribute,
+        applied=applied,
     )
+
+
+#: The note ending the documentation of a topic config kctl accepts, stores and describes but does
+#: not act on (``ConfigKey.applied`` false).
+NO_EFFECT = "(Accepted, stored and described for compatibility; no effect in kctl.)"
+
+#: ``compression.type``: the producer's codec, or one the broker re-compresses batches with.
+COMPRESSION_PRODUCER = "producer"
+COMPRESSION_TYPES = (COMPRESSION_PRODUCER, "uncompressed", "gzip", "snappy", "lz4", "zstd")
+
+
+def _gzip_level(value: int) -> int:
+    if value != -1 and not 1 <= value <= 9:
+        raise ValueError(f"must be -1 (the codec's default) or in [1,...,9], got {value}")
+    return value
+
+
+_THROTTLED_ENTRY = re.compile(r"^\d+:\d+$")
+
+
+def _throttled_replicas(value: list[str]) -> tuple[str, ...]:
+    """Kafka's ``ThrottledReplicaListValidator``: ``*``, or ``partition:broker`` entries."""
+    if value == ["*"]:
+        return tuple(value)
+    for item in value:
+        if not _THROTTLED_ENTRY.match(item):
+            raise ValueError(
+                "must be '*' or a comma-separated list of partition:broker_id entries "
+                f"(e.g. 0:101,0:102), got {item!r}"
+            )
+    return tuple(value)
+
+
+_MESSAGE_FORMAT = re.compile(r"^\d+\.\d+(\.\d+)?(-IV\d+)?$")
+
+
+def _message_format_version(value: str) -> str:
+    if not _MESSAGE_FORMAT.match(value):
+        raise ValueError(f"expected a Kafka version such as 3.0-IV1 or 2.8, got {value!r}")
+    return value
 
 
 #: Kafka's topic configs; each key's first synonym is the broker property that sets its default.
@@ -215,6 +260,170 @@ TOPIC_CONFIGS = ConfigDef(
             "Preallocate segment files.",
             Synonym("log.preallocate"),
         ),
+        _topic(
+            "compression.type",
+            T.STRING,
+            COMPRESSION_PRODUCER,
+            OneOf(COMPRESSION_TYPES),
+            "The codec of the topic's batches: 'producer' keeps the producer's codec; 'uncompressed', "
+            "'gzip', 'snappy', 'lz4' or 'zstd' make the broker re-compress batches written with another.",
+            Synonym("compression.type"),
+            importance=Importance.HIGH,
+        ),
+        _topic(
+            "compression.gzip.level",
+            T.INT,
+            -1,
+            Custom(_gzip_level, "[1,...,9] or -1"),
+            "Compression level of batches the broker re-compresses with gzip (-1: the codec's default).",
+            Synonym("compression.gzip.level"),
+        ),
+        _topic(
+            "compression.lz4.level",
+            T.INT,
+            9,
+            Range(1, 17),
+            "Compression level of batches the broker re-compresses with lz4.",
+            Synonym("compression.lz4.level"),
+        ),
+        _topic(
+            "compression.zstd.level",
+            T.INT,
+            3,
+            Range(-131072, 22),
+            "Compression level of batches the broker re-compresses with zstd.",
+            Synonym("compression.zstd.level"),
+        ),
+        _topic(
+            "unclean.leader.election.enable",
+            T.BOOLEAN,
+            False,
+            None,
+            "Elect a replica outside the ISR when no ISR member is alive (may lose data).",
+            Synonym("unclean.leader.election.enable"),
+        ),
+        _topic(
+            "leader.replication.throttled.replicas",
+            T.LIST,
+            "",
+            Custom(_throttled_replicas, "[partition]:[broker],... or *"),
+            "Replicas whose replication the leader throttles (leader.replication.throttled.rate): "
+            "partition:broker_id entries, or * for all.",
+        ),
+        _topic(
+            "follower.replication.throttled.replicas",
+            T.LIST,
+            "",
+            Custom(_throttled_replicas, "[partition]:[broker],... or *"),
+            "Replicas whose fetching from the leader is throttled (follower.replication.throttled.rate): "
+            "partition:broker_id entries, or * for all.",
+        ),
+        _topic(
+            "max.compaction.lag.ms",
+            T.LONG,
+            LONG_MAX,
+            Range(1),
+            "Longest time a record stays ineligible for compaction.",
+            Synonym("log.cleaner.max.compaction.lag.ms"),
+            applied=False,
+        ),
+        _topic(
+            "message.timestamp.before.max.ms",
+            T.LONG,
+            LONG_MAX,
+            Range(0),
+            "Largest allowed difference between the broker's time and an earlier record timestamp.",
+            Synonym("log.message.timestamp.before.max.ms"),
+            applied=False,
+        ),
+        _topic(
+            "message.timestamp.after.max.ms",
+            T.LONG,
+            LONG_MAX,
+            Range(0),
+            "Largest allowed difference between a later record timestamp and the broker's time.",
+            Synonym("log.message.timestamp.after.max.ms"),
+            applied=False,
+        ),
+        _topic(
+            "message.timestamp.difference.max.ms",
+            T.LONG,
+            LONG_MAX,
+            Range(0),
+            "Deprecated (message.timestamp.before.max.ms / after.max.ms).",
+            Synonym("log.message.timestamp.difference.max.ms"),
+            applied=False,
+        ),
+        _topic(
+            "segment.jitter.ms",
+            T.LONG,
+            0,
+            Range(0),
+            "Largest random jitter subtracted from segment.ms.",
+            Synonym("log.roll.jitter.ms"),
+            Synonym("log.roll.jitter.hours", 3_600_000),
+            applied=False,
+        ),
+        _topic(
+            "message.downconversion.enable",
+            T.BOOLEAN,
+            True,
+            None,
+            "Down-convert batches for old fetch versions (kctl answers magic 2 only).",
+            Synonym("log.message.downconversion.enable"),
+            applied=False,
+        ),
+        _topic(
+            "message.format.version",
+            T.STRING,
+            "3.0-IV1",
+            Custom(_message_format_version, "a Kafka version, e.g. 3.0-IV1"),
+            "Deprecated: the message format version (kctl writes magic 2).",
+            Synonym("log.message.format.version"),
+            applied=False,
+        ),
+        _topic(
+            "local.retention.ms",
+            T.LONG,
+            -2,
+            Range(-2),
+            "Tiered storage: local retention (-2: retention.ms).",
+            Synonym("log.local.retention.ms"),
+            applied=False,
+        ),
+        _topic(
+            "local.retention.bytes",
+            T.LONG,
+            -2,
+            Range(-2),
+            "Tiered storage: local retention size (-2: retention.bytes).",
+            Synonym("log.local.retention.bytes"),
+            applied=False,
+        ),
+        _topic(
+            "remote.storage.enable",
+            T.BOOLEAN,
+            False,
+            None,
+            "Tiered storage for this topic.",
+            applied=False,
+        ),
+        _topic(
+            "remote.log.copy.disable",
+            T.BOOLEAN,
+            False,
+            None,
+            "Tiered storage: stop copying segments to remote storage.",
+            applied=False,
+        ),
+        _topic(
+            "remote.log.delete.on.disable",
+            T.BOOLEAN,
+            False,
+            None,
+            "Tiered storage: delete remote data when tiered storage is disabled.",
+            applied=False,
+        ),
     ],
     InvalidConfigError,
 )
@@ -244,6 +453,29 @@ class LogConfig:
     file_delete_delay_ms: int = _default("file.delete.delay.ms")
     min_insync_replicas: int = _default("min.insync.replicas")
     preallocate: bool = _default("preallocate")
+    compression_type: str = _default("compression.type")
+    compression_gzip_level: int = _default("compression.gzip.level")
+    compression_lz4_level: int = _default("compression.lz4.level")
+    compression_zstd_level: int = _default("compression.zstd.level")
+    unclean_leader_election_enable: bool = _default("unclean.leader.election.enable")
+    leader_replication_throttled_replicas: tuple[str, ...] = _default(
+        "leader.replication.throttled.replicas"
+    )
+    follower_replication_throttled_replicas: tuple[str, ...] = _default(
+        "follower.replication.throttled.replicas"
+    )
+    max_compaction_lag_ms: int = _default("max.compaction.lag.ms")
+    message_timestamp_before_max_ms: int = _default("message.timestamp.before.max.ms")
+    message_timestamp_after_max_ms: int = _default("message.timestamp.after.max.ms")
+    message_timestamp_difference_max_ms: int = _default("message.timestamp.difference.max.ms")
+    segment_jitter_ms: int = _default("segment.jitter.ms")
+    message_downconversion_enable: bool = _default("message.downconversion.enable")
+    message_format_version: str = _default("message.format.version")
+    local_retention_ms: int = _default("local.retention.ms")
+    local_retention_bytes: int = _default("local.retention.bytes")
+    remote_storage_enable: bool = _default("remote.storage.enable")
+    remote_log_copy_disable: bool = _default("remote.log.copy.disable")
+    remote_log_delete_on_disable: bool = _default("remote.log.delete.on.disable")
 
     @property
     def compact(self) -> bool:

@@ -45,6 +45,7 @@ from kctl.log.leader_epoch import LeaderEpochCache
 from kctl.log.loader import TruncateHook, load_leader_epochs, load_segments
 from kctl.log.naming import TopicPartition
 from kctl.log.producer_state import ProducerStateManager
+from kctl.log.recompress import recompress_for
 from kctl.log.recovery import SegmentRecovery
 from kctl.log.retention import RetentionDecision, SegmentSummary, plan_retention
 from kctl.log.segment import MAX_RELATIVE_OFFSET, LogSegment
@@ -272,6 +273,8 @@ class Log:
         # patched in place: a writable view (a request frame the broker owns) is used as is
         data = records if isinstance(records, memoryview) and not records.readonly else bytearray(records)
         batches = self._validate(data, leader=True)
+        if (recompressed := recompress_for(data, batches, self.config)) is not None:  # compression.type
+            data, batches = recompressed, self._validate(recompressed, leader=True)
         with self._lock:
             duplicate, data, batches = self._drop_duplicates(data, batches)
             if duplicate is not None:

@@ -51,6 +51,7 @@ __all__ = ["FORMAT_VERSION", "LOCK_FILE_NAME", "METADATA_FILE_NAME", "EmbeddedRe
 METADATA_FILE_NAME = "cluster-metadata.json"
 LOCK_FILE_NAME = "cluster-metadata.lock"
 FORMAT_VERSION = 1
+BROKER_CONFIGS_FILE_NAME = "broker-configs.json"
 
 
 class _Topic:
@@ -380,6 +381,42 @@ class EmbeddedRegistry(Registry):
             except BaseException:
                 topic.configs = previous
                 raise
+        self._notify(CONFIGS)
+
+    # -- dynamic broker configs: <metadata_dir>/broker-configs.json {"version":1,"brokers":{entity:{..}}}
+    @property
+    def _broker_configs_path(self) -> Path:
+        return self.metadata_dir / BROKER_CONFIGS_FILE_NAME
+
+    def _read_broker_configs(self) -> dict[str, dict[str, str]]:
+        try:
+            document = json.loads(self._broker_configs_path.read_text(encoding="utf-8"))
+            brokers = document["brokers"]
+            return {str(e): {str(k): str(v) for k, v in c.items()} for e, c in brokers.items()}
+        except FileNotFoundError:
+            return {}
+        except (ValueError, TypeError, KeyError, AttributeError) as error:
+            raise RegistryError(f"{self._broker_configs_path}: corrupt broker configs: {error}") from error
+
+    def broker_configs(self, entity: str) -> dict[str, str]:
+        with self._open():
+            return dict(self._read_broker_configs().get(entity, {}))
+
+    def set_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
+        with self._open():
+            brokers = self._read_broker_configs()
+            if configs:
+                brokers[entity] = {str(k): str(v) for k, v in configs.items()}
+            else:
+                brokers.pop(entity, None)
+            data = json.dumps({"version": 1, "brokers": brokers}, indent=2, sort_keys=True).encode() + b"\n"
+            temporary = self._broker_configs_path.with_name(BROKER_CONFIGS_FILE_NAME + ".tmp")
+            with open(temporary, "wb") as out:
+                out.write(data)
+                if self._fsync:
+                    out.flush()
+                    os.fsync(out.fileno())
+            os.replace(temporary, self._broker_configs_path)
         self._notify(CONFIGS)
 
     def _topic(self, name: str) -> _Topic:

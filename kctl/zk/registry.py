@@ -56,7 +56,7 @@ TOPICS = "topics"
 CONTROLLER = "controller"
 """The controller changed (or was lost: try_become_controller may now win)."""
 CONFIGS = "configs"
-"""Some topic's config overrides changed."""
+"""Some topic's config overrides, or some dynamic broker configs, changed."""
 PARTITIONS = "partitions"
 """Some partition's state (leader, leader epoch, ISR) changed."""
 ADMIN = "admin"
@@ -265,6 +265,16 @@ class Registry(ABC):
     def answer_controlled_shutdown(self, broker_id: int, remaining_partitions: int) -> None:
         """The controller's answer: state "done", with how many partitions the broker still leads
         (0: it may stop now). No-op when the request is gone."""
+
+    # -- dynamic broker configs --------------------------------------------------------------------
+    def broker_configs(self, entity: str) -> dict[str, str]:
+        """The dynamic broker configs stored for ``entity``: a broker id, or ``"<default>"`` (the
+        cluster-wide defaults). Empty when none are stored."""
+        raise NotImplementedError(f"{type(self).__name__} does not store broker configs")
+
+    def set_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
+        """Replace ``entity``'s dynamic broker configs, and tell every broker (listeners: CONFIGS)."""
+        raise NotImplementedError(f"{type(self).__name__} does not store broker configs")
 
     # -- change notification -----------------------------------------------------------------------
     def add_listener(self, callback: Listener) -> None:

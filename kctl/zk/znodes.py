@@ -22,6 +22,7 @@ the older versions Kafka still reads. Nothing here talks to ZooKeeper: kctl.zk.z
     /brokers/topics/<topic>/partitions/<p>/state   {"version":1,"leader":1,"leader_epoch":0,
                                                     "isr":[1,2],"controller_epoch":1}
     /config/topics/<topic>                         {"version":1,"config":{"cleanup.policy":"compact"}}
+    /config/brokers/<id>|<default>                 dynamic broker configs, same format
     /config/changes/config_change_<seq> (seq.)     {"version":2,"entity_path":"topics/<topic>"}
     /admin/delete_topics/<topic>                   (no data: a topic marked for deletion)
     /admin/reassign_partitions                     {"version":1,"partitions":[{"topic":"t",
@@ -369,6 +370,9 @@ class ConfigEntityZNode:
     ``/config/topics/<topic>``."""
 
     TOPICS = "topics"
+    BROKERS = "brokers"
+    #: The entity name of the cluster-wide default broker configs (``/config/brokers/<default>``).
+    DEFAULT_BROKER = "<default>"
 
     @staticmethod
     def path(entity_type: str, entity_name: str) -> str:

@@ -256,6 +256,39 @@ class TopicOpsMixin:
             self._purge_config_changes(client, created)
         self._notify(CONFIGS)
 
+    # -- dynamic broker configs (Kafka's /config/brokers/<id> and /config/brokers/<default>) ----------
+    def broker_configs(self, entity: str) -> dict[str, str]:
+        client = self._zk_client()
+        with self._zk(f"read the configs of broker {entity}"):
+            try:
+                data, _ = client.get(ConfigEntityZNode.path(ConfigEntityZNode.BROKERS, entity))
+            except NoNodeError:
+                return {}
+        return ConfigEntityZNode.decode(ConfigEntityZNode.BROKERS, entity, data)
+
+    def set_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
+        """Kafka's ``changeBrokerConfig``: overwrite /config/brokers/<entity>, then announce it with
+        a /config/changes notification for ``brokers/<entity>``."""
+        client = self._zk_client()
+        path = ConfigEntityZNode.path(ConfigEntityZNode.BROKERS, entity)
+        data = ConfigEntityZNode.encode(configs)
+        with self._zk(f"set the configs of broker {entity}"):
+            try:
+                client.set(path, data)
+            except NoNodeError:
+                try:
+                    client.create(path, data, makepath=True)
+                except NodeExistsError:
+                    client.set(path, data)
+            created = client.create(
+                ConfigEntityChangeNotificationSequenceZNode.create_path,
+                ConfigEntityChangeNotificationSequenceZNode.encode(ConfigEntityZNode.BROKERS, entity),
+                sequence=True,
+                makepath=True,
+            )
+            self._purge_config_changes(client, created)
+        self._notify(CONFIGS)
+
     def _purge_config_changes(self, client: KazooClient, newest: str) -> None:
         """Delete notifications older than Kafka's 15-minute expiry, oldest first."""
         newest_number = ConfigEntityChangeNotificationSequenceZNode.sequence_number(newest.rsplit("/", 1)[-1])

@@ -1,4 +1,5 @@
-"""AlterConfigs: replace a topic's config overrides (the legacy, non-incremental API).
+"""AlterConfigs: replace a topic's config overrides, or a broker's (or the cluster-wide default's)
+dynamic configs (the legacy, non-incremental API).
 
 Versions: v0-2. The versions differ only in encoding (v2 is flexible); the request and the answer are the
 same."""
@@ -32,5 +33,6 @@ async def handle(
         request.validate_only,
         lambda resource: {c.name: c.value for c in resource.configs if c.value is not None},
         AlterConfigsResourceResponse,
+        lambda resource, _stored: {c.name: c.value for c in resource.configs if c.value is not None},
     )
     return AlterConfigsResponse(throttle_time_ms=0, responses=responses)

@@ -1,6 +1,7 @@
 """DescribeConfigs: a topic's effective configs (override, broker default or built-in default, with
-synonyms) and a broker's static configs. Types, docs, defaults and synonyms come from the config
-definitions (``TOPIC_CONFIGS``, ``BROKER_CONFIGS``).
+synonyms) and a broker's configs (its dynamic config, the cluster-wide dynamic default, static or
+built-in default, with their sources; resource name "": the dynamic defaults). Types, docs,
+defaults and synonyms come from the config definitions (``TOPIC_CONFIGS``, ``BROKER_CONFIGS``).
 
 Versions: v0-4. v0 answers with is_default, v1+ with config_source and, when asked, synonyms; v3+ with
 config_type and, when asked, documentation; v4 is flexible."""
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.config import BROKER_CONFIGS
 from kctl.broker.security.acls import allowed
-from kctl.common.config_def import ConfigKey, ConfigType, format_value
+from kctl.common.config_def import ConfigKey, ConfigType, Dynamic, format_value
 from kctl.log.config import TOPIC_CONFIGS, LogConfig
 from kctl.protocol.acl_types import CLUSTER_NAME, AclOperation, AclResourceType
 from kctl.protocol.configs import BROKER_RESOURCE, TOPIC_RESOURCE, ConfigSource, ConfigTypeCode
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
 DYNAMIC_TOPIC_CONFIG = ConfigSource.DYNAMIC_TOPIC_CONFIG
 STATIC_BROKER_CONFIG = ConfigSource.STATIC_BROKER_CONFIG
 DEFAULT_CONFIG = ConfigSource.DEFAULT_CONFIG
+DYNAMIC_BROKER_CONFIG = ConfigSource.DYNAMIC_BROKER_CONFIG
+DYNAMIC_DEFAULT_BROKER_CONFIG = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
 
 
 def config_type_code(key: ConfigKey) -> int:
@@ -93,29 +96,46 @@ def topic_config_entries(
 
 
 def broker_config_entries(
-    broker: Broker, keys: list[str] | None, include_documentation: bool, include_synonyms: bool = False
+    broker: Broker,
+    keys: list[str] | None,
+    include_documentation: bool,
+    include_synonyms: bool = False,
+    *,
+    default_only: bool = False,
 ) -> list[ConfigEntry]:
-    """A broker's static configs; with synonyms, as Kafka's: the static value (if set), then the
-    built-in default."""
+    """A broker's configs with their effective value and source (this broker's dynamic config, the
+    cluster-wide dynamic default, server.properties, the built-in default), read-only as Kafka marks
+    it, sensitive values hidden. Synonyms, as Kafka's, in that order. ``default_only``: the
+    cluster-wide default resource (name ""), which describes only the dynamic defaults set."""
+    config = broker.config
     entries = []
     for name, key in BROKER_CONFIGS.items():
         if keys is not None and name not in keys:
             continue
-        raw = None if key.sensitive else broker.config.raw.get(name)
-        source = STATIC_BROKER_CONFIG if name in broker.config.explicit else DEFAULT_CONFIG
-        synonyms: list[tuple[str, str | None, int]] = []
-        if include_synonyms:
-            if source == STATIC_BROKER_CONFIG:
-                synonyms.append((name, raw, STATIC_BROKER_CONFIG))
-            if not key.required and not key.sensitive:
-                synonyms.append((name, format_value(key.parsed_default), DEFAULT_CONFIG))
+        if default_only and name not in config.dynamic_default:
+            continue
+        layers: list[tuple[str | None, int]] = []
+        if name in config.dynamic_broker and not default_only:
+            layers.append((config.dynamic_broker[name], DYNAMIC_BROKER_CONFIG))
+        if name in config.dynamic_default:
+            layers.append((config.dynamic_default[name], DYNAMIC_DEFAULT_BROKER_CONFIG))
+        if name in config.explicit and not default_only:
+            layers.append((config.properties.get(name), STATIC_BROKER_CONFIG))
+        if not key.required and not default_only:
+            layers.append((format_value(key.parsed_default), DEFAULT_CONFIG))
+        value, source = layers[0] if layers else (config.raw.get(name), DEFAULT_CONFIG)
+        if source == DEFAULT_CONFIG:
+            value = config.raw.get(name)  # a synonym may set it (log.retention.ms <- .hours)
+        if key.sensitive:
+            value = None
+        synonyms = [(name, None if key.sensitive else v, src) for v, src in layers]
         entries.append(
             ConfigEntry(
                 name,
-                raw,
+                value,
                 source,
-                True,
-                synonyms,
+                key.dynamic == Dynamic.READ_ONLY,
+                synonyms if include_synonyms else [],
                 config_type_code(key),
                 key.doc if include_documentation else None,
                 key.sensitive,
@@ -198,6 +218,7 @@ async def handle(
                 keys,
                 version >= 3 and request.include_documentation,
                 version >= 1 and request.include_synonyms,
+                default_only=resource.resource_name == "",
             )
         else:
             results.append(

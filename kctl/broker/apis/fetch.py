@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
+from kctl.broker.replication.throttle import leader_throttles, record_leader_bytes
 from kctl.broker.security.acls import allowed
 from kctl.log.naming import TopicPartition
 from kctl.protocol.acl_types import CLUSTER_NAME, AclOperation, AclResourceType
@@ -87,10 +88,14 @@ def _read_all(
                 hosted.append(partition)
                 region = None
                 limit = min(part.partition_max_bytes, remaining)
-                if limit > 0 or total == 0:
+                if follower and leader_throttles(broker.leader_quota, partition, replica_id):
+                    pass  # leader.replication.throttled.rate exceeded: no records this time
+                elif limit > 0 or total == 0:
                     region = replicas.read(
                         partition, part.fetch_offset, max(limit, 0), total == 0, follower=follower
                     )
+                    if follower and region is not None:
+                        record_leader_bytes(broker.leader_quota, partition, replica_id, region.size)
             except ApiError as error:
                 partitions.append(_error(part.partition, error.code))
                 errors = True

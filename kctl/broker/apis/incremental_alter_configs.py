@@ -1,4 +1,5 @@
-"""IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT single topic configs.
+"""IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT single topic configs, or dynamic
+broker configs (of one broker, or the cluster-wide default).
 
 Versions: v0-1. The versions differ only in encoding (v1 is flexible)."""
 
@@ -7,9 +8,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kctl.broker.apis.registry import api_handler
+from kctl.broker.config import BROKER_CONFIGS
 from kctl.broker.config_alter import alter_topic_configs
 from kctl.broker.errors import ApiError
-from kctl.common.config_def import ConfigType
+from kctl.common.config_def import ConfigDef, ConfigType
 from kctl.log.config import TOPIC_CONFIGS
 from kctl.protocol.configs import AlterConfigOp
 from kctl.protocol.errors import ErrorCode
@@ -38,9 +40,28 @@ def apply_operations(broker: Broker, topic: str, operations: list[Any]) -> dict[
         raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist")
     configs = dict(record.configs)
     effective = broker.config.log_config.with_overrides(configs).to_properties()
+    return _apply(TOPIC_CONFIGS, "topic", configs, effective, operations)
+
+
+def apply_broker_operations(
+    broker: Broker, stored: dict[str, str], operations: list[Any]
+) -> dict[str, str]:
+    """A broker entity's dynamic configs after ``operations`` (APPEND/SUBTRACT start from the
+    stored value, else the broker's current one)."""
+    effective = {name: text or "" for name, text in broker.config.raw.items()}
+    return _apply(BROKER_CONFIGS, "broker", dict(stored), effective, operations)
+
+
+def _apply(
+    definition: ConfigDef,
+    what: str,
+    configs: dict[str, str],
+    effective: dict[str, str],
+    operations: list[Any],
+) -> dict[str, str]:
     for op in operations:
-        if op.name not in TOPIC_CONFIGS:
-            raise ApiError(ErrorCode.INVALID_CONFIG, f"unknown topic config {op.name!r}")
+        if op.name not in definition:
+            raise ApiError(ErrorCode.INVALID_CONFIG, f"unknown {what} config {op.name!r}")
         if op.config_operation == SET:
             if op.value is None:
                 raise ApiError(ErrorCode.INVALID_CONFIG, f"SET {op.name} needs a value")
@@ -48,7 +69,7 @@ def apply_operations(broker: Broker, topic: str, operations: list[Any]) -> dict[
         elif op.config_operation == DELETE:
             configs.pop(op.name, None)
         elif op.config_operation in (APPEND, SUBTRACT):
-            if TOPIC_CONFIGS[op.name].type is not ConfigType.LIST:
+            if definition[op.name].type is not ConfigType.LIST:
                 raise ApiError(ErrorCode.INVALID_CONFIG, f"{op.name} is not a list config")
             items = [v for v in configs.get(op.name, effective[op.name]).split(",") if v]
             change = [v.strip() for v in (op.value or "").split(",") if v.strip()]
@@ -73,5 +94,6 @@ async def handle(
         request.validate_only,
         lambda resource: apply_operations(broker, resource.resource_name, resource.configs),
         IncrementalAlterConfigsResourceResponse,
+        lambda resource, stored: apply_broker_operations(broker, stored, resource.configs),
     )
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)

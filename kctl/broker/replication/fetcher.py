@@ -11,7 +11,10 @@ Then Fetch (replica_id = this broker, current_leader_epoch, from the log end off
 min(the leader's, its own log end offset). OFFSET_OUT_OF_RANGE asks the leader's log end and start
 (ListOffsets as a replica): truncate to a lower leader end, or start over at a higher leader start.
 FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH and connection failures back the
-partition (or the whole fetcher) off for ``replica.fetch.backoff.ms`` until metadata changes it."""
+partition (or the whole fetcher) off for ``replica.fetch.backoff.ms`` until metadata changes it.
+Partitions whose topic names this replica in ``follower.replication.throttled.replicas`` are left
+out of the fetches while ``follower.replication.throttled.rate`` is exceeded
+(kctl.broker.replication.throttle)."""
 
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 
 from kctl.broker.partition import Partition
 from kctl.broker.replication.channel import BrokerChannel, ChannelError
+from kctl.broker.replication.throttle import ReplicationQuota, is_throttled
 from kctl.log.files import LogStorageError
 from kctl.log.naming import TopicPartition
 from kctl.protocol.errors import ErrorCode, error_name
@@ -60,6 +64,8 @@ class FetcherSettings:
     max_bytes: int = 1024 * 1024
     response_max_bytes: int = 10 * 1024 * 1024
     backoff_ms: int = 1000
+    #: follower.replication.throttled.rate, for the replicas the topics name (replication.throttle)
+    quota: ReplicationQuota | None = None
 
 
 @dataclass(slots=True)
@@ -220,8 +226,28 @@ class ReplicaFetcher:
             plog.truncate_to(offset)
 
     # -- fetching ------------------------------------------------------------------------------
+    def _throttled(self, states: dict[TopicPartition, FetchState]) -> set[TopicPartition]:
+        """The partitions whose topic names this broker's replica in
+        follower.replication.throttled.replicas."""
+        broker_id = self.settings.broker_id
+        return {
+            tp
+            for tp, state in states.items()
+            if is_throttled(
+                state.partition.log.config.follower_replication_throttled_replicas, tp.partition, broker_id
+            )
+        }
+
     async def _fetch(self, states: dict[TopicPartition, FetchState]) -> None:
         settings = self.settings
+        quota = settings.quota
+        throttled = self._throttled(states) if quota is not None and quota.limited else set()
+        if throttled and quota is not None and quota.exceeded():  # Kafka: leave them out of this fetch
+            quota.hold_back(", ".join(sorted(str(tp) for tp in throttled)))
+            states = {tp: s for tp, s in states.items() if tp not in throttled}
+            if not states:
+                await asyncio.sleep(quota.wait_s())
+                return
         by_topic: dict[str, list[FetchPartition]] = {}
         for tp, state in states.items():
             plog = state.partition.log
@@ -264,6 +290,8 @@ class ReplicaFetcher:
                 state = found
                 code = data.error_code
                 if code == ErrorCode.NONE:
+                    if tp in throttled and quota is not None and data.records is not None:
+                        quota.record(len(data.records))
                     self._append(state, data.records, data.high_watermark, data.log_start_offset)
                 elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
                     out_of_range.append((tp, state))

@@ -83,13 +83,17 @@ class ConfigAdmin(AdminBase):
         result.raise_for_error()
         return list(result.entries)
 
-    def describe_broker_configs(self, broker_id: int, *, timeout: float | None = None) -> list[ConfigEntry]:
-        """A broker's configs (sorted by name), asked of that broker."""
+    def describe_broker_configs(
+        self, broker_id: int | None, *, timeout: float | None = None
+    ) -> list[ConfigEntry]:
+        """A broker's configs (sorted by name), asked of that broker; ``broker_id`` None: the
+        cluster-wide dynamic defaults (resource name "", asked of any broker)."""
         deadline = self._deadline(timeout)
+        name = "" if broker_id is None else str(broker_id)
         body = DescribeConfigsRequest(
             resources=[
                 DescribeConfigsResource(
-                    resource_type=BROKER_RESOURCE, resource_name=str(broker_id), configuration_keys=None
+                    resource_type=BROKER_RESOURCE, resource_name=name, configuration_keys=None
                 )
             ],  # keys None: every config (an empty list asks for none)
             include_synonyms=True,
@@ -100,8 +104,46 @@ class ConfigAdmin(AdminBase):
 
         [r] = self.cluster.retry(call, deadline=deadline).results
         if r.error_code:
-            raise BrokerResponseError(r.error_code, r.error_message, context=f"broker {broker_id}")
+            raise BrokerResponseError(r.error_code, r.error_message, context=f"broker {name or '<default>'}")
         return sorted((_config_entry(c, BROKER_RESOURCE) for c in r.configs), key=lambda e: e.name)
+
+    def alter_broker_configs(
+        self,
+        broker_id: int | None,
+        set: Mapping[str, str] | None = None,  # Kafka's name for the operation
+        delete: Iterable[str] = (),
+        *,
+        validate_only: bool = False,
+        timeout: float | None = None,
+    ) -> Result:
+        """Set and delete dynamic broker configs (IncrementalAlterConfigs) of one broker, sent to it,
+        or (``broker_id`` None) the cluster-wide defaults, sent to any broker. Kafka's errors: a
+        read-only config, or a per-broker one at the default, is INVALID_REQUEST."""
+        ops: list[tuple[str, AlterConfigOp, str | None]] = [
+            (k, AlterConfigOp.SET, v) for k, v in (set or {}).items()
+        ]
+        ops += [(k, AlterConfigOp.DELETE, None) for k in delete]
+        deadline = self._deadline(timeout)
+        name = "" if broker_id is None else str(broker_id)
+        body = IncrementalAlterConfigsRequest(
+            resources=[
+                IncrementalAlterConfigsResource(
+                    resource_type=BROKER_RESOURCE,
+                    resource_name=name,
+                    configs=[
+                        IncrementalAlterableConfig(name=k, config_operation=int(op), value=v)
+                        for k, op, v in ops
+                    ],
+                )
+            ],
+            validate_only=validate_only,
+        )
+
+        def call() -> Any:
+            return self.cluster.request(broker_id, ApiKey.INCREMENTAL_ALTER_CONFIGS, body, deadline=deadline)
+
+        [r] = self.cluster.retry(call, deadline=deadline).responses
+        return Result(name or "<default>", r.error_code, r.error_message)
 
     def alter_configs(
         self,

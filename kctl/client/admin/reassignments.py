@@ -33,6 +33,34 @@ from kctl.protocol.messages.list_partition_reassignments import (
 
 ELECTION_TYPES = {"preferred": PREFERRED, "unclean": UNCLEAN}
 THROTTLE_RATE_CONFIGS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+THROTTLED_REPLICAS_CONFIGS = (
+    "leader.replication.throttled.replicas",
+    "follower.replication.throttled.replicas",
+)
+
+
+def throttled_replicas(
+    moves: Iterable[tuple[TopicPartition, Sequence[int], Sequence[int]]],
+) -> dict[str, dict[str, str]]:
+    """The topic configs Kafka's reassignment tool sets for a throttled reassignment, per topic:
+    ``leader.replication.throttled.replicas`` = every current replica of each moving partition
+    (``partition:broker``; they serve the copies) and ``follower.replication.throttled.replicas`` =
+    the replicas being added (they fetch them). ``moves`` are (partition, current, target)."""
+    leaders: dict[str, list[str]] = {}
+    followers: dict[str, list[str]] = {}
+    for tp, current, target in moves:
+        if tuple(current) == tuple(target):
+            continue
+        topic, partition = tp[0], tp[1]
+        leaders.setdefault(topic, []).extend(f"{partition}:{b}" for b in current)
+        followers.setdefault(topic, []).extend(f"{partition}:{b}" for b in target if b not in current)
+    return {
+        topic: {
+            THROTTLED_REPLICAS_CONFIGS[0]: ",".join(dict.fromkeys(leaders[topic])),
+            THROTTLED_REPLICAS_CONFIGS[1]: ",".join(dict.fromkeys(followers.get(topic, []))),
+        }
+        for topic in leaders
+    }
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,147 @@
+"""Dynamic broker configs, as Kafka has them: values stored in the registry (ZooKeeper
+``/config/brokers/<id>`` and ``/config/brokers/<default>``; the embedded registry's
+``broker-configs.json``) that override ``server.properties`` — this broker's over the cluster-wide
+defaults over the static file — read at start and re-read on every config change notification.
+
+What a reload applies without a restart:
+
+- the log defaults (every topic config's broker synonym: ``log.retention.ms``, ``log.segment.bytes``,
+  ``compression.type``, ``min.insync.replicas``, ``message.max.bytes``, ...): every hosted log not
+  overriding them gets the new value at once (retention, rolling, flushing, recompression, ...);
+- ``unclean.leader.election.enable`` (the controller's fallback when the topic does not set it);
+- ``log.cleaner.backoff.ms`` and ``producer.id.expiration.ms`` (read by the periodic tasks on each run);
+- ``leader.replication.throttled.rate`` / ``follower.replication.throttled.rate`` (read by the
+  replication throttles on each fetch).
+
+The other dynamic configs (``listeners``, ``advertised.listeners``, ``log.cleaner.threads``) are
+stored and take effect at the broker's next start. Validation of an alteration is
+:func:`validate_broker_configs`, used by the config APIs (kctl.broker.config_alter).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from kctl.broker.config import (
+    BROKER_CONFIGS,
+    PER_BROKER_CONFIGS,
+    BrokerConfig,
+    parse_listeners,
+)
+from kctl.broker.errors import ApiError
+from kctl.common.config_def import ConfigError, Dynamic
+from kctl.protocol.errors import ErrorCode
+from kctl.zk.znodes import ConfigEntityZNode
+
+if TYPE_CHECKING:
+    from kctl.broker.broker import Broker
+
+log = logging.getLogger("kctl.broker.config")
+
+DEFAULT_ENTITY = ConfigEntityZNode.DEFAULT_BROKER
+
+
+def entity_of(resource_name: str) -> str:
+    """The registry entity of a BROKER config resource: ``"<default>"`` for the cluster-wide
+    defaults (resource name ""), else the broker id. Raises ApiError(INVALID_REQUEST)."""
+    if resource_name == "":
+        return DEFAULT_ENTITY
+    if not resource_name.isdigit():
+        raise ApiError(
+            ErrorCode.INVALID_REQUEST, f"broker resource name {resource_name!r} is not a broker id"
+        )
+    return str(int(resource_name))
+
+
+def _refuse(resource_name: str, message: str) -> ApiError:
+    return ApiError(
+        ErrorCode.INVALID_REQUEST,
+        f"Invalid config value for resource ConfigResource(type=BROKER, name='{resource_name}'): {message}",
+    )
+
+
+def validate_broker_configs(broker: Broker, resource_name: str, configs: Mapping[str, str]) -> None:
+    """Kafka's checks of a dynamic broker config update (``DynamicBrokerConfig.validateConfigs``):
+    known names, no read-only config ("Cannot update these configs dynamically"), no per-broker
+    config at the cluster-wide default, values that parse — and, for this broker or the default,
+    that the resulting configuration is valid. Raises ApiError(INVALID_REQUEST)."""
+    entity = entity_of(resource_name)
+    unknown = sorted(name for name in configs if name not in BROKER_CONFIGS)
+    if unknown:
+        raise _refuse(resource_name, f"Unknown broker configs: {', '.join(unknown)}")
+    static = sorted(name for name in configs if BROKER_CONFIGS[name].dynamic == Dynamic.READ_ONLY)
+    if static:
+        raise _refuse(resource_name, f"Cannot update these configs dynamically: Set({', '.join(static)})")
+    if entity == DEFAULT_ENTITY:
+        per_broker = sorted(name for name in configs if name in PER_BROKER_CONFIGS)
+        if per_broker:
+            raise _refuse(
+                resource_name,
+                "Cannot update these configs at default cluster level, broker id must be specified: "
+                f"Set({', '.join(per_broker)})",
+            )
+    try:
+        for name, value in configs.items():
+            BROKER_CONFIGS.parse_value(name, value)
+            if name in ("listeners", "advertised.listeners"):
+                parse_listeners(value)
+        if entity in (DEFAULT_ENTITY, str(broker.broker_id)):
+            trial = BrokerConfig(broker.config.properties)
+            per_broker_configs = dict(configs) if entity != DEFAULT_ENTITY else broker.config.dynamic_broker
+            default_configs = dict(configs) if entity == DEFAULT_ENTITY else broker.config.dynamic_default
+            trial.apply_dynamic(per_broker_configs, default_configs)
+    except (ConfigError, ValueError) as error:
+        raise _refuse(resource_name, str(error)) from None
+
+
+class DynamicBrokerConfigs:
+    """Reads this broker's dynamic configs from the registry and applies them (module docstring)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def _read(self) -> tuple[dict[str, str], dict[str, str]]:
+        registry = self.broker.registry
+        if registry is None:
+            return {}, {}
+        return (
+            registry.broker_configs(str(self.broker.broker_id)),
+            registry.broker_configs(DEFAULT_ENTITY),
+        )
+
+    def load(self) -> None:
+        """At start, before anything is built from the configuration: layer the stored dynamic
+        configs over the static ones (a value that no longer parses is logged and ignored)."""
+        per_broker, default = self._read()
+        try:
+            changed = self.broker.config.apply_dynamic(per_broker, default)
+        except ConfigError as error:
+            log.error("dynamic broker configs ignored: %s", error)
+            return
+        if changed:
+            log.info("dynamic broker configs in effect: %s", ", ".join(sorted(changed)))
+
+    def reload(self) -> set[str]:
+        """Re-read the stored configs and apply what changed; the names whose value changed."""
+        broker = self.broker
+        per_broker, default = self._read()
+        if per_broker == broker.config.dynamic_broker and default == broker.config.dynamic_default:
+            return set()
+        try:
+            changed = broker.config.apply_dynamic(per_broker, default)
+        except ConfigError as error:
+            log.error("dynamic broker configs not applied: %s", error)
+            return set()
+        if not changed:
+            return changed
+        log.info("dynamic broker configs changed: %s", ", ".join(sorted(changed)))
+        manager = broker.log_manager
+        if manager is not None and manager.default_config != broker.config.log_config:
+            manager.default_config = broker.config.log_config
+            broker.on_metadata_changed()  # every hosted log: its topic overrides over the new defaults
+        controller = getattr(broker, "controller", None)
+        if controller is not None and "unclean.leader.election.enable" in changed:
+            controller.unclean_leader_election = broker.config["unclean.leader.election.enable"]
+        return changed
