@@ -37,6 +37,7 @@ COMMAND_GROUPS: tuple[tuple[str, str], ...] = (
     ("kctl.commands.zk", "zk"),
     ("kctl.commands.user", "user"),
     ("kctl.commands.acl", "acl"),
+    ("kctl.commands.quota", "quota"),
 )
 """(module path, group name) of every command group, in the order `kctl --help` lists them."""
 
