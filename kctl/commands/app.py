@@ -38,6 +38,7 @@ COMMAND_GROUPS: tuple[tuple[str, str], ...] = (
     ("kctl.commands.user", "user"),
     ("kctl.commands.acl", "acl"),
     ("kctl.commands.quota", "quota"),
+    ("kctl.commands.transactions", "transactions"),
 )
 """(module path, group name) of every command group, in the order `kctl --help` lists them."""
 

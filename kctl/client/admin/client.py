@@ -29,10 +29,18 @@ from kctl.client.admin.reassignments import ReassignmentAdmin
 from kctl.client.admin.records import RecordAdmin
 from kctl.client.admin.security import SecurityAdmin
 from kctl.client.admin.topics import TopicAdmin
+from kctl.client.admin.transactions import TransactionAdmin
 
 
 class AdminClient(
-    TopicAdmin, ConfigAdmin, RecordAdmin, ClusterAdmin, ReassignmentAdmin, SecurityAdmin, QuotaAdmin
+    TopicAdmin,
+    ConfigAdmin,
+    RecordAdmin,
+    ClusterAdmin,
+    ReassignmentAdmin,
+    SecurityAdmin,
+    QuotaAdmin,
+    TransactionAdmin,
 ):
     """Kafka's admin operations. ``bootstrap_servers`` may also be an existing ``ClusterClient``
     (shared, then not closed by ``close``). ``config``/``overrides`` as for ``ClusterClient``.

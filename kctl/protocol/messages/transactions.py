@@ -62,4 +62,6 @@ ListTransactionsResponse = struct(
 DESCRIBE_SCHEMA = ApiSchema(
     65, "DescribeTransactions", "0", "0+", DescribeTransactionsRequest, DescribeTransactionsResponse
 )
-LIST_SCHEMA = ApiSchema(66, "ListTransactions", "0-2", "0+", ListTransactionsRequest, ListTransactionsResponse)
+LIST_SCHEMA = ApiSchema(
+    66, "ListTransactions", "0-2", "0+", ListTransactionsRequest, ListTransactionsResponse
+)
