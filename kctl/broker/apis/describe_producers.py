@@ -4,7 +4,7 @@ timestamp. kctl has no transactions: the coordinator epoch and the current trans
 are -1. Needs READ on the topic (TOPIC_AUTHORIZATION_FAILED); a partition this broker does not lead is
 NOT_LEADER_OR_FOLLOWER, an unknown one UNKNOWN_TOPIC_OR_PARTITION.
 
-Versions: v0 (flexible)."""
+Versions: v0 only (flexible)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 transactional id asked about is TRANSACTIONAL_ID_NOT_FOUND (what Kafka answers for an id it does not
 know). Needs DESCRIBE on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 
-Versions: v0 (flexible)."""
+Versions: v0 only (flexible)."""
 
 from __future__ import annotations
 
