@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from kctl.client.admin.cluster import ClusterAdmin
 from kctl.client.admin.configs import ConfigAdmin
+from kctl.client.admin.log_dirs import LogDirAdmin
 from kctl.client.admin.quotas import QuotaAdmin
 from kctl.client.admin.reassignments import ReassignmentAdmin
 from kctl.client.admin.records import RecordAdmin
@@ -41,6 +42,7 @@ class AdminClient(
     SecurityAdmin,
     QuotaAdmin,
     TransactionAdmin,
+    LogDirAdmin,
 ):
     """Kafka's admin operations. ``bootstrap_servers`` may also be an existing ``ClusterClient``
     (shared, then not closed by ``close``). ``config``/``overrides`` as for ``ClusterClient``.
