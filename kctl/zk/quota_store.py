@@ -246,17 +246,28 @@ class ZooKeeperQuotaStore:
         self._zk.create(f"{CONFIG_CHANGES_PATH}/config_change_", notification, sequence=True, makepath=True)
 
     def watch(self, callback: Callable[[], None]) -> None:
-        """Call ``callback`` (on kazoo's thread) whenever a config change notification appears."""
+        """Call ``callback`` (on kazoo's thread) when a config change notification about a user or a
+        client id appears (topic and broker config changes are left alone)."""
         from kazoo.recipe.watchers import ChildrenWatch
 
         self._zk.ensure_path(CONFIG_CHANGES_PATH)
-        first = [True]
+        seen: list[str] = []  # [the newest notification handled] once the first call has passed
 
         def on_children(children: list[str]) -> None:
-            if first[0]:
-                first[0] = False
+            ordered = sorted(c for c in children if c.startswith("config_change_"))
+            if not seen:  # the first call: what was there before this broker started
+                seen.append(ordered[-1] if ordered else "")
                 return
-            callback()
+            newest = seen[0]
+            fresh = [c for c in ordered if c > newest]
+            if fresh:
+                seen[0] = fresh[-1]
+            for child in fresh:
+                data, _ = self._read(f"{CONFIG_CHANGES_PATH}/{child}")
+                path = str((data or {}).get("entity_path", ""))
+                if data is None or path.startswith(("users/", "clients/")):
+                    callback()
+                    return
 
         ChildrenWatch(self._zk, CONFIG_CHANGES_PATH, on_children)
 
