@@ -1,5 +1,5 @@
 """`kctl broker`: run a broker in the foreground or as a daemon, stop it, list the brokers of a running
-cluster and show their log dirs."""
+cluster, show their log dirs and move replicas between a broker's log dirs."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -28,7 +28,8 @@ from kctl.commands.options import (
 from kctl.commands.output import Column, OutputFormat, info, render_documents, render_rows, warn
 
 app = typer.Typer(
-    help="Run and stop a kctl broker; list the brokers and show their log dirs.", no_args_is_help=True
+    help="Run and stop a kctl broker; list the brokers, show their log dirs and move replicas between them.",
+    no_args_is_help=True,
 )
 
 PID_FILE_NAME = "kctl-broker.pid"
@@ -420,7 +421,7 @@ def move_log_dirs(
     from kctl.commands.clients import admin_session
     from kctl.protocol.errors import error_name
 
-    def where(dirs: list) -> dict[TopicPartition, str]:  # type: ignore[type-arg]
+    def where(dirs: list[Any]) -> dict[TopicPartition, str]:
         return {r.topic_partition: d.path for d in dirs for r in d.replicas if not r.is_future}
 
     with admin_session(config_file, overrides, bootstrap_server) as admin:
