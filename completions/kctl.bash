@@ -3,8 +3,10 @@
 
 _kctl_subcommands() {
     case "$1" in
-        'kctl') echo 'broker cluster config consume group log mirror partition perf produce spark topic zk user acl man' ;;
-        'kctl broker') echo 'start stop log-dirs list configs' ;;
+        'kctl') echo 'broker cluster config consume group log mirror partition perf produce spark topic zk user acl quota transactions man' ;;
+        'kctl broker') echo 'start stop list configs log-dirs config' ;;
+        'kctl broker log-dirs') echo 'describe move' ;;
+        'kctl broker config') echo 'describe alter' ;;
         'kctl cluster') echo 'up status down list info' ;;
         'kctl config') echo 'show' ;;
         'kctl group') echo 'list describe rewind delete migrate' ;;
@@ -16,12 +18,14 @@ _kctl_subcommands() {
         'kctl zk') echo 'ls get tree brokers topics consumers' ;;
         'kctl user') echo 'create delete list' ;;
         'kctl acl') echo 'add list remove' ;;
+        'kctl quota') echo 'describe alter' ;;
+        'kctl transactions') echo 'describe-producers list describe' ;;
     esac
 }
 
 _kctl_is_subcommand() {
     case "$1 $2" in
-        'kctl broker'|'kctl cluster'|'kctl config'|'kctl consume'|'kctl group'|'kctl log'|'kctl mirror'|'kctl partition'|'kctl perf'|'kctl produce'|'kctl spark'|'kctl topic'|'kctl zk'|'kctl user'|'kctl acl'|'kctl man'|'kctl broker start'|'kctl broker stop'|'kctl broker log-dirs'|'kctl broker list'|'kctl broker configs'|'kctl cluster up'|'kctl cluster status'|'kctl cluster down'|'kctl cluster list'|'kctl cluster info'|'kctl config show'|'kctl group list'|'kctl group describe'|'kctl group rewind'|'kctl group delete'|'kctl group migrate'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge'|'kctl partition reassign'|'kctl partition elect-leaders'|'kctl perf produce'|'kctl perf consume'|'kctl spark load'|'kctl topic create'|'kctl topic list'|'kctl topic describe'|'kctl topic delete'|'kctl topic alter'|'kctl topic offsets'|'kctl topic trim'|'kctl zk ls'|'kctl zk get'|'kctl zk tree'|'kctl zk brokers'|'kctl zk topics'|'kctl zk consumers'|'kctl user create'|'kctl user delete'|'kctl user list'|'kctl acl add'|'kctl acl list'|'kctl acl remove') return 0 ;;
+        'kctl broker'|'kctl cluster'|'kctl config'|'kctl consume'|'kctl group'|'kctl log'|'kctl mirror'|'kctl partition'|'kctl perf'|'kctl produce'|'kctl spark'|'kctl topic'|'kctl zk'|'kctl user'|'kctl acl'|'kctl quota'|'kctl transactions'|'kctl man'|'kctl broker start'|'kctl broker stop'|'kctl broker list'|'kctl broker configs'|'kctl broker log-dirs'|'kctl broker config'|'kctl broker log-dirs describe'|'kctl broker log-dirs move'|'kctl broker config describe'|'kctl broker config alter'|'kctl cluster up'|'kctl cluster status'|'kctl cluster down'|'kctl cluster list'|'kctl cluster info'|'kctl config show'|'kctl group list'|'kctl group describe'|'kctl group rewind'|'kctl group delete'|'kctl group migrate'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge'|'kctl partition reassign'|'kctl partition elect-leaders'|'kctl perf produce'|'kctl perf consume'|'kctl spark load'|'kctl topic create'|'kctl topic list'|'kctl topic describe'|'kctl topic delete'|'kctl topic alter'|'kctl topic offsets'|'kctl topic trim'|'kctl zk ls'|'kctl zk get'|'kctl zk tree'|'kctl zk brokers'|'kctl zk topics'|'kctl zk consumers'|'kctl user create'|'kctl user delete'|'kctl user list'|'kctl acl add'|'kctl acl list'|'kctl acl remove'|'kctl quota describe'|'kctl quota alter'|'kctl transactions describe-producers'|'kctl transactions list'|'kctl transactions describe') return 0 ;;
     esac
     return 1
 }
@@ -32,9 +36,14 @@ _kctl_options() {
         'kctl broker') echo '-h --help' ;;
         'kctl broker start') echo '-c --config -X -d --daemon --pid-file --log-file --log-level -h --help' ;;
         'kctl broker stop') echo '-c --config -X --pid-file --timeout -h --help' ;;
-        'kctl broker log-dirs') echo '--broker -t --topic --bytes -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl broker list') echo '-f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl broker configs') echo '-f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl broker log-dirs') echo '--broker -t --topic --bytes -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl broker log-dirs describe') echo '--broker -t --topic --bytes -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl broker log-dirs move') echo '--broker -t --topic --to -p --partition --execute --wait -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl broker config') echo '-h --help' ;;
+        'kctl broker config describe') echo '--broker --default --all -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl broker config alter') echo '--broker --default --set --delete --execute -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl cluster') echo '-h --help' ;;
         'kctl cluster up') echo '-n --brokers -d --dir --base-port -X --timeout -h --help' ;;
         'kctl cluster status') echo '-d --dir -f --format -h --help' ;;
@@ -88,6 +97,13 @@ _kctl_options() {
         'kctl acl add') echo '--allow-principal --deny-principal --host --operation --topic --group --transactional-id --cluster --resource-pattern-type --dry-run -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl acl list') echo '--topic --group --transactional-id --cluster --resource-pattern-type --principal --host --operation --permission -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl acl remove') echo '--topic --group --transactional-id --cluster --resource-pattern-type --principal --host --operation --permission --dry-run -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl quota') echo '-h --help' ;;
+        'kctl quota describe') echo '--user --client-id --default --user-defaults --client-defaults --strict -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl quota alter') echo '--user --client-id --default --user-defaults --client-defaults --set --delete --execute -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl transactions') echo '-h --help' ;;
+        'kctl transactions describe-producers') echo '--topic -p --partition -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl transactions list') echo '--state --producer-id -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl transactions describe') echo '--transactional-id -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl man') echo '--path --install --dir -h --help' ;;
     esac
 }
@@ -105,12 +121,6 @@ _kctl_option_value() {
         'kctl broker stop -X') echo 'any' ;;
         'kctl broker stop --pid-file') echo 'file' ;;
         'kctl broker stop --timeout') echo 'any' ;;
-        'kctl broker log-dirs --broker') echo 'any' ;;
-        'kctl broker log-dirs -t'|'kctl broker log-dirs --topic') echo 'topic' ;;
-        'kctl broker log-dirs -f'|'kctl broker log-dirs --format') echo 'choice table json jsonl' ;;
-        'kctl broker log-dirs -c'|'kctl broker log-dirs --config') echo 'file' ;;
-        'kctl broker log-dirs -X') echo 'any' ;;
-        'kctl broker log-dirs -b'|'kctl broker log-dirs --bootstrap-server') echo 'any' ;;
         'kctl broker list -f'|'kctl broker list --format') echo 'choice table json jsonl' ;;
         'kctl broker list -c'|'kctl broker list --config') echo 'file' ;;
         'kctl broker list -X') echo 'any' ;;
@@ -119,6 +129,39 @@ _kctl_option_value() {
         'kctl broker configs -c'|'kctl broker configs --config') echo 'file' ;;
         'kctl broker configs -X') echo 'any' ;;
         'kctl broker configs -b'|'kctl broker configs --bootstrap-server') echo 'any' ;;
+        'kctl broker log-dirs --broker') echo 'any' ;;
+        'kctl broker log-dirs -t'|'kctl broker log-dirs --topic') echo 'topic' ;;
+        'kctl broker log-dirs -f'|'kctl broker log-dirs --format') echo 'choice table json jsonl' ;;
+        'kctl broker log-dirs -c'|'kctl broker log-dirs --config') echo 'file' ;;
+        'kctl broker log-dirs -X') echo 'any' ;;
+        'kctl broker log-dirs -b'|'kctl broker log-dirs --bootstrap-server') echo 'any' ;;
+        'kctl broker log-dirs describe --broker') echo 'any' ;;
+        'kctl broker log-dirs describe -t'|'kctl broker log-dirs describe --topic') echo 'topic' ;;
+        'kctl broker log-dirs describe -f'|'kctl broker log-dirs describe --format') echo 'choice table json jsonl' ;;
+        'kctl broker log-dirs describe -c'|'kctl broker log-dirs describe --config') echo 'file' ;;
+        'kctl broker log-dirs describe -X') echo 'any' ;;
+        'kctl broker log-dirs describe -b'|'kctl broker log-dirs describe --bootstrap-server') echo 'any' ;;
+        'kctl broker log-dirs move --broker') echo 'any' ;;
+        'kctl broker log-dirs move -t'|'kctl broker log-dirs move --topic') echo 'topic' ;;
+        'kctl broker log-dirs move --to') echo 'any' ;;
+        'kctl broker log-dirs move -p'|'kctl broker log-dirs move --partition') echo 'any' ;;
+        'kctl broker log-dirs move --wait') echo 'any' ;;
+        'kctl broker log-dirs move -f'|'kctl broker log-dirs move --format') echo 'choice table json jsonl' ;;
+        'kctl broker log-dirs move -c'|'kctl broker log-dirs move --config') echo 'file' ;;
+        'kctl broker log-dirs move -X') echo 'any' ;;
+        'kctl broker log-dirs move -b'|'kctl broker log-dirs move --bootstrap-server') echo 'any' ;;
+        'kctl broker config describe --broker') echo 'any' ;;
+        'kctl broker config describe -f'|'kctl broker config describe --format') echo 'choice table json jsonl' ;;
+        'kctl broker config describe -c'|'kctl broker config describe --config') echo 'file' ;;
+        'kctl broker config describe -X') echo 'any' ;;
+        'kctl broker config describe -b'|'kctl broker config describe --bootstrap-server') echo 'any' ;;
+        'kctl broker config alter --broker') echo 'any' ;;
+        'kctl broker config alter --set') echo 'any' ;;
+        'kctl broker config alter --delete') echo 'any' ;;
+        'kctl broker config alter -f'|'kctl broker config alter --format') echo 'choice table json jsonl' ;;
+        'kctl broker config alter -c'|'kctl broker config alter --config') echo 'file' ;;
+        'kctl broker config alter -X') echo 'any' ;;
+        'kctl broker config alter -b'|'kctl broker config alter --bootstrap-server') echo 'any' ;;
         'kctl cluster up -n'|'kctl cluster up --brokers') echo 'any' ;;
         'kctl cluster up -d'|'kctl cluster up --dir') echo 'dir' ;;
         'kctl cluster up --base-port') echo 'any' ;;
@@ -394,6 +437,39 @@ _kctl_option_value() {
         'kctl acl remove -c'|'kctl acl remove --config') echo 'file' ;;
         'kctl acl remove -X') echo 'any' ;;
         'kctl acl remove -b'|'kctl acl remove --bootstrap-server') echo 'any' ;;
+        'kctl quota describe --user') echo 'any' ;;
+        'kctl quota describe --client-id') echo 'any' ;;
+        'kctl quota describe --default') echo 'any' ;;
+        'kctl quota describe -f'|'kctl quota describe --format') echo 'choice table json jsonl' ;;
+        'kctl quota describe -c'|'kctl quota describe --config') echo 'file' ;;
+        'kctl quota describe -X') echo 'any' ;;
+        'kctl quota describe -b'|'kctl quota describe --bootstrap-server') echo 'any' ;;
+        'kctl quota alter --user') echo 'any' ;;
+        'kctl quota alter --client-id') echo 'any' ;;
+        'kctl quota alter --default') echo 'any' ;;
+        'kctl quota alter --set') echo 'any' ;;
+        'kctl quota alter --delete') echo 'any' ;;
+        'kctl quota alter -f'|'kctl quota alter --format') echo 'choice table json jsonl' ;;
+        'kctl quota alter -c'|'kctl quota alter --config') echo 'file' ;;
+        'kctl quota alter -X') echo 'any' ;;
+        'kctl quota alter -b'|'kctl quota alter --bootstrap-server') echo 'any' ;;
+        'kctl transactions describe-producers --topic') echo 'topic' ;;
+        'kctl transactions describe-producers -p'|'kctl transactions describe-producers --partition') echo 'any' ;;
+        'kctl transactions describe-producers -f'|'kctl transactions describe-producers --format') echo 'choice table json jsonl' ;;
+        'kctl transactions describe-producers -c'|'kctl transactions describe-producers --config') echo 'file' ;;
+        'kctl transactions describe-producers -X') echo 'any' ;;
+        'kctl transactions describe-producers -b'|'kctl transactions describe-producers --bootstrap-server') echo 'any' ;;
+        'kctl transactions list --state') echo 'any' ;;
+        'kctl transactions list --producer-id') echo 'any' ;;
+        'kctl transactions list -f'|'kctl transactions list --format') echo 'choice table json jsonl' ;;
+        'kctl transactions list -c'|'kctl transactions list --config') echo 'file' ;;
+        'kctl transactions list -X') echo 'any' ;;
+        'kctl transactions list -b'|'kctl transactions list --bootstrap-server') echo 'any' ;;
+        'kctl transactions describe --transactional-id') echo 'any' ;;
+        'kctl transactions describe -f'|'kctl transactions describe --format') echo 'choice table json jsonl' ;;
+        'kctl transactions describe -c'|'kctl transactions describe --config') echo 'file' ;;
+        'kctl transactions describe -X') echo 'any' ;;
+        'kctl transactions describe -b'|'kctl transactions describe --bootstrap-server') echo 'any' ;;
         'kctl man --dir') echo 'file' ;;
     esac
 }

@@ -142,6 +142,12 @@ def test_every_api_of_the_brief_is_registered_with_its_range() -> None:
         "DeleteAcls": (0, 3),
         "DescribeUserScramCredentials": (0, 0),
         "AlterUserScramCredentials": (0, 0),
+        "DescribeClientQuotas": (0, 1),
+        "AlterClientQuotas": (0, 1),
+        "AlterReplicaLogDirs": (0, 2),
+        "DescribeProducers": (0, 0),
+        "DescribeTransactions": (0, 0),
+        "ListTransactions": (0, 2),
     }
     got = {s.name: (s.min_version, s.max_version) for s in SCHEMAS.values()}
     assert got == expected

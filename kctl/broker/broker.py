@@ -19,6 +19,7 @@ from kctl.broker.errors import ApiError
 from kctl.broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
 from kctl.broker.metadata_cache import MetadataCache
 from kctl.broker.producer_ids import ProducerIdManager
+from kctl.broker.quotas import QuotaManager
 from kctl.broker.replica_manager import ReplicaManager
 from kctl.broker.replication.channel import BrokerChannel
 from kctl.broker.replication.fetcher import FetcherSettings, ReplicaFetcherManager
@@ -33,6 +34,7 @@ from kctl.protocol.errors import ErrorCode
 from kctl.protocol.registry import ApiKey
 from kctl.zk import Registry, open_registry
 from kctl.zk.model import BrokerRegistration, RegistryError, parse_endpoint
+from kctl.zk.quota_store import open_quota_store
 from kctl.zk.registry import (
     CONFIGS,
     CONTROLLER,
@@ -59,6 +61,7 @@ class Broker:
     controller: Controller
     security: BrokerSecurity
     dynamic_configs: DynamicBrokerConfigs
+    quotas: QuotaManager
 
     def __init__(self, config: BrokerConfig, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
@@ -120,6 +123,12 @@ class Broker:
             self.security = BrokerSecurity.open(
                 config.properties, config.values, getattr(registry, "kazoo_client", None), metadata_dir
             )
+            self.quotas = QuotaManager(
+                open_quota_store(getattr(registry, "kazoo_client", None), metadata_dir),
+                window_size_ms=config["quota.window.size.seconds"] * 1000,
+                window_count=config["quota.window.num"],
+            )
+            self.quotas.start()
             if self.replicated:
                 self.security.check_inter_broker([listener.name for listener in config.listeners])
             for listener in config.listeners:

@@ -84,6 +84,9 @@ class RequestContext:
     client_port: int
     connection_id: int
     session: Session | None = None
+    #: set by a handler whose client exceeded a quota: the connection is muted that long after the
+    #: response (KIP-219)
+    throttle_time_ms: int = 0
 
 
 #: (context, decoded body) -> response body, or None for no response (Produce acks=0)
@@ -463,10 +466,20 @@ class _Connection(asyncio.BufferedProtocol):
             response = await self.dispatch(context, body)
         finally:
             self._dispatching = False
-        if response is None:
-            return
-        chunks = kp.encode_response_chunks(header, response)
-        await self._send(chunks)
+        if response is not None:
+            await self._send(kp.encode_response_chunks(header, response))
+        if context.throttle_time_ms > 0:
+            await self._mute(context.throttle_time_ms)
+
+    async def _mute(self, throttle_time_ms: int) -> None:
+        """A quota was exceeded: the response is on its way, the next request waits ``throttle_time_ms``
+        (KIP-219). Losing the connection meanwhile cancels the wait, as for a parked request."""
+        self._flush()
+        self._dispatching = True
+        try:
+            await asyncio.sleep(throttle_time_ms / 1000)
+        finally:
+            self._dispatching = False
 
     async def _raw_token(self, frame: memoryview) -> None:
         """After a v0 SaslHandshake: a raw SASL token in, a raw one out (closing on failure)."""

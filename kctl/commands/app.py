@@ -37,6 +37,8 @@ COMMAND_GROUPS: tuple[tuple[str, str], ...] = (
     ("kctl.commands.zk", "zk"),
     ("kctl.commands.user", "user"),
     ("kctl.commands.acl", "acl"),
+    ("kctl.commands.quota", "quota"),
+    ("kctl.commands.transactions", "transactions"),
     ("kctl.commands.man", "man"),
     ("kctl.commands.complete", "complete"),
 )

@@ -1,5 +1,5 @@
 """`kctl broker`: run a broker in the foreground or as a daemon, stop it, list the brokers of a running
-cluster and show their log dirs."""
+cluster, show their log dirs and move replicas between a broker's log dirs."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -28,7 +28,8 @@ from kctl.commands.options import (
 from kctl.commands.output import Column, OutputFormat, info, render_documents, render_rows, warn
 
 app = typer.Typer(
-    help="Run and stop a kctl broker; list the brokers and show their log dirs.", no_args_is_help=True
+    help="Run and stop a kctl broker; list the brokers, show their log dirs and move replicas between them.",
+    no_args_is_help=True,
 )
 
 PID_FILE_NAME = "kctl-broker.pid"
@@ -268,16 +269,41 @@ REPLICA_COLUMNS = [
 ]
 
 
-@app.command("log-dirs")
+log_dirs_app = typer.Typer(
+    help="Show the brokers' log dirs (the default), or move replicas between a broker's log dirs.",
+)
+app.add_typer(log_dirs_app, name="log-dirs")
+
+BrokersOption = Annotated[
+    list[int] | None,
+    typer.Option("--broker", metavar="ID", help="Ask only this broker (repeatable; default: all)."),
+]
+LogDirTopicsOption = Annotated[
+    list[str] | None,
+    typer.Option("--topic", "-t", metavar="TOPIC", help="Only this topic's partitions (repeatable)."),
+]
+
+
+@log_dirs_app.callback(invoke_without_command=True)
 def log_dirs(
-    brokers: Annotated[
-        list[int] | None,
-        typer.Option("--broker", metavar="ID", help="Ask only this broker (repeatable; default: all)."),
-    ] = None,
-    topics: Annotated[
-        list[str] | None,
-        typer.Option("--topic", "-t", metavar="TOPIC", help="Only this topic's partitions (repeatable)."),
-    ] = None,
+    ctx: typer.Context,
+    brokers: BrokersOption = None,
+    topics: LogDirTopicsOption = None,
+    exact_bytes: BytesOption = False,
+    fmt: FormatOption = DEFAULT_FORMAT,
+    config_file: ConfigFileOption = None,
+    overrides: ConfigOverrideOption = None,
+    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+) -> None:
+    """Show the brokers' log directories (as `log-dirs describe`), or run a subcommand."""
+    if ctx.invoked_subcommand is None:
+        _describe_log_dirs(brokers, topics, exact_bytes, fmt, config_file, overrides, bootstrap_server)
+
+
+@log_dirs_app.command("describe")
+def describe_log_dirs(
+    brokers: BrokersOption = None,
+    topics: LogDirTopicsOption = None,
     exact_bytes: BytesOption = False,
     fmt: FormatOption = DEFAULT_FORMAT,
     config_file: ConfigFileOption = None,
@@ -289,9 +315,21 @@ def log_dirs(
 
     Talks to a running cluster (-b); --config/-X take client properties here. The table format
     prints a log-dirs table, then a replicas table; json/jsonl print one object per log dir with
-    its "replicas" nested. Sizes are human-readable in tables (exact bytes with --bytes and in
-    JSON). Exit status 1 if a log dir is offline or a broker cannot be asked, 3 if no named topic
-    exists."""
+    its "replicas" nested (a replica being moved there shows as a future one). Sizes are
+    human-readable in tables (exact bytes with --bytes and in JSON). Exit status 1 if a log dir is
+    offline or a broker cannot be asked, 3 if no named topic exists."""
+    _describe_log_dirs(brokers, topics, exact_bytes, fmt, config_file, overrides, bootstrap_server)
+
+
+def _describe_log_dirs(
+    brokers: list[int] | None,
+    topics: list[str] | None,
+    exact_bytes: bool,
+    fmt: OutputFormat,
+    config_file: Path | None,
+    overrides: list[str] | None,
+    bootstrap_server: str,
+) -> None:
     from kctl.client import TopicPartition
     from kctl.commands.clients import admin_session
 
@@ -344,6 +382,101 @@ def log_dirs(
         raise KctlError("; ".join(offline))
     if missing_topics:
         raise KctlError(f"no such topic: {', '.join(missing_topics)}", ExitCode.FAILURE)
+
+
+MOVE_COLUMNS = ["broker", "topic", "partition", "from", "to", "status"]
+
+
+@log_dirs_app.command("move")
+def move_log_dirs(
+    broker: Annotated[int, typer.Option("--broker", metavar="ID", help="The broker hosting the replicas.")],
+    topic: Annotated[str, typer.Option("--topic", "-t", metavar="TOPIC", help="The topic.")],
+    to: Annotated[
+        str, typer.Option("--to", metavar="DIR", help="The destination: one of the broker's log dirs.")
+    ],
+    partitions: Annotated[
+        list[int] | None,
+        typer.Option("--partition", "-p", help="A partition (repeatable; default: every one on the broker)."),
+    ] = None,
+    execute: Annotated[
+        bool, typer.Option("--execute", help="Start the moves (without it, only the plan).")
+    ] = False,
+    wait: Annotated[
+        float,
+        typer.Option("--wait", metavar="SECONDS", help="With --execute: wait up to this long for them."),
+    ] = 0.0,
+    fmt: FormatOption = DEFAULT_FORMAT,
+    config_file: ConfigFileOption = None,
+    overrides: ConfigOverrideOption = None,
+    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+) -> None:
+    """Move a topic's replicas on one broker to another of its log dirs (AlterReplicaLogDirs, as
+    kafka-reassign-partitions.sh with log dirs): print the plan, and with --execute start the moves.
+    The partitions keep serving while their files are copied; `log-dirs describe` shows a move in
+    progress as a future replica. --wait SECONDS waits for the moves to finish.
+
+    Exit status 3 if the broker hosts none of the named partitions or the destination is not one of
+    its log dirs; 1 if the broker refuses a move or the wait runs out."""
+    from kctl.client import TopicPartition
+    from kctl.commands.clients import admin_session
+    from kctl.protocol.errors import error_name
+
+    def where(dirs: list[Any]) -> dict[TopicPartition, str]:
+        return {r.topic_partition: d.path for d in dirs for r in d.replicas if not r.is_future}
+
+    with admin_session(config_file, overrides, bootstrap_server) as admin:
+        dirs = admin.describe_log_dirs([broker])[broker]
+        if to not in {d.path for d in dirs}:
+            raise KctlError(
+                f"{to} is not a log dir of broker {broker} ({', '.join(d.path for d in dirs)})",
+                ExitCode.NOT_FOUND,
+            )
+        current = {tp: path for tp, path in where(dirs).items() if tp.topic == topic}
+        wanted = sorted(
+            current if partitions is None else {TopicPartition(topic, p) for p in partitions}, key=lambda t: t
+        )
+        missing = [tp for tp in wanted if tp not in current]
+        if not wanted or missing:
+            raise KctlError(
+                f"broker {broker} hosts no replica of {missing[0] if missing else topic}", ExitCode.NOT_FOUND
+            )
+        status = {tp: ("in place" if current[tp] == to else "planned") for tp in wanted}
+        moving = [tp for tp in wanted if current[tp] != to]
+        if execute and moving:
+            codes = admin.alter_replica_log_dirs(broker, {tp: to for tp in moving})
+            for tp in moving:
+                code = codes.get(tp, 0)
+                status[tp] = error_name(code) if code else "moving"
+            deadline = time.monotonic() + wait
+            while wait > 0 and any(status[tp] == "moving" for tp in moving):
+                described = admin.describe_log_dirs([broker])[broker]
+                futures = {r.topic_partition for d in described for r in d.replicas if r.is_future}
+                placed = where(described)
+                for tp in moving:
+                    if status[tp] == "moving" and placed.get(tp) == to and tp not in futures:
+                        status[tp] = "moved"
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(0.2)  # polling interval, bounded by --wait
+    rows = [
+        {
+            "broker": broker,
+            "topic": tp.topic,
+            "partition": tp.partition,
+            "from": current[tp],
+            "to": to,
+            "status": status[tp],
+        }
+        for tp in wanted
+    ]
+    render_rows(rows, MOVE_COLUMNS, fmt)
+    if not execute and moving:
+        info("dry run: nothing moved; add --execute to start the moves")
+    failed = [tp for tp in moving if status[tp] not in ("planned", "moving", "moved")]
+    if failed:
+        raise KctlError(f"broker {broker} refused to move {', '.join(map(str, failed))}")
+    if execute and wait > 0 and any(status[tp] == "moving" for tp in moving):
+        raise KctlError(f"the moves did not finish within {wait:g} s (still in progress)")
 
 
 # -- list ------------------------------------------------------------------------------------------
@@ -459,7 +592,7 @@ BrokerIdOption = Annotated[
 ]
 DefaultOption = Annotated[
     bool,
-    typer.Option("--default", help="The cluster-wide dynamic defaults (Kafka's <default> broker entity)."),
+    typer.Option("--default", help="The cluster-wide dynamic defaults (Kafka's default broker entity)."),
 ]
 DYNAMIC_SOURCES = ("DYNAMIC_BROKER_CONFIG", "DYNAMIC_DEFAULT_BROKER_CONFIG")
 PLAN_COLUMNS = [

@@ -35,9 +35,42 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
         ("Stop the broker started with --daemon (waits for a clean shutdown)", "kctl broker stop"),
     ),
     "kctl broker list": (("List the brokers of a cluster", "kctl broker list -b 127.0.0.1:9092"),),
-    "kctl broker log-dirs": (
-        ("Size of every partition in every log dir of every broker", "kctl broker log-dirs"),
-        ("Only one topic, as JSON", "kctl broker log-dirs --topic orders -f json"),
+    "kctl broker log-dirs describe": (
+        ("Size of every partition in every log dir of every broker", "kctl broker log-dirs describe"),
+        ("Only one topic, as JSON", "kctl broker log-dirs describe --topic orders -f json"),
+    ),
+    "kctl broker log-dirs move": (
+        (
+            "Plan moving partition 0 of orders to another log dir of broker 1",
+            "kctl broker log-dirs move --broker 1 --topic orders -p 0 --to /data2",
+        ),
+        (
+            "Move it while it serves, and wait up to a minute",
+            "kctl broker log-dirs move --broker 1 --topic orders -p 0 --to /data2 --execute --wait 60",
+        ),
+    ),
+    "kctl broker config describe": (
+        ("The dynamic configs of broker 1", "kctl broker config describe --broker 1"),
+        (
+            "Every config of broker 1 with its value and source",
+            "kctl broker config describe --broker 1 --all",
+        ),
+        ("The cluster-wide dynamic defaults", "kctl broker config describe --default"),
+    ),
+    "kctl broker config alter": (
+        (
+            "Plan a cluster-wide change, checked by the broker",
+            "kctl broker config alter --default --set log.retention.ms=86400000",
+        ),
+        (
+            "Throttle replication on broker 2",
+            "kctl broker config alter --broker 2 --set follower.replication.throttled.rate=10000000"
+            " --execute",
+        ),
+        (
+            "Remove the throttle",
+            "kctl broker config alter --broker 2 --delete follower.replication.throttled.rate --execute",
+        ),
     ),
     "kctl broker configs": (
         ("Every config of broker 1 with its value, default and source", "kctl broker configs 1"),
@@ -217,6 +250,33 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
     "kctl man": (
         ("The page of a command, with its examples", "kctl man topic create"),
         ("Install every page where man finds them (~/.local/share/man/man1)", "kctl man --install"),
+    ),
+    # -- quotas and transactions
+    "kctl quota describe": (
+        ("Every client quota", "kctl quota describe"),
+        ("The quotas that apply to one user", "kctl quota describe --user alice"),
+    ),
+    "kctl quota alter": (
+        (
+            "Plan limiting client id loader to 1 MB/s of produce",
+            "kctl quota alter --client-id loader --set producer_byte_rate=1048576",
+        ),
+        (
+            "Set a default consumer rate for every user",
+            "kctl quota alter --default user --set consumer_byte_rate=10485760 --execute",
+        ),
+    ),
+    "kctl transactions list": (
+        ("Transactions in progress (none: kctl has no transactions yet)", "kctl transactions list"),
+    ),
+    "kctl transactions describe": (
+        ("A transactional id's state", "kctl transactions describe --transactional-id payments-tx"),
+    ),
+    "kctl transactions describe-producers": (
+        (
+            "Idempotent producers writing to a partition, with their epochs and sequences",
+            "kctl transactions describe-producers --topic orders -p 0",
+        ),
     ),
     # -- ZooKeeper
     "kctl zk ls": (("Children of a znode", "kctl zk ls /brokers/ids --zookeeper zk1:2181/kafka"),),

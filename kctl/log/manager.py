@@ -4,7 +4,8 @@ Owns each directory's lock file (two brokers cannot open the same directory), ``
 clean-shutdown marker, the recovery-point, log-start-offset and replication-offset (high watermark)
 checkpoints, placing new partitions, and the periodic flush / retention / compaction passes the broker
 schedules. High watermarks are restored from ``replication-offset-checkpoint`` at start, each clamped to
-its log's recovered log end offset."""
+its log's recovered log end offset. Moving a partition to another log directory while it serves
+(``begin_move``, ``copy_for_move``, ``complete_move``; the files in kctl.log.dir_move)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,14 @@ from kctl.log.checkpoint import (
 )
 from kctl.log.clock import SYSTEM_CLOCK, Clock
 from kctl.log.config import LogConfig
+from kctl.log.dir_move import (
+    FUTURE_DIR_SUFFIX,
+    LogDirNotFoundError,
+    LogMove,
+    fsync_directory,
+    fsync_tree,
+    sync_files,
+)
 from kctl.log.files import DEFAULT_FILE_IO, FileIO
 from kctl.log.log import Log
 from kctl.log.naming import (
@@ -211,11 +220,15 @@ class LogManager:
         for child in sorted(log_dir.iterdir()):
             if not child.is_dir():
                 continue
-            if child.name.endswith(DELETE_DIR_SUFFIX):
+            if child.name.endswith((DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX)):  # a move never completed
                 shutil.rmtree(child, ignore_errors=True)
                 continue
             tp = parse_partition_dir(child.name)
             if tp is None:
+                continue
+            if tp in self._logs:  # a move's crash after its rename: the two copies are the same
+                log_module.warning("%s is also in %s: dropping %s", tp, self._logs[tp].directory, child)
+                shutil.rmtree(child, ignore_errors=True)
                 continue
             self._logs[tp] = Log(
                 child,
@@ -295,6 +308,80 @@ class LogManager:
         os.replace(log.directory, doomed)
         shutil.rmtree(doomed, ignore_errors=True)
         return True
+
+    # -- moves between log directories ---------------------------------------------------------
+    def begin_move(self, tp: TopicPartition, destination: Path | str) -> LogMove | None:
+        """Start moving ``tp`` to the log directory ``destination``: its (empty) future directory.
+        None when the log is already there; LogDirNotFoundError for a directory that is not one of
+        ours, KeyError for a partition without a log."""
+        target = Path(destination).resolve()
+        if target not in self.log_dirs:
+            raise LogDirNotFoundError(f"{destination} is not one of the log directories")
+        with self._lock:
+            log = self._logs[tp]
+        if log.directory.parent == target:
+            return None
+        future = target / f"{partition_dir_name(tp)}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
+        future.mkdir()
+        return LogMove(tp, log.directory, target, future)
+
+    def copy_for_move(self, move: LogMove) -> None:
+        """A copy pass while the partition keeps serving (blocking: run it in a thread)."""
+        log = self._logs.get(move.topic_partition)
+        if log is None or log.directory != move.source:
+            raise KeyError(f"{move.topic_partition} is no longer in {move.source}")
+        end = log.log_end_offset
+        sync_files(move)
+        move.copied_end_offset = end
+
+    def abandon_move(self, move: LogMove) -> None:
+        shutil.rmtree(move.future, ignore_errors=True)
+
+    def complete_move(self, move: LogMove) -> Log:
+        """Close the log, copy what changed since the last pass, make the future directory the
+        partition's directory and reopen the log there; delete the old directory. Returns the new
+        ``Log``, which replaces the old one (closed) wherever it is held. Appends must not run
+        meanwhile (the broker calls this on its event loop). On failure before the swap the log is
+        reopened where it was (``self.get_log``) and the error raised."""
+        tp = move.topic_partition
+        with self._lock:
+            old = self._logs.get(tp)
+            if old is None or old.directory != move.source:
+                self.abandon_move(move)
+                raise KeyError(f"{tp} is no longer in {move.source}")
+            final = move.destination / partition_dir_name(tp)
+            old.close()
+            try:
+                if final.exists():
+                    raise FileExistsError(f"{final} exists")
+                sync_files(move)
+                fsync_tree(move.future)
+                os.replace(move.future, final)
+                fsync_directory(move.destination)
+            except BaseException:
+                self.abandon_move(move)
+                self._logs[tp] = self._reopen(old, old.directory)
+                raise
+            new = self._logs[tp] = self._reopen(old, final)
+        doomed = move.source.with_name(f"{move.source.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        os.replace(move.source, doomed)
+        shutil.rmtree(doomed, ignore_errors=True)
+        return new
+
+    def _reopen(self, old: Log, directory: Path) -> Log:
+        """``old`` (closed cleanly) opened again from ``directory``."""
+        return Log(
+            directory,
+            old.topic_partition,
+            old.config,
+            recovery_point=old.recovery_point,
+            log_start_offset=old.log_start_offset,
+            needs_recovery=False,
+            file_io=self._file_io,
+            clock=self._clock,
+            high_watermark=old.high_watermark,
+            high_watermark_follows_log_end=self.high_watermark_follows_log_end,
+        )
 
     def update_topic_config(self, topic: str, config: LogConfig) -> None:
         with self._lock:

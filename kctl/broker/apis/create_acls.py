@@ -4,7 +4,6 @@ principal type) is INVALID_REQUEST.
 
 Versions: v0-3. v1+ carry pattern types (LITERAL before); v2+ are flexible."""
 
-
 from __future__ import annotations
 
 import asyncio

@@ -3,7 +3,6 @@ cluster; SECURITY_DISABLED without an authorizer.
 
 Versions: v0-3. v1+ carry pattern types (LITERAL before); v2+ are flexible."""
 
-
 from __future__ import annotations
 
 import asyncio

@@ -3,7 +3,6 @@
 
 Versions: v0-3. v1+ carry pattern types (LITERAL before); v2+ are flexible."""
 
-
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

@@ -1,6 +1,9 @@
 """DescribeLogDirs: this broker's log directories, the partitions each holds, their size on disk and
 the volume's total and usable bytes.
 
+A partition moving to another directory (AlterReplicaLogDirs) is also listed there as a future
+replica (is_future_key), with the bytes copied so far.
+
 Versions: v0-4. v2+ are flexible; v3+ answer with a top-level error code; v4+ with each log directory's
 total and usable bytes."""
 
@@ -12,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
+from kctl.broker.log_dir_moves import MoveProgress, mover_of
 from kctl.broker.partition import Partition
 from kctl.broker.security.acls import allowed
 from kctl.log.naming import TopicPartition
@@ -48,7 +52,9 @@ def _partition_entry(partition: Partition) -> DescribeLogDirsPartition:
     )
 
 
-def _dir_result(log_dir: Path, partitions: list[Partition]) -> DescribeLogDirsResult:
+def _dir_result(
+    log_dir: Path, partitions: list[Partition], futures: list[MoveProgress]
+) -> DescribeLogDirsResult:
     try:
         usage = shutil.disk_usage(log_dir)
     except OSError:
@@ -58,6 +64,15 @@ def _dir_result(log_dir: Path, partitions: list[Partition]) -> DescribeLogDirsRe
     by_topic: dict[str, list[DescribeLogDirsPartition]] = {}
     for partition in sorted(partitions, key=lambda p: p.topic_partition):
         by_topic.setdefault(partition.topic_partition.topic, []).append(_partition_entry(partition))
+    for future in futures:  # a move to this directory in progress (AlterReplicaLogDirs)
+        by_topic.setdefault(future.topic_partition.topic, []).append(
+            DescribeLogDirsPartition(
+                partition_index=future.topic_partition.partition,
+                partition_size=future.size,
+                offset_lag=future.offset_lag,
+                is_future_key=True,
+            )
+        )
     return DescribeLogDirsResult(
         error_code=0,
         log_dir=str(log_dir),
@@ -83,8 +98,12 @@ async def handle(
     for tp, partition in partitions.items():
         if wanted(tp):
             hosted.setdefault(partition.log.directory.parent, []).append(partition)
+    futures: dict[Path, list[MoveProgress]] = {}
+    for move in mover_of(broker).in_progress():
+        if wanted(move.topic_partition):
+            futures.setdefault(move.destination, []).append(move)
     return DescribeLogDirsResponse(
         throttle_time_ms=0,
         error_code=0,
-        results=[_dir_result(log_dir, ps) for log_dir, ps in hosted.items()],
+        results=[_dir_result(log_dir, ps, futures.get(log_dir, [])) for log_dir, ps in hosted.items()],
     )

@@ -3,7 +3,6 @@ on the cluster; an unknown user is RESOURCE_NOT_FOUND.
 
 Versions: v0 only, flexible."""
 
-
 from __future__ import annotations
 
 import asyncio

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
+from kctl.broker.quotas import FETCH, throttle_request
 from kctl.broker.replication.throttle import leader_throttles, record_leader_bytes
 from kctl.broker.security.acls import allowed
 from kctl.log.naming import TopicPartition
@@ -159,9 +160,32 @@ async def handle(broker: Broker, context: RequestContext, request: FetchRequest)
         responses, total, hosted, errors = _read_all(broker, request, version, denied)
         remaining = deadline - time.monotonic()
         if total >= max(request.min_bytes, 1) or errors or remaining <= 0 or not hosted:
-            return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
+            return _respond(broker, context, request, version, responses, total)
         _release(responses)
         await broker.replicas.wait_for_append(hosted, remaining)
         if time.monotonic() >= deadline:
             responses, total, hosted, errors = _read_all(broker, request, version, denied)
-            return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
+            return _respond(broker, context, request, version, responses, total)
+
+
+def _respond(
+    broker: Broker,
+    context: RequestContext,
+    request: FetchRequest,
+    version: int,
+    responses: list[FetchableTopicResponse],
+    total: int,
+) -> FetchResponse:
+    """The response, unless a consumer exceeds its consumer_byte_rate: then, as Kafka, no records
+    (their bytes not counted) and the throttle time."""
+    throttle_time_ms = 0
+    if _replica_id(request, version) < 0:
+        throttle_time_ms = throttle_request(broker.quotas, FETCH, context, total)
+        if throttle_time_ms:
+            session = context.session
+            broker.quotas.unrecord(
+                FETCH, session.principal if session else None, context.header.client_id, total
+            )
+            _release(responses)
+            responses = []
+    return FetchResponse(throttle_time_ms=throttle_time_ms, error_code=0, session_id=0, responses=responses)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
+from kctl.broker.quotas import PRODUCE, throttle_request
 from kctl.broker.security.acls import allowed
 from kctl.log.naming import TopicPartition
 from kctl.protocol.acl_types import AclOperation, AclResourceType
@@ -113,8 +114,12 @@ async def handle(broker: Broker, context: RequestContext, request: ProduceReques
                 )
             )
         responses.append(TopicProduceResponse(name=topic.name, partition_responses=partitions))
+    nbytes = sum(
+        len(d.records) for t in request.topic_data for d in t.partition_data if d.records is not None
+    )
+    throttle_time_ms = throttle_request(broker.quotas, PRODUCE, context, nbytes)  # producer_byte_rate
     if acks == 0:
         return None
     if waits:
         await _wait_for_replication(broker, waits, request.timeout_ms)
-    return ProduceResponse(responses=responses, throttle_time_ms=0)
+    return ProduceResponse(responses=responses, throttle_time_ms=throttle_time_ms)

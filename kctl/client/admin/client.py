@@ -24,14 +24,25 @@ from __future__ import annotations
 
 from kctl.client.admin.cluster import ClusterAdmin
 from kctl.client.admin.configs import ConfigAdmin
+from kctl.client.admin.log_dirs import LogDirAdmin
+from kctl.client.admin.quotas import QuotaAdmin
 from kctl.client.admin.reassignments import ReassignmentAdmin
 from kctl.client.admin.records import RecordAdmin
 from kctl.client.admin.security import SecurityAdmin
 from kctl.client.admin.topics import TopicAdmin
+from kctl.client.admin.transactions import TransactionAdmin
 
 
 class AdminClient(
-    TopicAdmin, ConfigAdmin, RecordAdmin, ClusterAdmin, ReassignmentAdmin, SecurityAdmin
+    TopicAdmin,
+    ConfigAdmin,
+    RecordAdmin,
+    ClusterAdmin,
+    ReassignmentAdmin,
+    SecurityAdmin,
+    QuotaAdmin,
+    TransactionAdmin,
+    LogDirAdmin,
 ):
     """Kafka's admin operations. ``bootstrap_servers`` may also be an existing ``ClusterClient``
     (shared, then not closed by ``close``). ``config``/``overrides`` as for ``ClusterClient``.

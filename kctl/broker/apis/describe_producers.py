@@ -1,0 +1,71 @@
+"""DescribeProducers: the active producers of partitions this broker leads, from each log's
+idempotent-producer state — producer id and epoch, the last sequence written and its batch's
+timestamp. kctl has no transactions: the coordinator epoch and the current transaction's start offset
+are -1. Needs READ on the topic (TOPIC_AUTHORIZATION_FAILED); a partition this broker does not lead is
+NOT_LEADER_OR_FOLLOWER, an unknown one UNKNOWN_TOPIC_OR_PARTITION.
+
+Versions: v0 only (flexible)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kctl.broker.apis.registry import api_handler
+from kctl.broker.errors import ApiError
+from kctl.broker.security.acls import allowed
+from kctl.log.naming import TopicPartition
+from kctl.protocol.acl_types import AclOperation, AclResourceType
+from kctl.protocol.errors import ErrorCode
+from kctl.protocol.messages.describe_producers import (
+    DescribeProducersPartitionResponse,
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+    DescribeProducersTopicResponse,
+    ProducerState,
+)
+from kctl.protocol.registry import ApiKey
+
+if TYPE_CHECKING:
+    from kctl.broker.broker import Broker
+    from kctl.broker.server import RequestContext
+
+
+def _producers(broker: Broker, tp: TopicPartition) -> list[ProducerState]:
+    partition = broker.replicas.leader_partition(tp)
+    producers = partition.log.producer_state.producers
+    return [
+        ProducerState(
+            producer_id=producer_id,
+            producer_epoch=entry.epoch,
+            last_sequence=entry.last_sequence,
+            last_timestamp=entry.batches[-1].max_timestamp if entry.batches else -1,
+            coordinator_epoch=-1,
+            current_txn_start_offset=-1,
+        )
+        for producer_id, entry in sorted(producers.items())
+    ]
+
+
+@api_handler(ApiKey.DESCRIBE_PRODUCERS, versions=(0, 0))
+async def handle(
+    broker: Broker, context: RequestContext, request: DescribeProducersRequest
+) -> DescribeProducersResponse:
+    topics = []
+    for topic in request.topics:
+        readable = allowed(broker, context, AclOperation.READ, AclResourceType.TOPIC, topic.name)
+        partitions = []
+        for index in topic.partition_indexes:
+            code, message, producers = ErrorCode.NONE, None, []
+            try:
+                if not readable:
+                    raise ApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"READ on {topic.name!r} denied")
+                producers = _producers(broker, TopicPartition(topic.name, index))
+            except ApiError as error:
+                code, message = error.code, error.message
+            partitions.append(
+                DescribeProducersPartitionResponse(
+                    partition_index=index, error_code=code, error_message=message, active_producers=producers
+                )
+            )
+        topics.append(DescribeProducersTopicResponse(name=topic.name, partitions=partitions))
+    return DescribeProducersResponse(throttle_time_ms=0, topics=topics)
