@@ -17,13 +17,26 @@ Nothing sleeps to synchronise: waits block on a socket with a timeout or poll un
 
 from __future__ import annotations
 
+import re
 import select
 import signal
+import socket
+import struct
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from raw_kafka import RawConnection, assert_broker_healthy, metadata, unique, wait_until
+from raw_kafka import (
+    RawConnection,
+    assert_broker_healthy,
+    create_topic,
+    metadata,
+    produce,
+    record_batch,
+    unique,
+    wait_until,
+)
 
 import kctl.protocol as kp
 from kctl.broker.config import BrokerConfig
@@ -32,6 +45,7 @@ from kctl.broker.metadata_cache import MetadataCache
 from kctl.broker.topics import TopicAdmin
 from kctl.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsTopic
 from kctl.protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest
+from kctl.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from kctl.testing import BrokerProcess
 from kctl.zk.embedded import EmbeddedRegistry
 from kctl.zk.model import BrokerRegistration
@@ -162,3 +176,80 @@ def test_the_embedded_registry_writes_once_per_create(tmp_path: Path) -> None:
     with EmbeddedRegistry(tmp_path) as reopened:  # and what was written is complete
         assert len(reopened.partition_states("many")) == 2500
         assert len(reopened.topics()["many"].assignment) == 2500
+
+
+# ------------------------------------------------------------------------------ orphaned long polls
+
+
+class _DebugBroker(BrokerProcess):
+    """A broker logging at DEBUG (the parked-fetch gauge is a DEBUG line)."""
+
+    def argv(self) -> list[str]:
+        return [*super().argv(), "--log-level", "DEBUG"]
+
+
+_PARKED = re.compile(rb"(\d+) fetch\(es\) parked")
+
+
+def _parked(broker: BrokerProcess) -> int:
+    """The broker's parked-fetch gauge: the count in its last park/unpark log line."""
+    counts = _PARKED.findall(broker.log_file.read_bytes())
+    return int(counts[-1]) if counts else 0
+
+
+def _long_poll(topic: str, max_wait_ms: int = 0x7FFFFFFF) -> FetchRequest:
+    return FetchRequest(
+        max_wait_ms=max_wait_ms,
+        min_bytes=0x7FFFFFFF,
+        max_bytes=0x7FFFFFFF,
+        topics=[
+            FetchTopic(
+                topic=topic,
+                partitions=[FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=0x7FFFFFFF)],
+            )
+        ],
+        forgotten_topics_data=[],
+    )
+
+
+@pytest.fixture(scope="module")
+def debug_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    directory = tmp_path_factory.mktemp("debug")
+    broker = _DebugBroker(directory / "data").start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+def test_orphaned_long_polls_are_cancelled(debug_broker: BrokerProcess) -> None:
+    broker = debug_broker
+    topic = unique("orphans")
+    assert create_topic(broker.bootstrap, topic) == NONE
+    clients = 150
+    connections = [RawConnection(broker.bootstrap) for _ in range(clients)]
+    try:
+        for i, conn in enumerate(connections):
+            # below the cap: parked until the cap, unless cancelled first
+            body = _long_poll(topic, max_wait_ms=0x7FFFFFFF)
+            conn.send(kp.encode_request(conn.header(kp.ApiKey.FETCH, 12), body))
+            if i % 2:  # half of them reset the connection, half close it
+                conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        wait_until(lambda: _parked(broker) == clients, what="every fetch parked")
+    finally:
+        for conn in connections:
+            conn.close()
+    wait_until(lambda: _parked(broker) == 0, what="the orphaned fetches cancelled")
+    assert produce(broker.bootstrap, topic, 0, record_batch(3)).error_code == NONE
+    assert_broker_healthy(broker)
+
+
+def test_max_wait_is_capped_at_fetch_wait_max_ms(broker_factory: Any) -> None:
+    capped = broker_factory({"fetch.wait.max.ms": "400"})
+    topic = unique("capped")
+    assert create_topic(capped.bootstrap, topic) == NONE
+    with RawConnection(capped.bootstrap, timeout=PROBE_DEADLINE) as conn:
+        # asks to wait 24 days for 2 GiB: answered empty once fetch.wait.max.ms (400 ms) passed
+        response = conn.request(kp.ApiKey.FETCH, 12, _long_poll(topic))
+    [part] = response.responses[0].partitions
+    assert (part.error_code, bytes(part.records)) == (NONE, b"")
