@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 from raw_kafka import (
     RawConnection,
+    api_versions,
     assert_broker_healthy,
     create_topic,
     metadata,
@@ -43,6 +44,7 @@ from kctl.broker.config import BrokerConfig
 from kctl.broker.controller.controller import Controller
 from kctl.broker.metadata_cache import MetadataCache
 from kctl.broker.topics import TopicAdmin
+from kctl.protocol.messages.api_versions import ApiVersionsRequest
 from kctl.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsTopic
 from kctl.protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest
 from kctl.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
@@ -253,3 +255,137 @@ def test_max_wait_is_capped_at_fetch_wait_max_ms(broker_factory: Any) -> None:
         response = conn.request(kp.ApiKey.FETCH, 12, _long_poll(topic))
     [part] = response.responses[0].partitions
     assert (part.error_code, bytes(part.records)) == (NONE, b"")
+
+
+# ------------------------------------------------------------------------------ frames and connections
+
+
+def _rss(broker: BrokerProcess) -> int:
+    """The broker process's resident set size in bytes (VmRSS from /proc)."""
+    for line in Path(f"/proc/{broker.pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def _fds(broker: BrokerProcess) -> int:
+    return len(list(Path(f"/proc/{broker.pid}/fd").iterdir()))
+
+
+def _padded_api_versions(conn: RawConnection, size: int) -> tuple[kp.RequestHeader, bytes]:
+    """An ApiVersions v0 request frame of exactly ``4 + size`` bytes (the broker ignores trailing
+    bytes of a request body)."""
+    header = conn.header(kp.ApiKey.API_VERSIONS, 0)
+    request = kp.encode_request(header, ApiVersionsRequest())
+    body = request[4:]
+    return header, struct.pack(">i", size) + body + bytes(size - len(body))
+
+
+def _probe(broker: BrokerProcess) -> None:
+    with RawConnection(broker.bootstrap, timeout=PROBE_DEADLINE) as conn:
+        assert api_versions(conn).error_code == NONE
+
+
+def test_an_announced_frame_size_allocates_nothing_until_its_bytes_arrive(shared: BrokerProcess) -> None:
+    before = _rss(shared)
+    announced = 100 * 1024 * 1024 - 1  # just under socket.request.max.bytes
+    connections = [RawConnection(shared.bootstrap) for _ in range(5)]
+    try:
+        for conn in connections:  # the size and 300 KiB of the frame (a large frame), then nothing
+            conn.send(struct.pack(">i", announced) + bytes(300 * 1024))
+        _probe(shared)  # the broker has read what came before the probe's connection
+        wait_until(lambda: _fds(shared) >= 5, what="the connections accepted")
+        grown = _rss(shared) - before
+        # 5 x 100 MiB announced; what arrived is 1.5 MiB (the buffers start at 1 MiB each)
+        assert grown < 64 * 1024 * 1024, f"RSS grew by {grown >> 20} MiB"
+    finally:
+        for conn in connections:
+            conn.close()
+    assert_broker_healthy(shared)
+
+
+def test_a_slow_sender_stalls_only_itself(shared: BrokerProcess) -> None:
+    with RawConnection(shared.bootstrap) as slow:
+        header, frame = _padded_api_versions(slow, 600 * 1024)
+        pieces = [frame[:2], frame[2:100], frame[100:200_000], frame[200_000:]]
+        for piece in pieces:
+            slow.send(piece)
+            _probe(shared)  # others are served while the frame is half received
+        response = kp.decode_response(header, slow.recv_frame())[1]
+        assert response.error_code == NONE
+
+
+def test_queued_max_request_bytes_bounds_what_is_buffered(broker_factory: Any) -> None:
+    broker = broker_factory({"queued.max.request.bytes": str(2 * 1024 * 1024)})
+    with RawConnection(broker.bootstrap) as first, RawConnection(broker.bootstrap) as second:
+        header_a, frame_a = _padded_api_versions(first, 1536 * 1024)
+        header_b, frame_b = _padded_api_versions(second, 1024 * 1024)
+        first.send(frame_a[: len(frame_a) // 2])  # 1.5 MiB reserved, half of it received
+        _probe(broker)
+        second.send(frame_b)  # does not fit in the 2 MiB: not read until the first is handled
+        second.sock.settimeout(1.0)
+        with pytest.raises(TimeoutError):
+            second.sock.recv(1)
+        _probe(broker)  # small requests still pass
+        first.send(frame_a[len(frame_a) // 2 :])
+        assert kp.decode_response(header_a, first.recv_frame())[1].error_code == NONE
+        assert kp.decode_response(header_b, second.recv_frame())[1].error_code == NONE
+
+
+def test_an_idle_connection_is_closed_after_connections_max_idle_ms(broker_factory: Any) -> None:
+    broker = broker_factory({"connections.max.idle.ms": "300"})
+    idle = [RawConnection(broker.bootstrap) for _ in range(50)]
+    half_sent = RawConnection(broker.bootstrap)
+    half_sent.send(struct.pack(">i", 1000) + b"\0\x12")  # a frame begun, never finished
+    try:
+        assert all(conn.closed_by_peer(timeout=10) for conn in idle)
+        assert half_sent.closed_by_peer(timeout=10)
+    finally:
+        for conn in [*idle, half_sent]:
+            conn.close()
+    assert_broker_healthy(broker)
+
+
+def _from(broker: BrokerProcess, source: str) -> RawConnection:
+    """A RawConnection from the local address ``source`` (any 127.0.0.0/8 address)."""
+    conn = RawConnection.__new__(RawConnection)
+    conn.sock = socket.create_connection(
+        ("127.0.0.1", broker.port), timeout=PROBE_DEADLINE, source_address=(source, 0)
+    )
+    conn.client_id, conn._correlation, conn._buffer = "limits", 0, bytearray()
+    return conn
+
+
+def test_max_connections_and_max_connections_per_ip(broker_factory: Any) -> None:
+    broker = broker_factory({"max.connections": "4", "max.connections.per.ip": "2"})
+    kept = [_from(broker, "127.0.0.2"), _from(broker, "127.0.0.2"), _from(broker, "127.0.0.3")]
+    try:
+        for conn in kept:
+            assert api_versions(conn).error_code == NONE
+        third = _from(broker, "127.0.0.2")  # a third from one address
+        assert third.closed_by_peer(timeout=PROBE_DEADLINE)
+        third.close()
+        kept.append(_from(broker, "127.0.0.3"))
+        assert api_versions(kept[-1]).error_code == NONE
+        fifth = _from(broker, "127.0.0.4")  # a fifth in all
+        assert fifth.closed_by_peer(timeout=PROBE_DEADLINE)
+        fifth.close()
+        kept.pop().close()  # room again once one goes
+        again = wait_until(lambda: _admitted(broker), what="a connection admitted again")
+        again.close()
+    finally:
+        for conn in kept:
+            conn.close()
+    log = broker.log_file.read_text(errors="replace")
+    assert "max.connections.per.ip (2) reached for 127.0.0.2" in log
+    assert "max.connections (4) reached" in log
+
+
+def _admitted(broker: BrokerProcess) -> RawConnection | None:
+    conn = _from(broker, "127.0.0.5")
+    try:
+        api_versions(conn)
+    except (ConnectionError, OSError):
+        conn.close()
+        return None
+    return conn

@@ -13,6 +13,7 @@ from typing import Any
 
 from kctl.broker.apis.registry import handlers, supported_versions
 from kctl.broker.config import BrokerConfig
+from kctl.broker.connection_limits import ConnectionLimits
 from kctl.broker.controller import REBALANCE, Controller
 from kctl.broker.errors import ApiError
 from kctl.broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
@@ -108,6 +109,7 @@ class Broker:
             )
             if self.replicated:
                 self.security.check_inter_broker([listener.name for listener in config.listeners])
+            limits = ConnectionLimits.from_config(config)  # shared by the listeners
             for listener in config.listeners:
                 server = KafkaServer(
                     listener.host,
@@ -117,6 +119,7 @@ class Broker:
                     max_request_size=config["socket.request.max.bytes"],
                     security=self.security.listener(listener.name),
                     credentials=self.security.credentials,
+                    limits=limits,
                 )
                 await server.start()
                 self.servers.append(server)
