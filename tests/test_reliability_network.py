@@ -296,7 +296,7 @@ def test_an_announced_frame_size_allocates_nothing_until_its_bytes_arrive(shared
         _probe(shared)  # the broker has read what came before the probe's connection
         wait_until(lambda: _fds(shared) >= 5, what="the connections accepted")
         grown = _rss(shared) - before
-        # 5 x 100 MiB announced; what arrived is 1.5 MiB (the buffers start at 1 MiB each)
+        # 5 x 100 MiB announced; what arrived is 1.5 MiB (the buffers start at 2 MiB each)
         assert grown < 64 * 1024 * 1024, f"RSS grew by {grown >> 20} MiB"
     finally:
         for conn in connections:

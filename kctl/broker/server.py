@@ -7,9 +7,9 @@ the connection's receive buffer, several per ``recv`` (the buffer grows from ``R
 ``LARGE_READ_SIZE`` for a connection sending frames it cannot hold). A larger frame is received in
 place, ``get_buffer`` handing the transport the rest of the frame's own buffer: the connection's
 spare — an earlier large frame's buffer, kept once no view of it outlived its request — which saves
-zero-filling and page-faulting a new one, or a ``bytearray`` that starts at ``FIRST_LARGE_CHUNK`` and
-doubles as the bytes arrive (up to the frame's size), so a size announced and never sent allocates
-nothing of it.
+zero-filling and page-faulting a new one, or a ``bytearray`` that starts at ``FIRST_LARGE_CHUNK``
+(2 MiB: the frames of clients with default settings fit it at once) and doubles as the bytes arrive
+(up to the frame's size), so a size announced and never sent allocates nothing of it.
 
 Resource limits (kctl.broker.connection_limits, shared by the listeners): ``max.connections`` and
 ``max.connections.per.ip`` close a connection over them when it is accepted; each frame's size is
@@ -74,7 +74,7 @@ SMALL_FRAME = LARGE_READ_SIZE // 2
 MIN_READ = 16 * 1024
 #: a large frame's buffer starts this large (or as large as what arrived with its size) and doubles as
 #: its bytes arrive
-FIRST_LARGE_CHUNK = 1024 * 1024
+FIRST_LARGE_CHUNK = 2 * 1024 * 1024
 #: a large frame's buffer up to this size is kept, once handled, to receive the connection's next one
 MAX_SPARE = 8 * 1024 * 1024
 #: reading from a connection pauses while this many frames, or bytes of frames, await handling
