@@ -17,11 +17,14 @@ Nothing sleeps to synchronise: waits block on a socket with a timeout or poll un
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import select
 import signal
 import socket
 import struct
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -48,11 +51,13 @@ from kctl.protocol.messages.api_versions import ApiVersionsRequest
 from kctl.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsTopic
 from kctl.protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest
 from kctl.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+from kctl.protocol.messages.find_coordinator import FindCoordinatorRequest
 from kctl.testing import BrokerProcess
 from kctl.zk.embedded import EmbeddedRegistry
 from kctl.zk.model import BrokerRegistration
 
 NONE = 0
+COORDINATOR_NOT_AVAILABLE = 15
 POLICY_VIOLATION = 44
 #: a request on an otherwise idle broker is answered within this, whatever else the broker is doing
 PROBE_DEADLINE = 5.0
@@ -389,3 +394,69 @@ def _admitted(broker: BrokerProcess) -> RawConnection | None:
         conn.close()
         return None
     return conn
+
+
+# ------------------------------------------------------------------------------ disk full
+
+
+@contextlib.contextmanager
+def _tmpfs(directory: Path, size: str) -> Iterator[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(directory)],
+        capture_output=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {mounted.stderr.decode().strip()}")
+    try:
+        yield directory
+    finally:
+        subprocess.run(["umount", "-l", str(directory)], check=False)
+
+
+def _fill(directory: Path) -> Path:
+    """Fill the filesystem of ``directory`` to the last byte; returns the filler file."""
+    filler = directory / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        for size in (1 << 16, 1 << 12, 1):
+            with contextlib.suppress(OSError):
+                while os.write(fd, bytes(size)):
+                    pass
+    finally:
+        os.close(fd)
+    return filler
+
+
+def _find_coordinator(conn: RawConnection, group: str) -> Any:
+    return conn.request(kp.ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(key=group, key_type=0))
+
+
+def test_a_full_disk_answers_coordinator_not_available_and_sigterm_stops_cleanly(tmp_path: Path) -> None:
+    with _tmpfs(tmp_path / "disk", "8m") as disk:
+        broker = BrokerProcess(disk / "data", log_file=tmp_path / "broker.log").start()
+        try:
+            filler = _fill(disk)
+            with RawConnection(broker.bootstrap) as conn:
+                # __consumer_offsets cannot be created: the group's coordinator is not available (yet)
+                answer = _find_coordinator(conn, "on-a-full-disk")
+                assert answer.error_code == COORDINATOR_NOT_AVAILABLE, answer
+                assert api_versions(conn).error_code == NONE  # the connection is still open
+                assert_broker_healthy(broker)
+            assert broker.process is not None
+            broker.process.send_signal(signal.SIGTERM)  # while the disk is still full
+            code = broker.process.wait(timeout=60)
+            log = (tmp_path / "broker.log").read_text(errors="replace")
+            assert code == 0, log[-3000:]
+            assert " ERROR " not in log and "Traceback" not in log, log[-3000:]
+            filler.unlink()
+            broker.start()  # space again: the coordinator comes
+            with RawConnection(broker.bootstrap) as conn:
+                answer = wait_until(
+                    lambda: (a := _find_coordinator(conn, "on-a-full-disk")).error_code == NONE and a,
+                    what="the coordinator",
+                )
+                assert answer.node_id == 0
+        finally:
+            broker.stop()

@@ -274,7 +274,10 @@ class Broker:
         if replicas is not None:
             await replicas.close()
         if self.log_manager is not None:
-            self.log_manager.close()
+            try:
+                self.log_manager.close()
+            except OSError as error:  # a full disk: no checkpoint, no clean-shutdown marker
+                log.warning("could not close the logs cleanly (%s): the next start recovers them", error)
             self.log_manager = None
         if self.registry is not None:
             try:

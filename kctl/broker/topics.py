@@ -217,6 +217,10 @@ class TopicAdmin:
                 self._elect_leaders()
         except TopicExistsError:
             raise ApiError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {plan.name!r} already exists") from None
+        except OSError as error:  # the embedded registry's file could not be written (a full disk)
+            raise ApiError(
+                ErrorCode.KAFKA_STORAGE_ERROR, f"cannot store the cluster metadata: {error}"
+            ) from None
         self.metadata.refresh()
         return record
 
@@ -293,6 +297,10 @@ class TopicAdmin:
             ) from None
         except InvalidPartitionsError as error:  # another request grew the topic meanwhile
             raise ApiError(ErrorCode.INVALID_PARTITIONS, str(error)) from None
+        except OSError as error:
+            raise ApiError(
+                ErrorCode.KAFKA_STORAGE_ERROR, f"cannot store the cluster metadata: {error}"
+            ) from None
         self.metadata.refresh()
 
     def set_topic_configs(
