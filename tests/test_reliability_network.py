@@ -309,6 +309,21 @@ def test_an_announced_frame_size_allocates_nothing_until_its_bytes_arrive(shared
     assert_broker_healthy(shared)
 
 
+def test_many_idle_connections_cost_little(shared: BrokerProcess) -> None:
+    """2,000 idle clients once held 140 MB: each connection's receive buffer starts small."""
+    before = _rss(shared)
+    connections = [RawConnection(shared.bootstrap) for _ in range(500)]
+    try:
+        for conn in connections:
+            assert api_versions(conn).error_code == NONE
+        grown = _rss(shared) - before
+        assert grown < 16 * 1024 * 1024, f"500 idle connections: RSS grew by {grown >> 20} MiB"
+        _probe(shared)
+    finally:
+        for conn in connections:
+            conn.close()
+
+
 def test_a_slow_sender_stalls_only_itself(shared: BrokerProcess) -> None:
     with RawConnection(shared.bootstrap) as slow:
         header, frame = _padded_api_versions(slow, 600 * 1024)

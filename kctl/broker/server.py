@@ -3,8 +3,9 @@
 Each connection is an ``asyncio.BufferedProtocol``, so the kernel copies what arrives straight into
 buffers of ours. A frame's 4-byte size is checked — negative, or above ``socket.request.max.bytes`` —
 before anything of the frame is allocated or buffered. Frames up to ``SMALL_FRAME`` are copied out of
-the connection's receive buffer, several per ``recv`` (the buffer grows from ``READ_SIZE`` to
-``LARGE_READ_SIZE`` for a connection sending frames it cannot hold). A larger frame is received in
+the connection's receive buffer, several per ``recv`` (the buffer starts at ``FIRST_READ_SIZE``, so an
+idle connection costs little, and grows to ``READ_SIZE`` once a read fills it, to ``LARGE_READ_SIZE``
+for a connection sending frames it cannot hold). A larger frame is received in
 place, ``get_buffer`` handing the transport the rest of the frame's own buffer: the connection's
 spare — an earlier large frame's buffer, kept once no view of it outlived its request — which saves
 zero-filling and page-faulting a new one, or a ``bytearray`` that starts at ``FIRST_LARGE_CHUNK``
@@ -66,6 +67,7 @@ log = logging.getLogger("kctl.broker.server")
 #: bytes of each connection's receive buffer (at most this much is asked of one ``recv``), and what it
 #: grows to for a connection sending frames too large for it but small enough to be copied out
 READ_SIZE = 64 * 1024
+FIRST_READ_SIZE = 4 * 1024
 LARGE_READ_SIZE = 256 * 1024
 #: frames up to this size are copied out of the receive buffer (several per ``recv``); larger ones are
 #: received in place
@@ -225,7 +227,7 @@ class _Connection(asyncio.BufferedProtocol):
         self.task: asyncio.Task[None] | None = None
         self.loop = asyncio.get_running_loop()
         # receiving: _buffer[_start:_end] is received but not yet cut into frames
-        self._buffer = bytearray(READ_SIZE)
+        self._buffer = bytearray(FIRST_READ_SIZE)
         self._view = memoryview(self._buffer)
         self._start = 0
         self._end = 0
@@ -304,7 +306,17 @@ class _Connection(asyncio.BufferedProtocol):
                 self._enqueue(memoryview(frame)[: self._frame_size])
             return
         self._end += nbytes
+        if self._end == len(self._buffer) and len(self._buffer) < READ_SIZE:
+            self._grow(READ_SIZE)  # a busy connection: the buffer a read may fill at once
         self._cut_frames()
+
+    def _grow(self, size: int) -> None:
+        """Replace the receive buffer by one of ``size`` bytes holding what is not yet cut."""
+        start, end = self._start, self._end
+        grown = bytearray(size)
+        grown[: end - start] = self._view[start:end]
+        self._buffer, self._view = grown, memoryview(grown)
+        self._start, self._end = 0, end - start
 
     def eof_received(self) -> bool:
         # keep the transport open: the requests already received are answered, then the task closes it
@@ -388,10 +400,9 @@ class _Connection(asyncio.BufferedProtocol):
             else:
                 self._need = 4 + size
                 if self._need > len(buffer):  # grow the receive buffer for frames of this size
-                    grown = bytearray(LARGE_READ_SIZE)
-                    grown[: end - start] = self._view[start:end]
-                    self._buffer, self._view = grown, memoryview(grown)
-                    start, end = 0, end - start
+                    self._start, self._end = start, end
+                    self._grow(READ_SIZE if self._need <= READ_SIZE else LARGE_READ_SIZE)
+                    start, end = self._start, self._end
             break
         if start == end:
             start = end = 0
