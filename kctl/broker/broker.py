@@ -13,6 +13,7 @@ from typing import Any
 
 from kctl.broker.apis.registry import handlers, supported_versions
 from kctl.broker.config import BrokerConfig
+from kctl.broker.connection_limits import ConnectionLimits
 from kctl.broker.controller import REBALANCE, Controller
 from kctl.broker.dynamic_config import DynamicBrokerConfigs
 from kctl.broker.errors import ApiError
@@ -131,6 +132,7 @@ class Broker:
             self.quotas.start()
             if self.replicated:
                 self.security.check_inter_broker([listener.name for listener in config.listeners])
+            limits = ConnectionLimits.from_config(config)  # shared by the listeners
             for listener in config.listeners:
                 server = KafkaServer(
                     listener.host,
@@ -140,6 +142,7 @@ class Broker:
                     max_request_size=config["socket.request.max.bytes"],
                     security=self.security.listener(listener.name),
                     credentials=self.security.credentials,
+                    limits=limits,
                 )
                 await server.start()
                 self.servers.append(server)
@@ -295,7 +298,10 @@ class Broker:
         if replicas is not None:
             await replicas.close()
         if self.log_manager is not None:
-            self.log_manager.close()
+            try:
+                self.log_manager.close()
+            except OSError as error:  # a full disk: no checkpoint, no clean-shutdown marker
+                log.warning("could not close the logs cleanly (%s): the next start recovers them", error)
             self.log_manager = None
         if self.registry is not None:
             try:

@@ -143,6 +143,35 @@ CLUSTER_WIDE_CONFIGS = frozenset(
 _HIGH = Importance.HIGH
 _LOW = Importance.LOW
 
+#: The network's resource limits (kctl.broker.connection_limits; Kafka's names and defaults, except
+#: queued.max.request.bytes: Kafka's -1 is unbounded, kctl's default bounds it)
+NETWORK_LIMIT_CONFIGS = [
+    _broker(
+        "queued.max.request.bytes",
+        T.LONG,
+        536870912,
+        None,
+        "Bytes of requests received but not yet handled, all connections together; reading pauses "
+        "above it (-1: no bound). kctl's default is 512 MiB (Kafka's: -1).",
+    ),
+    _broker(
+        "connections.max.idle.ms",
+        T.LONG,
+        600000,
+        None,
+        "Close a connection that sent and received nothing for this long (-1: never).",
+    ),
+    _broker("max.connections", T.INT, 2147483647, Range(0), "Connections accepted, all listeners together."),
+    _broker("max.connections.per.ip", T.INT, 2147483647, Range(0), "Connections accepted from one address."),
+    _broker(
+        "fetch.wait.max.ms",
+        T.INT,
+        60000,
+        Range(0),
+        "kctl: the longest a Fetch is parked waiting for min_bytes (a longer max_wait_ms is capped).",
+    ),
+]
+
 #: Every broker property kctl uses, in the order they are documented and described.
 BROKER_CONFIGS = ConfigDef(
     "broker",
@@ -249,6 +278,7 @@ BROKER_CONFIGS = ConfigDef(
             importance=_HIGH,
         ),
         _broker("socket.request.max.bytes", T.INT, 104857600, Range(1), "Largest request frame accepted."),
+        *NETWORK_LIMIT_CONFIGS,
         _broker(
             "zookeeper.connect",
             T.STRING,

@@ -3,11 +3,20 @@
 Each connection is an ``asyncio.BufferedProtocol``, so the kernel copies what arrives straight into
 buffers of ours. A frame's 4-byte size is checked — negative, or above ``socket.request.max.bytes`` —
 before anything of the frame is allocated or buffered. Frames up to ``SMALL_FRAME`` are copied out of
-the connection's receive buffer, several per ``recv`` (the buffer grows from ``READ_SIZE`` to
-``LARGE_READ_SIZE`` for a connection sending frames it cannot hold). A larger frame is received in
-place, ``get_buffer`` handing the transport the rest of the frame's own buffer: a ``bytearray`` of
-exactly its size, or the connection's spare — an earlier large frame's buffer, kept once no view of
-it outlived its request — which saves zero-filling and page-faulting a new one.
+the connection's receive buffer, several per ``recv`` (the buffer starts at ``FIRST_READ_SIZE``, so an
+idle connection costs little, and grows to ``READ_SIZE`` once a read fills it, to ``LARGE_READ_SIZE``
+for a connection sending frames it cannot hold). A larger frame is received in
+place, ``get_buffer`` handing the transport the rest of the frame's own buffer: the connection's
+spare — an earlier large frame's buffer, kept once no view of it outlived its request — which saves
+zero-filling and page-faulting a new one, or a ``bytearray`` that starts at ``FIRST_LARGE_CHUNK``
+(2 MiB: the frames of clients with default settings fit it at once) and doubles as the bytes arrive
+(up to the frame's size), so a size announced and never sent allocates nothing of it.
+
+Resource limits (kctl.broker.connection_limits, shared by the listeners): ``max.connections`` and
+``max.connections.per.ip`` close a connection over them when it is accepted; each frame's size is
+reserved from the ``queued.max.request.bytes`` budget when its size arrives and given back once the
+request is handled (a connection whose frame does not fit is not read until it does); a connection
+idle for ``connections.max.idle.ms`` is closed.
 
 Complete frames queue up for the connection's task, which handles them one at a time in arrival
 order (as Kafka does, so responses leave in request order; Produce with acks=0 gets none). Reading
@@ -49,6 +58,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import kctl.protocol as kp
+from kctl.broker.connection_limits import ConnectionLimits
 from kctl.broker.security.listeners import ListenerSecurity, certificate_principal
 from kctl.broker.security.sasl import AuthenticationError, CredentialLookup, Session
 
@@ -57,12 +67,16 @@ log = logging.getLogger("kctl.broker.server")
 #: bytes of each connection's receive buffer (at most this much is asked of one ``recv``), and what it
 #: grows to for a connection sending frames too large for it but small enough to be copied out
 READ_SIZE = 64 * 1024
+FIRST_READ_SIZE = 4 * 1024
 LARGE_READ_SIZE = 256 * 1024
 #: frames up to this size are copied out of the receive buffer (several per ``recv``); larger ones are
 #: received in place
 SMALL_FRAME = LARGE_READ_SIZE // 2
 #: a read into the receive buffer asks for at least this much (what is left there moves to its start)
 MIN_READ = 16 * 1024
+#: a large frame's buffer starts this large (or as large as what arrived with its size) and doubles as
+#: its bytes arrive
+FIRST_LARGE_CHUNK = 2 * 1024 * 1024
 #: a large frame's buffer up to this size is kept, once handled, to receive the connection's next one
 MAX_SPARE = 8 * 1024 * 1024
 #: reading from a connection pauses while this many frames, or bytes of frames, await handling
@@ -128,6 +142,7 @@ class KafkaServer:
         max_request_size: int,
         security: ListenerSecurity | None = None,
         credentials: CredentialLookup | None = None,
+        limits: ConnectionLimits | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -139,6 +154,8 @@ class KafkaServer:
         self._ids = itertools.count(1)
         self.security = security
         self.credentials: CredentialLookup = credentials or (lambda user: {})
+        self.limits = limits if limits is not None else ConnectionLimits()
+        self._idle_check: asyncio.TimerHandle | None = None
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -155,12 +172,34 @@ class KafkaServer:
         sockets = self._server.sockets or ()
         if sockets:
             self.port = sockets[0].getsockname()[1]
+        if self.limits.idle_ms >= 0:
+            self._schedule_idle_check()
+
+    def _schedule_idle_check(self) -> None:
+        interval = min(max(self.limits.idle_ms / 4000, 0.05), 10.0)
+        self._idle_check = asyncio.get_running_loop().call_later(interval, self._close_idle)
+
+    def _close_idle(self) -> None:
+        """Close the connections idle for connections.max.idle.ms (none with a request in a handler)."""
+        deadline = asyncio.get_running_loop().time() - self.limits.idle_ms / 1000
+        for connection in list(self._connections):
+            if connection.last_active < deadline and not connection.busy:
+                log.info(
+                    "closing connection from %s:%s: idle for more than connections.max.idle.ms (%d)",
+                    connection.host,
+                    connection.port,
+                    self.limits.idle_ms,
+                )
+                connection.abort()
+        self._schedule_idle_check()
 
     async def stop(self) -> None:
         """Stop listening, drop every connection (its task is cancelled, its transport aborted, even
         one still closing because its client reads nothing) and wait for them."""
         if self._server is not None:
             self._server.close()
+        if self._idle_check is not None:
+            self._idle_check.cancel()
         connections = list(self._connections)
         for connection in connections:
             connection.abort()
@@ -183,19 +222,25 @@ class _Connection(asyncio.BufferedProtocol):
         self.dispatch = server._dispatch
         self.supported = server._supported
         self.max_request_size = server._max_request_size
+        self.limits = server.limits
+        self._admitted = False
         self.host = "?"
         self.port = 0
         self.transport: asyncio.Transport | None = None
         self.task: asyncio.Task[None] | None = None
         self.loop = asyncio.get_running_loop()
         # receiving: _buffer[_start:_end] is received but not yet cut into frames
-        self._buffer = bytearray(READ_SIZE)
+        self._buffer = bytearray(FIRST_READ_SIZE)
         self._view = memoryview(self._buffer)
         self._start = 0
         self._end = 0
         self._need = 4  # bytes from _start on that the next frame needs: its size, then its whole self
-        self._frame: memoryview | None = None  # a large frame being received in place
+        self._frame: bytearray | None = None  # the buffer of a large frame being received in place
+        self._frame_size = 0
         self._fill = 0
+        self._reserved = 0  # bytes of the queued.max.request.bytes budget this connection holds
+        self._memory_paused = False  # not read until the budget has room for its next frame
+        self.last_active = self.loop.time()
         self._spare: bytearray | None = None  # a handled large frame's buffer, to receive the next in
         # frames for the task; a str is why the connection must close, None is the end of the stream
         self._queue: deque[memoryview | str | None] = deque()
@@ -220,6 +265,13 @@ class _Connection(asyncio.BufferedProtocol):
         self.transport = transport
         peer = transport.get_extra_info("peername") or ("?", 0)
         self.host, self.port = str(peer[0]), int(peer[1])
+        refused = self.limits.admit(self.host)
+        if refused is not None:
+            log.warning("closing connection from %s:%s: %s", self.host, self.port, refused)
+            self._lost = True
+            transport.abort()
+            return
+        self._admitted = True
         if self._tls:
             self.session.principal = certificate_principal(transport.get_extra_info("peercert"))
         sock: socket.socket | None = transport.get_extra_info("socket")
@@ -230,8 +282,15 @@ class _Connection(asyncio.BufferedProtocol):
         self.task = self.loop.create_task(self._run(), name=f"kctl-connection-{self.connection_id}")
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._frame is not None:
-            return self._frame[self._fill :]
+        frame = self._frame
+        if frame is not None:
+            have = min(len(frame), self._frame_size)
+            if self._fill == have:  # full: grow it as the bytes come (no view of it is alive here)
+                grown = bytearray(min(self._frame_size, 2 * have))
+                grown[: self._fill] = frame
+                self._frame = frame = grown
+                have = len(grown)
+            return memoryview(frame)[self._fill : have]
         start = self._start
         if start and (start + self._need > len(self._buffer) or len(self._buffer) - self._end < MIN_READ):
             # what is left is part of a small frame (or of a size): move it to the front
@@ -241,15 +300,26 @@ class _Connection(asyncio.BufferedProtocol):
         return self._view[self._end :]
 
     def buffer_updated(self, nbytes: int) -> None:
+        self.last_active = self.loop.time()
         frame = self._frame
         if frame is not None:
             self._fill += nbytes
-            if self._fill == len(frame):
+            if self._fill == self._frame_size:
                 self._frame = None
-                self._enqueue(frame)
+                self._enqueue(memoryview(frame)[: self._frame_size])
             return
         self._end += nbytes
+        if self._end == len(self._buffer) and len(self._buffer) < READ_SIZE:
+            self._grow(READ_SIZE)  # a busy connection: the buffer a read may fill at once
         self._cut_frames()
+
+    def _grow(self, size: int) -> None:
+        """Replace the receive buffer by one of ``size`` bytes holding what is not yet cut."""
+        start, end = self._start, self._end
+        grown = bytearray(size)
+        grown[: end - start] = self._view[start:end]
+        self._buffer, self._view = grown, memoryview(grown)
+        self._start, self._end = 0, end - start
 
     def eof_received(self) -> bool:
         # keep the transport open: the requests already received are answered, then the task closes it
@@ -262,6 +332,14 @@ class _Connection(asyncio.BufferedProtocol):
         return not self._tls  # asyncio's TLS transport closes itself (and warns if asked not to)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if not self._admitted:
+            return
+        self._admitted = False
+        self.limits.release(self.host)
+        self.limits.forget(self.connection_id)
+        if self._reserved:
+            reserved, self._reserved = self._reserved, 0
+            self.limits.give_back(reserved)
         self.server._connections.discard(self)
         self._lost = True
         self._receiving = False
@@ -293,7 +371,7 @@ class _Connection(asyncio.BufferedProtocol):
         buffer = self._buffer
         start, end = self._start, self._end
         self._need = 4
-        while end - start >= 4 and not self._reading_paused:
+        while end - start >= 4 and not self._reading_paused and not self._memory_paused:
             (size,) = _SIZE.unpack_from(buffer, start)
             if size < 0:
                 self._refuse(f"invalid negative frame size {size}")
@@ -305,27 +383,29 @@ class _Connection(asyncio.BufferedProtocol):
                 return
             stop = start + 4 + size
             if stop <= end:
+                self._reserve(size, force=True)  # already received: counted, and reading may pause
                 self._enqueue(memoryview(buffer[start + 4 : stop]))
                 start = stop
                 continue
             if size > SMALL_FRAME:
+                if not self._reserve(size):
+                    break  # not read until the budget has room (the size stays in the buffer)
+                have = end - start - 4
                 spare = self._spare
                 if spare is not None and len(spare) >= size:
                     self._spare = None
-                    frame = memoryview(spare)[:size]
-                else:  # zero-filled by bytearray(): a reused buffer saves that and the page faults
-                    frame = memoryview(bytearray(size))
-                have = end - start - 4
+                    frame = spare
+                else:  # grows as the bytes arrive: an announced size alone allocates nothing of it
+                    frame = bytearray(min(size, max(have, FIRST_LARGE_CHUNK)))
                 frame[:have] = self._view[start + 4 : end]
-                self._frame, self._fill = frame, have
+                self._frame, self._frame_size, self._fill = frame, size, have
                 start = end
             else:
                 self._need = 4 + size
                 if self._need > len(buffer):  # grow the receive buffer for frames of this size
-                    grown = bytearray(LARGE_READ_SIZE)
-                    grown[: end - start] = self._view[start:end]
-                    self._buffer, self._view = grown, memoryview(grown)
-                    start, end = 0, end - start
+                    self._start, self._end = start, end
+                    self._grow(READ_SIZE if self._need <= READ_SIZE else LARGE_READ_SIZE)
+                    start, end = self._start, self._end
             break
         if start == end:
             start = end = 0
@@ -345,7 +425,36 @@ class _Connection(asyncio.BufferedProtocol):
     def _resume_reading(self) -> None:
         self._reading_paused = False
         self._cut_frames()  # first the frames left in the receive buffer when reading paused
-        if not self._reading_paused and self._receiving:
+        if not self._reading_paused and not self._memory_paused and self._receiving:
+            assert self.transport is not None
+            self.transport.resume_reading()
+
+    def _reserve(self, nbytes: int, *, force: bool = False) -> bool:
+        """Take ``nbytes`` of the queued.max.request.bytes budget for a frame; when it does not fit
+        (or, forced, overdraws it), stop reading until budget is given back."""
+        taken = self.limits.reserve(nbytes, force=force)
+        if taken:
+            self._reserved += nbytes
+        if not taken or self.limits.exhausted:
+            if not self._memory_paused:
+                self._memory_paused = True
+                assert self.transport is not None
+                self.transport.pause_reading()
+            self.limits.wait(self.connection_id, self._budget_available)
+        return taken
+
+    def _give_back(self, nbytes: int) -> None:
+        nbytes = min(nbytes, self._reserved)
+        if nbytes:
+            self._reserved -= nbytes
+            self.limits.give_back(nbytes)
+
+    def _budget_available(self) -> None:
+        if self._lost or not self._memory_paused:
+            return
+        self._memory_paused = False
+        self._cut_frames()  # the frames (or the size) left in the receive buffer
+        if not self._reading_paused and not self._memory_paused and self._receiving:
             assert self.transport is not None
             self.transport.resume_reading()
 
@@ -405,7 +514,10 @@ class _Connection(asyncio.BufferedProtocol):
                     self._resume_reading()
                 if self._writing_paused:
                     await self._drain()
-                await self._handle(item)
+                try:
+                    await self._handle(item)
+                finally:
+                    self._give_back(size)
                 if self.session.close_after_response:
                     self._flush()
                     raise ConnectionClosed("authentication failed")
@@ -538,6 +650,7 @@ class _Connection(asyncio.BufferedProtocol):
         transport = self.transport
         if self._lost or transport is None:
             return
+        self.last_active = self.loop.time()
         if len(out) == 1:
             transport.write(out[0])
         else:
@@ -567,6 +680,11 @@ class _Connection(asyncio.BufferedProtocol):
             sent = await self.loop.sendfile(transport, file, region.position, region.size, fallback=True)
         if sent != region.size:
             raise ConnectionClosed(f"sendfile sent {sent} of {region.size} bytes")
+
+    @property
+    def busy(self) -> bool:
+        """A request of this connection is in its handler (a long poll, an acks=all produce)."""
+        return self._dispatching
 
     def abort(self) -> None:
         """Drop the connection now (the broker stops): cancel the task, abort the transport."""

@@ -4,23 +4,97 @@ and configs to the registry. The partitions' first states (leaders) are the cont
 (decision 7): ``initialize_partitions`` asks this broker's controller to do it at once when it is
 the active one (always so in embedded mode); otherwise the controller hears of the new topic
 through its watch. Used by CreateTopics, DeleteTopics, CreatePartitions, the config APIs and topic
-auto-creation."""
+auto-creation.
+
+A create is planned (validated, placed: ``plan_topic``, ``plan_partitions``) then committed: the
+registry writes of one commit — the topic or its new partitions and the first partition states the
+controller writes — are one write of the embedded registry (``Registry.write_batch``). The
+CreateTopics and CreatePartitions handlers create the new partitions' logs before the commit
+(``create_hosted_logs``: in a worker thread, a slice at a time, so the event loop keeps serving and a
+stopping broker cancels it between slices) and commit in a worker thread too. A request may ask for
+at most ``MAX_PARTITIONS_PER_REQUEST`` new partitions in all (Kafka's limit and answer:
+POLICY_VIOLATION)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from kctl.broker.config import BrokerConfig
 from kctl.broker.controller.placement import InvalidReplicationFactorError, assign_replicas
 from kctl.broker.errors import ApiError
 from kctl.broker.metadata_cache import INTERNAL_TOPICS, MetadataCache
 from kctl.log.config import InvalidConfigError
-from kctl.log.naming import validate_topic_name
+from kctl.log.manager import LogManager
+from kctl.log.naming import TopicPartition, validate_topic_name
 from kctl.protocol.errors import ErrorCode
-from kctl.zk.model import TopicExistsError, TopicRecord, UnknownTopicError
+from kctl.zk.model import InvalidPartitionsError, TopicExistsError, TopicRecord, UnknownTopicError
 from kctl.zk.registry import Registry
 
 MAX_PARTITIONS = 100_000
+#: new partitions one CreateTopics or CreatePartitions request may ask for, all topics together
+#: (Kafka's MAX_PARTITIONS_PER_BATCH, answered with POLICY_VIOLATION)
+MAX_PARTITIONS_PER_REQUEST = 10_000
+#: logs created per step of ``create_hosted_logs`` (a worker thread's turn between cancellation points)
+LOG_CREATION_SLICE = 200
+
+
+@dataclass(frozen=True)
+class PartitionPlan:
+    """What a create will write: the topic, the replicas of each new partition, its config overrides."""
+
+    name: str
+    assignment: dict[int, tuple[int, ...]]
+    configs: dict[str, str]
+
+
+def check_request_partitions(total: int) -> None:
+    """POLICY_VIOLATION when one request asks for more than ``MAX_PARTITIONS_PER_REQUEST`` new
+    partitions (Kafka's message, with the figures)."""
+    if total > MAX_PARTITIONS_PER_REQUEST:
+        raise ApiError(
+            ErrorCode.POLICY_VIOLATION,
+            f"Excessively large number of partitions per request: {total} "
+            f"(at most {MAX_PARTITIONS_PER_REQUEST})",
+        )
+
+
+async def create_hosted_logs(logs: LogManager, broker_id: int, plan: PartitionPlan) -> list[TopicPartition]:
+    """Create the logs of the planned partitions this broker hosts, in a worker thread, a slice at a
+    time (cancellable between slices). Returns the partitions whose log this call created (for
+    ``discard_logs`` if the commit fails)."""
+    config = logs.default_config.with_overrides(plan.configs)
+    wanted = [
+        TopicPartition(plan.name, p)
+        for p, replicas in sorted(plan.assignment.items())
+        if broker_id in replicas
+    ]
+    created: list[TopicPartition] = []
+
+    def create(tps: list[TopicPartition]) -> None:
+        for tp in tps:
+            if logs.get_log(tp) is None:
+                logs.get_or_create_log(tp, config)
+                created.append(tp)
+
+    for start in range(0, len(wanted), LOG_CREATION_SLICE):
+        step = asyncio.ensure_future(asyncio.to_thread(create, wanted[start : start + LOG_CREATION_SLICE]))
+        try:
+            await asyncio.shield(step)
+        except BaseException:
+            with contextlib.suppress(BaseException):
+                await step  # the thread finishes its slice: then nothing it made is left behind
+            discard_logs(logs, created)
+            raise
+    return created
+
+
+def discard_logs(logs: LogManager, created: list[TopicPartition]) -> None:
+    """Delete the logs ``create_hosted_logs`` made for a create that was not committed."""
+    for tp in created:
+        logs.delete_log(tp)
 
 
 class TopicAdmin:
@@ -72,6 +146,23 @@ class TopicAdmin:
         validate_only: bool = False,
         internal: bool = False,
     ) -> TopicRecord | None:
+        """Plan and commit in one call (topic auto-creation, __consumer_offsets)."""
+        plan = self.plan_topic(
+            name, num_partitions, replication_factor, assignment, configs, internal=internal
+        )
+        return None if validate_only else self.commit_topic(plan)
+
+    def plan_topic(
+        self,
+        name: str,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        assignment: Mapping[int, tuple[int, ...]] | None = None,
+        configs: Mapping[str, str | None] | None = None,
+        *,
+        internal: bool = False,
+    ) -> PartitionPlan:
+        """Validate a new topic and place its replicas; writes nothing."""
         try:
             validate_topic_name(name)
         except ValueError as error:
@@ -116,13 +207,20 @@ class TopicAdmin:
                     f"replication factor {factor} is larger than the {len(live)} available broker(s)",
                 )
             chosen = self._place(range(partitions), factor)
-        if validate_only:
-            return None
+        return PartitionPlan(name, chosen, clean_configs)
+
+    def commit_topic(self, plan: PartitionPlan) -> TopicRecord:
+        """Write the planned topic and its first partition states (one embedded-registry write)."""
         try:
-            record = self.registry.create_topic(name, chosen, clean_configs)
+            with self.registry.write_batch():
+                record = self.registry.create_topic(plan.name, plan.assignment, plan.configs)
+                self._elect_leaders()
         except TopicExistsError:
-            raise ApiError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists") from None
-        self._elect_leaders()
+            raise ApiError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {plan.name!r} already exists") from None
+        except OSError as error:  # the embedded registry's file could not be written (a full disk)
+            raise ApiError(
+                ErrorCode.KAFKA_STORAGE_ERROR, f"cannot store the cluster metadata: {error}"
+            ) from None
         self.metadata.refresh()
         return record
 
@@ -145,6 +243,14 @@ class TopicAdmin:
         *,
         validate_only: bool = False,
     ) -> None:
+        plan = self.plan_partitions(name, count, assignment)
+        if not validate_only:
+            self.commit_partitions(plan)
+
+    def plan_partitions(
+        self, name: str, count: int, assignment: list[tuple[int, ...]] | None = None
+    ) -> PartitionPlan:
+        """Validate a topic's growth to ``count`` partitions and place the new ones; writes nothing."""
         record = self.metadata.topic(name)
         if record is None:
             raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
@@ -177,10 +283,24 @@ class TopicAdmin:
             if factor > len(live):
                 raise ApiError(ErrorCode.INVALID_REPLICATION_FACTOR, "not enough live brokers")
             chosen = self._place(new, factor)
-        if validate_only:
-            return
-        self.registry.add_partitions(name, chosen)
-        self._elect_leaders()
+        return PartitionPlan(name, chosen, dict(record.configs))
+
+    def commit_partitions(self, plan: PartitionPlan) -> None:
+        """Write the planned partitions and their first states (one embedded-registry write)."""
+        try:
+            with self.registry.write_batch():
+                self.registry.add_partitions(plan.name, plan.assignment)
+                self._elect_leaders()
+        except UnknownTopicError:
+            raise ApiError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {plan.name!r} does not exist"
+            ) from None
+        except InvalidPartitionsError as error:  # another request grew the topic meanwhile
+            raise ApiError(ErrorCode.INVALID_PARTITIONS, str(error)) from None
+        except OSError as error:
+            raise ApiError(
+                ErrorCode.KAFKA_STORAGE_ERROR, f"cannot store the cluster metadata: {error}"
+            ) from None
         self.metadata.refresh()
 
     def set_topic_configs(

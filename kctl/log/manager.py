@@ -289,6 +289,8 @@ class LogManager:
             return log
 
     def _least_loaded_dir(self) -> Path:
+        if len(self.log_dirs) == 1:  # no count to make: creating n logs stays O(n), not O(n²)
+            return self.log_dirs[0]
         counts = {log_dir: 0 for log_dir in self.log_dirs}
         for log in self._logs.values():
             parent = log.directory.parent

@@ -6,6 +6,10 @@ with a ``"version"`` field, loaded at start and rewritten atomically after every
 file, fsync, rename, fsync of the directory). Broker registrations and controllership are kept in
 memory only: they are ephemeral, as in ZooKeeper, and a restarted broker registers again.
 
+``write_batch()`` groups the writes a thread makes in a block into one rewrite at its end (a
+CreateTopics of thousands of partitions is one write, not one per slice of partition states); if
+that write fails, the metadata in memory goes back to what it was before the block.
+
 ``<metadata_dir>/cluster-metadata.lock`` is held (flock) while the registry is open, so that two
 processes cannot write the same metadata. Thread-safe; listeners are called synchronously after
 each change, on the thread that made it.
@@ -71,6 +75,12 @@ class _Topic:
         self.adding_replicas: dict[int, tuple[int, ...]] = {}
         self.removing_replicas: dict[int, tuple[int, ...]] = {}
 
+    def copy(self) -> _Topic:
+        topic = _Topic(self.topic_id, dict(self.assignment), dict(self.configs), dict(self.states))
+        topic.adding_replicas = dict(self.adding_replicas)
+        topic.removing_replicas = dict(self.removing_replicas)
+        return topic
+
     def record(self, name: str) -> TopicRecord:
         return TopicRecord(
             name,
@@ -103,6 +113,8 @@ class EmbeddedRegistry(Registry):
         self._reassignments: dict[tuple[str, int], tuple[int, ...]] = {}
         self._preferred: set[tuple[str, int]] | None = None
         self._shutdowns: dict[int, tuple[str, int]] = {}
+        self._batch = threading.local()  # depth and dirty flag of this thread's write_batch
+        self.writes = 0  # rewrites of the file since start (what a test of batching counts)
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> None:
@@ -235,8 +247,52 @@ class EmbeddedRegistry(Registry):
             },
         }
 
+    @contextlib.contextmanager
+    def write_batch(self) -> Iterator[None]:
+        batch = self._batch
+        if getattr(batch, "depth", 0):
+            batch.depth += 1
+            try:
+                yield
+            finally:
+                batch.depth -= 1
+            return
+        with self._open():
+            before = (
+                self._cluster_id,
+                self._controller_epoch,
+                {n: t.copy() for n, t in self._topics.items()},
+            )
+        batch.depth, batch.dirty = 1, False
+        try:
+            yield
+        finally:
+            batch.depth = 0
+            if batch.dirty:
+                self._save_batch(before)
+
+    def _save_batch(self, before: tuple[str | None, int, dict[str, _Topic]]) -> None:
+        """The write at the end of a batch (whether the block ended well or not: what it changed in
+        memory is stored); if the write fails, the state from before the block is back, and the
+        listeners (which heard of each change as it was made in memory) hear of that too."""
+        try:
+            with self._open():
+                try:
+                    self._save()
+                except BaseException:
+                    self._cluster_id, self._controller_epoch, self._topics = before
+                    raise
+        except BaseException:
+            self._notify(TOPICS)
+            self._notify(PARTITIONS)
+            raise
+
     def _save(self) -> None:
         """Write the document atomically: a reader (or a crash) sees the old or the new one."""
+        if getattr(self._batch, "depth", 0):
+            self._batch.dirty = True  # written once, at the end of the batch
+            return
+        self.writes += 1
         data = json.dumps(self._document(), indent=2).encode("utf-8") + b"\n"
         temporary = self.path.with_name(self.path.name + ".tmp")
         with open(temporary, "wb") as handle:

@@ -18,6 +18,7 @@ made by other processes. A notification means "may have changed": spurious ones 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import uuid
@@ -107,6 +108,12 @@ class Registry(ABC):
         in a new session). Listeners hear SESSION when it changes. The embedded registry is always
         connected."""
         return SESSION_CONNECTED
+
+    def write_batch(self) -> contextlib.AbstractContextManager[None]:
+        """A block whose writes (made on this thread) are stored together: the embedded registry
+        rewrites its file once at the end of the block, as a whole or not at all. The ZooKeeper
+        backend writes as it goes (each of its writes is already one multi-op)."""
+        return contextlib.nullcontext()
 
     # -- cluster -----------------------------------------------------------------------------------
     @abstractmethod

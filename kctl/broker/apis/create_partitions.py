@@ -1,15 +1,20 @@
 """CreatePartitions (answered by the controller): raise a topic's partition count.
 
+As CreateTopics: more than ``MAX_PARTITIONS_PER_REQUEST`` new partitions in all is POLICY_VIOLATION
+for every topic; logs are created and registry writes made in worker threads.
+
 Versions: v0-3. The versions differ only in encoding (v2+ are flexible); the request and the answer are
 the same."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.broker.security.acls import require
+from kctl.broker.topics import check_request_partitions, create_hosted_logs, discard_logs
 from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.create_partitions import (
@@ -29,16 +34,31 @@ async def handle(
     broker: Broker, context: RequestContext, request: CreatePartitionsRequest
 ) -> CreatePartitionsResponse:
     results = []
+    try:
+        check_request_partitions(sum(_new_partitions(broker, t.name, t.count) for t in request.topics))
+    except ApiError as error:
+        return CreatePartitionsResponse(
+            throttle_time_ms=0,
+            results=[
+                CreatePartitionsTopicResult(name=t.name, error_code=error.code, error_message=error.message)
+                for t in request.topics
+            ],
+        )
     for topic in request.topics:
         try:
             require(broker, context, AclOperation.ALTER, AclResourceType.TOPIC, topic.name)
             if not broker.is_controller:
                 raise ApiError(ErrorCode.NOT_CONTROLLER, "this broker is not the controller")
             assignment = [tuple(a.broker_ids) for a in topic.assignments] if topic.assignments else None
-            broker.topics.create_partitions(
-                topic.name, topic.count, assignment, validate_only=request.validate_only
-            )
-            broker.on_metadata_changed()
+            plan = broker.topics.plan_partitions(topic.name, topic.count, assignment)
+            if not request.validate_only:
+                created = await create_hosted_logs(broker.logs, broker.broker_id, plan)
+                try:
+                    await asyncio.to_thread(broker.topics.commit_partitions, plan)
+                except BaseException:
+                    discard_logs(broker.logs, created)
+                    raise
+                broker.on_metadata_changed()
             results.append(CreatePartitionsTopicResult(name=topic.name, error_code=0))
         except ApiError as error:
             results.append(
@@ -47,3 +67,9 @@ async def handle(
                 )
             )
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+
+
+def _new_partitions(broker: Broker, name: str, count: int) -> int:
+    """How many partitions growing ``name`` to ``count`` adds (0 for an unknown topic: its own error)."""
+    record = broker.metadata.topic(name)
+    return max(count - len(record.assignment), 0) if record is not None else 0

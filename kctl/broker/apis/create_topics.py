@@ -1,17 +1,24 @@
 """CreateTopics (answered by the controller): partitions, replication factor or an explicit
 assignment, topic configs, validate-only.
 
+A request asking for more than ``MAX_PARTITIONS_PER_REQUEST`` partitions in all is refused whole
+with POLICY_VIOLATION (as Kafka does). Each topic is planned on the event loop, its logs are created
+and its registry writes made in worker threads (kctl.broker.topics), so a large create never stalls
+the other connections.
+
 Versions: v0-7. v1+ may be validate-only and answer with an error message per topic; v5+ (flexible) answer
 with each created topic's partition count, replication factor and configs; v7+ with its topic id."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from kctl.broker.apis.describe_configs import topic_config_entries
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.broker.security.acls import allowed
+from kctl.broker.topics import check_request_partitions, create_hosted_logs, discard_logs
 from kctl.protocol.acl_types import CLUSTER_NAME, AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.create_topics import (
@@ -36,6 +43,24 @@ async def handle(
     seen: dict[str, int] = {}
     for topic in request.topics:
         seen[topic.name] = seen.get(topic.name, 0) + 1
+    default_partitions = broker.config["num.partitions"]
+    try:
+        check_request_partitions(
+            sum(
+                len(t.assignments) if t.assignments else max(t.num_partitions, 0) or default_partitions
+                for t in request.topics
+            )
+        )
+    except ApiError as error:
+        return CreateTopicsResponse(
+            throttle_time_ms=0,
+            topics=[
+                CreatableTopicResult(
+                    name=t.name, error_code=error.code, error_message=error.message, configs=None
+                )
+                for t in request.topics
+            ],
+        )
     for topic in request.topics:
         try:
             if seen[topic.name] > 1:
@@ -49,15 +74,17 @@ async def handle(
                 raise ApiError(ErrorCode.NOT_CONTROLLER, "this broker is not the controller")
             assignment = {a.partition_index: tuple(a.broker_ids) for a in topic.assignments}
             configs = {c.name: c.value for c in topic.configs}
-            broker.topics.create_topic(
-                topic.name,
-                topic.num_partitions,
-                topic.replication_factor,
-                assignment or None,
-                configs,
-                validate_only=request.validate_only,
+            plan = broker.topics.plan_topic(
+                topic.name, topic.num_partitions, topic.replication_factor, assignment or None, configs
             )
-            broker.on_metadata_changed()
+            if not request.validate_only:
+                created = await create_hosted_logs(broker.logs, broker.broker_id, plan)
+                try:
+                    await asyncio.to_thread(broker.topics.commit_topic, plan)
+                except BaseException:
+                    discard_logs(broker.logs, created)
+                    raise
+                broker.on_metadata_changed()
         except ApiError as error:
             results.append(
                 CreatableTopicResult(

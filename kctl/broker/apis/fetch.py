@@ -8,12 +8,17 @@ may advance the high watermark and add the follower to the ISR); consumers read 
 watermark. A current leader epoch older than the partition's is FENCED_LEADER_EPOCH, a newer one
 UNKNOWN_LEADER_EPOCH.
 
+A fetch parks for at most ``fetch.wait.max.ms`` (a longer ``max_wait_ms`` is capped). A parked fetch
+whose connection closes is cancelled by the server (kctl.broker.server); ``PARKED`` counts the fetches
+parked in this process, and each park and unpark is logged at DEBUG with that count.
+
 Versions: v0-17. v3+ bound the response by max_bytes; v4+ answer with the last stable offset and aborted
 transactions (none); v5+ with the log start offset; v7+ carry fetch sessions (answered with session id 0);
 v12+ are flexible; v13+ name topics by topic id instead of name."""
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -32,8 +37,19 @@ if TYPE_CHECKING:
     from kctl.broker.broker import Broker
     from kctl.broker.server import RequestContext
 
+log = logging.getLogger("kctl.broker.fetch")
+
 FIRST_TOPIC_ID_VERSION = 13
 FIRST_REPLICA_STATE_VERSION = 15  # the follower's id moves into replica_state
+
+
+class _Parked:
+    """The number of fetches parked (long-polling) in this process."""
+
+    count = 0
+
+
+PARKED = _Parked()
 
 
 def _error(index: int, code: int) -> PartitionData:
@@ -154,7 +170,8 @@ def _denied_topics(
 @api_handler(ApiKey.FETCH, versions=(0, 17))
 async def handle(broker: Broker, context: RequestContext, request: FetchRequest) -> FetchResponse:
     version = context.header.api_version
-    deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
+    max_wait_ms = min(max(request.max_wait_ms, 0), broker.config["fetch.wait.max.ms"])
+    deadline = time.monotonic() + max_wait_ms / 1000
     denied = _denied_topics(broker, context, request, version)
     while True:
         responses, total, hosted, errors = _read_all(broker, request, version, denied)
@@ -162,7 +179,23 @@ async def handle(broker: Broker, context: RequestContext, request: FetchRequest)
         if total >= max(request.min_bytes, 1) or errors or remaining <= 0 or not hosted:
             return _respond(broker, context, request, version, responses, total)
         _release(responses)
-        await broker.replicas.wait_for_append(hosted, remaining)
+        PARKED.count += 1
+        log.debug(
+            "fetch parked (%s:%d): %d fetch(es) parked",
+            context.client_host,
+            context.client_port,
+            PARKED.count,
+        )
+        try:
+            await broker.replicas.wait_for_append(hosted, remaining)
+        finally:
+            PARKED.count -= 1
+            log.debug(
+                "fetch unparked (%s:%d): %d fetch(es) parked",
+                context.client_host,
+                context.client_port,
+                PARKED.count,
+            )
         if time.monotonic() >= deadline:
             responses, total, hosted, errors = _read_all(broker, request, version, denied)
             return _respond(broker, context, request, version, responses, total)

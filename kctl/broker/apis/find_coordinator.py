@@ -1,12 +1,14 @@
 """FindCoordinator: which broker coordinates a consumer group — the leader of the group's
 ``__consumer_offsets`` partition (the topic is created on first use). Transactions are not
-supported: COORDINATOR_NOT_AVAILABLE.
+supported: COORDINATOR_NOT_AVAILABLE. So is a group whose ``__consumer_offsets`` partition cannot be
+created (a full disk: logged, and the client retries).
 
 Versions: v0-6. v1+ carry a key type (only groups are coordinated here) and answer with an error message;
 v3+ are flexible; v4+ ask for several keys at once and answer with a list of coordinators."""
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
@@ -25,6 +27,8 @@ from kctl.protocol.registry import ApiKey
 if TYPE_CHECKING:
     from kctl.broker.broker import Broker
     from kctl.broker.server import RequestContext
+
+log = logging.getLogger("kctl.broker.group")
 
 GROUP, TRANSACTION = 0, 1
 FIRST_BATCHED_VERSION = 4
@@ -46,6 +50,9 @@ def _coordinator(broker: Broker, context: RequestContext, key: str, key_type: in
         leader = broker.group_coordinator_for(key)
     except ApiError as error:
         return _unavailable(key, error.message, error.code)
+    except OSError as error:  # the offsets topic's logs could not be created
+        log.warning("no coordinator for group %r: %s", key, error)
+        return _unavailable(key, f"the group's partition cannot be created: {error}")
     node = next((b for b in broker.metadata.brokers() if b.broker_id == leader), None)
     if node is None:
         return _unavailable(key, "the coordinator is not available yet")
