@@ -12,6 +12,9 @@ Fixtures:
   ``factory(properties=None, **kwargs) -> BrokerProcess`` starts a broker with extra ``-X``
   properties in a data directory of its own; all are stopped at the end of the test / module.
 - ``broker`` (function): one started broker with default properties.
+- ``kafka_tool`` (session): runs Apache Kafka 3.9's own command-line tools from its jars
+  (``kafka_tool("kafka-topics", "--bootstrap-server", b, "--list") -> ToolResult``,
+  `kctl.testing.kafka_tools`); skips the test with the reason when the jars cannot be resolved.
 - ``local_cluster_factory`` (function): ``factory(size=3, properties=None) -> LocalCluster`` on the
   session's ZooKeeper server, each cluster in a chroot of its own.
 
@@ -48,7 +51,14 @@ MARKERS = {
     "slow": "takes more than a few seconds on its own",
 }
 E2E_FIXTURES = frozenset(
-    {"broker", "broker_factory", "module_broker_factory", "local_cluster_factory", "module_cluster_factory"}
+    {
+        "broker",
+        "broker_factory",
+        "module_broker_factory",
+        "local_cluster_factory",
+        "module_cluster_factory",
+        "kafka_tool",
+    }
 )
 ZK_FIXTURES = frozenset({"zookeeper", "local_cluster_factory", "module_cluster_factory"})
 E2E_OBJECTS: tuple[object, ...] = (BrokerProcess, LocalCluster)
@@ -169,3 +179,17 @@ def module_cluster_factory(
     yield _cluster_factory(lambda n: tmp_path_factory.mktemp(f"cluster-{n}"), zookeeper, started)
     for cluster in started:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_tool() -> Any:
+    """``kafka_tool(script, *args, input=None) -> ToolResult``: Apache Kafka's own tools (kafka-topics,
+    kafka-configs, ...) from its jars (`kctl.testing.kafka_tools`). Skips, with the reason in the
+    summary, when the jars cannot be resolved (no Java, no Maven, Maven Central unreachable)."""
+    from kctl.testing.kafka_dist import KafkaJarsUnavailable
+    from kctl.testing.kafka_tools import KafkaTools
+
+    try:
+        return KafkaTools()
+    except KafkaJarsUnavailable as error:
+        pytest.skip(f"Apache Kafka's tools unavailable: {error}")
