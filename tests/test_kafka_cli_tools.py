@@ -13,6 +13,9 @@ starts a JVM, so the tests keep invocations few and share one broker (one cluste
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,7 +43,9 @@ ALICE_PASSWORD = "alice-secret"
 @pytest.fixture(scope="module")
 def broker(kafka_tool: KafkaTools, module_broker_factory: Any) -> BrokerProcess:
     """One plain broker for the module (requested after kafka_tool: no broker when the tools skip)."""
-    started: BrokerProcess = module_broker_factory({"num.partitions": "1", "group.initial.rebalance.delay.ms": "0"})
+    started: BrokerProcess = module_broker_factory(
+        {"num.partitions": "1", "group.initial.rebalance.delay.ms": "0"}
+    )
     return started
 
 
@@ -75,6 +80,39 @@ def produce_lines(
     )
     assert result.returncode == 0, result.describe()
     assert "ERROR" not in result.stderr, result.describe()
+
+
+# ------------------------------------------------------------------------ without Kafka's jars
+
+
+@pytest.mark.parametrize("require", ["", "1"])
+def test_fixture_without_jars_skips_loudly_or_fails_when_required(tmp_path: Path, require: str) -> None:
+    """No java on PATH and an empty jar cache: a test using ``kafka_tool`` is skipped with the reason
+    in the summary (or fails with KCTL_REQUIRE_KAFKA_TOOLS=1) — never passes silently."""
+    (tmp_path / "conftest.py").write_text('pytest_plugins = ["kctl.testing.pytest_plugin"]\n')
+    (tmp_path / "test_uses_tools.py").write_text("def test_it(kafka_tool):\n    assert False\n")
+    empty_path = tmp_path / "bin"
+    empty_path.mkdir()
+    env = {
+        **os.environ,
+        "PATH": str(empty_path),
+        "KCTL_KAFKA_CACHE": str(tmp_path / "cache"),
+        "KCTL_REQUIRE_KAFKA_TOOLS": require,
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rs", "-q", str(tmp_path)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if require:
+        assert result.returncode == 1 and "1 error" in result.stdout, result.stdout + result.stderr
+    else:
+        assert result.returncode == 0 and "1 skipped" in result.stdout, result.stdout + result.stderr
+        assert "SKIPPED" in result.stdout
+    assert "Apache Kafka's tools unavailable: no java on PATH" in result.stdout, result.stdout
 
 
 # ------------------------------------------------------------------------------------ kafka-topics

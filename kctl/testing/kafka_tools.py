@@ -8,17 +8,21 @@ when the jars cannot be resolved (no Java, no Maven, Maven Central unreachable) 
 reason, so the skip and why show in the test summary.
 
 Each run starts a JVM (a second or two on a small machine): tests should keep invocations few.
+
+``python -m kctl.testing.kafka_tools`` resolves the jars ahead of the tests (``make test`` does) and
+says why when it cannot; with ``KCTL_REQUIRE_KAFKA_TOOLS=1`` the fixture fails instead of skipping.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kctl.localcluster import guard
-from kctl.testing.kafka_dist import KAFKA_VERSION, kafka_java, kafka_libs
+from kctl.testing.kafka_dist import KAFKA_VERSION, KafkaJarsUnavailable, kafka_java, kafka_libs
 
 #: script name in Kafka 3.9's bin/ -> the main class it runs (kafka-run-class.sh)
 TOOL_CLASSES: Mapping[str, str] = {
@@ -43,6 +47,13 @@ TOOL_CLASSES: Mapping[str, str] = {
 }
 
 DEFAULT_TIMEOUT_S = 120.0
+#: set (to anything but "" or "0") to make the ``kafka_tool`` fixture fail rather than skip without jars
+REQUIRE_ENV = "KCTL_REQUIRE_KAFKA_TOOLS"
+
+
+def required() -> bool:
+    """Whether missing jars must fail the tests that need them (`REQUIRE_ENV`)."""
+    return os.environ.get(REQUIRE_ENV, "") not in ("", "0")
 
 
 @dataclass(frozen=True)
@@ -113,3 +124,22 @@ class KafkaTools:
             env={**os.environ, "KAFKA_HEAP_OPTS": ""},
         )
         return ToolResult(tool, tuple(args), result.returncode, result.stdout, result.stderr)
+
+
+def main() -> int:
+    """Resolve the jars now (a Makefile step before the tests): 0 and their directory, or 1 and why."""
+    try:
+        libs = kafka_libs()
+    except KafkaJarsUnavailable as error:
+        print(
+            f"WARNING: Apache Kafka {KAFKA_VERSION}'s jars are unavailable: {error}\n"
+            "WARNING: the tests running Kafka's own tools (tests/test_kafka_cli_tools.py) will be skipped",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"Apache Kafka {KAFKA_VERSION}'s tools: {libs}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

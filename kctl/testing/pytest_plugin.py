@@ -43,6 +43,8 @@ from kctl.localcluster.zookeeper import (
     ZooKeeperUnavailableError,
     start_zookeeper,
 )
+from kctl.testing.kafka_dist import KafkaJarsUnavailable
+from kctl.testing.kafka_tools import KafkaTools, required
 
 MARKERS = {
     "zk": "needs a real ZooKeeper server",
@@ -182,14 +184,15 @@ def module_cluster_factory(
 
 
 @pytest.fixture(scope="session")
-def kafka_tool() -> Any:
+def kafka_tool() -> KafkaTools:
     """``kafka_tool(script, *args, input=None) -> ToolResult``: Apache Kafka's own tools (kafka-topics,
     kafka-configs, ...) from its jars (`kctl.testing.kafka_tools`). Skips, with the reason in the
-    summary, when the jars cannot be resolved (no Java, no Maven, Maven Central unreachable)."""
-    from kctl.testing.kafka_dist import KafkaJarsUnavailable
-    from kctl.testing.kafka_tools import KafkaTools
-
+    summary, when the jars cannot be resolved (no Java, no Maven, Maven Central unreachable); fails
+    instead with ``KCTL_REQUIRE_KAFKA_TOOLS=1``."""
     try:
         return KafkaTools()
     except KafkaJarsUnavailable as error:
-        pytest.skip(f"Apache Kafka's tools unavailable: {error}")
+        reason = f"Apache Kafka's tools unavailable: {error}"
+        if required():
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
