@@ -462,6 +462,33 @@ def test_delete_records_from_json_file(
     assert {tp.partition: r.offset for tp, r in admin.list_offsets(tps, "earliest").items()} == {0: 0, 1: 2}
 
 
+def test_delete_records_refused_on_a_compact_only_topic(
+    kafka_tool: KafkaTools, broker: BrokerProcess, admin: AdminClient, tmp_path: Path
+) -> None:
+    """Kafka deletes records only where cleanup.policy includes delete: POLICY_VIOLATION otherwise."""
+    topic = unique("kt-compacted")
+    admin.create_topics([NewTopic(topic, 1, 1, {"cleanup.policy": "compact"})])[0].raise_for_error()
+    produce_lines(
+        kafka_tool,
+        broker,
+        topic,
+        ["a:1", "b:2"],
+        "--property",
+        "parse.key=true",
+        "--property",
+        "key.separator=:",
+    )
+    plan = tmp_path / "offsets.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "offset": 1}]}))
+    result = tool(kafka_tool, broker, "kafka-delete-records", "--offset-json-file", str(plan))
+    assert (
+        f"partition: {topic}-0\terror: org.apache.kafka.common.errors.PolicyViolationException"
+        in result.stdout
+    ), result.describe()
+    tp = TopicPartition(topic, 0)
+    assert admin.list_offsets([tp], "earliest")[tp].offset == 0
+
+
 def test_log_dirs_describe(
     kafka_tool: KafkaTools, broker: BrokerProcess, admin: AdminClient, filled: str
 ) -> None:

@@ -44,6 +44,11 @@ TOOL_CLASSES: Mapping[str, str] = {
     "kafka-delegation-tokens": "org.apache.kafka.tools.DelegationTokenCommand",
     "kafka-client-metrics": "org.apache.kafka.tools.ClientMetricsCommand",
     "kafka-replica-verification": "org.apache.kafka.tools.ReplicaVerificationTool",
+    "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
+    "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
+    "kafka-verifiable-producer": "org.apache.kafka.tools.VerifiableProducer",
+    "kafka-verifiable-consumer": "org.apache.kafka.tools.VerifiableConsumer",
+    "kafka-e2e-latency": "org.apache.kafka.tools.EndToEndLatency",
 }
 
 DEFAULT_TIMEOUT_S = 120.0
