@@ -28,6 +28,7 @@ from kctl.client.admin.results import NewTopic
 from kctl.client.admin.security import AclBinding
 from kctl.client.consumer.consumer import Consumer
 from kctl.client.group.admin import GroupAdmin
+from kctl.client.partitioner import murmur2_partition
 from kctl.client.producer.producer import Producer
 from kctl.protocol.acl_types import AclOperation, AclPermissionType, AclResourceType, PatternType
 from kctl.testing import BrokerProcess, LocalCluster
@@ -303,13 +304,57 @@ def test_console_consumer_from_beginning_keys_and_group(
     ).check()
     assert sorted(consumed.lines) == sorted(f"key{i}:value{i}" for i in range(6))
     assert "Processed a total of 6 messages" in consumed.stderr
-    # the same key went to the same partition as kctl's own producer would put it (murmur2)
+    # Kafka's producer put each key where kctl's partitioner does (murmur2)
     records = read_all(broker.bootstrap, topic, 2, 6)
-    by_key = {r.key: r.partition for r in records}
-    assert len(by_key) == 6 and set(by_key.values()) <= {0, 1}
+    assert {r.key: r.partition for r in records} == {
+        f"key{i}".encode(): murmur2_partition(f"key{i}".encode(), 2) for i in range(6)
+    }
     # the group's commit is visible to kctl (the consumer commits on close)
     committed = GroupAdmin(admin).committed_offsets(group)
     assert sum(o.offset for o in committed.values() if o is not None) == 6
+
+
+def test_producer_and_consumer_perf_tests_idempotent_in_flight_batches(
+    kafka_tool: KafkaTools, broker: BrokerProcess, admin: AdminClient
+) -> None:
+    """Kafka's perf tools: an idempotent producer with many small batches in flight (5 per
+    connection) and a group consumer reading them all back."""
+    topic = unique("kt-perf")
+    admin.create_topics([NewTopic(topic, 3, 1)])[0].raise_for_error()
+    produced = kafka_tool(
+        "kafka-producer-perf-test",
+        "--topic",
+        topic,
+        "--num-records",
+        "20000",
+        "--record-size",
+        "100",
+        "--throughput",
+        "-1",
+        "--producer-props",
+        f"bootstrap.servers={broker.bootstrap}",
+        "batch.size=2048",
+        "linger.ms=0",
+        "acks=all",
+        "enable.idempotence=true",
+        "max.in.flight.requests.per.connection=5",
+    ).check()
+    assert "20000 records sent" in produced.stdout, produced.describe()
+    ends = admin.list_offsets([TopicPartition(topic, p) for p in range(3)])
+    assert sum(r.offset for r in ends.values()) == 20000
+    consumed = tool(
+        kafka_tool,
+        broker,
+        "kafka-consumer-perf-test",
+        "--topic",
+        topic,
+        "--messages",
+        "20000",
+        "--timeout",
+        "30000",
+    ).check()
+    header, row = consumed.lines[-2:]
+    assert dict(zip(header.split(", "), row.split(", "), strict=True))["data.consumed.in.nMsg"] == "20000"
 
 
 # ------------------------------------------------------------------------------ consumer groups
