@@ -569,23 +569,40 @@ def test_broker_api_versions(kafka_tool: KafkaTools, broker: BrokerProcess) -> N
 
 
 class Secured:
-    """A broker with the ACL authorizer: PLAINTEXT (anonymous, no rights) and SASL_PLAINTEXT with
-    PLAIN users ``admin`` (super user) and ``alice``; client property files for both."""
+    """A broker with the ACL authorizer and four listeners: PLAINTEXT (anonymous, no rights),
+    SASL_PLAINTEXT and SASL_SSL (PLAIN users ``admin``, a super user, and ``alice``; SCRAM users
+    made by the tests), SSL with required client certificates (``CN=admin`` a super user); Kafka
+    client property files for them."""
 
-    def __init__(self, broker: BrokerProcess, directory: Path) -> None:
+    def __init__(self, broker: BrokerProcess, directory: Path, ca: Path, admin_cert: Path) -> None:
         self.broker = broker
-        self.bootstrap = broker.addresses[1]
-        self.admin_config = self._properties(directory / "admin.properties", "admin", ADMIN_PASSWORD)
-        self.alice_config = self._properties(directory / "alice.properties", "alice", ALICE_PASSWORD)
+        self.directory = directory
+        _, self.bootstrap, self.sasl_ssl, self.ssl = broker.addresses
+        self.ca = ca
+        self.admin_config = self.sasl_properties("admin", "PLAIN", ADMIN_PASSWORD)
+        self.alice_config = self.sasl_properties("alice", "PLAIN", ALICE_PASSWORD)
+        self.cert_config = self._write(
+            "admin-cert",
+            f"security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={ca}\n"
+            f"ssl.keystore.type=PEM\nssl.keystore.location={admin_cert}\n",
+        )
 
-    @staticmethod
-    def _properties(path: Path, user: str, password: str) -> Path:
-        path.write_text(
-            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
-            "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+    def _write(self, stem: str, text: str) -> Path:
+        path = self.directory / f"{stem}.properties"
+        path.write_text(text)
+        return path
+
+    def sasl_properties(self, user: str, mechanism: str, password: str, *, tls: bool = False) -> Path:
+        """A Kafka client property file logging in as `user` with `mechanism` (over TLS: SASL_SSL)."""
+        module = "plain.PlainLoginModule" if mechanism == "PLAIN" else "scram.ScramLoginModule"
+        text = f"security.protocol={'SASL_SSL' if tls else 'SASL_PLAINTEXT'}\nsasl.mechanism={mechanism}\n"
+        text += (
+            f"sasl.jaas.config=org.apache.kafka.common.security.{module} required "
             f'username="{user}" password="{password}";\n'
         )
-        return path
+        if tls:
+            text += f"ssl.truststore.type=PEM\nssl.truststore.location={self.ca}\n"
+        return self._write(f"{user}-{mechanism}-{tls}", text)
 
     def admin(self) -> AdminClient:
         return AdminClient(
@@ -603,21 +620,76 @@ class Secured:
 def secured(
     kafka_tool: KafkaTools, module_broker_factory: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> Secured:
+    pytest.importorskip("cryptography")
+    from kctl.testing import certs
+
+    directory = tmp_path_factory.mktemp("kafka-acls")
+    ca = certs.TestCA(directory / "certs")
+    server = ca.issue("broker", "localhost", server=True)
+    admin_cert = ca.issue("admin", "admin", server=False)
     jaas = (
         "org.apache.kafka.common.security.plain.PlainLoginModule required "
         f'username="admin" password="{ADMIN_PASSWORD}" user_admin="{ADMIN_PASSWORD}" '
         f'user_alice="{ALICE_PASSWORD}";'
     )
     properties = {
-        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-        "sasl.enabled.mechanisms": "PLAIN",
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0,SSL://127.0.0.1:0",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(server.keystore),
+        "ssl.truststore.location": str(ca.pem),
+        "listener.name.ssl.ssl.client.auth": "required",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
         "sasl.jaas.config": jaas,
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-        "super.users": "User:admin",
+        "super.users": "User:admin;User:CN=admin,O=kctl-test",
         "num.partitions": "1",
         "group.initial.rebalance.delay.ms": "0",
     }
-    return Secured(module_broker_factory(properties), tmp_path_factory.mktemp("kafka-acls"))
+    return Secured(module_broker_factory(properties), directory, ca.pem, admin_cert.keystore)
+
+
+def test_scram_users_and_tls_with_kafka_clients(kafka_tool: KafkaTools, secured: Secured) -> None:
+    """Kafka's clients over TLS (JSSE against kctl's listener) with a client certificate and with
+    SASL/SCRAM; SCRAM credentials made with kafka-configs (AlterUserScramCredentials)."""
+    topic = unique("sec-scram")
+    as_cert = ("--bootstrap-server", secured.ssl, "--command-config", str(secured.cert_config))
+    kafka_tool("kafka-topics", *as_cert, "--create", "--topic", topic).check()
+    kafka_tool(
+        "kafka-configs",
+        *as_cert,
+        "--alter",
+        "--entity-type",
+        "users",
+        "--entity-name",
+        "carol",
+        "--add-config",
+        "SCRAM-SHA-512=[iterations=8192,password=carol-512],SCRAM-SHA-256=[password=carol-256]",
+    ).check()
+    with secured.admin() as admin:
+        [carol] = admin.describe_users(["carol"])
+        assert sorted(carol.mechanisms) == [("SCRAM-SHA-256", 4096), ("SCRAM-SHA-512", 8192)], carol
+    kafka_tool(
+        "kafka-acls",
+        *as_cert,
+        "--add",
+        "--allow-principal",
+        "User:carol",
+        "--operation",
+        "Describe",
+        "--topic",
+        topic,
+    ).check()
+    for mechanism, password in (("SCRAM-SHA-512", "carol-512"), ("SCRAM-SHA-256", "carol-256")):
+        config = secured.sasl_properties("carol", mechanism, password, tls=True)
+        listed = kafka_tool(
+            "kafka-topics", "--bootstrap-server", secured.sasl_ssl, "--command-config", str(config), "--list"
+        )
+        assert listed.check().lines == [topic], listed.describe()  # carol sees only what she may describe
+    wrong = secured.sasl_properties("carol", "SCRAM-SHA-512", "carol-256", tls=True)
+    refused = kafka_tool(
+        "kafka-topics", "--bootstrap-server", secured.sasl_ssl, "--command-config", str(wrong), "--list"
+    )
+    assert refused.returncode == 1 and "SaslAuthenticationException" in refused.stderr, refused.describe()
 
 
 def test_acls_add_list_remove_and_enforced(kafka_tool: KafkaTools, secured: Secured) -> None:

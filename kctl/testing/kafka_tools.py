@@ -52,6 +52,9 @@ TOOL_CLASSES: Mapping[str, str] = {
 }
 
 DEFAULT_TIMEOUT_S = 120.0
+#: the JVM's own warnings to stderr (HotSpot prints them on stdout, where tests parse the tool's
+#: output), and no hsperfdata file in /tmp (whose absence or a full /tmp only makes such warnings)
+JVM_OPTIONS = ("-XX:+DisplayVMOutputToStderr", "-XX:-UsePerfData")
 #: set (to anything but "" or "0") to make the ``kafka_tool`` fixture fail rather than skip without jars
 REQUIRE_ENV = "KCTL_REQUIRE_KAFKA_TOOLS"
 
@@ -108,7 +111,8 @@ class KafkaTools:
             raise ValueError(
                 f"unknown Kafka tool {tool!r}; known: {', '.join(sorted(TOOL_CLASSES))}"
             ) from None
-        return kafka_java(main_class, *args, version=self.version)
+        java, *rest = kafka_java(main_class, *args, version=self.version)
+        return [java, *JVM_OPTIONS, *rest]
 
     def __call__(
         self,
