@@ -34,6 +34,8 @@ from kctl.protocol.acl_types import AclOperation, AclPermissionType, AclResource
 from kctl.testing import BrokerProcess, LocalCluster
 from kctl.testing.kafka_tools import KafkaTools, ToolResult
 
+pytestmark = pytest.mark.slow  # each tool run starts a JVM
+
 ADMIN_PASSWORD = "admin-secret"
 ALICE_PASSWORD = "alice-secret"
 
