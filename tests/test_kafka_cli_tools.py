@@ -63,15 +63,18 @@ def tool(kafka_tool: KafkaTools, broker: BrokerProcess, name: str, *args: str, *
     return kafka_tool(name, "--bootstrap-server", broker.bootstrap, *args, **kw)
 
 
-def read_all(bootstrap: str, topic: str, partitions: int, count: int, **config: str) -> list[Any]:
+def read_all(bootstrap: str, topic: str, partitions: int, count: int) -> list[Any]:
     """`count` records of `topic` read from the beginning with kctl's consumer."""
     records: list[Any] = []
-    with Consumer(bootstrap, config or None) as consumer:
+    with Consumer(bootstrap) as consumer:
         consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
         consumer.seek_to_beginning()
-        wait_until(
-            lambda: records.extend(consumer.poll(0.5)) or len(records) >= count, 20, f"{count} records"
-        )
+
+        def enough() -> bool:
+            records.extend(consumer.poll(0.5))
+            return len(records) >= count
+
+        wait_until(enough, 20, f"{count} records")
     return records
 
 
