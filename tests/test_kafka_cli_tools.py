@@ -873,6 +873,21 @@ def test_reassign_partitions_generate_execute_and_leader_election(
     kafka_tool(
         "kafka-topics", *bootstrap, "--create", "--topic", topic, "--replica-assignment", "1:2,2:3"
     ).check()
+    lines = [f"k{i}:v{i}" for i in range(8)]
+    produced = kafka_tool(
+        "kafka-console-producer",
+        *bootstrap,
+        "--topic",
+        topic,
+        "--request-required-acks",
+        "all",
+        "--property",
+        "parse.key=true",
+        "--property",
+        "key.separator=:",
+        input="\n".join(lines) + "\n",
+    )
+    assert produced.returncode == 0 and "ERROR" not in produced.stderr, produced.describe()
     topics_file = tmp_path / "topics.json"
     topics_file.write_text(json.dumps({"version": 1, "topics": [{"topic": topic}]}))
     generated = kafka_tool(
@@ -891,7 +906,7 @@ def test_reassign_partitions_generate_execute_and_leader_election(
     ]
 
     plan = tmp_path / "plan.json"
-    target = {0: [2, 3], 1: [3, 1]}
+    target = {0: [3, 2], 1: [1, 3]}  # each preferred leader a new replica
     plan.write_text(
         json.dumps(
             {
@@ -917,7 +932,7 @@ def test_reassign_partitions_generate_execute_and_leader_election(
             "No partition reassignments found."
         ]
 
-        # the old leaders (1, 2) are still leading: a preferred election moves leadership to 2 and 3
+        # leadership may still be with the old replicas: a preferred election moves it to 3 and 1
         [description] = admin.describe_topics([topic])
         leaders = {p.partition: p.leader for p in description.partitions}
         elected = kafka_tool(
@@ -948,6 +963,24 @@ def test_reassign_partitions_generate_execute_and_leader_election(
             "0",
         ).check()
         assert f"Valid replica already elected for partitions {topic}-0" in again.stdout, again.describe()
+
+    # the records were copied to the new replicas: Kafka's consumer reads them all from them, now leaders
+    consumed = kafka_tool(
+        "kafka-console-consumer",
+        *bootstrap,
+        "--topic",
+        topic,
+        "--from-beginning",
+        "--max-messages",
+        "8",
+        "--property",
+        "print.key=true",
+        "--property",
+        "key.separator=:",
+        "--timeout-ms",
+        "30000",
+    ).check()
+    assert sorted(consumed.lines) == sorted(lines)
 
 
 @pytest.mark.xfail(
