@@ -26,11 +26,16 @@ from raw_kafka import unique, wait_until
 from kctl.client import AdminClient, TopicPartition
 from kctl.client.admin.results import NewTopic
 from kctl.client.admin.security import AclBinding
+from kctl.client.config import ClientConfig
+from kctl.client.connection import BrokerConnection
 from kctl.client.consumer.consumer import Consumer
 from kctl.client.group.admin import GroupAdmin
 from kctl.client.partitioner import murmur2_partition
 from kctl.client.producer.producer import Producer
+from kctl.client.security import SecuritySettings
+from kctl.protocol import ApiKey
 from kctl.protocol.acl_types import AclOperation, AclPermissionType, AclResourceType, PatternType
+from kctl.protocol.messages.init_producer_id import InitProducerIdRequest
 from kctl.testing import BrokerProcess, LocalCluster
 from kctl.testing.kafka_tools import KafkaTools, ToolResult
 
@@ -854,6 +859,64 @@ def test_acls_add_list_remove_and_enforced(kafka_tool: KafkaTools, secured: Secu
         assert "AuthorizationException" in refused.stderr, refused.describe()
         end = admin.list_offsets([TopicPartition(topic, 0)])[TopicPartition(topic, 0)]
         assert end.offset == 2
+
+
+def test_idempotent_producer_with_only_a_prefixed_write_acl(kafka_tool: KafkaTools, secured: Secured) -> None:
+    """Kafka's producer is idempotent by default: InitProducerId needs IdempotentWrite on the
+    cluster or Write on some topic (KIP-679), judged by resource type — a prefixed ACL counts even
+    before any topic it covers exists (asked raw first: no topic with the prefix exists yet). Then
+    Kafka's console producer creates the topic by producing to it."""
+    user, password, prefix = unique("bob"), "bob-secret", unique("fresh-")
+    topic = f"{prefix}orders"
+    with secured.admin() as admin:
+        assert [r.error_code for r in admin.alter_users([(user, "SCRAM-SHA-256", password)])] == [0]
+    as_admin = ("--bootstrap-server", secured.bootstrap, "--command-config", str(secured.admin_config))
+    kafka_tool(
+        "kafka-acls",
+        *as_admin,
+        "--add",
+        "--producer",
+        "--allow-principal",
+        f"User:{user}",
+        "--topic",
+        prefix,
+        "--resource-pattern-type",
+        "prefixed",
+    ).check()
+    settings = SecuritySettings.from_config(
+        ClientConfig.from_properties(
+            {
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "SCRAM-SHA-256",
+                "sasl.username": user,
+                "sasl.password": password,
+            }
+        )
+    )
+    host, _, port = secured.bootstrap.rpartition(":")
+    with BrokerConnection(host, int(port), security=settings) as conn:
+        answer = conn.request(
+            ApiKey.INIT_PRODUCER_ID,
+            InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000),
+        )
+    assert answer.error_code == 0 and answer.producer_id >= 0, answer
+    config = secured.sasl_properties(user, "SCRAM-SHA-256", password)
+    produced = kafka_tool(
+        "kafka-console-producer",
+        "--bootstrap-server",
+        secured.bootstrap,
+        "--producer.config",
+        str(config),
+        "--topic",
+        topic,
+        "--producer-property",
+        "max.block.ms=15000",
+        input="one\ntwo\n",
+    )
+    assert produced.returncode == 0 and "ERROR" not in produced.stderr, produced.describe()
+    with secured.admin() as admin:
+        tp = TopicPartition(topic, 0)
+        assert admin.list_offsets([tp])[tp].offset == 2
 
 
 # --------------------------------------------------------- reassignment and leader election (cluster)
