@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install system-deps run test lint gen check-gen bench clean
+.PHONY: install system-deps kafka-jars run test lint gen check-gen bench clean
 
 RUN_STAMP := $(VENV)/.run-stamp
 
@@ -24,6 +24,12 @@ install: $(STAMP)
 system-deps:
 	bash scripts/install-system-deps.sh
 
+# Apache Kafka's jars (its CLI tools are a test client: tests/test_kafka_cli_tools.py), resolved from
+# Maven Central once into ~/.cache/kctl. If that fails this says why and those tests skip with the
+# reason; KCTL_REQUIRE_KAFKA_TOOLS=1 makes it (and them) fail instead.
+kafka-jars: install system-deps
+	$(BIN)/python -m kctl.testing.kafka_tools || [ -z "$$KCTL_REQUIRE_KAFKA_TOOLS" ]
+
 run: $(RUN_STAMP)
 	$(BIN)/kctl broker start $(ARGS)
 
@@ -39,7 +45,7 @@ check-gen: install
 	$(BIN)/python scripts/gen_docs.py --check
 	$(BIN)/python scripts/gen_protocol_stubs.py --check
 
-test: install system-deps lint check-gen
+test: install system-deps kafka-jars lint check-gen
 	$(BIN)/pytest
 
 bench: install

@@ -439,3 +439,33 @@ def test_tls_listener_options(tmp_path: Path) -> None:
         server_ssl_context({}, {**values, "ssl.truststore.location": None}, "SSL")
     with pytest.raises(SecurityConfigError, match="keystore"):
         server_ssl_context({}, {**values, "ssl.keystore.location": None}, "SSL")
+
+
+def test_authorize_by_resource_type_as_kafka(tmp_path: Path) -> None:
+    """KIP-679: Write on *some* topic, judged from the ACLs alone (no topic need exist)."""
+    a = _authorizer(
+        tmp_path,
+        _b("fresh-", "User:bob", Op.WRITE, pat=Pat.PREFIXED),
+        _b("only", "User:carl", Op.WRITE),
+        _b("only", "User:carl", Op.WRITE, Perm.DENY),
+        _b("app-", "User:dan", Op.ALL, pat=Pat.PREFIXED),
+        _b("app", "User:dan", Op.WRITE, Perm.DENY, Pat.PREFIXED),
+        _b("x", "User:eve", Op.WRITE),
+        _b("*", "User:eve", Op.WRITE, Perm.DENY),
+        _b("y", "User:fay", Op.READ),
+        _b("z", "User:*", Op.WRITE, rtype=Res.GROUP),
+    )
+
+    def may(principal: str) -> bool:
+        return a.authorize_by_resource_type(principal, "127.0.0.1", Op.WRITE, Res.TOPIC)
+
+    assert may("User:bob")  # a prefixed allow, no topic needed
+    assert not may("User:carl")  # the same literal denied
+    assert not may("User:dan")  # a deny prefix covers the allow prefix
+    assert not may("User:eve")  # a wildcard deny denies all
+    assert not may("User:fay")  # Read is not Write
+    assert not may("User:nobody")
+    assert may("User:root")  # a super user
+    assert Authorizer(FileSecurityStore(tmp_path / "none"), enabled=False).authorize_by_resource_type(
+        "User:nobody", "h", Op.WRITE, Res.TOPIC
+    )

@@ -12,6 +12,9 @@ Fixtures:
   ``factory(properties=None, **kwargs) -> BrokerProcess`` starts a broker with extra ``-X``
   properties in a data directory of its own; all are stopped at the end of the test / module.
 - ``broker`` (function): one started broker with default properties.
+- ``kafka_tool`` (session): runs Apache Kafka 3.9's own command-line tools from its jars
+  (``kafka_tool("kafka-topics", "--bootstrap-server", b, "--list") -> ToolResult``,
+  `kctl.testing.kafka_tools`); skips the test with the reason when the jars cannot be resolved.
 - ``local_cluster_factory`` (function): ``factory(size=3, properties=None) -> LocalCluster`` on the
   session's ZooKeeper server, each cluster in a chroot of its own.
 
@@ -40,6 +43,8 @@ from kctl.localcluster.zookeeper import (
     ZooKeeperUnavailableError,
     start_zookeeper,
 )
+from kctl.testing.kafka_dist import KafkaJarsUnavailable
+from kctl.testing.kafka_tools import KafkaTools, required
 
 MARKERS = {
     "zk": "needs a real ZooKeeper server",
@@ -48,7 +53,14 @@ MARKERS = {
     "slow": "takes more than a few seconds on its own",
 }
 E2E_FIXTURES = frozenset(
-    {"broker", "broker_factory", "module_broker_factory", "local_cluster_factory", "module_cluster_factory"}
+    {
+        "broker",
+        "broker_factory",
+        "module_broker_factory",
+        "local_cluster_factory",
+        "module_cluster_factory",
+        "kafka_tool",
+    }
 )
 ZK_FIXTURES = frozenset({"zookeeper", "local_cluster_factory", "module_cluster_factory"})
 E2E_OBJECTS: tuple[object, ...] = (BrokerProcess, LocalCluster)
@@ -169,3 +181,18 @@ def module_cluster_factory(
     yield _cluster_factory(lambda n: tmp_path_factory.mktemp(f"cluster-{n}"), zookeeper, started)
     for cluster in started:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_tool() -> KafkaTools:
+    """``kafka_tool(script, *args, input=None) -> ToolResult``: Apache Kafka's own tools (kafka-topics,
+    kafka-configs, ...) from its jars (`kctl.testing.kafka_tools`). Skips, with the reason in the
+    summary, when the jars cannot be resolved (no Java, no Maven, Maven Central unreachable); fails
+    instead with ``KCTL_REQUIRE_KAFKA_TOOLS=1``."""
+    try:
+        return KafkaTools()
+    except KafkaJarsUnavailable as error:
+        reason = f"Apache Kafka's tools unavailable: {error}"
+        if required():
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)

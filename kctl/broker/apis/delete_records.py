@@ -1,5 +1,6 @@
 """DeleteRecords: raise a partition's log start offset (-1 means the high watermark); whole segments
-below it are deleted at once.
+below it are deleted at once. As in Kafka, only a topic whose cleanup.policy includes ``delete`` may
+have records deleted: a compact-only one answers POLICY_VIOLATION.
 
 Versions: v0-2. The versions differ only in encoding (v2 is flexible)."""
 
@@ -38,6 +39,12 @@ async def handle(
             try:
                 require(broker, context, AclOperation.DELETE, AclResourceType.TOPIC, topic.name)
                 partition = broker.replicas.leader_partition(TopicPartition(topic.name, part.partition_index))
+                if not partition.log.config.delete:
+                    raise ApiError(
+                        ErrorCode.POLICY_VIOLATION,
+                        f"records of {topic.name}-{part.partition_index} cannot be deleted: "
+                        "its cleanup.policy does not include delete",
+                    )
                 offset = partition.high_watermark if part.offset == -1 else part.offset
                 if offset < 0 or offset > partition.high_watermark:
                     raise ApiError(

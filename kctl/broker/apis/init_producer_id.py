@@ -1,6 +1,8 @@
 """InitProducerId: a producer id and epoch for an idempotent producer (a new id, or the same id with
 its epoch bumped when the producer asks, KIP-360). Transactions are not supported: a request with a
-transactional id is refused.
+transactional id is refused. Without a transactional id the producer needs IdempotentWrite on the
+cluster or Write on some topic, judged by resource type as Kafka does (KIP-679): a prefixed or literal
+ALLOW counts even before a topic it covers exists.
 
 Versions: v0-5. v2+ are flexible; v3+ carry the producer's current id and epoch, so an idempotent producer
 can ask for its epoch to be bumped (KIP-360)."""
@@ -10,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
-from kctl.broker.security.acls import allowed
+from kctl.broker.security.acls import allowed, allowed_by_resource_type
 from kctl.protocol.acl_types import CLUSTER_NAME, AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
@@ -36,10 +38,7 @@ async def handle(
         )
     if not (
         allowed(broker, context, AclOperation.IDEMPOTENT_WRITE, AclResourceType.CLUSTER, CLUSTER_NAME)
-        or any(
-            allowed(broker, context, AclOperation.WRITE, AclResourceType.TOPIC, name)
-            for name in broker.metadata.topics()
-        )
+        or allowed_by_resource_type(broker, context, AclOperation.WRITE, AclResourceType.TOPIC)
     ):
         return InitProducerIdResponse(
             throttle_time_ms=0,

@@ -201,6 +201,38 @@ class Authorizer:
         allowing = (operation, AclOperation.ALL, *_IMPLIED.get(operation, ()))
         return any(b.permission == AclPermissionType.ALLOW and b.operation in allowing for b in applicable)
 
+    def authorize_by_resource_type(
+        self, principal: str, host: str, operation: AclOperation, resource_type: AclResourceType
+    ) -> bool:
+        """Whether `principal` may do `operation` on *some* resource of the type (Kafka's
+        authorizeByResourceType, KIP-679): an ALLOW ACL, literal or prefixed, whether or not a
+        resource it covers exists yet, that no DENY ACL covers (a literal ``*`` deny, the same
+        literal name, or a deny prefix of its name)."""
+        if self.authorize(principal, host, operation, resource_type, "hardcode"):
+            return True  # super users, no authorizer, or allow.everyone.if.no.acl.found
+        with self._lock:
+            applicable = [
+                b
+                for b in self._bindings.get(resource_type, ())
+                if (b.principal == principal or b.principal == "User:*")
+                and (b.host == host or b.host == WILDCARD)
+                and b.operation in (operation, AclOperation.ALL)
+            ]
+        denied = [b for b in applicable if b.permission == AclPermissionType.DENY]
+        deny_literal = {b.resource_name for b in denied if b.pattern_type == PatternType.LITERAL}
+        deny_prefixes = [b.resource_name for b in denied if b.pattern_type == PatternType.PREFIXED]
+        if WILDCARD in deny_literal:
+            return False
+        for b in applicable:
+            if b.permission != AclPermissionType.ALLOW:
+                continue
+            if any(b.resource_name.startswith(prefix) for prefix in deny_prefixes):
+                continue
+            if b.pattern_type == PatternType.LITERAL and b.resource_name in deny_literal:
+                continue
+            return True
+        return False
+
     # -- changes (CreateAcls / DeleteAcls) ---------------------------------------------------------
     def create(self, binding: AclBinding) -> None:
         entry = binding.entry()
@@ -241,6 +273,20 @@ def allowed(
         return True
     return security.authorizer.authorize(
         session.principal, context.client_host, operation, resource_type, name
+    )
+
+
+def allowed_by_resource_type(
+    broker: Broker, context: RequestContext, operation: AclOperation, resource_type: AclResourceType
+) -> bool:
+    """Whether the request's principal may do ``operation`` on some resource of the type
+    (`Authorizer.authorize_by_resource_type`; always without an authorizer)."""
+    security = getattr(broker, "security", None)
+    session = context.session
+    if security is None or session is None or not security.authorizer.enabled:
+        return True
+    return security.authorizer.authorize_by_resource_type(
+        session.principal, context.client_host, operation, resource_type
     )
 
 
