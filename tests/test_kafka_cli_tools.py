@@ -1046,13 +1046,6 @@ def test_reassign_partitions_generate_execute_and_leader_election(
     assert sorted(consumed.lines) == sorted(lines)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kafka-reassign-partitions --verify clears broker-level throttles: IncrementalAlterConfigs "
-    "DELETE of leader/follower.replication.throttled.rate and "
-    "replica.alter.log.dirs.io.max.bytes.per.second on each broker, which kctl refuses (broker configs "
-    "static here; with dynamic broker configs the last one is still unknown)",
-)
 def test_reassign_partitions_verify(kafka_tool: KafkaTools, cluster: LocalCluster, tmp_path: Path) -> None:
     bootstrap = ("--bootstrap-server", cluster.bootstrap_servers)
     topic = unique("kt-verify")

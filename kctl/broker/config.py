@@ -136,6 +136,7 @@ CLUSTER_WIDE_CONFIGS = frozenset(
         "producer.id.expiration.ms",
         "leader.replication.throttled.rate",
         "follower.replication.throttled.rate",
+        "replica.alter.log.dirs.io.max.bytes.per.second",
     }
 )
 
@@ -504,6 +505,15 @@ BROKER_CONFIGS = ConfigDef(
             Range(0),
             "Bytes/s this broker fetches, as a follower, for the replicas listed in their topics' "
             "follower.replication.throttled.replicas.",
+        ),
+        _broker(
+            "replica.alter.log.dirs.io.max.bytes.per.second",
+            T.LONG,
+            LONG_MAX,
+            Range(0),
+            "Bytes/s a move between this broker's log dirs may copy (AlterReplicaLogDirs). kctl: accepted, "
+            "stored and described (Kafka's tools set and clear it around a reassignment); moves are not "
+            "throttled.",
         ),
         _broker("offsets.topic.num.partitions", T.INT, 50, Range(1), "Partitions of __consumer_offsets."),
         _broker(
