@@ -4,7 +4,7 @@
 _kctl_subcommands() {
     case "$1" in
         'kctl') echo 'broker cluster config consume group log mirror partition perf produce spark topic zk user acl quota transactions man' ;;
-        'kctl broker') echo 'start stop list configs log-dirs config' ;;
+        'kctl broker') echo 'start stop list log-dirs config' ;;
         'kctl broker log-dirs') echo 'describe move' ;;
         'kctl broker config') echo 'describe alter' ;;
         'kctl cluster') echo 'up status down list info' ;;
@@ -25,7 +25,7 @@ _kctl_subcommands() {
 
 _kctl_is_subcommand() {
     case "$1 $2" in
-        'kctl broker'|'kctl cluster'|'kctl config'|'kctl consume'|'kctl group'|'kctl log'|'kctl mirror'|'kctl partition'|'kctl perf'|'kctl produce'|'kctl spark'|'kctl topic'|'kctl zk'|'kctl user'|'kctl acl'|'kctl quota'|'kctl transactions'|'kctl man'|'kctl broker start'|'kctl broker stop'|'kctl broker list'|'kctl broker configs'|'kctl broker log-dirs'|'kctl broker config'|'kctl broker log-dirs describe'|'kctl broker log-dirs move'|'kctl broker config describe'|'kctl broker config alter'|'kctl cluster up'|'kctl cluster status'|'kctl cluster down'|'kctl cluster list'|'kctl cluster info'|'kctl config show'|'kctl group list'|'kctl group describe'|'kctl group rewind'|'kctl group delete'|'kctl group migrate'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge'|'kctl partition reassign'|'kctl partition elect-leaders'|'kctl perf produce'|'kctl perf consume'|'kctl spark load'|'kctl topic create'|'kctl topic list'|'kctl topic describe'|'kctl topic delete'|'kctl topic alter'|'kctl topic offsets'|'kctl topic trim'|'kctl zk ls'|'kctl zk get'|'kctl zk tree'|'kctl zk brokers'|'kctl zk topics'|'kctl zk consumers'|'kctl user create'|'kctl user delete'|'kctl user list'|'kctl acl add'|'kctl acl list'|'kctl acl remove'|'kctl quota describe'|'kctl quota alter'|'kctl transactions describe-producers'|'kctl transactions list'|'kctl transactions describe') return 0 ;;
+        'kctl broker'|'kctl cluster'|'kctl config'|'kctl consume'|'kctl group'|'kctl log'|'kctl mirror'|'kctl partition'|'kctl perf'|'kctl produce'|'kctl spark'|'kctl topic'|'kctl zk'|'kctl user'|'kctl acl'|'kctl quota'|'kctl transactions'|'kctl man'|'kctl broker start'|'kctl broker stop'|'kctl broker list'|'kctl broker log-dirs'|'kctl broker config'|'kctl broker log-dirs describe'|'kctl broker log-dirs move'|'kctl broker config describe'|'kctl broker config alter'|'kctl cluster up'|'kctl cluster status'|'kctl cluster down'|'kctl cluster list'|'kctl cluster info'|'kctl config show'|'kctl group list'|'kctl group describe'|'kctl group rewind'|'kctl group delete'|'kctl group migrate'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge'|'kctl partition reassign'|'kctl partition elect-leaders'|'kctl perf produce'|'kctl perf consume'|'kctl spark load'|'kctl topic create'|'kctl topic list'|'kctl topic describe'|'kctl topic delete'|'kctl topic alter'|'kctl topic offsets'|'kctl topic trim'|'kctl zk ls'|'kctl zk get'|'kctl zk tree'|'kctl zk brokers'|'kctl zk topics'|'kctl zk consumers'|'kctl user create'|'kctl user delete'|'kctl user list'|'kctl acl add'|'kctl acl list'|'kctl acl remove'|'kctl quota describe'|'kctl quota alter'|'kctl transactions describe-producers'|'kctl transactions list'|'kctl transactions describe') return 0 ;;
     esac
     return 1
 }
@@ -37,7 +37,6 @@ _kctl_options() {
         'kctl broker start') echo '-c --config -X -d --daemon --pid-file --log-file --log-level -h --help' ;;
         'kctl broker stop') echo '-c --config -X --pid-file --timeout -h --help' ;;
         'kctl broker list') echo '-f --format -c --config -X -b --bootstrap-server -h --help' ;;
-        'kctl broker configs') echo '-f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl broker log-dirs') echo '--broker -t --topic --bytes -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl broker log-dirs describe') echo '--broker -t --topic --bytes -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl broker log-dirs move') echo '--broker -t --topic --to -p --partition --execute --wait -f --format -c --config -X -b --bootstrap-server -h --help' ;;
@@ -125,10 +124,6 @@ _kctl_option_value() {
         'kctl broker list -c'|'kctl broker list --config') echo 'file' ;;
         'kctl broker list -X') echo 'any' ;;
         'kctl broker list -b'|'kctl broker list --bootstrap-server') echo 'any' ;;
-        'kctl broker configs -f'|'kctl broker configs --format') echo 'choice table json jsonl' ;;
-        'kctl broker configs -c'|'kctl broker configs --config') echo 'file' ;;
-        'kctl broker configs -X') echo 'any' ;;
-        'kctl broker configs -b'|'kctl broker configs --bootstrap-server') echo 'any' ;;
         'kctl broker log-dirs --broker') echo 'any' ;;
         'kctl broker log-dirs -t'|'kctl broker log-dirs --topic') echo 'topic' ;;
         'kctl broker log-dirs -f'|'kctl broker log-dirs --format') echo 'choice table json jsonl' ;;
@@ -476,7 +471,6 @@ _kctl_option_value() {
 
 _kctl_argument_value() {
     case "$1" in
-        'kctl broker configs') echo 'any' ;;
         'kctl consume') echo 'topic' ;;
         'kctl group describe') echo 'group' ;;
         'kctl group rewind') echo 'group' ;;

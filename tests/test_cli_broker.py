@@ -158,7 +158,7 @@ def test_broker_configs_show_value_default_and_source(broker_factory) -> None:  
     import json
 
     broker = broker_factory({"log.retention.hours": "72"})
-    result = kctl("broker", "configs", "-b", broker.bootstrap, "-f", "json")
+    result = kctl("broker", "config", "describe", "--all", "-b", broker.bootstrap, "-f", "json")
     assert result.returncode == 0, result.stderr
     rows = {r["name"]: r for r in json.loads(result.stdout)}
     assert rows["log.retention.hours"]["value"] == "72"
@@ -167,5 +167,5 @@ def test_broker_configs_show_value_default_and_source(broker_factory) -> None:  
     assert rows["num.partitions"]["source"] == "DEFAULT_CONFIG"
     assert rows["num.partitions"]["value"] == rows["num.partitions"]["default"]
     assert {r["broker_id"] for r in rows.values()} == {broker.broker_id}
-    missing = kctl("broker", "configs", "42", "-b", broker.bootstrap)
+    missing = kctl("broker", "config", "describe", "--broker", "42", "-b", broker.bootstrap)
     assert missing.returncode == 3 and "no broker 42" in missing.stderr

@@ -544,40 +544,6 @@ BROKER_CONFIG_COLUMNS = [
 ]
 
 
-@app.command("configs")
-def broker_configs(
-    broker_id: Annotated[
-        int | None,
-        typer.Argument(
-            metavar="[BROKER-ID]", help="The broker (default: the controller, else any).", show_default=False
-        ),
-    ] = None,
-    fmt: FormatOption = DEFAULT_FORMAT,
-    config_file: ConfigFileOption = None,
-    overrides: ConfigOverrideOption = None,
-    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
-) -> None:
-    """Show a running broker's configs: each property's value, its built-in default and where the
-    value comes from (DescribeConfigs, as kafka-configs.sh --entity-type brokers --describe --all).
-
-    Sensitive values (passwords) are not shown. Exit status 3 when the broker is unknown."""
-    from kctl.commands.clients import admin_session
-
-    with admin_session(config_file, overrides, bootstrap_server) as admin:
-        cluster = admin.describe_cluster()
-        known = [b.node_id for b in cluster.brokers]
-        wanted = (
-            broker_id
-            if broker_id is not None
-            else (cluster.controller_id if cluster.controller_id in known else known[0])
-        )
-        if wanted not in known:
-            raise KctlError(f"no broker {wanted} in the cluster (brokers: {known})", ExitCode.NOT_FOUND)
-        entries = admin.describe_broker_configs(wanted)
-    rows = [{"broker_id": wanted, **entry.as_row()} for entry in entries]
-    render_rows(rows, BROKER_CONFIG_COLUMNS, fmt, title=f"broker {wanted}")
-
-
 # -- kctl broker config describe|alter: dynamic broker configs ------------------------------------
 config_app = typer.Typer(
     help="Describe and alter broker configs, per broker or cluster-wide (kafka-configs.sh --entity-type "

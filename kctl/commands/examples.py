@@ -72,9 +72,6 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
             "kctl broker config alter --broker 2 --delete follower.replication.throttled.rate --execute",
         ),
     ),
-    "kctl broker configs": (
-        ("Every config of broker 1 with its value, default and source", "kctl broker configs 1"),
-    ),
     # -- cluster
     "kctl cluster up": (
         ("A ZooKeeper server and three brokers on this machine", "kctl cluster up --brokers 3"),
