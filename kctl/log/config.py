@@ -192,6 +192,20 @@ TOPIC_CONFIGS = ConfigDef(
             Synonym("log.message.timestamp.type"),
         ),
         _topic(
+            "message.timestamp.before.max.ms",
+            T.LONG,
+            LONG_MAX,
+            Range(0),
+            "How far in the past a CreateTime record timestamp may be (INVALID_TIMESTAMP beyond).",
+        ),
+        _topic(
+            "message.timestamp.after.max.ms",
+            T.LONG,
+            LONG_MAX,
+            Range(0),
+            "How far in the future a CreateTime record timestamp may be (INVALID_TIMESTAMP beyond).",
+        ),
+        _topic(
             "file.delete.delay.ms",
             T.LONG,
             60_000,
@@ -241,6 +255,8 @@ class LogConfig:
     min_compaction_lag_ms: int = _default("min.compaction.lag.ms")
     max_message_bytes: int = _default("max.message.bytes")
     message_timestamp_type: str = _default("message.timestamp.type")
+    message_timestamp_before_max_ms: int = _default("message.timestamp.before.max.ms")
+    message_timestamp_after_max_ms: int = _default("message.timestamp.after.max.ms")
     file_delete_delay_ms: int = _default("file.delete.delay.ms")
     min_insync_replicas: int = _default("min.insync.replicas")
     preallocate: bool = _default("preallocate")
