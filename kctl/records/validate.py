@@ -109,10 +109,12 @@ def walk_records(
     key_required: bool = False,
     timestamp_low: int | None = None,
     timestamp_high: int | None = None,
+    compacted: bool = False,
 ) -> RecordsSummary:
     """Walk the ``header.records_count`` records of ``data[pos:limit]`` (an uncompressed records
     section). Raises InvalidRecordBatch for records that do not parse, InvalidRecordError for offset
-    deltas that are not the records' indexes; per-record errors (a null key with ``key_required``, a
+    deltas that are not the records' indexes (with ``compacted``: that do not rise within the batch's
+    offset range, as compaction leaves them); per-record errors (a null key with ``key_required``, a
     CreateTime timestamp outside ``[timestamp_low, timestamp_high]``) are returned, not raised."""
     count = header.records_count
     if count < 0 or count > (limit - pos) // 7:
@@ -125,6 +127,7 @@ def walk_records(
     low = timestamp_low if timestamp_low is not None else -(2**63)
     high = timestamp_high if timestamp_high is not None else 2**63
     max_timestamp, index_of_max = NO_TIMESTAMP, 0
+    previous_delta, last_delta = -1, header.last_offset_delta
     errors: list[RecordError] = []
     index = 0
     try:
@@ -157,10 +160,10 @@ def walk_records(
                 pos += 1
             else:
                 b, pos = decode_uvarint(data, pos)
-            if (b >> 1) ^ -(b & 1) != index:
-                raise InvalidRecordError(
-                    f"record {index}: offset delta {(b >> 1) ^ -(b & 1)} is not its index"
-                )
+            delta = (b >> 1) ^ -(b & 1)
+            if delta != index and not (compacted and previous_delta < delta <= last_delta):
+                raise InvalidRecordError(f"record {index}: offset delta {delta} is not its index")
+            previous_delta = delta
             keyless = key_required and data[pos] == 1
             if keyless:
                 errors.append(RecordError(index, "Compacted topic cannot accept message without key"))
@@ -285,15 +288,18 @@ def walk_batch(
     key_required: bool = False,
     timestamp_low: int | None = None,
     timestamp_high: int | None = None,
+    compacted: bool = False,
 ) -> RecordsSummary:
     """Validate the records of the (framed, CRC-checked) batch at ``position``: codec, decompression
-    within ``max_decompressed_size``, and :func:`walk_records`. Errors carry the batch's position."""
+    within ``max_decompressed_size``, and :func:`walk_records` (every field parsed when ``compacted``;
+    otherwise an uncompressed batch with no per-record check gets :func:`walk_lengths`). Errors carry
+    the batch's position."""
     start = position + HEADER_SIZE
     end = position + header.size
     codec = header.attributes & COMPRESSION_CODEC_MASK
     try:
         if codec == CompressionType.NONE:
-            if not key_required and timestamp_low is None and timestamp_high is None:
+            if not key_required and not compacted and timestamp_low is None and timestamp_high is None:
                 return walk_lengths(buf, start, end, header)
             data: Buffer = buf
         else:
@@ -314,6 +320,7 @@ def walk_batch(
             key_required=key_required,
             timestamp_low=timestamp_low,
             timestamp_high=timestamp_high,
+            compacted=compacted,
         )
     except InvalidRecordBatch as error:
         error.position = position
