@@ -231,17 +231,16 @@ def walk_records(
 
 def walk_lengths(data: Buffer, pos: int, limit: int, header: BatchHeader) -> RecordsSummary:
     """The cheap walk for a well-formed uncompressed batch with nothing per-record to check: each
-    record's length varint is read and the record stepped over (its timestamp delta read too, unless
-    the batch's max timestamp is its base timestamp); the records must fill the section exactly. The
-    fields inside a record are covered by the CRC and not parsed; :func:`walk_records` parses them."""
+    record's length varint is read and the record stepped over; the records must fill the section
+    exactly. The fields inside a record are covered by the CRC and not parsed (:func:`walk_records`
+    parses them), and timestamps are not read: the summary names the batch's last offset delta for
+    its max timestamp, which ListOffsets resolves by decoding that one batch when asked."""
     count = header.records_count
     if count < 0 or count > (limit - pos) // 7:
         raise InvalidRecordBatch(
             f"records_count {count} cannot fit in a records section of {limit - pos} bytes"
         )
     index = 0
-    best, index_of_max = -(2**63), 0
-    want_time = header.max_timestamp != header.base_timestamp and not header.attributes & TIMESTAMP_TYPE_MASK
     try:
         for index in range(count):
             b = data[pos]
@@ -257,16 +256,6 @@ def walk_lengths(data: Buffer, pos: int, limit: int, header: BatchHeader) -> Rec
                 raise InvalidRecordBatch(
                     f"record {index}: length {end - pos} (records section has {limit - pos} bytes left)"
                 )
-            if want_time:
-                b = data[pos + 1]
-                if b >= 0x80:
-                    if (c := data[pos + 2]) < 0x80:
-                        b = (b & 0x7F) | c << 7
-                    else:
-                        b, _ = decode_uvarlong(data, pos + 1)
-                b = (b >> 1) ^ -(b & 1)
-                if b > best:
-                    best, index_of_max = b, index
             pos = end
     except IndexError:
         raise InvalidRecordBatch(f"record {index} runs past the end of the records section") from None
@@ -274,9 +263,7 @@ def walk_lengths(data: Buffer, pos: int, limit: int, header: BatchHeader) -> Rec
         raise InvalidRecordBatch(f"record {index}: {exc}") from None
     if pos != limit:
         raise InvalidRecordBatch(f"{limit - pos} bytes left over after the batch's {count} records")
-    if not want_time:
-        return RecordsSummary(header.max_timestamp, 0, [])
-    return RecordsSummary(header.base_timestamp + best, index_of_max, [])
+    return RecordsSummary(header.max_timestamp, header.last_offset_delta, [])
 
 
 def walk_batch(
