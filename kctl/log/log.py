@@ -126,7 +126,9 @@ class Log:
         self.segments: list[LogSegment] = []
         self._base_offsets: list[int] = []
         self.recovery_plan: list[SegmentRecovery] = []
+        self.set_aside: list[tuple[Path, int, str]] = []  # swap files not trusted: (path, bytes, why)
         self._load(needs_recovery, recovery_point, log_start_offset, on_truncate)
+        needs_recovery = needs_recovery or bool(self.recovery_plan)  # a damaged tail after a clean stop
         self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.recovery_point = min(max(recovery_point, self.log_start_offset), self.log_end_offset)
@@ -187,6 +189,7 @@ class Log:
             needs_recovery=needs_recovery,
             recovery_point=recovery_point,
             on_truncate=on_truncate,
+            set_aside=self.set_aside,
         )
         self._base_offsets = [segment.base_offset for segment in self.segments]
         if not self.segments:

@@ -270,6 +270,23 @@ class LogSegment:
             return offset
         return next((record.offset for record in records if record.timestamp == timestamp), offset)
 
+    def tail_problem(self, *, check_crc: bool) -> str | None:
+        """Why the batches after the last offset index entry do not end exactly at the end of the
+        file (garbage, a partial or unparsable batch; with ``check_crc`` a CRC mismatch), or None."""
+        position = self.offset_index.last_entry()[1]
+        if position > self.size:
+            return f"the offset index points at byte {position}, past the end ({self.size})"
+        while position < self.size:
+            if self.size - position < HEADER_SIZE:
+                return f"{self.size - position} trailing bytes at {position} are too few for a batch"
+            header = parse_header(self._file_io.pread(self._file.fd, HEADER_SIZE, position), 0)
+            if position + header.size > self.size:
+                return f"the batch at {position} runs past the end of the file"
+            if check_crc:
+                validate_batch(self._file_io.pread(self._file.fd, header.size, position), 0)
+            position += header.size
+        return None
+
     def read_batch_bytes(self, position: int, size: int) -> bytes:
         return self._file_io.pread(self._file.fd, size, position)
 
