@@ -27,8 +27,8 @@ from kctl.log.segment import LogSegment
 from kctl.records.builder import RecordBatchBuilder
 from kctl.records.header import TIMESTAMP_TYPE_MASK, InvalidRecordBatch
 from kctl.records.reader import decode_batch
-from kctl.records.validate import decompression_limit
 from kctl.records.record import DecodedBatch
+from kctl.records.validate import decompression_limit
 
 log = logging.getLogger("kctl.log.cleaner")
 DEFAULT_MAX_DECOMPRESSED_SIZE = 256 * 1024 * 1024
