@@ -242,6 +242,8 @@ def walk_lengths(data: Buffer, pos: int, limit: int, header: BatchHeader) -> Rec
         )
     index = 0
     try:
+        # A record length is a zigzag varint: even and at least 12 (6 bytes) when valid. Lengths only
+        # move ``pos`` forward, so one that runs past the section shows in the final comparison.
         for index in range(count):
             b = data[pos]
             if b < 0x80:
@@ -251,18 +253,17 @@ def walk_lengths(data: Buffer, pos: int, limit: int, header: BatchHeader) -> Rec
                 pos += 2
             else:
                 b, pos = decode_uvarint(data, pos)
-            end = pos + ((b >> 1) ^ -(b & 1))
-            if end > limit or end - pos < 6:
-                raise InvalidRecordBatch(
-                    f"record {index}: length {end - pos} (records section has {limit - pos} bytes left)"
-                )
-            pos = end
+            if b & 1 or b < 12:
+                raise InvalidRecordBatch(f"record {index}: length {(b >> 1) ^ -(b & 1)} is too small")
+            pos += b >> 1
     except IndexError:
         raise InvalidRecordBatch(f"record {index} runs past the end of the records section") from None
     except VarintError as exc:
         raise InvalidRecordBatch(f"record {index}: {exc}") from None
     if pos != limit:
-        raise InvalidRecordBatch(f"{limit - pos} bytes left over after the batch's {count} records")
+        raise InvalidRecordBatch(
+            f"the batch's {count} records end {pos - limit:+d} bytes from the end of the records section"
+        )
     return RecordsSummary(header.max_timestamp, header.last_offset_delta, [])
 
 
@@ -278,16 +279,14 @@ def walk_batch(
     compacted: bool = False,
 ) -> RecordsSummary:
     """Validate the records of the (framed, CRC-checked) batch at ``position``: codec, decompression
-    within ``max_decompressed_size``, and :func:`walk_records` (every field parsed when ``compacted``;
-    otherwise an uncompressed batch with no per-record check gets :func:`walk_lengths`). Errors carry
-    the batch's position."""
+    within ``max_decompressed_size``, then :func:`walk_records` when there is something per record to
+    check (keys, timestamp bounds, ``compacted`` offsets: every field parsed), else the cheaper
+    :func:`walk_lengths`. Errors carry the batch's position."""
     start = position + HEADER_SIZE
     end = position + header.size
     codec = header.attributes & COMPRESSION_CODEC_MASK
     try:
         if codec == CompressionType.NONE:
-            if not key_required and not compacted and timestamp_low is None and timestamp_high is None:
-                return walk_lengths(buf, start, end, header)
             data: Buffer = buf
         else:
             if codec not in _CODECS:
@@ -299,6 +298,8 @@ def walk_batch(
                     f"cannot decompress {CompressionType(codec).label} records: {exc}"
                 ) from None
             start, end = 0, len(data)
+        if not key_required and not compacted and timestamp_low is None and timestamp_high is None:
+            return walk_lengths(data, start, end, header)
         return walk_records(
             data,
             start,
