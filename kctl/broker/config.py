@@ -309,6 +309,20 @@ BROKER_CONFIGS = ConfigDef(
             "CreateTime or LogAppendTime.",
         ),
         _broker(
+            "log.message.timestamp.before.max.ms",
+            T.LONG,
+            9223372036854775807,
+            Range(0),
+            "How far in the past a CreateTime record timestamp may be.",
+        ),
+        _broker(
+            "log.message.timestamp.after.max.ms",
+            T.LONG,
+            9223372036854775807,
+            Range(0),
+            "How far in the future a CreateTime record timestamp may be.",
+        ),
+        _broker(
             "log.segment.delete.delay.ms",
             T.LONG,
             60000,

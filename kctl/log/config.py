@@ -197,6 +197,7 @@ TOPIC_CONFIGS = ConfigDef(
             LONG_MAX,
             Range(0),
             "How far in the past a CreateTime record timestamp may be (INVALID_TIMESTAMP beyond).",
+            Synonym("log.message.timestamp.before.max.ms"),
         ),
         _topic(
             "message.timestamp.after.max.ms",
@@ -204,6 +205,7 @@ TOPIC_CONFIGS = ConfigDef(
             LONG_MAX,
             Range(0),
             "How far in the future a CreateTime record timestamp may be (INVALID_TIMESTAMP beyond).",
+            Synonym("log.message.timestamp.after.max.ms"),
         ),
         _topic(
             "file.delete.delay.ms",

@@ -272,16 +272,24 @@ class LogSegment:
 
     def tail_problem(self, *, check_crc: bool) -> str | None:
         """Why the batches after the last offset index entry do not end exactly at the end of the
-        file (garbage, a partial or unparsable batch; with ``check_crc`` a CRC mismatch), or None."""
+        file (garbage, a partial or unparsable batch, offsets that do not rise within the segment's
+        range; with ``check_crc`` a CRC mismatch), or None."""
         position = self.offset_index.last_entry()[1]
         if position > self.size:
             return f"the offset index points at byte {position}, past the end ({self.size})"
+        previous_last = self.base_offset - 1
         while position < self.size:
             if self.size - position < HEADER_SIZE:
                 return f"{self.size - position} trailing bytes at {position} are too few for a batch"
             header = parse_header(self._file_io.pread(self._file.fd, HEADER_SIZE, position), 0)
             if position + header.size > self.size:
                 return f"the batch at {position} runs past the end of the file"
+            if (
+                header.base_offset <= previous_last
+                or header.last_offset - self.base_offset > MAX_RELATIVE_OFFSET
+            ):
+                return f"the batch at {position} has offsets {header.base_offset}..{header.last_offset}"
+            previous_last = header.last_offset
             if check_crc:
                 validate_batch(self._file_io.pread(self._file.fd, header.size, position), 0)
             position += header.size
