@@ -105,7 +105,7 @@ def _damaged_tail(segments: Sequence[LogSegment]) -> tuple[int, str] | None:
         try:
             check_indexes(segment)
             problem = segment.tail_problem(check_crc=number == len(segments) - 1)
-        except InvalidRecordBatch as error:
+        except (InvalidRecordBatch, CorruptIndexError) as error:  # an index rebuilt over bad offsets
             problem = str(error)
         if problem is not None:
             return segment.base_offset, problem
