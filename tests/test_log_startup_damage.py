@@ -185,7 +185,7 @@ def test_a_flipped_base_offset_in_the_last_batch_is_recovered(tmp_path: Path, by
     log_dir = written_dir(tmp_path)
     [segment] = segment_files(log_dir / "damaged_0")
     data = bytearray(segment.read_bytes())
-    data[len(data) - len(BATCH) + byte] ^= 0x5A
+    data[len(data) - len(BATCH) + byte] = 0xA5 if byte == 0 else 0  # negative, or not above 49
     segment.write_bytes(data)
     assert load(log_dir)[0] == 50
     assert offsets_read(log_dir / "damaged_0") == list(range(50))
