@@ -274,10 +274,15 @@ class LogSegment:
         """Why the batches after the last offset index entry do not end exactly at the end of the
         file (garbage, a partial or unparsable batch, offsets that do not rise within the segment's
         range; with ``check_crc`` a CRC mismatch), or None."""
-        position = self.offset_index.last_entry()[1]
+        indexed_offset, position = self.offset_index.last_entry()
         if position > self.size:
             return f"the offset index points at byte {position}, past the end ({self.size})"
         previous_last = self.base_offset - 1
+        if position > 0:  # an entry (none is written for position 0): the batch there ends at its offset
+            header = parse_header(self._file_io.pread(self._file.fd, HEADER_SIZE, position), 0)
+            if header.last_offset != indexed_offset:
+                return f"batch at {position}: last offset {header.last_offset}, index {indexed_offset}"
+            previous_last = header.base_offset - 1
         while position < self.size:
             if self.size - position < HEADER_SIZE:
                 return f"{self.size - position} trailing bytes at {position} are too few for a batch"
