@@ -193,3 +193,16 @@ def test_a_flipped_base_offset_in_the_last_batch_is_recovered(tmp_path: Path, by
     segment.write_bytes(data)
     assert load(log_dir)[0] == 50
     assert offsets_read(log_dir / "damaged_0") == list(range(50))
+
+
+def test_verify_accepts_the_gaps_of_a_compacted_partition(tmp_path: Path, clock) -> None:
+    """Compaction removes whole batches: the gaps it leaves are no finding, because the log dir's
+    cleaner-offset-checkpoint names the partition as compacted."""
+    config = LogConfig(cleanup_policy=frozenset({"compact"}), segment_bytes=2 * len(BATCH))
+    with LogManager([tmp_path], default_config=config) as manager:
+        log = manager.get_or_create_log(TP)
+        for _ in range(6):
+            log.append(make_batch(10, value_size=50))  # the same keys: older batches go whole
+        assert clean_log(log, clock).records_removed
+    report = verify(tmp_path / "damaged_0")
+    assert report.clean, report.findings
