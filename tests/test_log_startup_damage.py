@@ -201,8 +201,9 @@ def test_verify_accepts_the_gaps_of_a_compacted_partition(tmp_path: Path, clock)
     config = LogConfig(cleanup_policy=frozenset({"compact"}), segment_bytes=2 * len(BATCH))
     with LogManager([tmp_path], default_config=config) as manager:
         log = manager.get_or_create_log(TP)
-        for _ in range(6):
-            log.append(make_batch(10, value_size=50))  # the same keys: older batches go whole
+        for number in range(6):  # even batches repeat keys (the older ones go whole), odd ones do not
+            log.append(make_batch(10, value_size=50, start=0 if number % 2 == 0 else 100 * number))
         assert clean_log(log, clock).records_removed
+    assert offsets_read(tmp_path / "damaged_0")[:20] == [*range(10, 20), *range(30, 40)]  # a gap
     report = verify(tmp_path / "damaged_0")
     assert report.clean, report.findings
