@@ -44,7 +44,12 @@ from kctl.protocol.messages.api_versions import ApiVersionsRequest
 from kctl.protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest
 from kctl.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from kctl.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
-from kctl.protocol.messages.produce import ProduceResponse
+from kctl.protocol.messages.produce import (
+    PartitionProduceData,
+    ProduceRequest,
+    ProduceResponse,
+    TopicProduceData,
+)
 from kctl.records.builder import RecordBatchBuilder
 from kctl.testing import BrokerProcess
 
@@ -431,6 +436,21 @@ def _fetch_body(topic: str, offset: int = 0, max_bytes: int = 32 << 20) -> Fetch
     )
 
 
+def _produce_partitions(topic: str, batches: list[bytes]) -> ProduceRequest:
+    """One Produce request with ``batches[i]`` for partition i."""
+    return ProduceRequest(
+        transactional_id=None,
+        acks=1,
+        timeout_ms=10000,
+        topic_data=[
+            TopicProduceData(
+                name=topic,
+                partition_data=[PartitionProduceData(index=i, records=b) for i, b in enumerate(batches)],
+            )
+        ],
+    )
+
+
 def _batches(records: bytes) -> list[bytes]:
     """The record batches in ``records``, each from its magic byte on (the base offset and the leader
     epoch before it are the broker's to set)."""
@@ -496,20 +516,19 @@ def test_pipelined_requests_in_one_write_are_answered_in_order(
 
 
 def test_requests_split_across_many_writes(strict: BrokerProcess, topic: str, guard: Guard) -> None:
-    """Three requests — ApiVersions, a ~100 KiB Produce (bigger than the broker's first receive
-    buffer) and a ~150 KiB one (received in place) — sent a byte per send for their first 2 KiB, then
-    in random slices of 1 to 97 bytes: all are reassembled (the broker checks each batch's CRC),
-    answered in order, and the batches read back byte for byte."""
+    """Six requests — ApiVersions and five ~50 KiB Produce requests (one batch each, as Produce v3+
+    requires) — sent a byte per send for their first 2 KiB, then in random slices of 1 to 97 bytes:
+    all are reassembled (the broker checks each batch's CRC), answered in order, and the batches read
+    back byte for byte."""
     batches = [record_batch(20, value_size=2500, key=b"k%d-" % i) for i in range(5)]  # ~50 KiB each
     assert all(40_000 < len(b) < MAX_MESSAGE for b in batches)
     with RawConnection(strict.bootstrap) as conn:
         first = conn.header(kp.ApiKey.API_VERSIONS, 3)
-        second = conn.header(kp.ApiKey.PRODUCE, 9)
-        third = conn.header(kp.ApiKey.PRODUCE, 9)
+        produces = [conn.header(kp.ApiKey.PRODUCE, 9) for _ in batches]
         versions = ApiVersionsRequest(client_software_name="a", client_software_version="1")
         stream = kp.encode_request(first, versions)
-        stream += kp.encode_request(second, produce_body(topic, 0, b"".join(batches[:2])))
-        stream += kp.encode_request(third, produce_body(topic, 0, b"".join(batches[2:])))
+        for header, batch in zip(produces, batches, strict=True):
+            stream += kp.encode_request(header, produce_body(topic, 0, batch))
         assert 250_000 < len(stream) < MAX_REQUEST
         rng = random.Random(3)
         position = 0
@@ -519,11 +538,11 @@ def test_requests_split_across_many_writes(strict: BrokerProcess, topic: str, gu
             position += step
         assert kp.decode_response(first, conn.recv_frame())[1].error_code == NONE
         offsets = []
-        for header in (second, third):
+        for header in produces:
             [part] = kp.decode_response(header, conn.recv_frame())[1].responses[0].partition_responses
             assert part.error_code == NONE, part
             offsets.append(part.base_offset)
-        assert offsets[1] == offsets[0] + 40
+        assert offsets == [offsets[0] + 20 * i for i in range(5)]
         fetched = conn.request(kp.ApiKey.FETCH, 12, _fetch_body(topic, offsets[0], 1 << 20))
         [stored] = fetched.responses[0].partitions
         assert _batches(bytes(stored.records))[:5] == [b[16:] for b in batches]
@@ -533,11 +552,12 @@ def test_requests_split_across_many_writes(strict: BrokerProcess, topic: str, gu
 def test_large_produce_then_small_ones_on_one_connection(
     lenient: BrokerProcess, lenient_guard: Guard
 ) -> None:
-    """An 8 MiB Produce request (eight ~1 MiB batches) pipelined with a small one, then another large
-    one with other bytes, all in one sendall: all are answered in order and every batch reads back
-    byte for byte (a receive buffer reused too early would show here)."""
+    """An 8 MiB Produce request (eight ~1 MiB batches, one per partition as Produce v3+ requires)
+    pipelined with a small one, then another large one with other bytes, all in one sendall: all are
+    answered in order and every batch reads back byte for byte (a receive buffer reused too early
+    would show here)."""
     name = unique("large")
-    assert create_topic(lenient.bootstrap, name) == NONE
+    assert create_topic(lenient.bootstrap, name, partitions=8) == NONE
     rng = random.Random(8)
 
     def batch(seed: int) -> bytes:
@@ -545,31 +565,39 @@ def test_large_produce_then_small_ones_on_one_connection(
         builder.append(1_700_000_000_000, None, random.Random(seed).randbytes(1_000_000))
         return builder.build()
 
-    large = [b"".join(batch(rng.randrange(1 << 30)) for _ in range(8)) for _ in range(2)]
-    small = record_batch(3)
-    assert len(large[0]) > 8_000_000
+    large = [[batch(rng.randrange(1 << 30)) for _ in range(8)] for _ in range(2)]
+    small = [record_batch(3)]
+    assert sum(map(len, large[0])) > 8_000_000
     with RawConnection(lenient.bootstrap) as conn:
         requests = [large[0], small, large[1], small]
         headers = [conn.header(kp.ApiKey.PRODUCE, 9) for _ in requests]
         conn.send(
             b"".join(
-                kp.encode_request(h, produce_body(name, 0, r)) for h, r in zip(headers, requests, strict=True)
+                kp.encode_request(h, _produce_partitions(name, r))
+                for h, r in zip(headers, requests, strict=True)
             )
         )
         offsets = []
         for header in headers:
-            [part] = kp.decode_response(header, conn.recv_frame())[1].responses[0].partition_responses
-            assert part.error_code == NONE, part
-            offsets.append(part.base_offset)
-        assert offsets == [0, 8, 11, 19]  # 8 + 3 + 8 + 3 records
-        fetched = conn.request(kp.ApiKey.FETCH, 12, _fetch_body(name))  # all of it: ~16 MB of 32 MiB
-        [part] = fetched.responses[0].partitions
-        assert part.error_code == NONE
-        stored = _batches(bytes(part.records))
-    sent = [b for records in requests for b in _batches(records)]
-    assert len(stored) == len(sent) == 18
-    for i, (got, want) in enumerate(zip(stored, sent, strict=True)):
-        assert got == want, f"batch {i} differs"
+            parts = kp.decode_response(header, conn.recv_frame())[1].responses[0].partition_responses
+            assert all(part.error_code == NONE for part in parts), parts
+            offsets.append([part.base_offset for part in parts])
+        assert offsets == [[0] * 8, [1], [4] + [1] * 7, [5]]  # partition 0: 1 + 3 + 1 + 3 records
+        stored = []
+        for partition in range(8):
+            body = _fetch_body(name)
+            body.topics[0].partitions[0].partition = partition
+            fetched = conn.request(kp.ApiKey.FETCH, 12, body)  # ~2 MB per partition
+            [part] = fetched.responses[0].partitions
+            assert part.error_code == NONE
+            stored.append(_batches(bytes(part.records)))
+    sent: list[list[bytes]] = [[] for _ in range(8)]
+    for request in requests:
+        for partition, records in enumerate(request):
+            sent[partition] += _batches(records)
+    assert sum(map(len, stored)) == sum(map(len, sent)) == 18
+    for partition, (got, want) in enumerate(zip(stored, sent, strict=True)):
+        assert got == want, f"partition {partition} differs"
     lenient_guard.check()
 
 

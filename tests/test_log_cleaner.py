@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from conftest import make_batch
 
 from kctl.log.cleaner import clean_log, dirty_ratio
@@ -24,7 +26,11 @@ def _compacted_log(open_log, clock):
         make_batch(4, timestamp=T0, keys=[b"a", b"b", b"c", b"d"], values=[b"a1", b"b1", b"c1", b"d1"])
     )
     log.append(make_batch(4, timestamp=T0, keys=[b"a", b"b", b"e", b"c"], values=[b"a2", b"b2", b"e1", None]))
+    # a keyless record written before the topic became compacted (producers are refused one now)
+    compact_config = log.config
+    log.config = dataclasses.replace(compact_config, cleanup_policy=frozenset({"delete"}))
     log.append(make_batch(2, timestamp=T0, keys=[b"a", None], values=[b"a3", b"no-key"]))
+    log.config = compact_config
     log.append(make_batch(1, timestamp=T0, keys=[b"a"], values=[b"a4-active"]))  # active segment
     return log
 

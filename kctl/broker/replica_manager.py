@@ -27,12 +27,22 @@ from kctl.log.naming import TopicPartition
 from kctl.log.producer_state import InvalidProducerEpochError, OutOfOrderSequenceError
 from kctl.protocol.errors import ErrorCode
 from kctl.records.header import InvalidRecordBatch
+from kctl.records.validate import InvalidRecordError, RecordError, RecordValidationError
 from kctl.zk.model import PartitionState, PartitionStateConflictError, RegistryError
 from kctl.zk.registry import Registry
 
 log = logging.getLogger("kctl.broker.replica_manager")
 
 NO_EPOCH = -1
+
+
+class RecordErrorsApiError(ApiError):
+    """A produce refused for some of its records: the error code, Kafka's message and the per-record
+    errors (Produce v8+ ``record_errors``)."""
+
+    def __init__(self, code: ErrorCode, message: str, record_errors: list[RecordError]) -> None:
+        super().__init__(code, message)
+        self.record_errors = record_errors
 
 
 class ReplicaManager:
@@ -219,6 +229,11 @@ class ReplicaManager:
             )
         try:
             info = partition.log.append(records, leader_epoch=partition.leader_epoch)
+        except RecordValidationError as error:
+            code = ErrorCode.INVALID_TIMESTAMP if error.invalid_timestamp else ErrorCode.INVALID_RECORD
+            raise RecordErrorsApiError(code, str(error), error.record_errors) from None
+        except InvalidRecordError as error:
+            raise ApiError(ErrorCode.INVALID_RECORD, f"{tp}: {error}") from None
         except InvalidRecordBatch as error:
             raise ApiError(ErrorCode.CORRUPT_MESSAGE, f"{tp}: {error}") from None
         except OutOfOrderSequenceError as error:

@@ -442,7 +442,6 @@ def recover_command(
     Cut bytes go to `SEGMENT.log.cut`. Refuses to run while a broker holds the log directory.
     Exit status 0 on success; with --dry-run, 1 when something would be cut."""
     from kctl.log.inspect import holds_legacy_messages
-    from kctl.log.recovery import KEEP
     from kctl.log.tools import DirectoryInUseError, recover
 
     config = _log_config(config_file, overrides)
@@ -471,6 +470,20 @@ def recover_command(
         }
         for step in report.steps
     ]
+    rows += [
+        {
+            "file": name,
+            "action": "set-aside",
+            "size": size,
+            "kept_bytes": 0,
+            "cut_bytes": size,
+            "batches_kept": 0,
+            "last_offset_kept": None,
+            "reason": f"not a complete compaction output: {reason}",
+            "side_file": kept_as,
+        }
+        for name, size, reason, kept_as in report.set_aside
+    ]
     title = "recovery plan" if dry_run else "recovery"
     render_rows(rows, RECOVER_COLUMNS, fmt, title=title, exact_sizes=exact_sizes)
     verb = "would cut" if dry_run else "cut"
@@ -479,7 +492,7 @@ def recover_command(
         f"kept {report.kept_bytes} bytes in {kept_segments} segment(s), "
         f"{verb} {report.cut_bytes} bytes" + ("" if dry_run else "; indexes rebuilt")
     )
-    if dry_run and any(step.action != KEEP for step in report.steps):
+    if dry_run and report.damaged:
         raise typer.Exit(ExitCode.FAILURE)
 
 

@@ -7,7 +7,12 @@ record only if it is the latest for its key; tombstones (null values) are kept u
 keeps its base offset and last offset delta. Batches left whole are copied as bytes; a batch left empty
 is dropped. Each cleaned segment is written to ``<base>.log.cleaned``, renamed ``.swap`` once complete,
 then swapped in under the log's lock — a crash at any point leaves either the old or the new segment.
-Records with a null key are kept (Kafka refuses them on compacted topics at produce time)."""
+Records with a null key are kept (Kafka refuses them on compacted topics at produce time).
+
+Memory is bounded: a compressed batch is decompressed only up to the smaller of the broker's
+``max.decompressed.batch.bytes`` and what produce accepts for the topic's ``max.message.bytes``
+(:func:`kctl.records.validate.decompression_limit`); a batch past that (a decompression bomb) is kept
+unchanged, with a logged reason, and never expanded in memory."""
 
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ from kctl.records.builder import RecordBatchBuilder
 from kctl.records.header import TIMESTAMP_TYPE_MASK, InvalidRecordBatch
 from kctl.records.reader import decode_batch
 from kctl.records.record import DecodedBatch
+from kctl.records.validate import decompression_limit
 
 log = logging.getLogger("kctl.log.cleaner")
 DEFAULT_MAX_DECOMPRESSED_SIZE = 256 * 1024 * 1024
@@ -68,7 +74,11 @@ def _decode(data: bytes, max_decompressed_size: int) -> DecodedBatch | None:
     try:
         return decode_batch(data, verify_crc=False, max_decompressed_size=max_decompressed_size)
     except InvalidRecordBatch as error:
-        log.warning("compaction keeps a batch it cannot decode: %s", error)
+        log.warning(
+            "compaction keeps a batch it cannot decode within %d bytes, unchanged: %s",
+            max_decompressed_size,
+            error,
+        )
         return None
 
 
@@ -98,6 +108,8 @@ def clean_log(
 ) -> CleanResult:
     """Compact ``log`` once; return what it removed. Afterwards everything below the active
     segment counts as clean (``log.first_dirty_offset``)."""
+    # memory bound: never more than the topic's max.message.bytes allows produce to decompress
+    max_decompressed_size = min(max_decompressed_size, decompression_limit(log.config.max_message_bytes))
     now = clock.time_ms()
     segments = _cleanable_segments(log, now)
     if not segments:

@@ -237,6 +237,22 @@ TOPIC_CONFIGS = ConfigDef(
             Synonym("log.message.timestamp.type"),
         ),
         _topic(
+            "message.timestamp.before.max.ms",
+            T.LONG,
+            LONG_MAX,
+            Range(0),
+            "How far in the past a CreateTime record timestamp may be (INVALID_TIMESTAMP beyond).",
+            Synonym("log.message.timestamp.before.max.ms"),
+        ),
+        _topic(
+            "message.timestamp.after.max.ms",
+            T.LONG,
+            LONG_MAX,
+            Range(0),
+            "How far in the future a CreateTime record timestamp may be (INVALID_TIMESTAMP beyond).",
+            Synonym("log.message.timestamp.after.max.ms"),
+        ),
+        _topic(
             "file.delete.delay.ms",
             T.LONG,
             60_000,
@@ -325,24 +341,6 @@ TOPIC_CONFIGS = ConfigDef(
             Range(1),
             "Longest time a record stays ineligible for compaction.",
             Synonym("log.cleaner.max.compaction.lag.ms"),
-            applied=False,
-        ),
-        _topic(
-            "message.timestamp.before.max.ms",
-            T.LONG,
-            LONG_MAX,
-            Range(0),
-            "Largest allowed difference between the broker's time and an earlier record timestamp.",
-            Synonym("log.message.timestamp.before.max.ms"),
-            applied=False,
-        ),
-        _topic(
-            "message.timestamp.after.max.ms",
-            T.LONG,
-            LONG_MAX,
-            Range(0),
-            "Largest allowed difference between a later record timestamp and the broker's time.",
-            Synonym("log.message.timestamp.after.max.ms"),
             applied=False,
         ),
         _topic(
@@ -450,6 +448,8 @@ class LogConfig:
     min_compaction_lag_ms: int = _default("min.compaction.lag.ms")
     max_message_bytes: int = _default("max.message.bytes")
     message_timestamp_type: str = _default("message.timestamp.type")
+    message_timestamp_before_max_ms: int = _default("message.timestamp.before.max.ms")
+    message_timestamp_after_max_ms: int = _default("message.timestamp.after.max.ms")
     file_delete_delay_ms: int = _default("file.delete.delay.ms")
     min_insync_replicas: int = _default("min.insync.replicas")
     preallocate: bool = _default("preallocate")
@@ -465,8 +465,6 @@ class LogConfig:
         "follower.replication.throttled.replicas"
     )
     max_compaction_lag_ms: int = _default("max.compaction.lag.ms")
-    message_timestamp_before_max_ms: int = _default("message.timestamp.before.max.ms")
-    message_timestamp_after_max_ms: int = _default("message.timestamp.after.max.ms")
     message_timestamp_difference_max_ms: int = _default("message.timestamp.difference.max.ms")
     segment_jitter_ms: int = _default("segment.jitter.ms")
     message_downconversion_enable: bool = _default("message.downconversion.enable")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import struct
+from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +56,7 @@ from kctl.records.header import (
     parse_header,
 )
 from kctl.records.legacy import LOG_OVERHEAD, InvalidLegacyMessage, parse_message, records_of
+from kctl.records.validate import decompression_limit, walk_batch
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
@@ -496,9 +498,42 @@ def verify(path: Path) -> VerifyReport:
     return report
 
 
+def records_problem(data: bytes, compacted: bool) -> str | None:
+    """Why the (CRC-valid) batch ``data`` would be refused by produce validation, or None: an unknown
+    codec, a record count that disagrees with the offset range (a compacted batch may hold fewer),
+    records that do not parse or decompress (within the bound produce applies)."""
+    header = parse_header(data, 0)
+    if header.records_count > header.last_offset_delta + 1 or (
+        not compacted and not header.is_control and header.records_count != header.last_offset_delta + 1
+    ):
+        return (
+            f"batch declares {header.records_count} records but its offset range holds "
+            f"{header.last_offset_delta + 1}"
+        )
+    try:
+        walk_batch(data, 0, header, max_decompressed_size=decompression_limit(header.size), compacted=True)
+    except InvalidRecordBatch as error:
+        return f"records do not decode: {error}"
+    return None
+
+
+def _is_compacted(directory: Path) -> bool:
+    """Whether the partition in ``directory`` was compacted (its log dir's cleaner checkpoint names
+    it): gaps in its offsets are then expected."""
+    tp = parse_partition_dir(directory.name)
+    checkpoint = directory.parent / CLEANER_OFFSET_CHECKPOINT
+    if tp is None or not checkpoint.is_file():
+        return False
+    try:
+        return tp in read_checkpoint(checkpoint)
+    except (CorruptCheckpointError, OSError):
+        return False
+
+
 def _verify_segment(
     base_offset: int, log_path: Path, previous_last: int | None, report: VerifyReport
 ) -> int | None:
+    compacted = _is_compacted(log_path.parent)
     name = log_path.name
     batch_starts: dict[int, BatchInfo] = {}
     for item in read_batches(log_path):
@@ -507,7 +542,7 @@ def _verify_segment(
                 Finding(name, item.position, None, f"{item.reason} ({item.size} bytes unreadable)")
             )
             break
-        info, _ = item
+        info, data = item
         report.batches += 1
         report.records += info.records_count
         report.bytes += info.size
@@ -537,6 +572,20 @@ def _verify_segment(
             )
         if info.records_count <= 0:
             report.findings.append(Finding(name, info.position, info.base_offset, "batch has no records"))
+        elif info.valid and info.magic == 2:
+            problem = records_problem(data, compacted)
+            if problem is not None:
+                report.findings.append(Finding(name, info.position, info.base_offset, problem))
+        if previous_last is not None and info.base_offset > previous_last + 1 and not compacted:
+            report.findings.append(
+                Finding(
+                    name,
+                    info.position,
+                    info.base_offset,
+                    f"offset gap: offsets {previous_last + 1}..{info.base_offset - 1} are missing "
+                    "(the partition is not compacted)",
+                )
+            )
         previous_last = info.last_offset
     _verify_offset_index(base_offset, log_path, batch_starts, report)
     _verify_time_index(base_offset, log_path, batch_starts, report)
@@ -603,15 +652,18 @@ def _verify_time_index(
 ) -> None:
     path = time_index_file(log_path.parent, base_offset)
     entries = _read_index_for_verify(path, read_time_index, base_offset, bool(batches), report)
-    by_last_offset = {info.last_offset: info for info in batches.values()}
+    ordered = sorted(batches.values(), key=lambda info: info.last_offset)
+    last_offsets = [info.last_offset for info in ordered]
     previous_timestamp: int | None = None
     for slot, (timestamp, offset) in enumerate(entries):
         where = slot * _TIME_ENTRY.size
         if previous_timestamp is not None and timestamp <= previous_timestamp:
             report.findings.append(Finding(path.name, where, offset, "timestamps are not increasing"))
-        batch = by_last_offset.get(offset)
-        if batch is None:
-            report.findings.append(Finding(path.name, where, offset, f"no batch ends at offset {offset}"))
+        # the offset of the record with the max timestamp: inside its batch, or the batch's last offset
+        slot_of = bisect_left(last_offsets, offset)
+        batch = ordered[slot_of] if slot_of < len(ordered) else None
+        if batch is None or not batch.base_offset <= offset:
+            report.findings.append(Finding(path.name, where, offset, f"no batch holds offset {offset}"))
         elif batch.max_timestamp != timestamp:
             report.findings.append(
                 Finding(

@@ -6,6 +6,7 @@ Used by :class:`kctl.log.log.Log` only; everything here runs before the log serv
 
 from __future__ import annotations
 
+import logging
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -25,6 +26,10 @@ from kctl.log.naming import (
 )
 from kctl.log.recovery import DELETE, TRUNCATE, SegmentRecovery, plan_recovery
 from kctl.log.segment import LogSegment
+from kctl.records.header import InvalidRecordBatch
+
+INVALID_SUFFIX = ".invalid"  # a swap file that is not a complete compaction output, set aside
+logger = logging.getLogger("kctl.log")
 
 TruncateHook = Callable[[SegmentRecovery], None]
 
@@ -35,14 +40,34 @@ def remove_temporary_files(directory: Path, file_io: FileIO) -> None:
             file_io.remove(path)
 
 
-def complete_swaps(directory: Path, file_io: FileIO) -> None:
-    """Finish a compaction swap interrupted by a crash: a ``.log.swap`` replaces what it covers."""
+def complete_swaps(directory: Path, file_io: FileIO) -> list[tuple[Path, int, str]]:
+    """Finish a compaction swap interrupted by a crash: a ``.log.swap`` replaces what it covers — only
+    when it is itself valid to its last byte (the cleaner renames a finished, fsynced file). Any other
+    swap file is set aside as ``<name>.invalid`` (nothing is deleted); returns (set-aside path, bytes,
+    reason) for each."""
+    set_aside: list[tuple[Path, int, str]] = []
     swaps = sorted(p for p in directory.iterdir() if p.name.endswith(LOG_SUFFIX + SWAP_SUFFIX))
     for swap in swaps:
         base = base_offset_of(swap)
         if base is None:
             continue
         scan = recovery.scan_path(swap, base, file_io)
+        if scan.error is not None:
+            target = swap.with_name(swap.name + INVALID_SUFFIX)
+            size = swap.stat().st_size
+            file_io.rename(swap, target)
+            logger.warning(
+                "%s: %s is not a complete compaction output (%s at byte %s): set aside as %s (%d bytes); "
+                "the segments it would replace are kept",
+                directory.name,
+                swap.name,
+                scan.error,
+                scan.error_position,
+                target.name,
+                size,
+            )
+            set_aside.append((target, size, scan.error))
+            continue
         last = scan.last_offset if scan.last_offset is not None else base
         for path in list(directory.iterdir()):
             other = base_offset_of(path)
@@ -57,6 +82,10 @@ def complete_swaps(directory: Path, file_io: FileIO) -> None:
             stale = swap.with_name(f"{base:020d}{suffix}{SWAP_SUFFIX}")
             if stale.exists():
                 file_io.remove(stale)
+    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):  # index swaps whose log swap was set aside
+        for stale in directory.glob(f"*{suffix}{SWAP_SUFFIX}"):
+            file_io.remove(stale)
+    return set_aside
 
 
 def check_indexes(segment: LogSegment) -> None:
@@ -69,6 +98,20 @@ def check_indexes(segment: LogSegment) -> None:
         segment.rebuild_indexes()
 
 
+def _damaged_tail(segments: Sequence[LogSegment]) -> tuple[int, str] | None:
+    """After a clean stop: (base offset, problem) of the first segment whose indexes cannot be loaded
+    or whose tail does not end in whole batches (the last segment's tail batches CRC-checked too)."""
+    for number, segment in enumerate(segments):
+        try:
+            check_indexes(segment)
+            problem = segment.tail_problem(check_crc=number == len(segments) - 1)
+        except (InvalidRecordBatch, CorruptIndexError) as error:  # an index rebuilt over bad offsets
+            problem = str(error)
+        if problem is not None:
+            return segment.base_offset, problem
+    return None
+
+
 def load_segments(
     directory: Path,
     file_io: FileIO,
@@ -77,12 +120,44 @@ def load_segments(
     needs_recovery: bool,
     recovery_point: int,
     on_truncate: TruncateHook | None,
+    set_aside: list[tuple[Path, int, str]] | None = None,
 ) -> tuple[list[LogSegment], list[SegmentRecovery]]:
     """The directory's segments in offset order (possibly none) and the recovery plan applied to them
     (empty after a clean stop): the segments from the one holding ``recovery_point`` on are validated,
-    a damaged one is cut at its first invalid batch and every later one deleted."""
+    a damaged one is cut at its first invalid batch and every later one deleted.
+
+    After a clean stop the segments' tails are checked (:func:`_damaged_tail`); a tail that is not
+    whole batches makes the load a recovery from that segment on, logged as such. Swap files set aside
+    are appended to ``set_aside``."""
     remove_temporary_files(directory, file_io)
-    complete_swaps(directory, file_io)
+    aside = complete_swaps(directory, file_io)
+    if set_aside is not None:
+        set_aside.extend(aside)
+    if not needs_recovery:
+        segments, plan = _load(directory, file_io, new_segment, False, recovery_point, on_truncate)
+        damaged = _damaged_tail(segments)
+        if damaged is None:
+            return segments, plan
+        for segment in segments:
+            segment.close()
+        logger.warning(
+            "%s: shut down cleanly, but segment %d does not end in whole batches (%s): recovering from it",
+            directory.name,
+            damaged[0],
+            damaged[1],
+        )
+        needs_recovery, recovery_point = True, damaged[0]
+    return _load(directory, file_io, new_segment, needs_recovery, recovery_point, on_truncate)
+
+
+def _load(
+    directory: Path,
+    file_io: FileIO,
+    new_segment: Callable[[int], LogSegment],
+    needs_recovery: bool,
+    recovery_point: int,
+    on_truncate: TruncateHook | None,
+) -> tuple[list[LogSegment], list[SegmentRecovery]]:
     bases = sorted(
         base
         for path in directory.iterdir()
@@ -112,8 +187,8 @@ def load_segments(
             segment.truncate_bytes(step.valid_bytes)
         if base in recovered:
             segment.rebuild_indexes()
-        else:
-            check_indexes(segment)
+        elif needs_recovery:
+            check_indexes(segment)  # (after a clean stop, _damaged_tail checks them)
         segments.append(segment)
     return segments, plan
 

@@ -49,12 +49,14 @@ from kctl.log.recompress import recompress_for
 from kctl.log.recovery import SegmentRecovery
 from kctl.log.retention import RetentionDecision, SegmentSummary, plan_retention
 from kctl.log.segment import MAX_RELATIVE_OFFSET, LogSegment
+from kctl.log.validation import RecordBatchTooLargeError as RecordBatchTooLargeError
+from kctl.log.validation import validate_append
 from kctl.records.header import (
     BatchHeader,
     InvalidRecordBatch,
-    iter_headers,
     set_base_offset,
     set_log_append_time,
+    set_max_timestamp,
     set_partition_leader_epoch,
 )
 
@@ -69,10 +71,6 @@ class OffsetOutOfRangeError(Exception):
         self.offset = offset
         self.log_start_offset = log_start_offset
         self.log_end_offset = log_end_offset
-
-
-class RecordBatchTooLargeError(ValueError):
-    """A batch larger than ``max.message.bytes``."""
 
 
 class UnexpectedAppendOffsetError(InvalidRecordBatch):
@@ -129,7 +127,9 @@ class Log:
         self.segments: list[LogSegment] = []
         self._base_offsets: list[int] = []
         self.recovery_plan: list[SegmentRecovery] = []
+        self.set_aside: list[tuple[Path, int, str]] = []  # swap files not trusted: (path, bytes, why)
         self._load(needs_recovery, recovery_point, log_start_offset, on_truncate)
+        needs_recovery = needs_recovery or bool(self.recovery_plan)  # a damaged tail after a clean stop
         self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.recovery_point = min(max(recovery_point, self.log_start_offset), self.log_end_offset)
@@ -190,6 +190,7 @@ class Log:
             needs_recovery=needs_recovery,
             recovery_point=recovery_point,
             on_truncate=on_truncate,
+            set_aside=self.set_aside,
         )
         self._base_offsets = [segment.base_offset for segment in self.segments]
         if not self.segments:
@@ -272,20 +273,32 @@ class Log:
         left in the file)."""
         # patched in place: a writable view (a request frame the broker owns) is used as is
         data = records if isinstance(records, memoryview) and not records.readonly else bytearray(records)
-        batches = self._validate(data, leader=True)
-        if (recompressed := recompress_for(data, batches, self.config)) is not None:  # compression.type
-            data, batches = recompressed, self._validate(recompressed, leader=True)
+        now = self._clock.time_ms()
+        validated = validate_append(data, self.config, leader=True, now_ms=now)
+        headers = [(batch.position, batch.header) for batch in validated]
+        if (recompressed := recompress_for(data, headers, self.config)) is not None:  # compression.type
+            data = recompressed
+            validated = validate_append(data, self.config, leader=True, now_ms=now)
+        max_deltas = {batch.position: batch.offset_delta_of_max_timestamp for batch in validated}
+        for batch in validated:  # a wrong CreateTime max_timestamp is corrected, as Kafka does
+            if batch.max_timestamp != batch.header.max_timestamp and not self.config.log_append_time:
+                set_max_timestamp(data, batch.position, batch.header.size, batch.max_timestamp)
+                validated[validated.index(batch)] = batch._replace(
+                    header=batch.header._replace(max_timestamp=batch.max_timestamp)
+                )
+        batches = [(batch.position, batch.header) for batch in validated]
         with self._lock:
             duplicate, data, batches = self._drop_duplicates(data, batches)
             if duplicate is not None:
                 return duplicate
-            now = self._clock.time_ms()
             append_time = now if self.config.log_append_time else -1
             first_offset = next_offset = self.log_end_offset
             records_count = 0
             max_timestamp, offset_of_max = -1, first_offset
             assigned: list[tuple[int, BatchHeader]] = []
+            offsets_of_max: list[int] = []
             for position, header in batches:
+                delta = 0 if append_time >= 0 else max_deltas.get(position, header.last_offset_delta)
                 set_base_offset(data, position, next_offset)
                 header = header._replace(base_offset=next_offset)
                 if leader_epoch is not None:
@@ -294,14 +307,17 @@ class Log:
                     set_log_append_time(data, position, header.size, append_time)
                     header = header._replace(max_timestamp=append_time, attributes=header.attributes | 0x08)
                 if header.max_timestamp > max_timestamp:
-                    max_timestamp, offset_of_max = header.max_timestamp, header.last_offset
+                    max_timestamp, offset_of_max = header.max_timestamp, header.base_offset + delta
                 records_count += header.records_count
                 next_offset = header.next_offset
                 assigned.append((position, header))
+                offsets_of_max.append(header.base_offset + delta)
             if leader_epoch is not None and leader_epoch > self.leader_epoch_cache.latest_epoch:
                 # recorded before the batches are written: the checkpoint never misses an epoch on disk
                 self.leader_epoch_cache.assign(leader_epoch, first_offset)
-            self._write_batches(data, assigned, first_offset, next_offset - 1, records_count, now)
+            self._write_batches(
+                data, assigned, first_offset, next_offset - 1, records_count, now, offsets_of_max
+            )
             return AppendInfo(
                 first_offset,
                 next_offset - 1,
@@ -324,7 +340,9 @@ class Log:
         ``max.message.bytes`` is not applied (the leader accepted the batches). Every leader epoch newer
         than the cache's latest is recorded at the base offset of its first batch; producer state is
         updated as on the leader."""
-        batches = self._validate(records, leader=False)
+        batches = [
+            (b.position, b.header) for b in validate_append(records, self.config, leader=False, now_ms=0)
+        ]
         with self._lock:
             log_end_offset = self.log_end_offset
             first_offset = batches[0][1].base_offset
@@ -375,10 +393,11 @@ class Log:
         last_offset: int,
         records_count: int,
         now: int,
+        offsets_of_max: list[int] | None = None,
     ) -> None:
         """Write validated batches with their final offsets to the (possibly new) active segment."""
         segment = self._maybe_roll(len(data), first_offset, last_offset, now)
-        segment.append(data, batches)
+        segment.append(data, batches, offsets_of_max)
         for _, header in batches:
             self.producer_state.record(header)
         self._unflushed_messages += records_count
@@ -420,39 +439,6 @@ class Log:
                 kept_batches.append((len(kept), header))
                 kept += data[position : position + header.size]
         return None, kept, kept_batches
-
-    def _validate(
-        self, data: bytes | bytearray | memoryview, *, leader: bool
-    ) -> list[tuple[int, BatchHeader]]:
-        """(position, header) of every batch; the leader also refuses control batches, batches over
-        ``max.message.bytes`` and record counts that disagree with the offset delta."""
-        batches: list[tuple[int, BatchHeader]] = []
-        end = 0
-        limit = self.config.max_message_bytes
-        for position, header in iter_headers(data, check_crc=True):
-            if leader and header.size > limit:
-                raise RecordBatchTooLargeError(
-                    f"batch of {header.size} bytes exceeds max.message.bytes={limit}"
-                )
-            if header.records_count <= 0:
-                raise InvalidRecordBatch("batch has no records", position)
-            if leader and header.is_control:
-                raise InvalidRecordBatch(
-                    "control batches are written by the broker, not by producers", position
-                )
-            if leader and header.records_count != header.last_offset_delta + 1:
-                raise InvalidRecordBatch(
-                    f"batch declares {header.records_count} records but last_offset_delta "
-                    f"{header.last_offset_delta}",
-                    position,
-                )
-            batches.append((position, header))
-            end = position + header.size
-        if not batches:
-            raise InvalidRecordBatch("no record batch in the request", 0)
-        if end != len(data):
-            raise InvalidRecordBatch(f"{len(data) - end} trailing bytes after the last batch", end)
-        return batches
 
     def _maybe_roll(self, size: int, first_offset: int, last_offset: int, now: int) -> LogSegment:
         segment = self.active_segment
@@ -567,13 +553,17 @@ class Log:
             return None
 
     def max_timestamp_and_offset(self) -> tuple[int, int]:
-        """(max timestamp, offset of the batch holding it) over the whole log; (-1, -1) when empty."""
+        """(max timestamp, offset of the first record carrying it) over the whole log; (-1, -1) when
+        empty. The offset is kept exact by the append path; a segment whose indexes were rebuilt from
+        batch headers only knows the batch, which is then decoded (one batch, as Kafka does)."""
         with self._lock:
-            best = (-1, -1)
+            best, holder = (-1, -1), None
             for segment in self.segments:
                 if segment.size and segment.max_timestamp > best[0]:
-                    best = (segment.max_timestamp, segment.offset_of_max_timestamp)
-            return best
+                    best, holder = (segment.max_timestamp, segment.offset_of_max_timestamp), segment
+            if holder is None:
+                return best
+            return best[0], holder.first_offset_with_timestamp(best[0], best[1])
 
     # -- truncation and start offset -----------------------------------------------------------
     def truncate_to(self, offset: int) -> None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kctl.log.checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
@@ -411,8 +412,8 @@ class LogManager:
         return {tp: count for tp, count in removed.items() if count}
 
     def checkpoint(self) -> None:
-        """Write the recovery-point, log-start-offset and replication-offset (high watermark)
-        checkpoints of every directory."""
+        """Write the recovery-point, log-start-offset, replication-offset (high watermark) and
+        cleaner-offset (compacted partitions) checkpoints of every directory."""
         with self._lock:
             by_dir: dict[Path, dict[TopicPartition, Log]] = {log_dir: {} for log_dir in self.log_dirs}
             for tp, log in self._logs.items():
@@ -428,6 +429,12 @@ class LogManager:
                 write_checkpoint(
                     log_dir / REPLICATION_OFFSET_CHECKPOINT,
                     {tp: log.high_watermark for tp, log in logs.items()},
+                )
+                # compacted partitions (offset gaps expected: `kctl log verify` reads this), with the
+                # offset below which they are clean, as Kafka's cleaner-offset-checkpoint
+                write_checkpoint(
+                    log_dir / CLEANER_OFFSET_CHECKPOINT,
+                    {tp: log.first_dirty_offset for tp, log in logs.items() if log.config.compact},
                 )
 
     # -- shutdown ------------------------------------------------------------------------------

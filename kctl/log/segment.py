@@ -124,10 +124,15 @@ class LogSegment:
 
     # -- appending -----------------------------------------------------------------------------
     def append(
-        self, data: bytes | bytearray | memoryview, batches: Sequence[tuple[int, BatchHeader]]
+        self,
+        data: bytes | bytearray | memoryview,
+        batches: Sequence[tuple[int, BatchHeader]],
+        offsets_of_max: Sequence[int] | None = None,
     ) -> None:
         """Append ``data`` (whole batches; ``batches`` lists each one's position in ``data`` and header,
-        with offsets already assigned). On a write error the file is cut back and LogStorageError raised."""
+        with offsets already assigned; ``offsets_of_max`` the offset of each batch's first record with
+        its max timestamp, when the records were walked — else the batch's last offset is indexed).
+        On a write error the file is cut back and LogStorageError raised."""
         if self.failed:
             raise LogStorageError(errno.EIO, f"{self.path} is offline after an unrecoverable write error")
         position = self.size
@@ -142,10 +147,12 @@ class LogSegment:
             self._load_tail_state()
         max_timestamp = self._max_timestamp
         interval = self.index_interval_bytes
-        for relative_position, header in batches:
+        for number, (relative_position, header) in enumerate(batches):
             if header.max_timestamp > max_timestamp:  # type: ignore[operator]
                 max_timestamp = header.max_timestamp
-                self._offset_of_max_timestamp = header.last_offset
+                self._offset_of_max_timestamp = (
+                    header.last_offset if offsets_of_max is None else offsets_of_max[number]
+                )
             if self._bytes_since_last_index_entry > interval:
                 self.offset_index.append(header.last_offset, position + relative_position)
                 self.time_index.maybe_append(max_timestamp, self._offset_of_max_timestamp)  # type: ignore[arg-type]
@@ -237,6 +244,60 @@ class LogSegment:
             for record in decode_batch(data, verify_crc=False).records:
                 if record.offset >= starting_offset and record.timestamp >= timestamp:
                     return record.offset, record.timestamp
+        return None
+
+    def first_offset_with_timestamp(self, timestamp: int, offset: int) -> int:
+        """``offset`` is a record with ``timestamp`` (this segment's max) or the last offset of its
+        batch: the offset of that batch's first record with ``timestamp`` (decoding the batch only
+        when ``offset`` is its last offset and it holds more than one record)."""
+        from kctl.records.reader import decode_batch  # per-record work, off the hot path
+        from kctl.records.validate import decompression_limit
+
+        found = self.translate_offset(offset)
+        if found is None:
+            return offset
+        position, header = found
+        if header.last_offset != offset or header.records_count <= 1 or header.max_timestamp != timestamp:
+            return offset
+        if header.is_log_append_time:
+            return header.base_offset
+        data = self._file_io.pread(self._file.fd, header.size, position)
+        try:
+            records = decode_batch(
+                data, verify_crc=False, max_decompressed_size=decompression_limit(header.size)
+            ).records
+        except InvalidRecordBatch:
+            return offset
+        return next((record.offset for record in records if record.timestamp == timestamp), offset)
+
+    def tail_problem(self, *, check_crc: bool) -> str | None:
+        """Why the batches after the last offset index entry do not end exactly at the end of the
+        file (garbage, a partial or unparsable batch, offsets that do not rise within the segment's
+        range; with ``check_crc`` a CRC mismatch), or None."""
+        indexed_offset, position = self.offset_index.last_entry()
+        if position > self.size:
+            return f"the offset index points at byte {position}, past the end ({self.size})"
+        previous_last = self.base_offset - 1
+        if position > 0:  # an entry (none is written for position 0): the batch there ends at its offset
+            header = parse_header(self._file_io.pread(self._file.fd, HEADER_SIZE, position), 0)
+            if header.last_offset != indexed_offset:
+                return f"batch at {position}: last offset {header.last_offset}, index {indexed_offset}"
+            previous_last = header.base_offset - 1
+        while position < self.size:
+            if self.size - position < HEADER_SIZE:
+                return f"{self.size - position} trailing bytes at {position} are too few for a batch"
+            header = parse_header(self._file_io.pread(self._file.fd, HEADER_SIZE, position), 0)
+            if position + header.size > self.size:
+                return f"the batch at {position} runs past the end of the file"
+            if (
+                header.base_offset <= previous_last
+                or header.last_offset - self.base_offset > MAX_RELATIVE_OFFSET
+            ):
+                return f"the batch at {position} has offsets {header.base_offset}..{header.last_offset}"
+            previous_last = header.last_offset
+            if check_crc:
+                validate_batch(self._file_io.pread(self._file.fd, header.size, position), 0)
+            position += header.size
         return None
 
     def read_batch_bytes(self, position: int, size: int) -> bytes:

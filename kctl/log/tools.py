@@ -1,5 +1,7 @@
 """Offline repair of partition directories (no broker running): ``recover`` (truncate at the first
-invalid batch, save what was cut, rebuild indexes) and ``purge`` (retention rules applied by hand).
+invalid batch, save what was cut, rebuild indexes; a ``.log.swap`` that is not a valid compaction
+output is set aside as ``.invalid``, never trusted, and counted as cut) and ``purge`` (retention
+rules applied by hand).
 
 Both refuse to touch a directory whose log dir is locked by a running broker, and both can plan
 without changing anything (``dry_run``). On a partition directory both open it as a :class:`Log`, which
@@ -17,10 +19,11 @@ from kctl.log.clock import SYSTEM_CLOCK, Clock
 from kctl.log.config import LogConfig
 from kctl.log.files import DEFAULT_FILE_IO
 from kctl.log.inspect import segment_logs
+from kctl.log.loader import INVALID_SUFFIX
 from kctl.log.log import Log
 from kctl.log.manager import is_locked
-from kctl.log.naming import TopicPartition, parse_partition_dir
-from kctl.log.recovery import DELETE, KEEP, TRUNCATE, SegmentRecovery, plan_recovery
+from kctl.log.naming import LOG_SUFFIX, SWAP_SUFFIX, TopicPartition, base_offset_of, parse_partition_dir
+from kctl.log.recovery import DELETE, KEEP, TRUNCATE, SegmentRecovery, plan_recovery, scan_path
 from kctl.log.retention import RetentionDecision, SegmentSummary, plan_retention
 from kctl.log.segment import LogSegment
 
@@ -39,10 +42,12 @@ class RecoverReport:
     side_files: dict[str, str] = field(
         default_factory=dict
     )  # segment name -> side file holding its cut bytes
+    # swap files that are not complete compaction outputs: (swap name, bytes, reason, where it is kept)
+    set_aside: list[tuple[str, int, str, str]] = field(default_factory=list)
 
     @property
     def damaged(self) -> bool:
-        return any(step.action != KEEP for step in self.steps)
+        return any(step.action != KEEP for step in self.steps) or bool(self.set_aside)
 
     @property
     def kept_bytes(self) -> int:
@@ -50,7 +55,7 @@ class RecoverReport:
 
     @property
     def cut_bytes(self) -> int:
-        return sum(step.cut_bytes for step in self.steps)
+        return sum(step.cut_bytes for step in self.steps) + sum(size for _, size, _, _ in self.set_aside)
 
 
 def _ensure_not_in_use(partition_dir: Path) -> None:
@@ -92,6 +97,13 @@ def recover(path: Path, *, dry_run: bool = False, config: LogConfig | None = Non
     segments = segment_logs(path)
     partition_dir = path if path.is_dir() else path.parent
     report = RecoverReport(str(path), dry_run, plan_recovery(segments))
+    if path.is_dir():
+        for swap in sorted(partition_dir.glob(f"*{LOG_SUFFIX}{SWAP_SUFFIX}")):
+            base = base_offset_of(swap)
+            scan = scan_path(swap, base, DEFAULT_FILE_IO) if base is not None else None
+            if scan is not None and scan.error is not None:
+                kept_as = swap.with_name(swap.name + INVALID_SUFFIX)
+                report.set_aside.append((swap.name, swap.stat().st_size, scan.error, str(kept_as)))
     if dry_run:
         return report
     _ensure_not_in_use(partition_dir)
@@ -110,6 +122,7 @@ def recover(path: Path, *, dry_run: bool = False, config: LogConfig | None = Non
             on_truncate=save,
         )
         log.close()
+        report.steps = log.recovery_plan or report.steps  # what was done, after any swap completed
         return report
     # a single segment: truncate it and rebuild its indexes; other segments are left alone
     (step,) = report.steps

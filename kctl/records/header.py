@@ -208,6 +208,12 @@ def set_log_append_time(buf: bytearray | memoryview, position: int, size: int, t
     _UINT32.pack_into(buf, position + CRC_OFFSET, compute_crc(buf, position, size))
 
 
+def set_max_timestamp(buf: bytearray | memoryview, position: int, size: int, timestamp_ms: int) -> None:
+    """Overwrite the batch's max_timestamp (CreateTime: the largest record timestamp) and its CRC."""
+    _INT64.pack_into(buf, position + MAX_TIMESTAMP_OFFSET, timestamp_ms)
+    _UINT32.pack_into(buf, position + CRC_OFFSET, compute_crc(buf, position, size))
+
+
 def write_crc(buf: bytearray | memoryview, position: int, size: int) -> int:
     """Compute and store the CRC of the batch at ``position``; return it."""
     crc = compute_crc(buf, position, size)

@@ -9,7 +9,13 @@ Versions: v0-11. v0-2 carry the pre-0.11 message formats, which kctl does not st
 UNSUPPORTED_VERSION (the versions are advertised because librdkafka before 2.11.1 requires them). v3+
 carry record batches and a transactional id (transactions are not supported); v2+ answer with
 log_append_time_ms, v5+ with the log start offset, v8+ with record errors and an error message; v9+ are
-flexible."""
+flexible.
+
+Validation (as Kafka's): v3+ carry exactly one magic-2 batch per partition (INVALID_RECORD), zstd
+needs v7+ (UNSUPPORTED_COMPRESSION_TYPE); the log then validates the batch
+(:mod:`kctl.log.validation`): CORRUPT_MESSAGE for framing, CRC, codec or records that do not parse,
+INVALID_RECORD for rule breaks, and per-record ``record_errors`` with INVALID_RECORD (a record without
+a key on a compacted topic) or INVALID_TIMESTAMP (``message.timestamp.before/after.max.ms``)."""
 
 from __future__ import annotations
 
@@ -20,17 +26,21 @@ from typing import TYPE_CHECKING
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.broker.quotas import PRODUCE, throttle_request
+from kctl.broker.replica_manager import RecordErrorsApiError
 from kctl.broker.security.acls import allowed
 from kctl.log.naming import TopicPartition
+from kctl.log.validation import UnsupportedCompressionError, check_produce_records
 from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode, error_name
 from kctl.protocol.messages.produce import (
+    BatchIndexAndErrorMessage,
     PartitionProduceResponse,
     ProduceRequest,
     ProduceResponse,
     TopicProduceResponse,
 )
 from kctl.protocol.registry import ApiKey
+from kctl.records.validate import InvalidRecordError, RecordError
 
 if TYPE_CHECKING:
     from kctl.broker.broker import Broker
@@ -41,14 +51,19 @@ FIRST_RECORD_BATCH_VERSION = 3  # v0-2 carry the pre-0.11 message formats, which
 log = logging.getLogger("kctl.broker.produce")
 
 
-def _partition_response(index: int, code: int, message: str | None = None) -> PartitionProduceResponse:
+def _partition_response(
+    index: int, code: int, message: str | None = None, record_errors: list[RecordError] | None = None
+) -> PartitionProduceResponse:
     return PartitionProduceResponse(
         index=index,
         error_code=code,
         base_offset=-1,
         log_append_time_ms=-1,
         log_start_offset=-1,
-        record_errors=[],
+        record_errors=[
+            BatchIndexAndErrorMessage(batch_index=e.batch_index, batch_index_error_message=e.message)
+            for e in record_errors or ()
+        ],
         error_message=message,
     )
 
@@ -93,12 +108,19 @@ async def handle(broker: Broker, context: RequestContext, request: ProduceReques
                     )
                 if data.records is None or len(data.records) == 0:
                     raise ApiError(ErrorCode.CORRUPT_MESSAGE, "no records")
+                try:
+                    check_produce_records(data.records, version)
+                except UnsupportedCompressionError as error:
+                    raise ApiError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(error)) from None
+                except InvalidRecordError as error:
+                    raise ApiError(ErrorCode.INVALID_RECORD, str(error)) from None
                 broker.ensure_topic_for_produce(topic.name)
                 info = broker.replicas.append(tp, data.records, acks=acks)
             except ApiError as error:
                 if error.code not in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER):
                     log.warning("produce to %s from %s rejected: %s", tp, context.client_host, error.message)
-                partitions.append(_partition_response(data.index, error.code, error.message))
+                record_errors = error.record_errors if isinstance(error, RecordErrorsApiError) else None
+                partitions.append(_partition_response(data.index, error.code, error.message, record_errors))
                 continue
             if acks == -1 and broker.replicas.replicated:
                 waits.append((len(partitions), partitions, tp, info.last_offset + 1))
