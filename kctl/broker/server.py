@@ -51,6 +51,7 @@ from typing import Any
 import kctl.protocol as kp
 from kctl.broker.security.listeners import ListenerSecurity, certificate_principal
 from kctl.broker.security.sasl import AuthenticationError, CredentialLookup, Session
+from kctl.broker.sendfile import ShortFile, send_region
 
 log = logging.getLogger("kctl.broker.server")
 
@@ -543,17 +544,15 @@ class _Connection(asyncio.BufferedProtocol):
             raise ConnectionClosed("connection lost")
 
     async def _sendfile(self, region: Any) -> None:
-        """Send ``region`` (fd, position, size) on the connection's socket with os.sendfile (the loop
-        first waits for the transport's write buffer to empty)."""
+        """Send ``region`` (fd, position, size) on the connection's socket with os.sendfile, straight on
+        the socket unless it would block (kctl.broker.sendfile)."""
         transport = self.transport
         if self._lost or transport is None or transport.is_closing():
             raise ConnectionClosed("connection lost")
-        # closefd=False: the descriptor belongs to the segment (the region holds a reference on it);
-        # sendfile's seek on it is harmless, the log appends with O_APPEND and reads with pread.
-        with os.fdopen(region.fd, "rb", closefd=False) as file:
-            sent = await self.loop.sendfile(transport, file, region.position, region.size, fallback=True)
-        if sent != region.size:
-            raise ConnectionClosed(f"sendfile sent {sent} of {region.size} bytes")
+        try:
+            await send_region(self.loop, transport, transport.get_extra_info("socket").fileno(), region)
+        except ShortFile as error:
+            raise ConnectionClosed(str(error)) from None
 
     def abort(self) -> None:
         """Drop the connection now (the broker stops): cancel the task, abort the transport."""
