@@ -38,11 +38,16 @@ LOWER_IS_BETTER = ("ms", "RSS")
 CAP = 512 * 10**6  # bytes per raw produce measurement
 
 
-def cores() -> tuple[dict[str, list[int] | None], list[int] | None]:
-    """Cores per broker name and for the load generator."""
+def cores(pin: str) -> tuple[dict[str, list[int] | None], list[int] | None]:
+    """Cores per broker name and for the load generator. On a machine of 2 or 3 CPUs shared with other
+    work, pinning a single-threaded broker to one core hurts it more than a many-threaded JVM (the
+    scheduler shares a core per thread): ``auto`` pins only with 4 CPUs or more."""
     available = sorted(os.sched_getaffinity(0))
+    if pin == "off" or (pin == "auto" and len(available) < 4):
+        return {}, None
     if len(available) >= 4:
-        return {"kctl": [available[0]], "kafka": [available[1]], "tansu": [available[2]]}, available[3:]
+        brokers = {"kctl": [available[0]], "kafka": [available[1]], "tansu": [available[2]]}
+        return brokers, available[3:]
     if len(available) >= 2:
         first = [available[0]]
         return {"kctl": first, "kafka": first, "tansu": first}, available[1:]
@@ -58,15 +63,23 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="shorter measurements (figures noisier)")
     parser.add_argument("--peers", default="kctl,kafka,tansu")
-    parser.add_argument("--uvloop", action="store_true", help="also kctl on uvloop (KCTL_EVENT_LOOP=uvloop)")
+    parser.add_argument("--uvloop", action="store_true", help="also kctl on uvloop")
     parser.add_argument("--only", default="produce,fetch,latency")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="also kctl from this source tree (an older commit's `git archive`): before/after in one run",
+    )
+    parser.add_argument(
+        "--pin", choices=("auto", "on", "off"), default="auto", help="taskset (auto: with 4+ CPUs)"
+    )
     args = parser.parse_args()
     seconds = 1.5 if args.quick else 3.0
     latency_seconds = 3.0 if args.quick else 10.0
     preload_bytes = (8 if args.quick else 25) * 10**6  # per partition
     passes = 3 if args.quick else 6
     only = set(args.only.split(","))
-    broker_cores, generator = cores()
+    broker_cores, generator = cores(args.pin)
     if generator:
         os.sched_setaffinity(0, generator)
     base = Path(tempfile.mkdtemp(prefix="kctl-peers-"))
@@ -77,13 +90,16 @@ def main() -> None:
         if name == "kctl":
             wanted.append(KctlPeer(base, broker_cores.get("kctl"), w.PARTITIONS))
             if args.uvloop:
-                wanted.append(KctlPeer(base, broker_cores.get("kctl"), w.PARTITIONS, loop="uvloop"))
+                wanted.append(KctlPeer(base, broker_cores.get("kctl"), w.PARTITIONS, uvloop=True))
+            if args.baseline:
+                tree = args.baseline.resolve()
+                wanted.append(KctlPeer(base, broker_cores.get("kctl"), w.PARTITIONS, tree=tree))
         elif name == "kafka":
             wanted.append(KafkaPeer(base, broker_cores.get("kafka"), w.PARTITIONS))
         elif name == "tansu":
             wanted.append(TansuPeer(base, broker_cores.get("tansu")))
     print(
-        f"# peers: {platform.node()}, {len(os.sched_getaffinity(0)) if not generator else os.cpu_count()} "
+        f"# peers: {platform.node()}, {os.cpu_count()} "
         f"CPUs ({platform.processor() or platform.machine()}), Python {platform.python_version()}, "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; brokers on cores {broker_cores or 'any'}, "
         f"load generator on {generator or 'any'}; {args.warmup} warm-up and {args.rounds} interleaved "

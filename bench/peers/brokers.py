@@ -112,25 +112,44 @@ class Peer:
 class KctlPeer(Peer):
     name = "kctl"
 
-    def __init__(self, base: Path, cores: list[int] | None, partitions: int, loop: str | None = None) -> None:
-        env = dict(os.environ)
-        if loop is not None:
-            env["KCTL_EVENT_LOOP"] = loop
-        if loop == "uvloop":
+    def __init__(
+        self,
+        base: Path,
+        cores: list[int] | None,
+        partitions: int,
+        *,
+        uvloop: bool = False,
+        tree: Path | None = None,
+    ) -> None:
+        """``uvloop``: on uvloop's event loop; ``tree``: kctl from another source tree (a baseline)."""
+        self.uvloop = uvloop
+        env = None
+        if uvloop:
             self.name = "kctl-uvloop"
+        if tree is not None:
+            self.name = "kctl-baseline"
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")]))
         super().__init__(base, cores, env)
         self.partitions = partitions
 
     def start(self) -> None:
+        main = ["-m", "kctl"]
+        if self.uvloop:
+            check = subprocess.run([sys.executable, "-c", "import uvloop"], capture_output=True)
+            if check.returncode != 0:
+                raise Unavailable("uvloop is not installed (pip install uvloop)")
+            main = [str(Path(__file__).with_name("kctl_uvloop.py"))]
         command = [
             *taskset(self.cores),
-            sys.executable, "-m", "kctl", "broker", "start",
+            sys.executable, *main, "broker", "start",
             "-X", "listeners=PLAINTEXT://127.0.0.1:0",
             "-X", f"log.dirs={self.base / 'data'}",
             "-X", f"num.partitions={self.partitions}",
         ]  # fmt: skip
         with open(self.stderr_path, "wb") as stderr:
-            self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, env=self.env)
+            self.process = subprocess.Popen(  # cwd: `-m` puts it first on sys.path
+                command, stdout=subprocess.PIPE, stderr=stderr, env=self.env, cwd=self.base
+            )
         assert self.process.stdout is not None
         line = self.process.stdout.readline().decode().strip()
         if not line:

@@ -17,7 +17,9 @@ request while the transport's write buffer is above its high-water mark, so a cl
 its responses stalls only its own connection. A response is byte chunks and file regions. The bytes
 of consecutive responses are coalesced into one write, made when the task has no request left, when
 a handler awaits (at the next turn of the event loop), before a file region, or once ``FLUSH_BYTES``
-gathered; the regions are sent with ``sendfile`` (zero copy) and released in every case.
+gathered; the regions are sent with ``sendfile`` (zero copy; kctl.broker.sendfile: straight on the
+socket unless it would block) — small ones are read and written with the bytes around them — and
+released in every case.
 
 Bad input — oversized or negative frame sizes, malformed headers or bodies, unknown APIs — is
 answered with an error where the protocol allows it (ApiVersions at an unknown version gets the v0
@@ -51,7 +53,7 @@ from typing import Any
 import kctl.protocol as kp
 from kctl.broker.security.listeners import ListenerSecurity, certificate_principal
 from kctl.broker.security.sasl import AuthenticationError, CredentialLookup, Session
-from kctl.broker.sendfile import ShortFile, send_region
+from kctl.broker.sendfile import INLINE_REGION_BYTES, ShortFile, send_region
 
 log = logging.getLogger("kctl.broker.server")
 
@@ -492,7 +494,9 @@ class _Connection(asyncio.BufferedProtocol):
                 if t is bytes or t is bytearray or t is memoryview:
                     out.append(chunk)
                     self._out_bytes += len(chunk)
-                elif self._tls:  # sendfile cannot encrypt: read the region, write it through TLS
+                elif self._tls or chunk.size <= INLINE_REGION_BYTES:
+                    # sendfile cannot encrypt; and a small region is cheaper read and sent in the same
+                    # write as the bytes around it (one packet) than in a sendfile call of its own
                     data = os.pread(chunk.fd, chunk.size, chunk.position)
                     if len(data) != chunk.size:
                         raise ConnectionClosed(f"read {len(data)} of {chunk.size} bytes of a log segment")
