@@ -114,6 +114,11 @@ def main() -> None:
             except Unavailable as why:
                 print(f"# {peer.name}: skipped: {why}", flush=True)
                 continue
+            except Exception as error:  # a peer that cannot serve is reported, the others still run
+                print(f"# {peer.name}: skipped, it did not start: {str(error)[-300:]}", flush=True)
+                if getattr(peer, "process", None) is not None:
+                    peer.stop()
+                continue
             peers.append(peer)
             print(f"# {peer.name} started (pid {peer.process.pid}, {peer.bootstrap})", flush=True)
         warm = w.bb.build_batch(100, 10)

