@@ -19,8 +19,10 @@ Usage: python bench/bench_peers.py [--rounds 3] [--quick] [--peers kctl,kafka,ta
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
@@ -36,6 +38,10 @@ from peers.brokers import KafkaPeer, KctlPeer, Peer, TansuPeer, Unavailable
 
 LOWER_IS_BETTER = ("ms", "RSS")
 CAP = 512 * 10**6  # bytes per raw produce measurement
+
+
+class _Stop(Exception):
+    """A measurement failed: stop measuring, print what was measured."""
 
 
 def cores(pin: str) -> tuple[dict[str, list[int] | None], list[int] | None]:
@@ -70,6 +76,7 @@ def main() -> None:
         type=Path,
         help="also kctl from this source tree (an older commit's `git archive`): before/after in one run",
     )
+    parser.add_argument("--dir", type=Path, help="where the brokers' data go (default: a new temp dir)")
     parser.add_argument(
         "--pin", choices=("auto", "on", "off"), default="auto", help="taskset (auto: with 4+ CPUs)"
     )
@@ -82,7 +89,7 @@ def main() -> None:
     broker_cores, generator = cores(args.pin)
     if generator:
         os.sched_setaffinity(0, generator)
-    base = Path(tempfile.mkdtemp(prefix="kctl-peers-"))
+    base = Path(tempfile.mkdtemp(prefix="bench-peers-", dir=args.dir))
     peers: list[Peer] = []
     names = args.peers.split(",")
     wanted: list[Peer] = []
@@ -149,7 +156,11 @@ def main() -> None:
                 )
             for label, step in steps:
                 for peer in order:
-                    figures = step(peer)
+                    try:
+                        figures = step(peer)
+                    except Exception as error:  # the figures so far are still printed
+                        print(f"# {peer.name}: {label} failed: {error!r}; the run stops here", flush=True)
+                        raise _Stop() from error
                     if round_index >= 0:
                         for metric, value in figures.items():
                             results[metric][peer.name].append(value)
@@ -158,18 +169,22 @@ def main() -> None:
         for peer in peers:
             for metric, value in w.rss(peer).items():  # after the run
                 results[metric][peer.name].append(value)
+    except _Stop:
+        pass
     finally:
         for peer in peers:
-            peer.stop()
+            with contextlib.suppress(Exception):
+                peer.stop()
+            with contextlib.suppress(OSError):
+                problems = [
+                    line
+                    for line in peer.stderr_path.read_text(errors="replace").splitlines()
+                    if " ERROR " in line or "Traceback" in line
+                ]
+                for line in problems[:3]:
+                    print(f"# {peer.name} logged: {line[:200]}")
+        shutil.rmtree(base, ignore_errors=True)
     print_table(results, [p.name for p in peers])
-    for peer in peers:
-        problems = [
-            line
-            for line in peer.stderr_path.read_text(errors="replace").splitlines()
-            if " ERROR " in line or "Traceback" in line
-        ]
-        for line in problems[:3]:
-            print(f"# {peer.name} logged: {line[:200]}")
 
 
 def print_table(results: dict[str, dict[str, list[float]]], names: list[str]) -> None:
