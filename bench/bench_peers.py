@@ -40,10 +40,6 @@ LOWER_IS_BETTER = ("ms", "RSS")
 CAP = 512 * 10**6  # bytes per raw produce measurement
 
 
-class _Stop(Exception):
-    """A measurement failed: stop measuring, print what was measured."""
-
-
 def cores(pin: str) -> tuple[dict[str, list[int] | None], list[int] | None]:
     """Cores per broker name and for the load generator. On a machine of 2 or 3 CPUs shared with other
     work, pinning a single-threaded broker to one core hurts it more than a many-threaded JVM (the
@@ -130,11 +126,17 @@ def main() -> None:
             print(f"# {peer.name} started (pid {peer.process.pid}, {peer.bootstrap})", flush=True)
         warm = w.bb.build_batch(100, 10)
         logs: dict[str, w.Preloaded] = {}
-        for peer in peers:
-            for topic in ("p100", "p1024", "r100", "r1024"):
-                w.create_topic(peer, topic, warm)
-            if "fetch" in only:
-                logs[peer.name] = w.preload(peer, "c100", 100, preload_bytes)
+        for peer in list(peers):
+            try:
+                for topic in ("p100", "p1024", "r100", "r1024"):
+                    w.create_topic(peer, topic, warm)
+                if "fetch" in only:
+                    logs[peer.name] = w.preload(peer, "c100", 100, preload_bytes)
+            except Exception as error:
+                print(f"# {peer.name}: skipped, setting up its topics failed: {error!r}", flush=True)
+                peers.remove(peer)
+                peer.stop()
+        failed: set[str] = set()
         for round_index in range(-args.warmup, args.rounds):
             order = peers[round_index % len(peers) :] + peers[: round_index % len(peers)]
             steps: list[tuple[str, Callable[[Peer], dict[str, float]]]] = []
@@ -156,11 +158,14 @@ def main() -> None:
                 )
             for label, step in steps:
                 for peer in order:
+                    if peer.name in failed:
+                        continue
                     try:
                         figures = step(peer)
-                    except Exception as error:  # the figures so far are still printed
-                        print(f"# {peer.name}: {label} failed: {error!r}; the run stops here", flush=True)
-                        raise _Stop() from error
+                    except Exception as error:  # that peer is left out from here on
+                        print(f"# {peer.name}: {label} failed: {error!r}; left out from here", flush=True)
+                        failed.add(peer.name)
+                        continue
                     if round_index >= 0:
                         for metric, value in figures.items():
                             results[metric][peer.name].append(value)
@@ -169,8 +174,6 @@ def main() -> None:
         for peer in peers:
             for metric, value in w.rss(peer).items():  # after the run
                 results[metric][peer.name].append(value)
-    except _Stop:
-        pass
     finally:
         for peer in peers:
             with contextlib.suppress(Exception):
