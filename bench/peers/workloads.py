@@ -164,8 +164,10 @@ def preload(peer: Peer, topic: str, record_size: int, partition_bytes: int) -> P
             label="preload",
         )
     offsets = bb.end_offsets(peer.address, topic)
-    if offsets != {p: batches * 100 for p in range(PARTITIONS)}:
+    if any(offsets.get(p, 0) < batches * 100 for p in range(PARTITIONS)):
         raise RuntimeError(f"{peer.name}: preload ended at {offsets}, expected {batches * 100} each")
+    if any(offsets[p] != batches * 100 for p in range(PARTITIONS)):  # Tansu answers one more
+        print(f"#   {peer.name}: after the preload ListOffsets answers {offsets}, {batches * 100} expected")
     os.sync()
     # a consumer group's first coordinator lookup creates __consumer_offsets: one-time work kept out
     from confluent_kafka import Consumer
