@@ -136,7 +136,7 @@ def main() -> None:
                 print(f"# {peer.name}: skipped, setting up its topics failed: {error!r}", flush=True)
                 peers.remove(peer)
                 peer.stop()
-        failed: set[str] = set()
+        failed: set[tuple[str, str]] = set()
         for round_index in range(-args.warmup, args.rounds):
             order = peers[round_index % len(peers) :] + peers[: round_index % len(peers)]
             steps: list[tuple[str, Callable[[Peer], dict[str, float]]]] = []
@@ -158,13 +158,13 @@ def main() -> None:
                 )
             for label, step in steps:
                 for peer in order:
-                    if peer.name in failed:
+                    if (peer.name, label) in failed:
                         continue
                     try:
                         figures = step(peer)
-                    except Exception as error:  # that peer is left out from here on
-                        print(f"# {peer.name}: {label} failed: {error!r}; left out from here", flush=True)
-                        failed.add(peer.name)
+                    except Exception as error:  # that measurement of that peer is left out from here on
+                        print(f"# {peer.name}: {label} failed: {error!r}; left out", flush=True)
+                        failed.add((peer.name, label))
                         continue
                     if round_index >= 0:
                         for metric, value in figures.items():
