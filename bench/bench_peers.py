@@ -204,7 +204,8 @@ def print_table(results: dict[str, dict[str, list[float]]], names: list[str]) ->
         cells += [_fmt(medians.get(name, float("nan"))) for name in names]
         for other in others:
             ours, theirs = medians.get(first, float("nan")), medians.get(other, float("nan"))
-            cells.append(f"{ours / theirs:.2f}x" if theirs and theirs == theirs else "-")
+            defined = ours == ours and theirs == theirs and theirs != 0  # neither nan, no division by 0
+            cells.append(f"{ours / theirs:.2f}x" if defined else "-")
         print("| " + " | ".join(cells) + " |")
     print(flush=True)
 
