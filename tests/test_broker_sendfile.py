@@ -105,3 +105,39 @@ def test_small_region_goes_straight_out(tmp_path: Path) -> None:
     assert got == b"h" * 10 + data[100:4100]
     assert through_loop == 0
     region.release()
+
+
+async def _through_the_loop_only(region: FileRegion) -> tuple[bytes, int]:
+    loop = asyncio.get_running_loop()
+    connected: asyncio.Future[asyncio.StreamWriter] = loop.create_future()
+
+    async def accept(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connected.set_result(writer)
+
+    server = await asyncio.start_server(accept, "127.0.0.1", 0)
+    client = socket.socket()
+    client.setblocking(False)
+    try:
+        await loop.sock_connect(client, server.sockets[0].getsockname())
+        writer = await connected
+        transport = writer.transport
+        assert isinstance(transport, asyncio.Transport)
+        sending = loop.create_task(send_region(loop, transport, -1, region))
+        got = bytearray()
+        while len(got) < region.size:
+            got += await loop.sock_recv(client, 1 << 16)
+        through_loop = await sending
+        writer.close()
+        return bytes(got), through_loop
+    finally:
+        client.close()
+        server.close()
+        await server.wait_closed()
+
+
+def test_without_a_socket_fd_the_event_loop_sends_it_all(tmp_path: Path) -> None:
+    data = os.urandom(3000)
+    region = _region(tmp_path / "segment.log", data, 0, 3000)
+    got, through_loop = asyncio.run(_through_the_loop_only(region))
+    assert got == data and through_loop == 3000
+    region.release()

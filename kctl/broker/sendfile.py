@@ -52,9 +52,10 @@ async def send_region(
     loop: asyncio.AbstractEventLoop, transport: asyncio.Transport, socket_fd: int, region: Region
 ) -> int:
     """Send all of ``region`` after what ``transport`` already holds; answers how many of its bytes
-    went through the event loop (0 when the socket took them all at once)."""
+    went through the event loop (0 when the socket took them all at once). A negative ``socket_fd``
+    (the transport has no socket to show) sends it all through the event loop."""
     position, size = region.position, region.size
-    if transport.get_write_buffer_size() == 0:
+    if socket_fd >= 0 and transport.get_write_buffer_size() == 0:
         sent = sendfile_now(socket_fd, region.fd, position, size)
         if sent == size:
             return 0

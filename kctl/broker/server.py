@@ -553,8 +553,9 @@ class _Connection(asyncio.BufferedProtocol):
         transport = self.transport
         if self._lost or transport is None or transport.is_closing():
             raise ConnectionClosed("connection lost")
+        sock = transport.get_extra_info("socket")
         try:
-            await send_region(self.loop, transport, transport.get_extra_info("socket").fileno(), region)
+            await send_region(self.loop, transport, sock.fileno() if sock is not None else -1, region)
         except ShortFile as error:
             raise ConnectionClosed(str(error)) from None
 
