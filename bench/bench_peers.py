@@ -38,6 +38,7 @@ from peers.brokers import KafkaPeer, KctlPeer, Peer, TansuPeer, Unavailable
 
 LOWER_IS_BETTER = ("ms", "RSS")
 CAP = 512 * 10**6  # bytes per raw produce measurement
+PRODUCE_TOPICS = ("p100", "p1024", "r100", "r1024")
 
 
 def cores(pin: str) -> tuple[dict[str, list[int] | None], list[int] | None]:
@@ -128,8 +129,6 @@ def main() -> None:
         logs: dict[str, w.Preloaded] = {}
         for peer in list(peers):
             try:
-                for topic in ("p100", "p1024", "r100", "r1024"):
-                    w.create_topic(peer, topic, warm)
                 if "fetch" in only:
                     logs[peer.name] = w.preload(peer, "c100", 100, preload_bytes)
             except Exception as error:
@@ -140,12 +139,29 @@ def main() -> None:
         for round_index in range(-args.warmup, args.rounds):
             order = peers[round_index % len(peers) :] + peers[: round_index % len(peers)]
             steps: list[tuple[str, Callable[[Peer], dict[str, float]]]] = []
+            suffix = f"-{round_index + 1}"  # each round produces to new topics, deleted after it
             if "produce" in only:
+                for peer in peers:
+                    for topic in PRODUCE_TOPICS:
+                        with contextlib.suppress(Exception):  # a failure shows in the measurement
+                            w.create_topic(peer, topic + suffix, warm)
                 steps += [
-                    ("produce 100 B raw", lambda p: w.produce_raw(p, "p100", 100, seconds, CAP)),
-                    ("produce 1 KiB raw", lambda p: w.produce_raw(p, "p1024", 1024, seconds, CAP)),
-                    ("produce 100 B rdkafka", lambda p: w.produce_rdkafka(p, "r100", 100, seconds)),
-                    ("produce 1 KiB rdkafka", lambda p: w.produce_rdkafka(p, "r1024", 1024, seconds)),
+                    (
+                        "produce 100 B raw",
+                        lambda p, s=suffix: w.produce_raw(p, "p100" + s, 100, seconds, CAP),
+                    ),
+                    (
+                        "produce 1 KiB raw",
+                        lambda p, s=suffix: w.produce_raw(p, "p1024" + s, 1024, seconds, CAP),
+                    ),
+                    (
+                        "produce 100 B rdkafka",
+                        lambda p, s=suffix: w.produce_rdkafka(p, "r100" + s, 100, seconds),
+                    ),
+                    (
+                        "produce 1 KiB rdkafka",
+                        lambda p, s=suffix: w.produce_rdkafka(p, "r1024" + s, 1024, seconds),
+                    ),
                 ]
             if "fetch" in only:
                 steps += [
@@ -171,6 +187,9 @@ def main() -> None:
                             results[metric][peer.name].append(value)
                 what = "warm-up" if round_index < 0 else f"round {round_index + 1}/{args.rounds}:"
                 print(f"# {what} {label} done", flush=True)
+            if "produce" in only:
+                for peer in peers:
+                    w.delete_topics(peer, [topic + suffix for topic in PRODUCE_TOPICS])
         for peer in peers:
             for metric, value in w.rss(peer).items():  # after the run
                 results[metric][peer.name].append(value)

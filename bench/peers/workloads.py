@@ -48,6 +48,18 @@ def create_topic(peer: Peer, topic: str, warm_batch: bytes) -> None:
             time.sleep(0.1)
 
 
+def delete_topics(peer: Peer, topics: list[str]) -> None:
+    """Delete ``topics`` (best effort: what a round produced is not kept on disk)."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": peer.bootstrap})
+    for topic, future in admin.delete_topics(topics, operation_timeout=30).items():
+        try:
+            future.result(60)
+        except Exception as error:
+            print(f"#   {peer.name}: deleting {topic} failed: {error}", flush=True)
+
+
 def _figures(prefix: str, records: int, data_bytes: int, run: bb.Run) -> dict[str, float]:
     return {
         f"{prefix} rec/s": records / run.seconds,
