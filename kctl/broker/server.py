@@ -26,7 +26,9 @@ request while the transport's write buffer is above its high-water mark, so a cl
 its responses stalls only its own connection. A response is byte chunks and file regions. The bytes
 of consecutive responses are coalesced into one write, made when the task has no request left, when
 a handler awaits (at the next turn of the event loop), before a file region, or once ``FLUSH_BYTES``
-gathered; the regions are sent with ``sendfile`` (zero copy) and released in every case.
+gathered; the regions are sent with ``sendfile`` (zero copy; kctl.broker.sendfile: straight on the
+socket unless it would block) — small ones are read and written with the bytes around them — and
+released in every case.
 
 Bad input — oversized or negative frame sizes, malformed headers or bodies, unknown APIs — is
 answered with an error where the protocol allows it (ApiVersions at an unknown version gets the v0
@@ -61,6 +63,7 @@ import kctl.protocol as kp
 from kctl.broker.connection_limits import ConnectionLimits
 from kctl.broker.security.listeners import ListenerSecurity, certificate_principal
 from kctl.broker.security.sasl import AuthenticationError, CredentialLookup, Session
+from kctl.broker.sendfile import INLINE_REGION_BYTES, ShortFile, send_region
 
 log = logging.getLogger("kctl.broker.server")
 
@@ -616,7 +619,9 @@ class _Connection(asyncio.BufferedProtocol):
                 if t is bytes or t is bytearray or t is memoryview:
                     out.append(chunk)
                     self._out_bytes += len(chunk)
-                elif self._tls:  # sendfile cannot encrypt: read the region, write it through TLS
+                elif self._tls or chunk.size <= INLINE_REGION_BYTES:
+                    # sendfile cannot encrypt; and a small region is cheaper read and sent in the same
+                    # write as the bytes around it (one packet) than in a sendfile call of its own
                     data = os.pread(chunk.fd, chunk.size, chunk.position)
                     if len(data) != chunk.size:
                         raise ConnectionClosed(f"read {len(data)} of {chunk.size} bytes of a log segment")
@@ -669,17 +674,16 @@ class _Connection(asyncio.BufferedProtocol):
             raise ConnectionClosed("connection lost")
 
     async def _sendfile(self, region: Any) -> None:
-        """Send ``region`` (fd, position, size) on the connection's socket with os.sendfile (the loop
-        first waits for the transport's write buffer to empty)."""
+        """Send ``region`` (fd, position, size) on the connection's socket with os.sendfile, straight on
+        the socket unless it would block (kctl.broker.sendfile)."""
         transport = self.transport
         if self._lost or transport is None or transport.is_closing():
             raise ConnectionClosed("connection lost")
-        # closefd=False: the descriptor belongs to the segment (the region holds a reference on it);
-        # sendfile's seek on it is harmless, the log appends with O_APPEND and reads with pread.
-        with os.fdopen(region.fd, "rb", closefd=False) as file:
-            sent = await self.loop.sendfile(transport, file, region.position, region.size, fallback=True)
-        if sent != region.size:
-            raise ConnectionClosed(f"sendfile sent {sent} of {region.size} bytes")
+        sock = transport.get_extra_info("socket")
+        try:
+            await send_region(self.loop, transport, sock.fileno() if sock is not None else -1, region)
+        except ShortFile as error:
+            raise ConnectionClosed(str(error)) from None
 
     @property
     def busy(self) -> bool:

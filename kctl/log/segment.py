@@ -3,13 +3,16 @@
 The segment appends pre-validated batches as bytes, indexes every ``index.interval.bytes``, and
 answers reads with :class:`FileRegion` objects (file, position, size) that the broker can sendfile.
 It reads only batch headers (61 bytes) to find positions; it never decodes records, except to locate
-one record by timestamp inside a single batch."""
+one record by timestamp inside a single batch. The positions and headers of the last ``RECENT_BATCHES``
+batches it appended are also kept in memory, so a read near the end of the active segment (a fetch
+woken by an append) finds its batch without reading a header; any truncation forgets them."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
 import os
+from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +30,8 @@ from kctl.records.header import (
 
 MAX_RELATIVE_OFFSET = 2**31 - 1
 SCAN_CHUNK_BYTES = 4 * 1024 * 1024
+#: batches appended last whose positions the segment keeps in memory (a woken fetch reads these)
+RECENT_BATCHES = 128
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,9 @@ class LogSegment:
         self._offset_of_max_timestamp = base_offset
         self.flushed_size = self.size
         self.failed = False  # set when a failed write could not be undone
+        # the batches appended last, oldest first: last offsets, and (position, header) of each
+        self._recent_last_offsets: list[int] = []
+        self._recent: list[tuple[int, BatchHeader]] = []
 
     # -- state ---------------------------------------------------------------------------------
     @property
@@ -160,6 +168,20 @@ class LogSegment:
             self._bytes_since_last_index_entry += header.size
         self._max_timestamp = max_timestamp
         self._next_offset = batches[-1][1].next_offset
+        self._remember(position, batches)
+
+    def _remember(self, position: int, batches: Sequence[tuple[int, BatchHeader]]) -> None:
+        """Keep the appended batches' positions and headers (the last RECENT_BATCHES of them)."""
+        lasts, recent = self._recent_last_offsets, self._recent
+        for relative_position, header in batches:
+            lasts.append(header.base_offset + header.last_offset_delta)
+            recent.append((position + relative_position, header))
+        if len(recent) > 2 * RECENT_BATCHES:
+            del lasts[:-RECENT_BATCHES], recent[:-RECENT_BATCHES]
+
+    def _forget_recent(self) -> None:
+        self._recent_last_offsets.clear()
+        self._recent.clear()
 
     def _undo_partial_write(self, position: int) -> None:
         try:
@@ -171,6 +193,7 @@ class LogSegment:
 
     def on_become_inactive(self) -> None:
         """Record the final max timestamp in the time index (called when the segment is rolled)."""
+        self._forget_recent()
         if self.size and self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
 
@@ -203,6 +226,13 @@ class LogSegment:
 
     def translate_offset(self, offset: int, starting_position: int = 0) -> tuple[int, BatchHeader] | None:
         """Position and header of the first batch whose last offset is >= ``offset``."""
+        recent = self._recent
+        if recent and recent[0][1].base_offset <= offset:  # one of the batches appended last, or none
+            i = bisect_left(self._recent_last_offsets, offset)
+            if i == len(recent):
+                return None
+            if recent[i][0] >= starting_position:
+                return recent[i]
         _, position = self.offset_index.lookup(offset)
         position = max(position, starting_position)
         for batch_position, header in self.iter_headers(position):
@@ -311,6 +341,7 @@ class LogSegment:
 
     def rebuild_indexes(self, valid_bytes: int | None = None) -> None:
         """Recreate both indexes from the batches in the first ``valid_bytes`` (default: all)."""
+        self._forget_recent()
         end = self.size if valid_bytes is None else valid_bytes
         self.offset_index.reset()
         self.time_index.reset()
@@ -334,6 +365,7 @@ class LogSegment:
         removed = self.size - size
         if removed <= 0:
             return 0
+        self._forget_recent()
         self._file_io.ftruncate(self._file.fd, size)
         self.size = size
         self.flushed_size = min(self.flushed_size, size)
