@@ -465,3 +465,19 @@ def test_a_fetch_worker_error_is_raised_by_the_produce_worker() -> None:
             _until(lambda: forwarder.run_once() and False, "the fetch error")
     finally:
         forwarder.stop_fetching()
+
+
+def test_restamp_in_place_rewrites_a_fetch_buffer_without_copying_and_again_for_a_new_producer_id() -> None:
+    fetched = bytearray(b"".join(at(make_batch(3), 3 * n) for n in range(2)))  # a Fetch answer's buffer
+    original = bytes(fetched)
+    piece = frame_partition(memoryview(fetched), 3).pieces[0]
+    stamped = restamp(piece, 42, 0, 7, in_place=True)
+    assert isinstance(stamped, memoryview) and stamped.obj is fetched  # the buffer itself
+    header = validate_batch(stamped)
+    assert (header.producer_id, header.base_sequence, header.base_offset) == (42, 7, 0)
+    assert fetched[: len(original) // 2] == original[: len(original) // 2]  # the other batch untouched
+    assert bytes(stamped[61:]) == original[len(original) // 2 + 61 :]  # the records untouched
+    again = validate_batch(restamp(piece, 43, 1, 0, in_place=True))  # renumbered after a new producer id
+    assert (again.producer_id, again.producer_epoch, again.base_sequence) == (43, 1, 0)
+    readonly = frame_partition(memoryview(original), 3).pieces[0]
+    assert restamp(readonly, 42, 0, 7, in_place=True) is not readonly.data  # read-only bytes: a copy

@@ -272,7 +272,8 @@ class Forwarder:
         worker runs)."""
         sequence = state.next_sequence
         state.next_sequence = (sequence + piece.records_count) % SEQUENCE_MODULUS
-        return Unit(piece, sequence, restamp(piece, self.producer_id, self.producer_epoch, sequence))
+        data = restamp(piece, self.producer_id, self.producer_epoch, sequence, in_place=True)
+        return Unit(piece, sequence, data)
 
     # ------------------------------------------------------------------------------ partitions
 
@@ -349,8 +350,8 @@ class Forwarder:
         self._fetched.clear()  # before looking at the queues: a piece queued after this wakes the wait
         progressed = self._receive_produces()
         self._send_produces()
-        if not self._produce_in_flight:
-            self._fetched.wait(0.05)
+        if not progressed and not self._produce_in_flight:  # (after progress: the caller's turn first,
+            self._fetched.wait(0.05)  # e.g. ``--once`` ending as soon as the last batch is acknowledged)
             self._raise_fetch_error()
         return progressed
 
