@@ -328,6 +328,10 @@ class Forwarder:
                     continue
                 # a partition held back by a full queue is fetched again soon: no long poll then
                 sent = self._send_fetches(fetches, wait_ms=min(self.fetch_wait_ms, 20) if held_back else None)
+                if not sent:  # no leader known, no connection: not again at once
+                    backoff = self.source.config.retry_backoff_ms / 1000
+                    self._fetch_backoff_until = max(self._fetch_backoff_until, time.monotonic() + backoff)
+                    continue
                 if self._receive_fetches(sent):
                     self._fetched.set()
         except BaseException as error:  # handed to the produce worker
