@@ -481,3 +481,27 @@ def test_restamp_in_place_rewrites_a_fetch_buffer_without_copying_and_again_for_
     assert (again.producer_id, again.producer_epoch, again.base_sequence) == (43, 1, 0)
     readonly = frame_partition(memoryview(original), 3).pieces[0]
     assert restamp(readonly, 42, 0, 7, in_place=True) is not readonly.data  # read-only bytes: a copy
+
+
+def test_a_new_producer_id_while_the_fetch_worker_restamps_a_piece_numbers_it_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fetch worker restamps outside the lock; a producer id renewed meanwhile (by the produce
+    worker) must not leave that piece with the old id or a sequence out of the new numbering."""
+    from kctl.mirror import forwarder as forwarder_module
+
+    forwarder, state = _pipelined_forwarder(_Source(0), _Target())
+    first, second = frame_partition(b"".join(at(make_batch(3), 3 * n) for n in range(2)), 0).pieces
+    forwarder._queue_piece(state, first)
+    real_restamp = forwarder_module.restamp
+
+    def renewed_meanwhile(*args: Any, **kwargs: Any) -> Any:
+        monkeypatch.setattr(forwarder_module, "restamp", real_restamp)  # once
+        forwarder._renumber(43, 1)  # what the produce worker's InitProducerId does
+        return real_restamp(*args, **kwargs)
+
+    monkeypatch.setattr(forwarder_module, "restamp", renewed_meanwhile)
+    forwarder._queue_piece(state, second)
+    headers = [validate_batch(unit.data) for unit in state.queue]
+    assert [(h.producer_id, h.producer_epoch, h.base_sequence) for h in headers] == [(43, 1, 0), (43, 1, 3)]
+    assert [unit.sequence for unit in state.queue] == [0, 3] and state.next_sequence == 6

@@ -230,6 +230,7 @@ class Forwarder:
         self._backoff_until = 0.0  # the produce worker's
         self._fetch_backoff_until = 0.0
         self._lock = threading.Lock()  # queues, queued_bytes, sequences, acked/sync_next between workers
+        self._generation = 0  # bumped (under the lock) by every new producer id
         self._fetched = threading.Event()  # set by the fetch worker when it queued pieces
         self._room = threading.Event()  # set by the produce worker when acknowledged bytes left a queue
         self._stopping = threading.Event()
@@ -255,8 +256,13 @@ class Forwarder:
             return response
 
         response = self.target.retry(attempt, description="InitProducerId")
+        self._renumber(response.producer_id, response.producer_epoch)
+
+    def _renumber(self, producer_id: int, producer_epoch: int) -> None:
+        """Take a new producer id: every queued piece numbered again from sequence 0."""
         with self._lock:  # the fetch worker stamps with what is set here
-            self.producer_id, self.producer_epoch = response.producer_id, response.producer_epoch
+            self.producer_id, self.producer_epoch = producer_id, producer_epoch
+            self._generation += 1
             for state in list(self.partitions.values()):
                 state.next_sequence = 0
                 state.sync_next = True
@@ -274,6 +280,26 @@ class Forwarder:
         state.next_sequence = (sequence + piece.records_count) % SEQUENCE_MODULUS
         data = restamp(piece, self.producer_id, self.producer_epoch, sequence, in_place=True)
         return Unit(piece, sequence, data)
+
+    def _queue_piece(self, state: PartitionState, piece: Piece) -> None:
+        """The fetch worker's side: number the piece (under the lock), restamp it (CRC-32C: outside
+        the lock, so the produce worker's bookkeeping never waits for it), queue it (under the lock;
+        numbered again if a new producer id came meanwhile)."""
+        if state.keyed:
+            with self._lock:
+                state.queue.append(Unit(piece, -1, piece.data))
+                state.queued_bytes += len(piece.data)
+            return
+        with self._lock:
+            generation, producer_id, producer_epoch = self._generation, self.producer_id, self.producer_epoch
+            sequence = state.next_sequence
+            state.next_sequence = (sequence + piece.records_count) % SEQUENCE_MODULUS
+        data = restamp(piece, producer_id, producer_epoch, sequence, in_place=True)
+        with self._lock:
+            renumbered = generation != self._generation
+            unit = self._stamp(state, piece) if renumbered else Unit(piece, sequence, data)
+            state.queue.append(unit)
+            state.queued_bytes += len(unit.data)
 
     # ------------------------------------------------------------------------------ partitions
 
@@ -469,10 +495,7 @@ class Forwarder:
         for piece in framed.pieces:
             if state.stop_at is not None and piece.source_offset >= state.stop_at:
                 break
-            with self._lock:  # one piece at a time: the produce worker is never kept waiting long
-                unit = self._stamp(state, piece) if not state.keyed else Unit(piece, -1, piece.data)
-                state.queue.append(unit)
-                state.queued_bytes += len(unit.data)
+            self._queue_piece(state, piece)
         state.position = framed.next_offset
         with self._lock:
             if not framed.pieces and state.acked < state.position and not state.queue and not state.in_flight:
