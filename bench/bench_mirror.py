@@ -24,9 +24,17 @@ With each ceiling and `--once` run it prints the CPU milliseconds each process s
 record values (source broker, target broker, mirror): where a copy's time goes, whatever else the
 machine is doing.
 
+``--repeat N`` (3): the ceiling and both mirror runs (``--once`` and running) are repeated N times,
+the ceiling measured again right before each pair, and the median of the mirror's shares of the
+ceiling is printed: on a machine other work loads, a share measured next to its own ceiling moves
+much less than either figure. The copies are short at the default ``--records`` (50 MB of 100 B
+records: ~0.1 s at the ceiling), so fixed costs weigh in; ``--records 2000000`` measures the
+steady state better.
+
 Prints its figures; asserts nothing.
 
-Usage: python bench/bench_mirror.py [--records N] [--sizes 100,1024] [--partitions P] [--mm2-libs DIR]"""
+Usage: python bench/bench_mirror.py [--records N] [--sizes 100,1024] [--partitions P] [--repeat N]
+[--mm2-libs DIR]"""
 
 from __future__ import annotations
 
@@ -35,6 +43,7 @@ import json
 import os
 import re
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -296,13 +305,17 @@ def first_to_last(
     return None
 
 
-def bench_kctl_mirror(source: str, target: str, topic: str, records: int, partitions: int) -> float | None:
+def bench_kctl_mirror(
+    source: str, target: str, topic: str, records: int, partitions: int, round_: int = 1
+) -> float | None:
+    """Records/s of a running `kctl mirror` into a topic of its own (``live<round>.<topic>``)."""
+    alias = f"live{round_}"
     process = subprocess.Popen(
         [
             *KCTL,
             "mirror",
             "--from",
-            f"live={source}",
+            f"{alias}={source}",
             "--to",
             f"dst={target}",
             "--include",
@@ -310,15 +323,61 @@ def bench_kctl_mirror(source: str, target: str, topic: str, records: int, partit
             "--rename",
             "{cluster}.{topic}",
             "--group",
-            f"bench-live-{topic}",  # its own positions: not those the --once run committed
+            f"bench-{alias}-{topic}",  # its own positions: not those the --once run committed
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     try:
-        return first_to_last(process, target, f"live.{topic}", records, partitions, None)
+        return first_to_last(process, target, f"{alias}.{topic}", records, partitions, None)
     finally:
         stop(process)
+
+
+def mirror_once(
+    source: str, target: str, topic: str, suffix: str, records: int, size: int, ceiling: float
+) -> float | None:
+    """`kctl mirror --once` into a topic of its own: records/s by its own summary (copying only),
+    with the whole process's figure and the CPU each process spent per MB."""
+    source_broker, target_broker = BENCH_BROKERS
+    megabytes = records * size / 1e6
+    cpu = (source_broker.cpu_seconds(), target_broker.cpu_seconds(), children_cpu())
+    started = time.monotonic()
+    once = run(
+        "mirror",
+        "--from",
+        f"km{suffix.replace('-', '_')}={source}",
+        "--to",
+        f"dst={target}",
+        "--include",
+        topic,
+        "--rename",
+        "{cluster}.{topic}",
+        "--group",
+        f"bench-once-{topic}-{suffix}",
+        "--once",
+    )
+    wall = time.monotonic() - started
+    line("kctl mirror --once (whole process, start-up included)", records, size, wall, ceiling)
+    used = (
+        source_broker.cpu_seconds() - cpu[0],
+        target_broker.cpu_seconds() - cpu[1],
+        children_cpu() - cpu[2],
+    )
+    print(
+        f"    cpu per MB: source broker {1e3 * used[0] / megabytes:.2f} ms, target broker "
+        f"{1e3 * used[1] / megabytes:.2f} ms, mirror {1e3 * used[2] / megabytes:.2f} ms "
+        f"({sum(used):.1f} CPU-s in {wall:.1f} s on {os.cpu_count()} CPUs)"
+    )
+    summary = re.search(r"mirrored (\d+) records .* in ([\d.]+)s", once.stderr)
+    if not summary or float(summary[2]) <= 0:
+        return None
+    copied, seconds = int(summary[1]), float(summary[2])
+    line("kctl mirror --once (its own summary: copying)", copied, size, seconds, ceiling)
+    return copied / seconds
+
+
+BENCH_BROKERS: list[Any] = []
 
 
 def main() -> None:
@@ -329,10 +388,12 @@ def main() -> None:
     parser.add_argument("--sizes", default="100,1024")
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--mm2-libs", type=Path, default=None)
+    parser.add_argument("--repeat", type=int, default=3, help="rounds of ceiling + mirror runs per size")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-mirror-"))
     source = BrokerProcess(work / "source", {"num.partitions": str(args.partitions)}).start()
     target = BrokerProcess(work / "target", {"num.partitions": str(args.partitions)}).start()
+    BENCH_BROKERS[:] = [source, target]
     print(f"source {source.bootstrap}, target {target.bootstrap}, {os.cpu_count()} CPUs")
     try:
         for size in (int(s) for s in args.sizes.split(",")):
@@ -342,49 +403,45 @@ def main() -> None:
             perf_produce(source.bootstrap, topic, records, size, args.partitions)
             megabytes = records * size / 1e6
             batches = source_batches(source.bootstrap, topic, args.partitions)
-            before = target.cpu_seconds()
-            seconds = produce_batches(target.bootstrap, f"ceiling-{size}", batches)
-            ceiling = records / seconds
-            line("ceiling: the source's batches into the target", records, size, seconds, ceiling)
-            print(f"    cpu per MB: target broker {1e3 * (target.cpu_seconds() - before) / megabytes:.2f} ms")
+            shares: dict[str, list[float]] = {"once": [], "live": []}
+            for round_ in range(1, args.repeat + 1):
+                # the ceiling again next to each mirror run: the machine's load moves both alike
+                print(f"  round {round_}/{args.repeat}", flush=True)
+                suffix = f"{size}-{round_}"
+                before = target.cpu_seconds()
+                seconds = produce_batches(target.bootstrap, f"ceiling-{suffix}", batches)
+                ceiling = records / seconds
+                line("ceiling: the source's batches into the target", records, size, seconds, ceiling)
+                used = 1e3 * (target.cpu_seconds() - before) / megabytes
+                print(f"    cpu per MB: target broker {used:.2f} ms")
+                copied = mirror_once(
+                    source.bootstrap, target.bootstrap, topic, suffix, records, size, ceiling
+                )
+                if copied:
+                    shares["once"].append(copied / ceiling)
+                rate = bench_kctl_mirror(
+                    source.bootstrap, target.bootstrap, topic, records, args.partitions, round_
+                )
+                if rate:
+                    line("kctl mirror (first to last record)", records, size, records / rate, ceiling)
+                    shares["live"].append(rate / ceiling)
+            for name, label in (
+                ("once", "--once, its own summary"),
+                ("live", "running, first to last record"),
+            ):
+                if shares[name]:
+                    each = ", ".join(f"{100 * x:.0f}%" for x in shares[name])
+                    print(
+                        f"  median share of the ceiling over {len(shares[name])} rounds, "
+                        f"kctl mirror {label}: {100 * statistics.median(shares[name]):.0f}% ({each})",
+                        flush=True,
+                    )
             del batches
             biggest = broker_ceiling(target.bootstrap, f"big-{size}", records, size, args.partitions)
             line("pre-built ~900 KB batches into the target", records, size, records / biggest, ceiling)
             perf = perf_produce(target.bootstrap, f"perf-{size}", records, size, args.partitions)
             rate = float(perf["records_per_s"])
             line("kctl perf produce into the target (client-bound)", records, size, records / rate, ceiling)
-
-            cpu = (source.cpu_seconds(), target.cpu_seconds(), children_cpu())
-            started = time.monotonic()
-            once = run(
-                "mirror",
-                "--from",
-                f"km={source.bootstrap}",
-                "--to",
-                f"dst={target.bootstrap}",
-                "--include",
-                topic,
-                "--rename",
-                "{cluster}.{topic}",
-                "--group",
-                f"bench-once-{topic}",
-                "--once",
-            )
-            wall = time.monotonic() - started
-            line("kctl mirror --once (whole process, start-up included)", records, size, wall, ceiling)
-            used = (source.cpu_seconds() - cpu[0], target.cpu_seconds() - cpu[1], children_cpu() - cpu[2])
-            print(
-                f"    cpu per MB: source broker {1e3 * used[0] / megabytes:.2f} ms, target broker "
-                f"{1e3 * used[1] / megabytes:.2f} ms, mirror {1e3 * used[2] / megabytes:.2f} ms "
-                f"({sum(used):.1f} CPU-s in {wall:.1f} s on {os.cpu_count()} CPUs)"
-            )
-            summary = re.search(r"mirrored (\d+) records .* in ([\d.]+)s", once.stderr)
-            if summary and float(summary[2]) > 0:
-                copied, seconds = int(summary[1]), float(summary[2])
-                line("kctl mirror --once (its own summary: copying)", copied, size, seconds, ceiling)
-            rate = bench_kctl_mirror(source.bootstrap, target.bootstrap, topic, records, args.partitions)
-            if rate:
-                line("kctl mirror (first to last record)", records, size, records / rate, ceiling)
 
             create(target.bootstrap, f"pipe.{topic}", args.partitions)
             started = time.monotonic()

@@ -2,11 +2,13 @@
 untouched), framing Fetch answers into pieces (control batches, partial batches, compacted batches
 rebuilt), topic selection (include/exclude, internal topics, renaming, loop prevention), target topic
 plans, offset translation from offset syncs, the Produce window (one batch per partition and request,
-five in flight, sliding, resent after a failure), and the security settings of named clusters reaching the
+five in flight, sliding, resent after a failure), the fetch worker running ahead of the produce
+worker into a bounded queue, and the security settings of named clusters reaching the
 mirror's clients."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -21,7 +23,7 @@ from kctl.client.security import SecuritySettings
 from kctl.commands import mirror as mirror_command
 from kctl.mirror import Mirror, MirrorSpec
 from kctl.mirror.batches import frame_partition, restamp
-from kctl.mirror.forwarder import Forwarder, PartitionState, producer_properties
+from kctl.mirror.forwarder import Forwarder, MirrorError, PartitionState, producer_properties
 from kctl.mirror.mirror import _SourceRun
 from kctl.mirror.offset_syncs import OffsetSync, OffsetSyncStore, decode_sync, encode_sync
 from kctl.mirror.topics import TopicPolicy, plan_topics
@@ -256,6 +258,7 @@ class _Target:
         self.written: list[int] = []  # base sequences, in the order written
         self.next_sequence = 0
         self.offset = 0
+        self.before_answer: Any = lambda: None  # called before each answer
 
     # ClusterClient's surface the forwarder uses
     def leader_for(self, tp: TopicPartition, *, deadline: object = None) -> int:
@@ -281,6 +284,7 @@ class _Target:
         return body
 
     def receive(self, request: Any, *, timeout: float | None = None) -> Any:
+        self.before_answer()
         parts = []
         for topic in request.topic_data:
             for data in topic.partition_data:
@@ -353,3 +357,151 @@ def test_produce_window_one_batch_per_partition_five_in_flight_sliding_and_resen
     assert state.acked == 36 and not state.queue and state.in_flight == 0 and state.queued_bytes == 0
     assert target.written == list(range(0, 36, 3))  # every batch written once, in order
     assert [s.source_offset for s in syncs] == [0] and forwarder.producer_id == 42
+
+
+class _Source:
+    """The source side of a Forwarder without a broker: a partition ``orders-0`` of ``batches``
+    batches of 3 records; each Fetch returns one batch at the fetch offset. ``fetches`` counts the
+    Fetch requests answered (the fetch worker's thread answers them)."""
+
+    def __init__(self, batches: int, error_code: int = ErrorCode.NONE) -> None:
+        self.log = [at(make_batch(3), 3 * n) for n in range(batches)]
+        self.error_code = error_code
+        self.fetches = 0
+        self.on_fetch: Any = lambda: None  # called as each Fetch is answered
+
+    def leader_for(self, tp: TopicPartition, *, deadline: object = None) -> int:
+        return 1
+
+    def deadline(self, seconds: float | None = None) -> None:
+        return None
+
+    def mark_stale(self) -> None:
+        pass
+
+    def connection(self, node: int, *, deadline: object = None) -> _Source:
+        return self
+
+    config = ClientConfig()
+
+    def version_for(self, api_key: int, **kwargs: object) -> int:
+        return 12
+
+    def send(self, api_key: int, body: Any, version: int) -> Any:
+        return body
+
+    def receive(self, request: Any, *, timeout: float | None = None) -> Any:
+        (topic,) = request.topics
+        (partition,) = topic.partitions
+        index = partition.fetch_offset // 3
+        records = self.log[index] if index < len(self.log) else b""
+        self.on_fetch()
+        self.fetches += 1
+        answer = SimpleNamespace(
+            partition_index=0, error_code=self.error_code, high_watermark=3 * len(self.log), records=records
+        )
+        return SimpleNamespace(error_code=0, responses=[SimpleNamespace(topic="orders", partitions=[answer])])
+
+
+def _pipelined_forwarder(source: _Source, target: _Target, **kwargs: Any) -> tuple[Forwarder, PartitionState]:
+    forwarder = Forwarder(
+        "dc1",
+        source,  # type: ignore[arg-type]
+        target,  # type: ignore[arg-type]
+        "agg",
+        target_properties={},
+        target_bootstrap="agg:9092",
+        on_sync=lambda sync: None,
+        fetch_wait_ms=10,
+        **kwargs,
+    )
+    forwarder.producer_id, forwarder.producer_epoch = 42, 0
+    state = PartitionState(TopicPartition("orders", 0), TopicPartition("orders", 0), 0, 0)
+    forwarder.add_partition(state)
+    return forwarder, state
+
+
+def _until(condition: Any, what: str, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.002)
+
+
+def test_fetch_worker_runs_ahead_of_unanswered_produces_into_a_bounded_queue() -> None:
+    """Fetching and producing overlap: while the target has not answered the first Produce, the
+    fetch worker goes on fetching — up to the queue bound, then it waits — and nothing counts as
+    acknowledged; once answers come, every batch is written once, in order."""
+    source, target = _Source(40), _Target()
+    batch_size = len(source.log[0])
+    forwarder, state = _pipelined_forwarder(source, target, max_queued_bytes=8 * batch_size)
+    observed: dict[str, int] = {}
+    queued_at_fetch: list[int] = []
+    source.on_fetch = lambda: queued_at_fetch.append(state.queued_bytes)
+
+    def first_answer_waits_for_the_fetch_worker() -> None:
+        if not observed:
+            _until(lambda: state.queued_bytes >= 8 * batch_size, "the fetch worker to fill the queue")
+            observed.update(fetches=source.fetches, acked=state.acked)
+
+    target.before_answer = first_answer_waits_for_the_fetch_worker
+    forwarder.start()
+    try:
+        _until(lambda: (forwarder.run_once(), state.acked == 120)[1], "every batch acknowledged")
+    finally:
+        forwarder.stop_fetching()
+    assert observed["fetches"] >= 8 and observed["acked"] == 0  # ran ahead; nothing acked meanwhile
+    assert max(queued_at_fetch) < 8 * batch_size  # a full queue is not fetched for: bounded
+    assert target.written == list(range(0, 120, 3))  # every batch written once, in order
+    assert not state.queue and state.queued_bytes == 0 and state.position == 120
+
+
+def test_a_fetch_worker_error_is_raised_by_the_produce_worker() -> None:
+    source = _Source(4, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    forwarder, _ = _pipelined_forwarder(source, _Target())
+    forwarder.start()
+    try:
+        with pytest.raises(MirrorError, match=r"source dc1: topic orders-0: .*TOPIC_AUTHORIZATION_FAILED"):
+            _until(lambda: forwarder.run_once() and False, "the fetch error")
+    finally:
+        forwarder.stop_fetching()
+
+
+def test_restamp_in_place_rewrites_a_fetch_buffer_without_copying_and_again_for_a_new_producer_id() -> None:
+    fetched = bytearray(b"".join(at(make_batch(3), 3 * n) for n in range(2)))  # a Fetch answer's buffer
+    original = bytes(fetched)
+    piece = frame_partition(memoryview(fetched), 3).pieces[0]
+    stamped = restamp(piece, 42, 0, 7, in_place=True)
+    assert isinstance(stamped, memoryview) and stamped.obj is fetched  # the buffer itself
+    header = validate_batch(stamped)
+    assert (header.producer_id, header.base_sequence, header.base_offset) == (42, 7, 0)
+    assert fetched[: len(original) // 2] == original[: len(original) // 2]  # the other batch untouched
+    assert bytes(stamped[61:]) == original[len(original) // 2 + 61 :]  # the records untouched
+    again = validate_batch(restamp(piece, 43, 1, 0, in_place=True))  # renumbered after a new producer id
+    assert (again.producer_id, again.producer_epoch, again.base_sequence) == (43, 1, 0)
+    readonly = frame_partition(memoryview(original), 3).pieces[0]
+    assert restamp(readonly, 42, 0, 7, in_place=True) is not readonly.data  # read-only bytes: a copy
+
+
+def test_a_new_producer_id_while_the_fetch_worker_restamps_a_piece_numbers_it_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fetch worker restamps outside the lock; a producer id renewed meanwhile (by the produce
+    worker) must not leave that piece with the old id or a sequence out of the new numbering."""
+    from kctl.mirror import forwarder as forwarder_module
+
+    forwarder, state = _pipelined_forwarder(_Source(0), _Target())
+    first, second = frame_partition(b"".join(at(make_batch(3), 3 * n) for n in range(2)), 0).pieces
+    forwarder._queue_piece(state, first)
+    real_restamp = forwarder_module.restamp
+
+    def renewed_meanwhile(*args: Any, **kwargs: Any) -> Any:
+        monkeypatch.setattr(forwarder_module, "restamp", real_restamp)  # once
+        forwarder._renumber(43, 1)  # what the produce worker's InitProducerId does
+        return real_restamp(*args, **kwargs)
+
+    monkeypatch.setattr(forwarder_module, "restamp", renewed_meanwhile)
+    forwarder._queue_piece(state, second)
+    headers = [validate_batch(unit.data) for unit in state.queue]
+    assert [(h.producer_id, h.producer_epoch, h.base_sequence) for h in headers] == [(43, 1, 0), (43, 1, 3)]
+    assert [unit.sequence for unit in state.queue] == [0, 3] and state.next_sequence == 6

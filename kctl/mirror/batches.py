@@ -129,10 +129,18 @@ def _rebuild(raw: bytes, fetch_offset: int, batch_next: int) -> Piece | None:
     return Piece(offsets[0], batch_next, len(records), builder.build(), linear=linear, rebuilt=True)
 
 
-def restamp(piece: Piece, producer_id: int, producer_epoch: int, base_sequence: int) -> bytearray:
+def restamp(
+    piece: Piece, producer_id: int, producer_epoch: int, base_sequence: int, *, in_place: bool = False
+) -> bytearray | memoryview:
     """The piece's batch ready for the target: base_offset 0, no partition leader epoch, not
-    transactional, the mirror's producer id, epoch and sequence; CRC-32C recomputed."""
-    data = bytearray(piece.data)
+    transactional, the mirror's producer id, epoch and sequence; CRC-32C recomputed. A copy, or with
+    ``in_place`` the piece's own bytes rewritten when they are writable (a view into a Fetch answer's
+    buffer: no copy of the records; restamping them again later rewrites the same fields)."""
+    data: bytearray | memoryview
+    if in_place and isinstance(piece.data, bytearray | memoryview) and not _readonly(piece.data):
+        data = piece.data
+    else:
+        data = bytearray(piece.data)
     set_base_offset(data, 0, 0)
     set_partition_leader_epoch(data, 0, NO_PARTITION_LEADER_EPOCH)
     (attributes,) = _INT16.unpack_from(data, ATTRIBUTES_OFFSET)
@@ -141,6 +149,10 @@ def restamp(piece: Piece, producer_id: int, producer_epoch: int, base_sequence: 
     _PRODUCER_FIELDS.pack_into(data, PRODUCER_ID_OFFSET, producer_id, producer_epoch, base_sequence)
     write_crc(data, 0, len(data))
     return data
+
+
+def _readonly(data: bytearray | memoryview) -> bool:
+    return isinstance(data, memoryview) and data.readonly
 
 
 def is_log_append_time(piece: Piece) -> bool:

@@ -2,14 +2,26 @@
 leaders, write them to the target's leaders with the mirror's idempotent producer identity, and
 advance each partition's position only once the target acknowledged.
 
-One ``Forwarder`` per source runs a loop on one thread, pipelined so that fetching and producing
-overlap: send the Fetch requests (one per source leader), collect the previous round's Produce
-answers, collect the fetched batches (framed into pieces by ``kctl.mirror.batches``; records are
-decoded only for batches that cannot travel as they are), send the Produce requests (``acks=-1``;
-per target leader pipelined requests, each with one batch of every partition that has one queued —
-Kafka's brokers take one batch per partition in a Produce request — up to ``MAX_IN_FLIGHT`` batches
-of a partition in flight; as each answer comes in, the partitions it answered send their next batch
-at once, so the window slides while the round waits for the other answers).
+One ``Forwarder`` per source runs two workers, so that fetch latency and produce latency overlap
+instead of adding up:
+
+- the **fetch worker** (its own thread, ``start()``/``stop_fetching()``) sends Fetch requests (one
+  per source leader), frames the answers into pieces (``kctl.mirror.batches``; records are decoded
+  only for batches that cannot travel as they are), stamps each piece with the mirror's producer id
+  and the partition's next sequence, and appends it to the partition's queue. The queues are the
+  bounded buffer between the workers: a partition with ``max_queued_bytes`` queued is not fetched
+  until the target acknowledged some of it;
+- the **produce worker** (the caller's thread, ``run_once()``) sends the queued batches
+  (``acks=-1``; per target leader pipelined requests, each with one batch of every partition that has
+  one queued — Kafka's brokers take one batch per partition in a Produce request — up to
+  ``MAX_IN_FLIGHT`` batches of a partition in flight; as each answer comes in, the partitions it
+  answered send their next batch at once, so the window slides), takes the acknowledged batches off
+  the queues and records offset syncs. The caller commits ``acked`` on the same thread, so source
+  positions and offset syncs are only ever stored for what the target acknowledged.
+
+Batches travel as opaque bytes: ``restamp`` rewrites only header fields (base_offset, producer id,
+epoch, sequence...) and the CRC-32C. The workers share the queues and counters under one lock, held
+only for bookkeeping, never across a network call.
 
 Delivery: each partition's pieces get consecutive sequence numbers of the mirror's producer id
 (InitProducerId on the target), so a Produce the target already wrote and the mirror sends again
@@ -28,6 +40,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -214,7 +227,15 @@ class Forwarder:
         self._keyed_producer: Producer | None = None
         self._produce_in_flight: list[_InFlight] = []
         self._renumber_pending = False
-        self._backoff_until = 0.0
+        self._backoff_until = 0.0  # the produce worker's
+        self._fetch_backoff_until = 0.0
+        self._lock = threading.Lock()  # queues, queued_bytes, sequences, acked/sync_next between workers
+        self._generation = 0  # bumped (under the lock) by every new producer id
+        self._fetched = threading.Event()  # set by the fetch worker when it queued pieces
+        self._room = threading.Event()  # set by the produce worker when acknowledged bytes left a queue
+        self._stopping = threading.Event()
+        self._fetch_thread: threading.Thread | None = None
+        self._fetch_error: BaseException | None = None
 
     # ------------------------------------------------------------------------------ producer id
 
@@ -235,19 +256,50 @@ class Forwarder:
             return response
 
         response = self.target.retry(attempt, description="InitProducerId")
-        self.producer_id, self.producer_epoch = response.producer_id, response.producer_epoch
-        for state in self.partitions.values():
-            state.next_sequence = 0
-            state.sync_next = True
-            renumbered: collections.deque[Unit] = collections.deque()
-            for unit in state.queue:
-                renumbered.append(self._stamp(state, unit.piece))
-            state.queue = renumbered
+        self._renumber(response.producer_id, response.producer_epoch)
+
+    def _renumber(self, producer_id: int, producer_epoch: int) -> None:
+        """Take a new producer id: every queued piece numbered again from sequence 0."""
+        with self._lock:  # the fetch worker stamps with what is set here
+            self.producer_id, self.producer_epoch = producer_id, producer_epoch
+            self._generation += 1
+            for state in list(self.partitions.values()):
+                state.next_sequence = 0
+                state.sync_next = True
+                if state.keyed:
+                    continue
+                renumbered = [self._stamp(state, unit.piece) for unit in state.queue]
+                state.queue.clear()
+                state.queue.extend(renumbered)
+                state.queued_bytes = sum(len(unit.data) for unit in renumbered)
 
     def _stamp(self, state: PartitionState, piece: Piece) -> Unit:
+        """The piece numbered with the partition's next sequence (under ``_lock`` once the fetch
+        worker runs)."""
         sequence = state.next_sequence
         state.next_sequence = (sequence + piece.records_count) % SEQUENCE_MODULUS
-        return Unit(piece, sequence, restamp(piece, self.producer_id, self.producer_epoch, sequence))
+        data = restamp(piece, self.producer_id, self.producer_epoch, sequence, in_place=True)
+        return Unit(piece, sequence, data)
+
+    def _queue_piece(self, state: PartitionState, piece: Piece) -> None:
+        """The fetch worker's side: number the piece (under the lock), restamp it (CRC-32C: outside
+        the lock, so the produce worker's bookkeeping never waits for it), queue it (under the lock;
+        numbered again if a new producer id came meanwhile)."""
+        if state.keyed:
+            with self._lock:
+                state.queue.append(Unit(piece, -1, piece.data))
+                state.queued_bytes += len(piece.data)
+            return
+        with self._lock:
+            generation, producer_id, producer_epoch = self._generation, self.producer_id, self.producer_epoch
+            sequence = state.next_sequence
+            state.next_sequence = (sequence + piece.records_count) % SEQUENCE_MODULUS
+        data = restamp(piece, producer_id, producer_epoch, sequence, in_place=True)
+        with self._lock:
+            renumbered = generation != self._generation
+            unit = self._stamp(state, piece) if renumbered else Unit(piece, sequence, data)
+            state.queue.append(unit)
+            state.queued_bytes += len(unit.data)
 
     # ------------------------------------------------------------------------------ partitions
 
@@ -259,25 +311,83 @@ class Forwarder:
 
     @property
     def idle(self) -> bool:
-        return not self._produce_in_flight and all(not s.queue for s in self.partitions.values())
+        return not self._produce_in_flight and all(not s.queue for s in list(self.partitions.values()))
 
-    # ------------------------------------------------------------------------------ one round
+    # ------------------------------------------------------------------------------ the workers
+
+    def start(self) -> None:
+        """Start the fetch worker (after ``init_producer_id``)."""
+        if self._fetch_thread is not None:
+            return
+        self._stopping.clear()
+        self._fetch_thread = threading.Thread(
+            target=self._fetch_loop, name=f"kctl-mirror-fetch-{self.alias}", daemon=True
+        )
+        self._fetch_thread.start()
+
+    def stop_fetching(self, timeout: float | None = None) -> None:
+        """Stop the fetch worker and wait for it (at most its Fetch's wait and request timeout):
+        what it queued stays queued, for ``drain``."""
+        self._stopping.set()
+        self._room.set()
+        thread, self._fetch_thread = self._fetch_thread, None
+        if thread is not None and thread is not threading.current_thread():
+            if timeout is None:
+                timeout = self.fetch_wait_ms / 1000 + self.source.config.request_timeout
+            thread.join(timeout)
+            if thread.is_alive():
+                log.warning("source %s: the fetch worker did not stop in %.0fs", self.alias, timeout)
+
+    def _fetch_loop(self) -> None:
+        """The fetch worker: fetch what has room in its queue, queue the pieces; until stopped or
+        failed (the error is raised by the produce worker's next ``run_once``)."""
+        try:
+            while not self._stopping.is_set():
+                pause = self._fetch_backoff_until - time.monotonic()
+                if pause > 0:
+                    self._stopping.wait(min(pause, 0.2))
+                    continue
+                self._room.clear()
+                fetches, held_back = self._fetch_targets()
+                if not fetches:
+                    self._room.wait(0.1)  # every queue full (or nothing to fetch): until acknowledgements
+                    continue
+                # a partition held back by a full queue is fetched again soon: no long poll then
+                sent = self._send_fetches(fetches, wait_ms=min(self.fetch_wait_ms, 20) if held_back else None)
+                if not sent:  # no leader known, no connection: not again at once
+                    backoff = self.source.config.retry_backoff_ms / 1000
+                    self._fetch_backoff_until = max(self._fetch_backoff_until, time.monotonic() + backoff)
+                    continue
+                if self._receive_fetches(sent):
+                    self._fetched.set()
+        except BaseException as error:  # handed to the produce worker
+            self._fetch_error = error
+            self._fetched.set()
+
+    def _raise_fetch_error(self) -> None:
+        error, self._fetch_error = self._fetch_error, None
+        if error is not None:
+            raise error
 
     def run_once(self) -> bool:
-        """One pipelined round (fetch, answers of the previous produce, produce); whether anything
-        was fetched or acknowledged."""
+        """One round of the produce worker (the answers that came in, the batches that can go);
+        waits a little for the fetch worker when nothing is in flight. Whether anything was
+        acknowledged. Raises the fetch worker's error (MirrorError naming cluster and topic)."""
+        self._raise_fetch_error()
         now = time.monotonic()
         if now < self._backoff_until:
             time.sleep(min(self._backoff_until - now, 0.2))
-        busy = any(s.queue for s in self.partitions.values()) or bool(self._produce_in_flight)
-        fetches = self._send_fetches(wait_ms=0 if busy else self.fetch_wait_ms)
+        self._fetched.clear()  # before looking at the queues: a piece queued after this wakes the wait
         progressed = self._receive_produces()
-        progressed = self._receive_fetches(fetches) or progressed
         self._send_produces()
+        if not progressed and not self._produce_in_flight:  # (after progress: the caller's turn first,
+            self._fetched.wait(0.05)  # e.g. ``--once`` ending as soon as the last batch is acknowledged)
+            self._raise_fetch_error()
         return progressed
 
     def drain(self, timeout: float) -> None:
-        """Wait for the Produce requests in flight (at a stop: nothing more is fetched)."""
+        """Wait for the Produce requests in flight and send what is queued (at a stop, once the
+        fetch worker stopped: nothing more is fetched)."""
         deadline = time.monotonic() + timeout
         while (self._produce_in_flight or any(s.queue for s in self.partitions.values())) and (
             time.monotonic() < deadline
@@ -291,13 +401,26 @@ class Forwarder:
 
     # ------------------------------------------------------------------------------ fetch
 
-    def _send_fetches(self, wait_ms: int) -> list[tuple[int, Any, Any, list[PartitionState]]]:
-        by_leader: dict[int, list[PartitionState]] = {}
-        for state in self.partitions.values():
-            if state.queued_bytes >= self.max_queued_bytes or state.error is not None:
+    def _fetch_targets(self) -> tuple[list[PartitionState], bool]:
+        """The partitions to fetch now, and whether any was held back by a full queue."""
+        wanted, held_back = [], False
+        for state in list(self.partitions.values()):  # a snapshot: the run thread adds partitions
+            if state.error is not None:
                 continue
             if state.stop_at is not None and state.position >= state.stop_at:
                 continue
+            if state.queued_bytes >= self.max_queued_bytes:
+                held_back = True
+                continue
+            wanted.append(state)
+        return wanted, held_back
+
+    def _send_fetches(
+        self, states: Iterable[PartitionState], wait_ms: int | None = None
+    ) -> list[tuple[int, Any, Any, list[PartitionState]]]:
+        """A Fetch request to each source leader of ``states`` (sent, not yet answered)."""
+        by_leader: dict[int, list[PartitionState]] = {}
+        for state in states:
             try:  # from the cached metadata, refreshed once it was marked stale (a leader change)
                 leader = self.source.leader_for(state.source, deadline=self.source.deadline(5))
             except KafkaError as error:
@@ -314,7 +437,7 @@ class Forwarder:
                 )
                 body = build_fetch_request(
                     [(s.source, s.position) for s in states],
-                    max_wait_ms=wait_ms,
+                    max_wait_ms=self.fetch_wait_ms if wait_ms is None else wait_ms,
                     min_bytes=1,
                     max_bytes=self.fetch_max_bytes,
                     partition_max_bytes=self.partition_max_bytes,
@@ -372,13 +495,12 @@ class Forwarder:
         for piece in framed.pieces:
             if state.stop_at is not None and piece.source_offset >= state.stop_at:
                 break
-            unit = self._stamp(state, piece) if not state.keyed else Unit(piece, -1, piece.data)
-            state.queue.append(unit)
-            state.queued_bytes += len(unit.data)
+            self._queue_piece(state, piece)
         state.position = framed.next_offset
-        if not framed.pieces and state.acked < state.position and not state.queue and not state.in_flight:
-            state.acked = state.position  # only control batches or nothing left after a rebuild
-            state.sync_next = True
+        with self._lock:
+            if not framed.pieces and state.acked < state.position and not state.queue and not state.in_flight:
+                state.acked = state.position  # only control batches or nothing left after a rebuild
+                state.sync_next = True
         return True
 
     def _reset_out_of_range(self, state: PartitionState) -> None:
@@ -399,14 +521,15 @@ class Forwarder:
             new,
         )
         state.position = new
-        if not state.queue and not state.in_flight:
-            state.acked = new
-        state.sync_next = True
+        with self._lock:
+            if not state.queue and not state.in_flight:
+                state.acked = new
+            state.sync_next = True
 
     def _source_trouble(self, error: KafkaError) -> None:
         self.source.mark_stale()
         log.debug("source %s: %s", self.alias, error)
-        self._backoff_until = time.monotonic() + self.source.config.retry_backoff_ms / 1000
+        self._fetch_backoff_until = time.monotonic() + self.source.config.retry_backoff_ms / 1000
 
     # ------------------------------------------------------------------------------ produce
 
@@ -536,7 +659,7 @@ class Forwarder:
         code = part.error_code
         if code == ErrorCode.NONE or code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
             target_offset = part.base_offset if code == ErrorCode.NONE else -1
-            self._acknowledged(state, state.queue.popleft(), target_offset)
+            self._acknowledged(state, target_offset)
             return "ok"
         if code in RENUMBER_CODES:
             return "renumber"
@@ -549,18 +672,22 @@ class Forwarder:
             + (f": {part.error_message}" if getattr(part, "error_message", None) else "")
         )
 
-    def _acknowledged(self, state: PartitionState, unit: Unit, target_offset: int) -> None:
-        piece = unit.piece
-        state.queued_bytes -= len(unit.data)
-        state.records += piece.records_count
-        state.bytes += len(unit.data)
-        if target_offset < 0:  # a duplicate the target had: where it is is unknown
-            state.sync_next = True
-        else:
-            delta = target_offset - piece.source_offset
-            if state.sync_next or delta != state.last_delta or not piece.linear:
-                self._on_sync(
-                    OffsetSync(
+    def _acknowledged(self, state: PartitionState, target_offset: int) -> None:
+        """The batch at the head of the partition's queue was written at ``target_offset`` (-1: a
+        duplicate the target had): off the queue, ``acked`` moves, an offset sync when needed."""
+        sync = None
+        with self._lock:
+            unit = state.queue.popleft()
+            piece = unit.piece
+            state.queued_bytes -= len(unit.data)
+            state.records += piece.records_count
+            state.bytes += len(unit.data)
+            if target_offset < 0:  # a duplicate the target had: where it is is unknown
+                state.sync_next = True
+            else:
+                delta = target_offset - piece.source_offset
+                if state.sync_next or delta != state.last_delta or not piece.linear:
+                    sync = OffsetSync(
                         self.alias,
                         state.source.topic,
                         state.source.partition,
@@ -569,10 +696,12 @@ class Forwarder:
                         target_offset,
                         piece.linear,
                     )
-                )
-            state.last_delta = delta
-            state.sync_next = not piece.linear
-        state.acked = piece.source_next
+                state.last_delta = delta
+                state.sync_next = not piece.linear
+            state.acked = piece.source_next
+        self._room.set()
+        if sync is not None:
+            self._on_sync(sync)
 
     # ------------------------------------------------------------------------------ keyed
 
@@ -582,8 +711,12 @@ class Forwarder:
             self._keyed_producer = Producer(self._target_bootstrap, config)
         producer = self._keyed_producer
         futures = []
+        taken: dict[TopicPartition, int] = {}
         for state in states:
-            for unit in state.queue:
+            with self._lock:
+                units = list(state.queue)
+            taken[state.source] = len(units)
+            for unit in units:
                 header = parse_header(unit.piece.data)
                 for record in decode_records(unit.piece.data, 0, header):
                     futures.append(
@@ -601,14 +734,17 @@ class Forwarder:
             if error is not None:
                 raise MirrorError(f"target {self.target_alias}: {error}")
         for state in states:
-            while state.queue:
-                unit = state.queue.popleft()
-                state.queued_bytes -= len(unit.data)
-                state.records += unit.piece.records_count
-                state.bytes += len(unit.data)
-                state.acked = unit.piece.source_next
+            with self._lock:
+                for _ in range(taken[state.source]):
+                    unit = state.queue.popleft()
+                    state.queued_bytes -= len(unit.data)
+                    state.records += unit.piece.records_count
+                    state.bytes += len(unit.data)
+                    state.acked = unit.piece.source_next
+        self._room.set()
 
     def close(self) -> None:
+        self.stop_fetching()
         if self._keyed_producer is not None:
             self._keyed_producer.close(5)
             self._keyed_producer = None

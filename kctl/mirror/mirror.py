@@ -3,8 +3,10 @@ with ``once``, up to the end offsets seen at the start), as one plain process.
 
 ``Mirror(spec).run()`` connects to every cluster, keeps the target's topics in line with the
 sources' (``kctl.mirror.topics``: created with the source's partition count and configs, grown,
-picked up as they appear, every ``refresh_interval``), and runs one ``Forwarder`` per source on its
-own thread (``kctl.mirror.forwarder``: batches forwarded without decoding, idempotent, ``acks=-1``).
+picked up as they appear, every ``refresh_interval``), and runs one ``Forwarder`` per source: its
+produce worker on the source's own thread (which also commits and refreshes), its fetch worker on a
+second thread, a bounded queue per partition between them (``kctl.mirror.forwarder``: batches
+forwarded without decoding, idempotent, ``acks=-1``).
 
 Where the mirror keeps its positions: a consumer group on each **source** cluster,
 ``kctl-mirror-<target alias>`` by default (``MirrorSpec.group``), committed (OffsetCommit without
@@ -272,17 +274,21 @@ class _SourceRun:
         mirror = self.mirror
         spec = mirror.spec
         self.forwarder.init_producer_id()
-        while not mirror._stop.is_set():
-            self.forwarder.run_once()
-            now = time.monotonic()
-            if now - self._last_commit >= spec.commit_interval:
-                self.commit()
-            if not spec.once and now - self._last_refresh >= spec.refresh_interval:
-                self.refresh_topics()
-                if spec.sync_group_offsets:
-                    mirror.sync_groups(self)
-            if spec.once and all(s.done for s in self.forwarder.partitions.values()):
-                break
+        self.forwarder.start()  # the fetch worker; this thread is the produce worker
+        try:
+            while not mirror._stop.is_set():
+                self.forwarder.run_once()
+                now = time.monotonic()
+                if now - self._last_commit >= spec.commit_interval:
+                    self.commit()
+                if not spec.once and now - self._last_refresh >= spec.refresh_interval:
+                    self.refresh_topics()
+                    if spec.sync_group_offsets:
+                        mirror.sync_groups(self)
+                if spec.once and all(s.done for s in list(self.forwarder.partitions.values())):
+                    break
+        finally:
+            self.forwarder.stop_fetching()
         self.forwarder.drain(30.0)
         self.commit()
 
