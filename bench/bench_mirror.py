@@ -43,6 +43,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -469,6 +470,7 @@ def main() -> None:
     finally:
         source.stop()
         target.stop()
+        shutil.rmtree(work, ignore_errors=True)  # every round's topics: gigabytes at --records 2000000
 
 
 if __name__ == "__main__":
