@@ -413,8 +413,12 @@ class Campaign:
             load.start()
         return self
 
-    def inject(self, fault: Fault) -> str:
-        wait_for_progress(self.loads, self.progress, timeout=self.progress_timeout)
+    def inject(self, fault: Fault, *, progress: int | None = None) -> str:
+        """Wait until every writer has ``progress`` (default: `progress`) more acknowledgements, then
+        run ``fault``; returns its description."""
+        wait_for_progress(
+            self.loads, self.progress if progress is None else progress, timeout=self.progress_timeout
+        )
         done = fault()
         self.faults_done.append(done)
         return done

@@ -1,6 +1,7 @@
 """InitProducerId: a producer id and epoch for an idempotent producer (a new id, or the same id with
 its epoch bumped when the producer asks, KIP-360). Transactions are not supported: a request with a
-transactional id is refused.
+transactional id answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED (fatal in clients, as FindCoordinator's answer
+for a transaction key, so a transactional producer fails at once).
 
 Versions: v0-5. v2+ are flexible; v3+ carry the producer's current id and epoch, so an idempotent producer
 can ask for its epoch to be bumped (KIP-360)."""
@@ -30,7 +31,7 @@ async def handle(
     if request.transactional_id is not None:
         return InitProducerIdResponse(
             throttle_time_ms=0,
-            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
             producer_id=-1,
             producer_epoch=-1,
         )
