@@ -110,6 +110,8 @@ def test_single_broker_killed_under_load_loses_nothing(module_broker_factory: Br
     verdict = campaign.finish(broker.bootstrap, topic, PARTITIONS)
     print(f"single broker: kills survived {len(campaign.faults_done)}, {verdict.summary()}")
     assert len(campaign.faults_done) == KILLS
+    # every kill was unclean: each start after one recovered the logs
+    assert broker.log_file.read_text(errors="replace").count("was not shut down cleanly") == KILLS
     assert verdict.ok, verdict.report()
     assert verdict.acknowledged >= 2 * 150 * (KILLS + 1)
     assert campaign.failures() == []
