@@ -26,6 +26,8 @@ from kctl.testing.jepsen import (
     kill_and_restart,
     kill_leader,
     pause_leader,
+    read_topic,
+    wait_for_progress,
 )
 from kctl.testing.pytest_plugin import BrokerFactory, ClusterFactory
 
@@ -115,6 +117,35 @@ def test_single_broker_killed_under_load_loses_nothing(module_broker_factory: Br
     assert verdict.ok, verdict.report()
     assert verdict.acknowledged >= 2 * 150 * (KILLS + 1)
     assert campaign.failures() == []
+
+
+def _kill_and_cut_logs(broker: BrokerProcess, topic: str) -> str:
+    """A broker that loses acknowledged data: SIGKILL, cut each partition's last segment in half."""
+    broker.kill()
+    for partition in range(PARTITIONS):
+        segment = max((broker.data_dir / f"{topic}_{partition}").glob("*.log"))
+        with open(segment, "r+b") as handle:
+            handle.truncate(segment.stat().st_size // 2)
+    broker.start()
+    return "kill -9, half of each partition's last segment cut"
+
+
+@pytest.mark.slow
+def test_the_check_finds_acknowledged_records_a_broker_lost(module_broker_factory: BrokerFactory) -> None:
+    """The whole pipeline can fail: records cut from a killed broker's logs are reported lost."""
+    broker: BrokerProcess = module_broker_factory()
+    topic = "jepsen-lossy"
+    create_topic(broker.bootstrap, topic, PARTITIONS, 1)
+    load = ConfluentLoad(broker.bootstrap, topic, "ck").start()
+    try:
+        wait_for_progress([load], 300)
+    finally:
+        load.stop()
+    assert load.failed == []
+    _kill_and_cut_logs(broker, topic)  # after the writer stopped: its reaction to the loss is not the point
+    verdict = check(load.acked, read_topic(broker.bootstrap, topic, PARTITIONS))
+    assert verdict.lost > 0 and not verdict.ok, verdict.report()
+    assert verdict.lost == verdict.acknowledged - verdict.read
 
 
 # ------------------------------------------------------------------------------------ cluster
