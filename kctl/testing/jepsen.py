@@ -103,6 +103,12 @@ class Load(ABC):
             self.failed.append(f"{value.decode()}: {error}")
 
     def _run(self) -> None:
+        try:
+            self._send_paced()
+        except Exception as error:  # a client that gave up: reported, and the writers stop progressing
+            self._failed(b"-", f"the {self.writer} writer stopped: {error!r}")
+
+    def _send_paced(self) -> None:
         interval = 1.0 / self.rate_per_s if self.rate_per_s > 0 else 0.0
         next_send = time.monotonic()
         while not self._stop.is_set():
