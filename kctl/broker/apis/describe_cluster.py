@@ -1,4 +1,5 @@
-"""DescribeCluster: cluster id, controller and live brokers.
+"""DescribeCluster: cluster id, controller and live brokers, and, when asked, the operations the
+principal may do on the cluster (a KIP-430 bit field, as Metadata answers it: `authorized_operations`).
 
 Versions: v0-1, all flexible. v1+ ask for an endpoint type; only brokers (1) are known, so the answer is
 the same."""
@@ -7,8 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kctl.broker.apis.metadata import NOT_REQUESTED, authorized_operations
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.security.listeners import advertised_endpoint, request_listener
+from kctl.protocol.acl_types import CLUSTER_NAME, AclResourceType
 from kctl.protocol.messages.describe_cluster import (
     DescribeClusterBroker,
     DescribeClusterRequest,
@@ -26,6 +29,9 @@ async def handle(
     broker: Broker, context: RequestContext, request: DescribeClusterRequest
 ) -> DescribeClusterResponse:
     controller = broker.metadata.controller_id
+    operations = NOT_REQUESTED
+    if request.include_cluster_authorized_operations:
+        operations = authorized_operations(broker, context, AclResourceType.CLUSTER, CLUSTER_NAME)
     return DescribeClusterResponse(
         throttle_time_ms=0,
         error_code=0,
@@ -38,4 +44,5 @@ async def handle(
             for b in broker.metadata.brokers()
             for host, port in (advertised_endpoint(b, request_listener(context)),)
         ],
+        cluster_authorized_operations=operations,
     )

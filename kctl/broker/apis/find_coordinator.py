@@ -1,7 +1,11 @@
 """FindCoordinator: which broker coordinates a consumer group — the leader of the group's
 ``__consumer_offsets`` partition (the topic is created on first use). Transactions are not
-supported: COORDINATOR_NOT_AVAILABLE. So is a group whose ``__consumer_offsets`` partition cannot be
-created (a full disk: logged, and the client retries).
+supported: a transaction key answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED with the message "transactions
+are not supported by this broker" — the one error librdkafka, the Java client and kafka-python all
+treat as fatal at this step (librdkafka retries COORDINATOR_NOT_AVAILABLE and UNSUPPORTED_VERSION
+until its timeout), so a transactional producer's init_transactions() fails at once. A group whose
+``__consumer_offsets`` partition cannot be created (a full disk) answers COORDINATOR_NOT_AVAILABLE
+(logged; the client retries).
 
 Versions: v0-6. v1+ carry a key type (only groups are coordinated here) and answer with an error message;
 v3+ are flexible; v4+ ask for several keys at once and answer with a list of coordinators."""
@@ -31,6 +35,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("kctl.broker.group")
 
 GROUP, TRANSACTION = 0, 1
+NO_TRANSACTIONS = "transactions are not supported by this broker"
 FIRST_BATCHED_VERSION = 4
 
 
@@ -39,8 +44,8 @@ def _unavailable(key: str, message: str, code: int = ErrorCode.COORDINATOR_NOT_A
 
 
 def _coordinator(broker: Broker, context: RequestContext, key: str, key_type: int) -> Coordinator:
-    if key_type != GROUP:
-        return _unavailable(key, "transactions are not supported")
+    if key_type != GROUP:  # fatal in clients, so a transactional producer fails at once
+        return _unavailable(key, NO_TRANSACTIONS, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if not key:
         return _unavailable(key, "the group id is empty", ErrorCode.INVALID_GROUP_ID)
     if not allowed(broker, context, AclOperation.DESCRIBE, AclResourceType.GROUP, key):

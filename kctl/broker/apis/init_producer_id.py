@@ -1,8 +1,9 @@
 """InitProducerId: a producer id and epoch for an idempotent producer (a new id, or the same id with
 its epoch bumped when the producer asks, KIP-360). Transactions are not supported: a request with a
-transactional id is refused. Without a transactional id the producer needs IdempotentWrite on the
-cluster or Write on some topic, judged by resource type as Kafka does (KIP-679): a prefixed or literal
-ALLOW counts even before a topic it covers exists.
+transactional id answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED (fatal in clients, as FindCoordinator's answer
+for a transaction key, so a transactional producer fails at once). Without a transactional id the
+producer needs IdempotentWrite on the cluster or Write on some topic, judged by resource type as Kafka
+does (KIP-679): a prefixed or literal ALLOW counts even before a topic it covers exists.
 
 Versions: v0-5. v2+ are flexible; v3+ carry the producer's current id and epoch, so an idempotent producer
 can ask for its epoch to be bumped (KIP-360)."""
@@ -32,7 +33,7 @@ async def handle(
     if request.transactional_id is not None:
         return InitProducerIdResponse(
             throttle_time_ms=0,
-            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
             producer_id=-1,
             producer_epoch=-1,
         )

@@ -3,8 +3,14 @@ Auto-creates requested topics when allowed by the request and ``auto.create.topi
 
 Versions: v0-12. v0 with an empty topic list means all topics (v1+: null does); v1+ answer with racks, the
 controller and internal flags; v2+ with the cluster id; v4+ carry allow_auto_topic_creation (before,
-creation is allowed); v7+ answer with leader epochs; v9+ are flexible; v10+ carry and answer with topic
-ids."""
+creation is allowed); v7+ answer with leader epochs; v8+ answer, when asked, each topic's authorized
+operations (v8-10: the cluster's too); v9+ are flexible; v10+ carry and answer with topic ids.
+
+Authorized operations (KIP-430) are a bit field: bit n set when the principal may do the `AclOperation`
+with code n on the resource, over the operations Kafka defines for the resource type (a topic: Read,
+Write, Create, Delete, Alter, Describe, DescribeConfigs, AlterConfigs; the cluster: Create, Alter,
+Describe, ClusterAction, DescribeConfigs, AlterConfigs, IdempotentWrite). Without an authorizer all of
+them; not asked for: -2^31, as Kafka answers. DescribeCluster uses the same `authorized_operations`."""
 
 from __future__ import annotations
 
@@ -29,6 +35,43 @@ from kctl.protocol.registry import ApiKey
 if TYPE_CHECKING:
     from kctl.broker.broker import Broker
     from kctl.broker.server import RequestContext
+
+
+NOT_REQUESTED = -(2**31)
+"""The authorized operations field when the request did not ask for it (Kafka's INT32_MIN)."""
+
+SUPPORTED_OPERATIONS: dict[AclResourceType, tuple[AclOperation, ...]] = {
+    AclResourceType.TOPIC: (
+        AclOperation.READ,
+        AclOperation.WRITE,
+        AclOperation.CREATE,
+        AclOperation.DELETE,
+        AclOperation.ALTER,
+        AclOperation.DESCRIBE,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+    ),
+    AclResourceType.CLUSTER: (
+        AclOperation.CREATE,
+        AclOperation.ALTER,
+        AclOperation.DESCRIBE,
+        AclOperation.CLUSTER_ACTION,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+        AclOperation.IDEMPOTENT_WRITE,
+    ),
+}
+
+
+def authorized_operations(
+    broker: Broker, context: RequestContext, resource_type: AclResourceType, name: str
+) -> int:
+    """The bit field of the operations on the resource the request's principal is allowed to do."""
+    bits = 0
+    for operation in SUPPORTED_OPERATIONS[resource_type]:
+        if allowed(broker, context, operation, resource_type, name):
+            bits |= 1 << operation
+    return bits
 
 
 def topic_metadata(broker: Broker, name: str) -> MetadataResponseTopic:
@@ -106,6 +149,15 @@ async def handle(broker: Broker, context: RequestContext, request: MetadataReque
                 topics.append(MetadataResponseTopic(error_code=error.code, name=name, partitions=[]))
                 continue
         topics.append(topic_metadata(broker, name))
+    if version >= 8 and request.include_topic_authorized_operations:
+        for answer in topics:
+            if answer.error_code != ErrorCode.TOPIC_AUTHORIZATION_FAILED and answer.name is not None:
+                answer.topic_authorized_operations = authorized_operations(
+                    broker, context, AclResourceType.TOPIC, answer.name
+                )
+    cluster_operations = NOT_REQUESTED
+    if 8 <= version <= 10 and request.include_cluster_authorized_operations:
+        cluster_operations = authorized_operations(broker, context, AclResourceType.CLUSTER, CLUSTER_NAME)
     listener = request_listener(context)
     brokers = [
         MetadataResponseBroker(node_id=b.broker_id, host=host, port=port, rack=b.rack)
@@ -119,4 +171,5 @@ async def handle(broker: Broker, context: RequestContext, request: MetadataReque
         cluster_id=broker.metadata.cluster_id,
         controller_id=controller if controller is not None else -1,
         topics=topics,
+        cluster_authorized_operations=cluster_operations,
     )

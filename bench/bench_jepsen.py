@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""kill -9 under acks=all load, for a long time: the Jepsen-style check of kctl.testing.jepsen with
+hundreds of kills (tests/test_jepsen_kill.py is the short version CI runs).
+
+Two idempotent acks=all writers (confluent-kafka and kctl's own producer, ``--rate`` records/s each)
+write to a new topic of ``--partitions`` partitions. Before each fault the bench waits until every
+writer has between 10 and ``--progress`` more acknowledgements (a seeded random number, so faults
+land at different moments of the load), then:
+
+- one broker (default): SIGKILL the broker and start it again on the same log directory;
+- ``--cluster``: a 3-broker `LocalCluster` (its own ZooKeeper, RF=3, min.insync.replicas=2): SIGKILL
+  the leader of a random partition, wait for a new leader, restart the old one once its registration
+  is gone, wait for a full ISR; every ``--pause-every``-th fault instead SIGSTOPs a leader until a new
+  one is elected and the writers have gone on without it, then SIGCONTs it.
+
+Then the writers stop, the topic is read back and checked. Prints: kills survived, records
+acknowledged, lost, duplicates, reordered, offsets reused (each of the last four must be 0), the
+delivery failures the writers reported, and the elapsed time. Exit status 1 when a check fails.
+
+Usage: python bench/bench_jepsen.py [--kills 200] [--cluster] [--rate 300] [--progress 200]
+       [--partitions 3] [--pause-every 10] [--seed 17]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import tempfile
+import time
+from functools import partial
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from kctl.testing import BrokerProcess, LocalCluster  # noqa: E402 - this checkout's kctl
+from kctl.testing.cluster_clients import create_topic  # noqa: E402
+from kctl.testing.cluster_view import ClusterView  # noqa: E402
+from kctl.testing.jepsen import (  # noqa: E402
+    Campaign,
+    ConfluentLoad,
+    KctlLoad,
+    Verdict,
+    kill_and_restart,
+    kill_leader,
+    pause_leader,
+)
+
+TOPIC = "jepsen"
+CLUSTER_PROPERTIES = {
+    "zookeeper.session.timeout.ms": "6000",
+    "replica.lag.time.max.ms": "3000",
+}
+
+
+def _campaign(bootstrap: str, rate: float) -> Campaign:
+    return Campaign(
+        [
+            ConfluentLoad(bootstrap, TOPIC, "ck", rate_per_s=rate),
+            KctlLoad(bootstrap, TOPIC, "kctl", rate_per_s=rate),
+        ],
+        progress_timeout=180.0,
+    )
+
+
+def _progress(args: argparse.Namespace, rng: random.Random, done: int) -> None:
+    if done and done % max(1, args.kills // 10) == 0:
+        print(f"  {done}/{args.kills} faults", file=sys.stderr, flush=True)
+
+
+def run_single(args: argparse.Namespace, base: Path, rng: random.Random) -> tuple[Campaign, Verdict]:
+    broker = BrokerProcess(base / "broker" / "data", {"log.segment.bytes": str(256 * 1024)}).start()
+    try:
+        create_topic(broker.bootstrap, TOPIC, args.partitions, 1)
+        campaign = _campaign(broker.bootstrap, args.rate).start()
+        try:
+            for done in range(args.kills):
+                campaign.inject(partial(kill_and_restart, broker), progress=rng.randint(10, args.progress))
+                _progress(args, rng, done + 1)
+        except BaseException:
+            campaign.stop()
+            raise
+        return campaign, campaign.finish(broker.bootstrap, TOPIC, args.partitions)
+    finally:
+        broker.stop()
+
+
+def run_cluster(args: argparse.Namespace, base: Path, rng: random.Random) -> tuple[Campaign, Verdict]:
+    with (
+        LocalCluster(base / "cluster", 3, properties=CLUSTER_PROPERTIES) as cluster,
+        ClusterView(cluster.zookeeper_connect) as view,
+    ):
+        bootstrap = cluster.bootstrap_servers
+        create_topic(bootstrap, TOPIC, args.partitions, 3, {"min.insync.replicas": "2"})
+        view.wait_for_full_isr(TOPIC, args.partitions, timeout=60)
+        campaign = _campaign(bootstrap, args.rate).start()
+        try:
+            for done in range(args.kills):
+                partition = rng.randrange(args.partitions)
+                if args.pause_every and (done + 1) % args.pause_every == 0:
+                    fault = partial(pause_leader, cluster, view, TOPIC, partition, campaign.loads)
+                else:
+                    fault = partial(kill_leader, cluster, view, TOPIC, partition)
+                campaign.inject(fault, progress=rng.randint(10, args.progress))
+                _progress(args, rng, done + 1)
+        except BaseException:
+            campaign.stop()
+            raise
+        return campaign, campaign.finish(bootstrap, TOPIC, args.partitions)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--kills", type=int, default=200, help="faults to inject (default 200)")
+    parser.add_argument("--cluster", action="store_true", help="a 3-broker cluster with RF=3")
+    parser.add_argument("--rate", type=float, default=300.0, help="records/s per writer (default 300)")
+    parser.add_argument("--progress", type=int, default=200, help="most acks per writer between faults")
+    parser.add_argument("--partitions", type=int, default=3)
+    parser.add_argument("--pause-every", type=int, default=10, help="--cluster: every Nth fault is a SIGSTOP")
+    parser.add_argument("--seed", type=int, default=17)
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="bench-jepsen-") as directory:
+        runner = run_cluster if args.cluster else run_single
+        campaign, verdict = runner(args, Path(directory), rng)
+    elapsed = time.monotonic() - started
+    kills = sum(1 for fault in campaign.faults_done if fault.startswith("kill -9"))
+    pauses = len(campaign.faults_done) - kills
+    setup = "3-broker cluster, RF=3, min.insync.replicas=2" if args.cluster else "one broker"
+    writers = "writers confluent-kafka + kctl"
+    print(f"bench_jepsen: {setup}, {args.partitions} partitions, {writers}, seed {args.seed}")
+    print(f"kills survived       {kills}" + (f" (and {pauses} SIGSTOPs)" if pauses else ""))
+    print(f"records acknowledged {verdict.acknowledged}")
+    print(f"records read         {verdict.read}")
+    print(f"lost                 {verdict.lost}")
+    print(f"duplicates           {verdict.duplicates}")
+    print(f"reordered            {verdict.reordered}")
+    print(f"offsets reused       {verdict.offsets_reused}")
+    print(f"delivery failures    {len(campaign.failures())}")
+    print(f"elapsed              {elapsed:.0f} s")
+    if not verdict.ok:
+        print(verdict.report(), file=sys.stderr)
+    for failure in campaign.failures()[:10]:
+        print(f"delivery failure: {failure}", file=sys.stderr)
+    return 0 if verdict.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
