@@ -562,9 +562,9 @@ def test_admin_gives_up_at_the_deadline_with_the_last_error(peer: Callable[[Hand
     p, received = scripted_cluster(peer, answer)
     started = time.monotonic()
     with AdminClient(f"127.0.0.1:{p.port}", retry_backoff_ms=20, retry_backoff_max_ms=50) as admin:
-        [result] = admin.create_topics([NewTopic("a", 1, 1)], timeout=0.5)
+        [result] = admin.create_topics([NewTopic("a", 1, 1)], timeout=2.0)  # room for a loaded machine
     assert result.error == "NOT_CONTROLLER"
-    assert 0.3 < time.monotonic() - started < 5
+    assert 1.5 < time.monotonic() - started < 15
     assert len(received) >= 3
 
 
