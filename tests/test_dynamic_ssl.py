@@ -1,0 +1,143 @@
+"""A TLS listener's key material as a dynamic broker config (issue #16 §1), on one real broker
+(embedded metadata) with a PLAINTEXT and an SSL listener: altering
+``listener.name.ssl.ssl.keystore.location`` (kctl's admin client, then ``kctl broker config alter``)
+makes new TLS connections handshake with the new certificate while a connection made before keeps
+working; bad material (a missing file, a certificate with another subject, the config without the
+listener prefix, at the cluster-wide default) is refused with INVALID_REQUEST and changes nothing."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from raw_kafka import kctl
+
+from kctl.client import AdminClient
+from kctl.protocol import ApiKey, ErrorCode, RequestHeader, decode_response, encode_request
+from kctl.protocol.messages.metadata import MetadataRequest
+from kctl.testing import BrokerProcess
+
+pytest.importorskip("cryptography")
+from kctl.testing import certs as security_certs
+
+PREFIXED = "listener.name.ssl.ssl.keystore.location"
+
+
+class Setup:
+    def __init__(self, broker: BrokerProcess, ca: security_certs.TestCA, certs: dict[str, Any]) -> None:
+        self.broker = broker
+        self.plaintext, self.ssl = broker.addresses
+        self.ca = ca
+        self.certs = certs
+
+    def connect(self) -> ssl.SSLSocket:
+        host, _, port = self.ssl.rpartition(":")
+        context = ssl.create_default_context(cafile=str(self.ca.pem))
+        return context.wrap_socket(
+            socket.create_connection((host, int(port)), timeout=10), server_hostname=host
+        )
+
+    def served_serial(self) -> str:
+        with self.connect() as sock:
+            return str(sock.getpeercert()["serialNumber"])
+
+    def admin(self) -> AdminClient:
+        return AdminClient(self.plaintext)
+
+
+def _serial(pem: security_certs.Pem) -> str:
+    return str(ssl._ssl._test_decode_cert(str(pem.certificate))["serialNumber"])  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
+    directory = tmp_path_factory.mktemp("dynamic-ssl")
+    ca = security_certs.TestCA(directory / "certs")
+    certs = {
+        "first": ca.issue("first", "localhost", server=True),
+        "renewed": ca.issue("renewed", "localhost", server=True),  # same subject, new key and serial
+        "third": ca.issue("third", "localhost", server=True),
+        "other": ca.issue("other", "other-host", server=True),  # another subject: Kafka refuses it
+    }
+    properties = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(certs["first"].keystore),
+        "num.partitions": "1",
+    }
+    with BrokerProcess(directory / "data", properties).start() as broker:
+        yield Setup(broker, ca, certs)
+
+
+def _metadata(sock: ssl.SSLSocket, correlation_id: int) -> Any:
+    header = RequestHeader(ApiKey.METADATA, 1, correlation_id, "old-connection")
+    sock.sendall(encode_request(header, MetadataRequest(topics=[])))
+    size = struct.unpack(">i", _exactly(sock, 4))[0]
+    return decode_response(header, bytearray(_exactly(sock, size)))[1]
+
+
+def _exactly(sock: ssl.SSLSocket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        assert chunk, "the broker closed the connection"
+        data += chunk
+    return data
+
+
+def _refused(setup: Setup, configs: dict[str, str], broker_id: int | None = 0) -> str:
+    with setup.admin() as admin:
+        result = admin.alter_broker_configs(broker_id, configs)
+    assert result.error_code == ErrorCode.INVALID_REQUEST, result
+    return str(result.error_message)
+
+
+def test_new_keystore_serves_new_connections_old_ones_stay(setup: Setup) -> None:
+    first, renewed = _serial(setup.certs["first"]), _serial(setup.certs["renewed"])
+    assert setup.served_serial() == first
+    with setup.connect() as old:
+        assert _metadata(old, 1).brokers
+        with setup.admin() as admin:
+            checked = admin.alter_broker_configs(
+                0, {PREFIXED: str(setup.certs["renewed"].keystore)}, validate_only=True
+            )
+            assert checked.error_code == 0, checked
+            assert setup.served_serial() == first  # validate_only: nothing applied
+            result = admin.alter_broker_configs(0, {PREFIXED: str(setup.certs["renewed"].keystore)})
+            assert result.error_code == 0, result
+            described = {e.name: e for e in admin.describe_broker_configs(0)}
+        assert setup.served_serial() == renewed
+        assert old.getpeercert()["serialNumber"] == first
+        assert _metadata(old, 2).brokers  # the connection made before the change still serves
+    assert not described["ssl.keystore.location"].read_only  # dynamic (per listener), as Kafka marks it
+
+
+def test_bad_material_is_refused_and_changes_nothing(setup: Setup, tmp_path: Path) -> None:
+    before = setup.served_serial()
+    message = _refused(setup, {PREFIXED: str(tmp_path / "missing.pem")})
+    assert "missing.pem" in message or "No such file" in message
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("-----BEGIN CERTIFICATE-----\nnot a certificate\n-----END CERTIFICATE-----\n")
+    _refused(setup, {PREFIXED: str(garbage)})
+    assert "DistinguishedName" in _refused(setup, {PREFIXED: str(setup.certs["other"].keystore)})
+    assert "listener prefix" in _refused(setup, {"ssl.keystore.location": str(setup.certs["third"].keystore)})
+    assert "broker id must be specified" in _refused(
+        setup, {PREFIXED: str(setup.certs["third"].keystore)}, broker_id=None
+    )
+    assert setup.served_serial() == before
+    with setup.admin() as admin:
+        stored = {e.name for e in admin.describe_broker_configs(0) if e.source == 1}  # DYNAMIC_BROKER_CONFIG
+    assert "ssl.keystore.location" not in stored
+
+
+def test_kctl_broker_config_alter_reloads(setup: Setup) -> None:
+    keystore = str(setup.certs["third"].keystore)
+    args = ["--bootstrap-server", setup.plaintext, "--broker", "0", "--set", f"{PREFIXED}={keystore}"]
+    done = kctl("broker", "config", "alter", *args, "--execute")
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    assert setup.served_serial() == _serial(setup.certs["third"])
