@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kctl.broker.security.config import SECURITY_CONFIGS
+from kctl.broker.security.config import (
+    DYNAMIC_SECURITY_CONFIGS,
+    SECURITY_CONFIGS,
+    is_dynamic_listener_config,
+)
 from kctl.common.config_def import (
     LONG_MAX,
     ConfigDef,
@@ -90,40 +94,8 @@ def _broker(
     return ConfigKey(name, config_type, default, validator, doc, importance, dynamic, synonyms)
 
 
-#: The TLS key and trust material Kafka reloads without a restart (``SslConfigs.RECONFIGURABLE_CONFIGS``,
-#: those kctl knows: PEM stores, so no store passwords). Per broker and only under a listener's prefix
-#: (``listener.name.<listener>.ssl.keystore.location``), as Kafka's DynamicBrokerConfig has them.
-DYNAMIC_SECURITY_CONFIGS = frozenset(
-    {
-        "ssl.keystore.type",
-        "ssl.keystore.location",
-        "ssl.keystore.certificate.chain",
-        "ssl.keystore.key",
-        "ssl.key.password",
-        "ssl.truststore.type",
-        "ssl.truststore.location",
-        "ssl.truststore.certificates",
-    }
-)
-
 #: Broker configs Kafka lets AlterConfigs change for one broker only (resource name = its id).
 PER_BROKER_CONFIGS = frozenset({"listeners", "advertised.listeners"}) | DYNAMIC_SECURITY_CONFIGS
-
-_LISTENER_CONFIG = re.compile(r"listener\.name\.([^.]+)\.(.+)")
-
-
-def listener_config(name: str) -> tuple[str, str] | None:
-    """``("SSL", "ssl.keystore.location")`` for ``listener.name.ssl.ssl.keystore.location``; None for a
-    name without a listener prefix."""
-    match = _LISTENER_CONFIG.fullmatch(name)
-    return (match[1].upper(), match[2]) if match else None
-
-
-def is_dynamic_listener_config(name: str) -> bool:
-    """A listener-prefixed config AlterConfigs may set (per broker): its base is dynamic TLS material."""
-    parts = listener_config(name)
-    return parts is not None and parts[1] in DYNAMIC_SECURITY_CONFIGS
-
 
 #: Broker configs Kafka lets AlterConfigs change cluster-wide (resource name "") or per broker: the
 #: log defaults (the topic configs' broker synonyms), the cleaner's, the replication throttle rates.
@@ -682,10 +654,7 @@ BROKER_CONFIGS = ConfigDef(
             "The time span of each sample of the client quotas' byte rates.",
             importance=_LOW,
         ),
-        *(
-            replace(key, dynamic=Dynamic.PER_BROKER) if key.name in DYNAMIC_SECURITY_CONFIGS else key
-            for key in SECURITY_CONFIGS
-        ),
+        *SECURITY_CONFIGS,
     ],
     BrokerConfigError,
 )
@@ -748,22 +717,16 @@ class BrokerConfig:
                 for other in _SYNONYM_GROUPS.get(name, ()):
                     merged.pop(other, None)
             merged.update(layer)
-        before = dict(self.values)
-        before_prefixed = self._listener_layer()
+        before, prefixed = dict(self.values), self._listener_layer()
         try:
             self._load(merged)
         except ConfigError:
-            self._load(self._merged_current())
+            self._load(self.effective_properties())
             raise
         self.dynamic_default, self.dynamic_broker = layers
         changed = {name for name, value in self.values.items() if before.get(name) != value}
-        after_prefixed = self._listener_layer()
-        changed.update(
-            name
-            for name in before_prefixed.keys() | after_prefixed.keys()
-            if before_prefixed.get(name) != after_prefixed.get(name)
-        )
-        return changed
+        now = self._listener_layer()
+        return changed | {n for n in prefixed.keys() | now.keys() if prefixed.get(n) != now.get(n)}
 
     def _listener_layer(self) -> dict[str, str]:
         return {k: v for k, v in self.effective_properties().items() if is_dynamic_listener_config(k)}
@@ -771,9 +734,6 @@ class BrokerConfig:
     def effective_properties(self) -> dict[str, str]:
         """server.properties with the dynamic configs layered over it (listener-prefixed ones too):
         what the listeners' security is built from."""
-        return self._merged_current()
-
-    def _merged_current(self) -> dict[str, str]:
         merged = dict(self.properties)
         for layer in (self.dynamic_default, self.dynamic_broker):
             for name in layer:

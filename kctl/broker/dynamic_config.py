@@ -29,16 +29,13 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from kctl.broker.config import (
-    BROKER_CONFIGS,
+from kctl.broker.config import BROKER_CONFIGS, PER_BROKER_CONFIGS, BrokerConfig, parse_listeners
+from kctl.broker.errors import ApiError
+from kctl.broker.security.config import (
     DYNAMIC_SECURITY_CONFIGS,
-    PER_BROKER_CONFIGS,
-    BrokerConfig,
     is_dynamic_listener_config,
     listener_config,
-    parse_listeners,
 )
-from kctl.broker.errors import ApiError
 from kctl.broker.security.listeners import SecurityConfigError
 from kctl.common.config_def import ConfigError, Dynamic
 from kctl.protocol.errors import ErrorCode

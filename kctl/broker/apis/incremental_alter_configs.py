@@ -8,9 +8,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kctl.broker.apis.registry import api_handler
-from kctl.broker.config import BROKER_CONFIGS, listener_config
+from kctl.broker.config import BROKER_CONFIGS
 from kctl.broker.config_alter import alter_topic_configs
 from kctl.broker.errors import ApiError
+from kctl.broker.security.config import listener_config
 from kctl.common.config_def import ConfigDef, ConfigType
 from kctl.log.config import TOPIC_CONFIGS
 from kctl.protocol.configs import AlterConfigOp
