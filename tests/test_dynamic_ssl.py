@@ -7,9 +7,11 @@ listener prefix, at the cluster-wide default) is refused with INVALID_REQUEST an
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import ssl
 import struct
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,8 +19,10 @@ from typing import Any
 import pytest
 from raw_kafka import kctl
 
+from kctl.broker.security.listeners import listener_security
 from kctl.client import AdminClient
 from kctl.protocol import ApiKey, ErrorCode, RequestHeader, decode_response, encode_request
+from kctl.protocol.configs import ConfigSource
 from kctl.protocol.messages.metadata import MetadataRequest
 from kctl.testing import BrokerProcess
 
@@ -26,6 +30,7 @@ pytest.importorskip("cryptography")
 from kctl.testing import certs as security_certs
 
 PREFIXED = "listener.name.ssl.ssl.keystore.location"
+DYNAMIC_BROKER = ConfigSource.DYNAMIC_BROKER_CONFIG
 
 
 class Setup:
@@ -115,10 +120,17 @@ def test_new_keystore_serves_new_connections_old_ones_stay(setup: Setup) -> None
         assert old.getpeercert()["serialNumber"] == first
         assert _metadata(old, 2).brokers  # the connection made before the change still serves
     assert not described["ssl.keystore.location"].read_only  # dynamic (per listener), as Kafka marks it
+    entry = described[PREFIXED]
+    assert (entry.value, entry.source) == (str(setup.certs["renewed"].keystore), DYNAMIC_BROKER)
+
+
+def _dynamic(setup: Setup) -> dict[str, str | None]:
+    with setup.admin() as admin:
+        return {e.name: e.value for e in admin.describe_broker_configs(0) if e.source == DYNAMIC_BROKER}
 
 
 def test_bad_material_is_refused_and_changes_nothing(setup: Setup, tmp_path: Path) -> None:
-    before = setup.served_serial()
+    before, stored = setup.served_serial(), _dynamic(setup)
     message = _refused(setup, {PREFIXED: str(tmp_path / "missing.pem")})
     assert "missing.pem" in message or "No such file" in message
     garbage = tmp_path / "garbage.pem"
@@ -130,9 +142,7 @@ def test_bad_material_is_refused_and_changes_nothing(setup: Setup, tmp_path: Pat
         setup, {PREFIXED: str(setup.certs["third"].keystore)}, broker_id=None
     )
     assert setup.served_serial() == before
-    with setup.admin() as admin:
-        stored = {e.name for e in admin.describe_broker_configs(0) if e.source == 1}  # DYNAMIC_BROKER_CONFIG
-    assert "ssl.keystore.location" not in stored
+    assert _dynamic(setup) == stored
 
 
 def test_kctl_broker_config_alter_reloads(setup: Setup) -> None:
@@ -141,3 +151,53 @@ def test_kctl_broker_config_alter_reloads(setup: Setup) -> None:
     done = kctl("broker", "config", "alter", *args, "--execute")
     assert done.returncode == 0, done.stderr.decode(errors="replace")
     assert setup.served_serial() == _serial(setup.certs["third"])
+
+
+def test_truststore_reload_replaces_the_trusted_cas(tmp_path: Path) -> None:
+    """In process: with ``ssl.client.auth=required``, a new trust store replaces the old one for new
+    handshakes (a client of the old CA is refused afterwards, one of the new CA accepted)."""
+    old_ca, new_ca = security_certs.TestCA(tmp_path / "old"), security_certs.TestCA(tmp_path / "new")
+    server = old_ca.issue("server", "localhost", server=True)
+    clients = {
+        "old": old_ca.issue("bob", "bob", server=False),
+        "new": new_ca.issue("alice", "alice", server=False),
+    }
+    values = {
+        "listener.security.protocol.map": "SSL:SSL",
+        "ssl.keystore.location": str(server.keystore),
+        "ssl.client.auth": "required",
+    }
+    security = listener_security({}, {**values, "ssl.truststore.location": str(old_ca.pem)}, "SSL")
+    assert security.ssl_context is not None
+    loop = asyncio.new_event_loop()
+
+    async def greet(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"ok")
+        await writer.drain()
+        writer.close()
+
+    listening = loop.run_until_complete(asyncio.start_server(greet, "127.0.0.1", 0, ssl=security.ssl_context))
+    port = listening.sockets[0].getsockname()[1]
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    def accepted(who: str) -> bool:
+        context = ssl.create_default_context(cafile=str(old_ca.pem))
+        context.load_cert_chain(clients[who].certificate, clients[who].key)
+        try:
+            with context.wrap_socket(
+                socket.create_connection(("127.0.0.1", port), timeout=10), server_hostname="localhost"
+            ) as sock:
+                return sock.recv(2) == b"ok"
+        except (ssl.SSLError, ConnectionError):
+            return False
+
+    try:
+        assert accepted("old") and not accepted("new")
+        security.reconfigure({}, {**values, "ssl.truststore.location": str(new_ca.pem)})
+        assert accepted("new") and not accepted("old")
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        listening.close()
+        loop.close()
