@@ -8,16 +8,18 @@ listener prefix, at the cluster-wide default) is refused with INVALID_REQUEST an
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import ssl
 import struct
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from raw_kafka import kctl
+from raw_kafka import kctl, wait_until
 
 from kctl.broker.security.listeners import listener_security
 from kctl.client import AdminClient
@@ -125,8 +127,7 @@ def test_new_keystore_serves_new_connections_old_ones_stay(setup: Setup) -> None
 
 
 def _dynamic(setup: Setup) -> dict[str, str | None]:
-    with setup.admin() as admin:
-        return {e.name: e.value for e in admin.describe_broker_configs(0) if e.source == DYNAMIC_BROKER}
+    return _dynamic_of(setup, 0)
 
 
 def test_bad_material_is_refused_and_changes_nothing(setup: Setup, tmp_path: Path) -> None:
@@ -150,6 +151,10 @@ def test_kctl_broker_config_alter_reloads(setup: Setup) -> None:
     args = ["--bootstrap-server", setup.plaintext, "--broker", "0", "--set", f"{PREFIXED}={keystore}"]
     done = kctl("broker", "config", "alter", *args, "--execute")
     assert done.returncode == 0, done.stderr.decode(errors="replace")
+    assert setup.served_serial() == _serial(setup.certs["third"])
+    setup.broker.stop()  # the stored dynamic keystore is the listener's at the next start too
+    setup.broker.start()
+    setup.plaintext, setup.ssl = setup.broker.addresses
     assert setup.served_serial() == _serial(setup.certs["third"])
 
 
@@ -201,3 +206,49 @@ def test_truststore_reload_replaces_the_trusted_cas(tmp_path: Path) -> None:
         thread.join(10)
         listening.close()
         loop.close()
+
+
+def test_zookeeper_notification_reloads(zookeeper: Any, broker_factory: Any, tmp_path: Path) -> None:
+    """ZooKeeper mode: a keystore written to ``/config/brokers/<id>`` by another party (Kafka's tools
+    write the same znode and change notification) is applied on the notification; one that cannot be
+    loaded is logged and the listener keeps serving its material."""
+    kazoo = pytest.importorskip("kazoo.client")
+    ca = security_certs.TestCA(tmp_path / "certs")
+    first, renewed = (ca.issue(stem, "localhost", server=True) for stem in ("first", "renewed"))
+    chroot = f"/dyn-ssl-{uuid.uuid4().hex[:8]}"
+    broker = broker_factory(
+        {
+            "zookeeper.connect": zookeeper.hosts + chroot,
+            "zookeeper.session.timeout.ms": "6000",
+            "broker.id": "3",
+            "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+            "ssl.keystore.location": str(first.keystore),
+        }
+    )
+    setup = Setup(broker, ca, {})
+    assert setup.served_serial() == _serial(first)
+    zk = kazoo.KazooClient(hosts=zookeeper.hosts + chroot, timeout=10)
+    zk.start(timeout=15)
+
+    def store(keystore: str) -> None:
+        zk.ensure_path("/config/brokers/3")
+        zk.set("/config/brokers/3", json.dumps({"version": 1, "config": {PREFIXED: keystore}}).encode())
+        notification = json.dumps({"version": 2, "entity_path": "brokers/3"}).encode()
+        zk.create("/config/changes/config_change_", notification, sequence=True, makepath=True)
+
+    try:
+        store(str(tmp_path / "missing.pem"))
+        wait_until(lambda: _dynamic_of(setup, 3).get(PREFIXED) is not None, what="the stored config")
+        assert setup.served_serial() == _serial(first)  # not loadable: the listener keeps its material
+        store(str(renewed.keystore))
+        wait_until(lambda: setup.served_serial() == _serial(renewed), what="the reloaded keystore")
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def _dynamic_of(setup: Setup, broker_id: int) -> dict[str, str | None]:
+    with setup.admin() as admin:
+        return {
+            e.name: e.value for e in admin.describe_broker_configs(broker_id) if e.source == DYNAMIC_BROKER
+        }

@@ -209,6 +209,6 @@ class DynamicBrokerConfigs:
             try:
                 security.reconfigure(properties, config.values)
             except SecurityConfigError as error:  # stored elsewhere, or the files changed since
-                log.error("listener %s keeps its TLS material: %s", security.name, error)
+                log.error("%s; the listener keeps its TLS material", error)
             else:
                 log.info("listener %s: new connections use the reloaded TLS material", security.name)
