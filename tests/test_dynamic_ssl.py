@@ -69,6 +69,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         "first": ca.issue("first", "localhost", server=True),
         "renewed": ca.issue("renewed", "localhost", server=True),  # same subject, new key and serial
         "third": ca.issue("third", "localhost", server=True),
+        "fourth": ca.issue("fourth", "localhost", server=True),
         "other": ca.issue("other", "other-host", server=True),  # another subject: Kafka refuses it
     }
     properties = {
@@ -156,6 +157,19 @@ def test_kctl_broker_config_alter_reloads(setup: Setup) -> None:
     setup.broker.start()
     setup.plaintext, setup.ssl = setup.broker.addresses
     assert setup.served_serial() == _serial(setup.certs["third"])
+
+
+def test_kafkas_kafka_configs_alters_and_describes_it(setup: Setup, kafka_tool: Any, tmp_path: Path) -> None:
+    """Apache Kafka's own kafka-configs, unchanged: the alteration Kafka's docs give for a keystore
+    update, then the dynamic config described; a keystore that cannot be loaded fails the command."""
+    entity = ("--bootstrap-server", setup.plaintext, "--entity-type", "brokers", "--entity-name", "0")
+    keystore = str(setup.certs["fourth"].keystore)
+    bad = kafka_tool("kafka-configs", *entity, "--alter", "--add-config", f"{PREFIXED}={tmp_path / 'no.pem'}")
+    assert bad.returncode != 0 and "InvalidRequestException" in bad.stdout + bad.stderr, bad.describe()
+    kafka_tool("kafka-configs", *entity, "--alter", "--add-config", f"{PREFIXED}={keystore}").check()
+    assert setup.served_serial() == _serial(setup.certs["fourth"])
+    described = kafka_tool("kafka-configs", *entity, "--describe").check()
+    assert any(line.split()[0] == f"{PREFIXED}={keystore}" for line in described.lines[1:]), described.lines
 
 
 def test_truststore_reload_replaces_the_trusted_cas(tmp_path: Path) -> None:
