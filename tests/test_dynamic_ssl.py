@@ -70,6 +70,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         "renewed": ca.issue("renewed", "localhost", server=True),  # same subject, new key and serial
         "third": ca.issue("third", "localhost", server=True),
         "fourth": ca.issue("fourth", "localhost", server=True),
+        "fifth": ca.issue("fifth", "localhost", server=True),
         "other": ca.issue("other", "other-host", server=True),  # another subject: Kafka refuses it
     }
     properties = {
@@ -170,6 +171,24 @@ def test_kafkas_kafka_configs_alters_and_describes_it(setup: Setup, kafka_tool: 
     assert setup.served_serial() == _serial(setup.certs["fourth"])
     described = kafka_tool("kafka-configs", *entity, "--describe").check()
     assert any(line.split()[0] == f"{PREFIXED}={keystore}" for line in described.lines[1:]), described.lines
+
+
+def test_keystore_rewritten_in_place_reloads_on_an_alteration(setup: Setup) -> None:
+    """As Kafka (``reloadUpdatedFilesWithoutConfigChange``): the keystore file rewritten under the same
+    name is reloaded when this broker's configs are altered, even to the same value; a rewritten file
+    that cannot be loaded refuses the alteration and the listener keeps serving what it had."""
+    path = setup.certs["fourth"].keystore  # the listener's keystore since the kafka-configs test
+    with setup.admin() as admin:
+        assert _dynamic(setup)[PREFIXED] == str(path)
+        before = setup.served_serial()
+        path.write_text("-----BEGIN PRIVATE KEY-----\ngarbage\n-----END PRIVATE KEY-----\n")
+        refused = admin.alter_broker_configs(0, {PREFIXED: str(path)})
+        assert refused.error_code == ErrorCode.INVALID_REQUEST, refused
+        assert setup.served_serial() == before
+        path.write_bytes(setup.certs["fifth"].keystore.read_bytes())
+        result = admin.alter_broker_configs(0, {PREFIXED: str(path)})
+        assert result.error_code == 0, result
+    assert setup.served_serial() == _serial(setup.certs["fifth"])
 
 
 def test_truststore_reload_replaces_the_trusted_cas(tmp_path: Path) -> None:

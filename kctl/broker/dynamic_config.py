@@ -195,6 +195,22 @@ class DynamicBrokerConfigs:
         self._reload_tls(changed)
         return changed
 
+    def reload_updated_files(self, resource_name: str) -> None:
+        """Kafka's ``reloadUpdatedFilesWithoutConfigChange``, on an alteration of this broker's configs:
+        a TLS listener whose key or trust store file was rewritten in place (same path) reloads it.
+        Raises ApiError(INVALID_REQUEST), the listener unchanged, when the new file cannot be used."""
+        config = self.broker.config
+        properties = config.effective_properties()
+        for server in getattr(self.broker, "servers", ()):
+            security = server.security
+            if security is None or not security.tls:
+                continue
+            try:
+                if security.reload_changed_files(properties, config.values):
+                    log.info("listener %s: reloaded its rewritten key or trust store", security.name)
+            except SecurityConfigError as error:
+                raise _refuse(resource_name, str(error)) from None
+
     def _reload_tls(self, changed: set[str]) -> None:
         """New key or trust material of this broker's TLS listeners: new handshakes use it."""
         names = {parts[0] for name in changed if (parts := listener_config(name)) is not None}

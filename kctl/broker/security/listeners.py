@@ -16,12 +16,14 @@ drop CA certificates from its trust store and would leave it half-changed when a
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import ssl
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -199,6 +201,21 @@ def ensure_compatible(old: Mapping[str, Any] | None, new: Mapping[str, Any] | No
         )
 
 
+def material_digest(properties: Mapping[str, Any], values: Mapping[str, Any], listener: str) -> str:
+    """A digest of ``listener``'s key store and trust store files' contents (what Kafka's
+    ``reloadUpdatedFilesWithoutConfigChange`` compares, by modification time, for files rewritten in
+    place under the same name)."""
+    digest = hashlib.sha256()
+    for key in ("ssl.keystore.location", "ssl.truststore.location"):
+        path = listener_value(properties, values, listener, key)
+        try:
+            digest.update(Path(path).read_bytes() if path else b"-")
+        except OSError as error:
+            digest.update(f"unreadable {error.errno}".encode())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
 _SHORT_NAMES = {
     "commonName": "CN",
     "organizationName": "O",
@@ -244,6 +261,8 @@ class ListenerSecurity:
     certificate: dict[str, Any] | None = field(default=None, repr=False)
     #: the context new handshakes get (``ssl_context``, the one asyncio serves, until a reload)
     current_ssl_context: ssl.SSLContext | None = field(default=None, repr=False)
+    #: material_digest of the files the current context was loaded from
+    material: str = field(default="", repr=False)
 
     def serve_reloadable(self) -> None:
         """Make ``ssl_context`` hand each new handshake to ``current_ssl_context`` (module docstring)."""
@@ -278,8 +297,18 @@ class ListenerSecurity:
     def reconfigure(self, properties: Mapping[str, Any], values: Mapping[str, Any]) -> None:
         """New handshakes use the TLS material of ``properties`` (connections up keep theirs); raises
         SecurityConfigError and changes nothing when it cannot be used."""
+        material = material_digest(properties, values, self.name)
         context, certificate = self.validate_reconfiguration(properties, values)
-        self.current_ssl_context, self.certificate = context, certificate
+        self.current_ssl_context, self.certificate, self.material = context, certificate, material
+
+    def reload_changed_files(self, properties: Mapping[str, Any], values: Mapping[str, Any]) -> bool:
+        """Reconfigure when the key or trust store files were rewritten since they were loaded (same
+        configs); whether it did. Raises SecurityConfigError, changing nothing, when they cannot be
+        used."""
+        if material_digest(properties, values, self.name) == self.material:
+            return False
+        self.reconfigure(properties, values)
+        return True
 
     @property
     def sasl(self) -> bool:
@@ -306,6 +335,7 @@ def listener_security(
     if security.tls:
         security.ssl_context = server_ssl_context(properties, values, name)
         security.certificate = keystore_certificate(properties, values, name)
+        security.material = material_digest(properties, values, name)
         security.serve_reloadable()
     if security.sasl:
         mechanisms = listener_value(properties, values, name, "sasl.enabled.mechanisms") or []
