@@ -16,7 +16,8 @@ What a reload applies without a restart:
   DYNAMIC_SECURITY_CONFIGS, per broker, only with the listener prefix as in Kafka): validated by
   building the new context (and Kafka's check that the certificate keeps its subject and alternative
   names), then new connections handshake with it while established ones stay up
-  (kctl.broker.security.listeners).
+  (kctl.broker.security.listeners); a key or trust store file rewritten in place is reloaded by an
+  alteration of this broker's configs (:meth:`DynamicBrokerConfigs.reload_updated_files`).
 
 The other dynamic configs (``listeners``, ``advertised.listeners``, ``log.cleaner.threads``) are
 stored and take effect at the broker's next start. Validation of an alteration is
