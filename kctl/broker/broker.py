@@ -122,7 +122,10 @@ class Broker:
             self.producer_ids = ProducerIdManager(self.broker_id, metadata_dir)
             self.groups = GroupCoordinator(self)
             self.security = BrokerSecurity.open(
-                config.properties, config.values, getattr(registry, "kazoo_client", None), metadata_dir
+                config.effective_properties(),  # the dynamic listener TLS material too
+                config.values,
+                getattr(registry, "kazoo_client", None),
+                metadata_dir,
             )
             self.quotas = QuotaManager(
                 open_quota_store(getattr(registry, "kazoo_client", None), metadata_dir),

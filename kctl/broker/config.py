@@ -13,7 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kctl.broker.security.config import SECURITY_CONFIGS
+from kctl.broker.security.config import (
+    DYNAMIC_SECURITY_CONFIGS,
+    SECURITY_CONFIGS,
+    is_dynamic_listener_config,
+)
 from kctl.common.config_def import (
     LONG_MAX,
     ConfigDef,
@@ -91,7 +95,7 @@ def _broker(
 
 
 #: Broker configs Kafka lets AlterConfigs change for one broker only (resource name = its id).
-PER_BROKER_CONFIGS = frozenset({"listeners", "advertised.listeners"})
+PER_BROKER_CONFIGS = frozenset({"listeners", "advertised.listeners"}) | DYNAMIC_SECURITY_CONFIGS
 
 #: Broker configs Kafka lets AlterConfigs change cluster-wide (resource name "") or per broker: the
 #: log defaults (the topic configs' broker synonyms), the cleaner's, the replication throttle rates.
@@ -703,7 +707,8 @@ class BrokerConfig:
             {
                 k: v
                 for k, v in layer.items()
-                if k in BROKER_CONFIGS and BROKER_CONFIGS[k].dynamic != Dynamic.READ_ONLY
+                if (k in BROKER_CONFIGS and BROKER_CONFIGS[k].dynamic != Dynamic.READ_ONLY)
+                or is_dynamic_listener_config(k)
             }
             for layer in (default, per_broker)
         ]
@@ -712,16 +717,23 @@ class BrokerConfig:
                 for other in _SYNONYM_GROUPS.get(name, ()):
                     merged.pop(other, None)
             merged.update(layer)
-        before = dict(self.values)
+        before, prefixed = dict(self.values), self._listener_layer()
         try:
             self._load(merged)
         except ConfigError:
-            self._load(self._merged_current())
+            self._load(self.effective_properties())
             raise
         self.dynamic_default, self.dynamic_broker = layers
-        return {name for name, value in self.values.items() if before.get(name) != value}
+        changed = {name for name, value in self.values.items() if before.get(name) != value}
+        now = self._listener_layer()
+        return changed | {n for n in prefixed.keys() | now.keys() if prefixed.get(n) != now.get(n)}
 
-    def _merged_current(self) -> dict[str, str]:
+    def _listener_layer(self) -> dict[str, str]:
+        return {k: v for k, v in self.effective_properties().items() if is_dynamic_listener_config(k)}
+
+    def effective_properties(self) -> dict[str, str]:
+        """server.properties with the dynamic configs layered over it (listener-prefixed ones too):
+        what the listeners' security is built from."""
         merged = dict(self.properties)
         for layer in (self.dynamic_default, self.dynamic_broker):
             for name in layer:

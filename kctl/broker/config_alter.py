@@ -92,6 +92,8 @@ def _alter_broker_configs(
         validate_broker_configs(broker, resource.resource_name, configs)
         if validate_only:
             return
+        if entity == str(broker.broker_id):  # key or trust store files rewritten in place
+            broker.dynamic_configs.reload_updated_files(resource.resource_name)
         registry.set_broker_configs(entity, configs)
     except RegistryError as error:
         raise ApiError(ErrorCode.UNKNOWN_SERVER_ERROR, f"broker configs not stored: {error}") from None

@@ -11,7 +11,13 @@ What a reload applies without a restart:
 - ``unclean.leader.election.enable`` (the controller's fallback when the topic does not set it);
 - ``log.cleaner.backoff.ms`` and ``producer.id.expiration.ms`` (read by the periodic tasks on each run);
 - ``leader.replication.throttled.rate`` / ``follower.replication.throttled.rate`` (read by the
-  replication throttles on each fetch).
+  replication throttles on each fetch);
+- a TLS listener's key and trust material (``listener.name.<listener>.ssl.keystore.location``, ...:
+  DYNAMIC_SECURITY_CONFIGS, per broker, only with the listener prefix as in Kafka): validated by
+  building the new context (and Kafka's check that the certificate keeps its subject and alternative
+  names), then new connections handshake with it while established ones stay up
+  (kctl.broker.security.listeners); a key or trust store file rewritten in place is reloaded by an
+  alteration of this broker's configs (:meth:`DynamicBrokerConfigs.reload_updated_files`).
 
 The other dynamic configs (``listeners``, ``advertised.listeners``, ``log.cleaner.threads``) are
 stored and take effect at the broker's next start. Validation of an alteration is
@@ -22,15 +28,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from kctl.broker.config import (
-    BROKER_CONFIGS,
-    PER_BROKER_CONFIGS,
-    BrokerConfig,
-    parse_listeners,
-)
+from kctl.broker.config import BROKER_CONFIGS, PER_BROKER_CONFIGS, BrokerConfig, parse_listeners
 from kctl.broker.errors import ApiError
+from kctl.broker.security.config import (
+    DYNAMIC_SECURITY_CONFIGS,
+    is_dynamic_listener_config,
+    listener_config,
+)
+from kctl.broker.security.listeners import SecurityConfigError
 from kctl.common.config_def import ConfigError, Dynamic
 from kctl.protocol.errors import ErrorCode
 from kctl.zk.znodes import ConfigEntityZNode
@@ -68,14 +75,27 @@ def validate_broker_configs(broker: Broker, resource_name: str, configs: Mapping
     config at the cluster-wide default, values that parse — and, for this broker or the default,
     that the resulting configuration is valid. Raises ApiError(INVALID_REQUEST)."""
     entity = entity_of(resource_name)
-    unknown = sorted(name for name in configs if name not in BROKER_CONFIGS)
+    prefixed = {name for name in configs if listener_config(name) is not None}
+    unknown = sorted(name for name in configs if name not in BROKER_CONFIGS and name not in prefixed)
     if unknown:
         raise _refuse(resource_name, f"Unknown broker configs: {', '.join(unknown)}")
-    static = sorted(name for name in configs if BROKER_CONFIGS[name].dynamic == Dynamic.READ_ONLY)
+    static = sorted(
+        name
+        for name in configs
+        if (name in prefixed and not is_dynamic_listener_config(name))
+        or (name not in prefixed and BROKER_CONFIGS[name].dynamic == Dynamic.READ_ONLY)
+    )
     if static:
         raise _refuse(resource_name, f"Cannot update these configs dynamically: Set({', '.join(static)})")
+    unprefixed = sorted(name for name in configs if name in DYNAMIC_SECURITY_CONFIGS)
+    if unprefixed:
+        raise _refuse(
+            resource_name,
+            "These security configs can be dynamically updated only per-listener using the listener "
+            f"prefix: Set({', '.join(unprefixed)})",
+        )
     if entity == DEFAULT_ENTITY:
-        per_broker = sorted(name for name in configs if name in PER_BROKER_CONFIGS)
+        per_broker = sorted(name for name in configs if name in PER_BROKER_CONFIGS or name in prefixed)
         if per_broker:
             raise _refuse(
                 resource_name,
@@ -84,7 +104,8 @@ def validate_broker_configs(broker: Broker, resource_name: str, configs: Mapping
             )
     try:
         for name, value in configs.items():
-            BROKER_CONFIGS.parse_value(name, value)
+            parts = listener_config(name)
+            BROKER_CONFIGS.parse_value(parts[1] if parts else name, value)
             if name in ("listeners", "advertised.listeners"):
                 parse_listeners(value)
         if entity in (DEFAULT_ENTITY, str(broker.broker_id)):
@@ -92,8 +113,36 @@ def validate_broker_configs(broker: Broker, resource_name: str, configs: Mapping
             per_broker_configs = dict(configs) if entity != DEFAULT_ENTITY else broker.config.dynamic_broker
             default_configs = dict(configs) if entity == DEFAULT_ENTITY else broker.config.dynamic_default
             trial.apply_dynamic(per_broker_configs, default_configs)
+            if entity == str(broker.broker_id):
+                _validate_listeners_tls(broker, trial)
     except (ConfigError, ValueError) as error:
         raise _refuse(resource_name, str(error)) from None
+
+
+def _tls_changed(broker: Broker, trial: BrokerConfig) -> list[Any]:
+    """This broker's TLS listeners (their ListenerSecurity) whose key or trust material ``trial``
+    changes."""
+    before, after = broker.config.effective_properties(), trial.effective_properties()
+    changed = {
+        parts[0]
+        for name in before.keys() | after.keys()
+        if (parts := listener_config(name)) is not None
+        and parts[1] in DYNAMIC_SECURITY_CONFIGS
+        and before.get(name) != after.get(name)
+    }
+    return [
+        server.security
+        for server in getattr(broker, "servers", ())
+        if server.security is not None and server.security.tls and server.security.name in changed
+    ]
+
+
+def _validate_listeners_tls(broker: Broker, trial: BrokerConfig) -> None:
+    """Build each changed TLS listener's new context (Kafka's validateReconfiguration); raises
+    SecurityConfigError (a ValueError) with the reason."""
+    properties = trial.effective_properties()
+    for security in _tls_changed(broker, trial):
+        security.validate_reconfiguration(properties, trial.values)
 
 
 class DynamicBrokerConfigs:
@@ -144,4 +193,39 @@ class DynamicBrokerConfigs:
         controller = getattr(broker, "controller", None)
         if controller is not None and "unclean.leader.election.enable" in changed:
             controller.unclean_leader_election = broker.config["unclean.leader.election.enable"]
+        self._reload_tls(changed)
         return changed
+
+    def reload_updated_files(self, resource_name: str) -> None:
+        """Kafka's ``reloadUpdatedFilesWithoutConfigChange``, on an alteration of this broker's configs:
+        a TLS listener whose key or trust store file was rewritten in place (same path) reloads it.
+        Raises ApiError(INVALID_REQUEST), the listener unchanged, when the new file cannot be used."""
+        config = self.broker.config
+        properties = config.effective_properties()
+        for server in getattr(self.broker, "servers", ()):
+            security = server.security
+            if security is None or not security.tls:
+                continue
+            try:
+                if security.reload_changed_files(properties, config.values):
+                    log.info("listener %s: reloaded its rewritten key or trust store", security.name)
+            except SecurityConfigError as error:
+                raise _refuse(resource_name, str(error)) from None
+
+    def _reload_tls(self, changed: set[str]) -> None:
+        """New key or trust material of this broker's TLS listeners: new handshakes use it."""
+        names = {parts[0] for name in changed if (parts := listener_config(name)) is not None}
+        if not names:
+            return
+        config = self.broker.config
+        properties = config.effective_properties()
+        for server in getattr(self.broker, "servers", ()):
+            security = server.security
+            if security is None or not security.tls or security.name not in names:
+                continue
+            try:
+                security.reconfigure(properties, config.values)
+            except SecurityConfigError as error:  # stored elsewhere, or the files changed since
+                log.error("%s; the listener keeps its TLS material", error)
+            else:
+                log.info("listener %s: new connections use the reloaded TLS material", security.name)

@@ -9,11 +9,12 @@ config_type and, when asked, documentation; v4 is flexible."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.config import BROKER_CONFIGS
 from kctl.broker.security.acls import allowed
+from kctl.broker.security.config import is_dynamic_listener_config, listener_config
 from kctl.common.config_def import ConfigKey, ConfigType, Dynamic, format_value
 from kctl.log.config import TOPIC_CONFIGS, LogConfig
 from kctl.protocol.acl_types import CLUSTER_NAME, AclOperation, AclResourceType
@@ -135,6 +136,42 @@ def broker_config_entries(
                 value,
                 source,
                 key.dynamic == Dynamic.READ_ONLY,
+                synonyms if include_synonyms else [],
+                config_type_code(key),
+                key.doc if include_documentation else None,
+                key.sensitive,
+            )
+        )
+    if not default_only:
+        entries += _listener_entries(config, keys, include_synonyms, include_documentation)
+    return entries
+
+
+def _listener_entries(
+    config: Any, keys: list[str] | None, include_synonyms: bool, include_documentation: bool
+) -> list[ConfigEntry]:
+    """The listener-prefixed TLS configs set on this broker (``listener.name.<l>.ssl.keystore.location``
+    ...: dynamic per broker, or in server.properties), as Kafka lists them with the base config's type."""
+    entries = []
+    for name in sorted(config.effective_properties()):
+        if not is_dynamic_listener_config(name) or (keys is not None and name not in keys):
+            continue
+        key = BROKER_CONFIGS[listener_config(name)[1]]  # type: ignore[index]
+        layers: list[tuple[str, int]] = []
+        if name in config.dynamic_broker:
+            layers.append((config.dynamic_broker[name], DYNAMIC_BROKER_CONFIG))
+        if name in config.properties:
+            layers.append((config.properties[name], STATIC_BROKER_CONFIG))
+        value, source = layers[0]
+        synonyms: list[tuple[str, str | None, int]] = [
+            (name, None if key.sensitive else v, src) for v, src in layers
+        ]
+        entries.append(
+            ConfigEntry(
+                name,
+                None if key.sensitive else value,
+                source,
+                False,
                 synonyms if include_synonyms else [],
                 config_type_code(key),
                 key.doc if include_documentation else None,

@@ -11,6 +11,7 @@ from kctl.broker.apis.registry import api_handler
 from kctl.broker.config import BROKER_CONFIGS
 from kctl.broker.config_alter import alter_topic_configs
 from kctl.broker.errors import ApiError
+from kctl.broker.security.config import listener_config
 from kctl.common.config_def import ConfigDef, ConfigType
 from kctl.log.config import TOPIC_CONFIGS
 from kctl.protocol.configs import AlterConfigOp
@@ -48,8 +49,18 @@ def apply_broker_operations(
 ) -> dict[str, str]:
     """A broker entity's dynamic configs after ``operations`` (APPEND/SUBTRACT start from the
     stored value, else the broker's current one)."""
+    configs, plain = dict(stored), []
+    for op in operations:  # listener.name.<l>.<config>: SET or DELETE (dynamic_config validates them)
+        if listener_config(op.name) is None:
+            plain.append(op)
+        elif op.config_operation == SET and op.value is not None:
+            configs[op.name] = op.value
+        elif op.config_operation == DELETE:
+            configs.pop(op.name, None)
+        else:
+            raise ApiError(ErrorCode.INVALID_CONFIG, f"{op.name}: a listener config takes SET or DELETE")
     effective = {name: text or "" for name, text in broker.config.raw.items()}
-    return _apply(BROKER_CONFIGS, "broker", dict(stored), effective, operations)
+    return _apply(BROKER_CONFIGS, "broker", configs, effective, plain)
 
 
 def _apply(

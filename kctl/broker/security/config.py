@@ -7,10 +7,46 @@ from the properties the broker was given."""
 
 from __future__ import annotations
 
-from kctl.common.config_def import ConfigKey, Importance, OneOf, Range
+import re
+from dataclasses import replace
+
+from kctl.common.config_def import ConfigKey, Dynamic, Importance, OneOf, Range
 from kctl.common.config_def import ConfigType as T
 
 DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT, SSL:SSL, SASL_PLAINTEXT:SASL_PLAINTEXT, SASL_SSL:SASL_SSL"
+
+#: The TLS key and trust material Kafka reloads without a restart (``SslConfigs.RECONFIGURABLE_CONFIGS``,
+#: those kctl knows: PEM stores, so no store passwords). Per broker and only under a listener's prefix
+#: (``listener.name.<listener>.ssl.keystore.location``), as Kafka's DynamicBrokerConfig has them
+#: (kctl.broker.dynamic_config).
+DYNAMIC_SECURITY_CONFIGS = frozenset(
+    {
+        "ssl.keystore.type",
+        "ssl.keystore.location",
+        "ssl.keystore.certificate.chain",
+        "ssl.keystore.key",
+        "ssl.key.password",
+        "ssl.truststore.type",
+        "ssl.truststore.location",
+        "ssl.truststore.certificates",
+    }
+)
+
+_LISTENER_CONFIG = re.compile(r"listener\.name\.([^.]+)\.(.+)")
+
+
+def listener_config(name: str) -> tuple[str, str] | None:
+    """``("SSL", "ssl.keystore.location")`` for ``listener.name.ssl.ssl.keystore.location``; None for a
+    name without a listener prefix."""
+    match = _LISTENER_CONFIG.fullmatch(name)
+    return (match[1].upper(), match[2]) if match else None
+
+
+def is_dynamic_listener_config(name: str) -> bool:
+    """A listener-prefixed config AlterConfigs may set (per broker): its base is dynamic TLS material."""
+    parts = listener_config(name)
+    return parts is not None and parts[1] in DYNAMIC_SECURITY_CONFIGS
+
 
 SECURITY_CONFIGS = [
     ConfigKey(
@@ -139,4 +175,8 @@ SECURITY_CONFIGS = [
         None,
         "With the authorizer on, allow an operation on a resource that has no ACL at all.",
     ),
+]
+SECURITY_CONFIGS = [
+    replace(key, dynamic=Dynamic.PER_BROKER) if key.name in DYNAMIC_SECURITY_CONFIGS else key
+    for key in SECURITY_CONFIGS
 ]

@@ -2,17 +2,28 @@
 TLS server context built from PEM material (``ssl.*``, overridable per listener as Kafka's
 ``listener.name.<listener>.ssl.*``), the JAAS configuration of SASL listeners, and the principal a
 TLS client certificate stands for (its subject's distinguished name, RFC 2253, as Kafka's default
-``ssl.principal.mapping.rules``)."""
+``ssl.principal.mapping.rules``).
+
+A TLS listener's key and trust material can be replaced while it serves (dynamic broker configs,
+``listener.name.<l>.ssl.keystore.location`` and the others of DYNAMIC_SECURITY_CONFIGS): asyncio's
+``start_server`` keeps the one SSLContext it was given for every connection it accepts, so that context
+stays and, through its ``sni_callback`` (which OpenSSL calls on every ClientHello, with or without a
+server name), hands each new handshake to the listener's current context (``SSLObject.context = ...``,
+OpenSSL's ``SSL_set_SSL_CTX``: certificate, key and trust store of the new one). Connections already
+established keep theirs. Mutating the served context in place instead (``load_cert_chain``) could not
+drop CA certificates from its trust store and would leave it half-changed when a load fails."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import ssl
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -68,6 +79,7 @@ def plain_users(properties: Mapping[str, Any], values: Mapping[str, Any], listen
 
 
 def _pem_file(text: str) -> str:
+    """``text`` in a temporary file (the caller unlinks it): OpenSSL loads key material from files."""
     handle, path = tempfile.mkstemp(prefix="kctl-pem-", suffix=".pem")
     with os.fdopen(handle, "w") as out:
         out.write(text)
@@ -141,6 +153,69 @@ def server_ssl_context(
     return context
 
 
+def keystore_certificate(
+    properties: Mapping[str, Any], values: Mapping[str, Any], listener: str
+) -> dict[str, Any] | None:
+    """The first certificate of ``listener``'s key store, decoded as ``getpeercert()`` gives it (subject,
+    subjectAltName, serialNumber); None without a key store, or where this Python cannot decode one."""
+    decode = getattr(getattr(ssl, "_ssl", None), "_test_decode_cert", None)
+    if decode is None:
+        return None
+    location = listener_value(properties, values, listener, "ssl.keystore.location")
+    chain = listener_value(properties, values, listener, "ssl.keystore.certificate.chain")
+    try:
+        if location:
+            return dict(decode(location))
+        if chain:
+            path = _pem_file(chain)
+            try:
+                return dict(decode(path))
+            finally:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+    except (OSError, ssl.SSLError) as error:
+        raise SecurityConfigError(f"listener {listener}: the key store's certificate: {error}") from None
+    return None
+
+
+def _distinguished_name(certificate: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    return tuple((k, str(v).strip().lower()) for rdn in certificate.get("subject", ()) for k, v in rdn)
+
+
+def ensure_compatible(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None, listener: str) -> None:
+    """Kafka's check of a reloaded key store (``SslFactory.CertificateEntries.ensureCompatible``): the
+    new certificate has the old one's subject (distinguished name) and at least its subject
+    alternative names, so clients that verified the old one accept the new one."""
+    if old is None or new is None:
+        return
+    if _distinguished_name(old) != _distinguished_name(new):
+        raise SecurityConfigError(
+            f"listener {listener}: Keystore DistinguishedName does not match: existing="
+            f"{certificate_principal(dict(old))[5:]}, new={certificate_principal(dict(new))[5:]}"
+        )
+    old_names, new_names = set(old.get("subjectAltName", ())), set(new.get("subjectAltName", ()))
+    if not old_names <= new_names:
+        missing = ", ".join(f"{kind}:{value}" for kind, value in sorted(old_names - new_names))
+        raise SecurityConfigError(
+            f"listener {listener}: Keystore SubjectAltNames do not match: missing {missing}"
+        )
+
+
+def material_digest(properties: Mapping[str, Any], values: Mapping[str, Any], listener: str) -> str:
+    """A digest of ``listener``'s key store and trust store files' contents (what Kafka's
+    ``reloadUpdatedFilesWithoutConfigChange`` compares, by modification time, for files rewritten in
+    place under the same name)."""
+    digest = hashlib.sha256()
+    for key in ("ssl.keystore.location", "ssl.truststore.location"):
+        path = listener_value(properties, values, listener, key)
+        try:
+            digest.update(Path(path).read_bytes() if path else b"-")
+        except OSError as error:
+            digest.update(f"unreadable {error.errno}".encode())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
 _SHORT_NAMES = {
     "commonName": "CN",
     "organizationName": "O",
@@ -182,6 +257,58 @@ class ListenerSecurity:
     mechanisms: tuple[str, ...] = ()
     plain_users: dict[str, str] = field(default_factory=dict, repr=False)
     reauth_ms: int = 0
+    #: the key store's certificate (decoded) new key material is checked against
+    certificate: dict[str, Any] | None = field(default=None, repr=False)
+    #: the context new handshakes get (``ssl_context``, the one asyncio serves, until a reload)
+    current_ssl_context: ssl.SSLContext | None = field(default=None, repr=False)
+    #: material_digest of the files the current context was loaded from
+    material: str = field(default="", repr=False)
+
+    def serve_reloadable(self) -> None:
+        """Make ``ssl_context`` hand each new handshake to ``current_ssl_context`` (module docstring)."""
+        if self.ssl_context is None:
+            return
+        self.current_ssl_context = self.ssl_context
+
+        def select(sslobj: Any, server_name: str | None, served: ssl.SSLContext) -> None:
+            current = self.current_ssl_context
+            if current is not None and current is not served:
+                sslobj.context = current
+
+        self.ssl_context.sni_callback = select
+
+    def validate_reconfiguration(
+        self, properties: Mapping[str, Any], values: Mapping[str, Any]
+    ) -> tuple[ssl.SSLContext, dict[str, Any] | None]:
+        """The context (and certificate) the listener would have with ``properties``; raises
+        SecurityConfigError (with the reason) when the material cannot be used."""
+        try:
+            context = server_ssl_context(properties, values, self.name)
+            certificate = keystore_certificate(properties, values, self.name)
+        except (OSError, ssl.SSLError, ValueError) as error:
+            if isinstance(error, SecurityConfigError):
+                raise
+            raise SecurityConfigError(
+                f"listener {self.name}: cannot load the TLS material: {error}"
+            ) from None
+        ensure_compatible(self.certificate, certificate, self.name)
+        return context, certificate
+
+    def reconfigure(self, properties: Mapping[str, Any], values: Mapping[str, Any]) -> None:
+        """New handshakes use the TLS material of ``properties`` (connections up keep theirs); raises
+        SecurityConfigError and changes nothing when it cannot be used."""
+        material = material_digest(properties, values, self.name)
+        context, certificate = self.validate_reconfiguration(properties, values)
+        self.current_ssl_context, self.certificate, self.material = context, certificate, material
+
+    def reload_changed_files(self, properties: Mapping[str, Any], values: Mapping[str, Any]) -> bool:
+        """Reconfigure when the key or trust store files were rewritten since they were loaded (same
+        configs); whether it did. Raises SecurityConfigError, changing nothing, when they cannot be
+        used."""
+        if material_digest(properties, values, self.name) == self.material:
+            return False
+        self.reconfigure(properties, values)
+        return True
 
     @property
     def sasl(self) -> bool:
@@ -207,6 +334,9 @@ def listener_security(
     security = ListenerSecurity(name.upper(), protocol, reauth_ms=reauth_ms)
     if security.tls:
         security.ssl_context = server_ssl_context(properties, values, name)
+        security.certificate = keystore_certificate(properties, values, name)
+        security.material = material_digest(properties, values, name)
+        security.serve_reloadable()
     if security.sasl:
         mechanisms = listener_value(properties, values, name, "sasl.enabled.mechanisms") or []
         if isinstance(mechanisms, str):
