@@ -637,7 +637,7 @@ def config_alter(
     the change (nothing is stored) and the plan is printed; --execute stores it in the registry and
     the brokers apply it without a restart where Kafka does (log defaults, compression, the cleaner's
     backoff, unclean election, replication throttles, a TLS listener's key and trust material under
-    listener.name.<listener>.ssl.*; listeners at the next start). Read-only
+    `listener.name.NAME.ssl.*`; listeners at the next start). Read-only
     configs are refused. Exit status 1 when the broker refuses the change."""
     from kctl.commands.clients import admin_session
     from kctl.commands.options import OverrideSyntaxError, parse_override
