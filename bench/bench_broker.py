@@ -447,6 +447,31 @@ class Run:
         )
 
 
+
+def drain_rdkafka(consumer: Any, total: int, who: str) -> int:
+    """Consume with a confluent-kafka ``consumer`` until ``total`` records arrived (or 30 s without
+    any: then say so and stop); returns how many arrived. A consumer error other than EOF raises."""
+    from confluent_kafka import KafkaError
+
+    received = 0
+    last = time.perf_counter()
+    consume = consumer.consume
+    while received < total:
+        messages = consume(10000, 1.0)
+        if not messages:
+            if time.perf_counter() - last > 30:
+                print(f"#   warning: {who} stalled at {received} of {total} records")
+                break
+            continue
+        last = time.perf_counter()
+        for message in messages:
+            error = message.error()
+            if error is not None and error.code() != KafkaError._PARTITION_EOF:
+                raise RuntimeError(f"consumer error: {error}")
+        received += len(messages)
+    return received
+
+
 class Meter:
     """Wall time and CPU (the broker's, this process's, the rest of the machine's) from now to ``stop()``."""
 
@@ -902,7 +927,7 @@ class Bench:
                     )
 
     def consume_rdkafka(self, broker: BrokerProcess, total: int, record_size: int) -> None:
-        from confluent_kafka import Consumer, KafkaError
+        from confluent_kafka import Consumer
         from confluent_kafka import TopicPartition as KafkaTopicPartition
 
         config = {
@@ -925,22 +950,7 @@ class Bench:
         consumer = Consumer(config)
         meter = Meter(broker, "read-rdkafka")
         consumer.assign([KafkaTopicPartition("c", p, 0) for p in range(PARTITIONS)])
-        received = 0
-        last = time.perf_counter()
-        consume = consumer.consume
-        while received < total:
-            messages = consume(10000, 1.0)
-            if not messages:
-                if time.perf_counter() - last > 30:
-                    print(f"#   warning: the rdkafka consumer stalled at {received} of {total} records")
-                    break
-                continue
-            last = time.perf_counter()
-            for message in messages:
-                error = message.error()
-                if error is not None and error.code() != KafkaError._PARTITION_EOF:
-                    raise RuntimeError(f"consumer error: {error}")
-            received += len(messages)
+        received = drain_rdkafka(consumer, total, "the rdkafka consumer")
         run = meter.stop()
         consumer.close()
         self.row(READ_CASE, "rdkafka, 1 conn", received, received * record_size, run)

@@ -257,7 +257,7 @@ def _check_fetch(peer: Peer, frame: bytearray, whole: int) -> None:
 def consume_rdkafka(peer: Peer, log: Preloaded, group: str) -> dict[str, float]:
     """confluent-kafka Consumer, assign() at offset 0 of every partition, ``queued.min.messages`` raised
     so its prefetch is not the limit; the whole preloaded log, messages counted."""
-    from confluent_kafka import Consumer, KafkaError
+    from confluent_kafka import Consumer
     from confluent_kafka import TopicPartition as KafkaTopicPartition
 
     config = {
@@ -275,22 +275,7 @@ def consume_rdkafka(peer: Peer, log: Preloaded, group: str) -> dict[str, float]:
     consumer = Consumer(config)
     meter = bb.Meter(peer, "rdkafka-fetch")  # type: ignore[arg-type]
     consumer.assign([KafkaTopicPartition(log.topic, p, 0) for p in range(PARTITIONS)])
-    total, received = log.records, 0
-    last = time.perf_counter()
-    consume = consumer.consume
-    while received < total:
-        messages = consume(10000, 1.0)
-        if not messages:
-            if time.perf_counter() - last > 30:
-                print(f"#   {peer.name}: the confluent-kafka consumer stalled at {received} of {total}")
-                break
-            continue
-        last = time.perf_counter()
-        for message in messages:
-            error = message.error()
-            if error is not None and error.code() != KafkaError._PARTITION_EOF:
-                raise RuntimeError(f"consumer error: {error}")
-        received += len(messages)
+    received = bb.drain_rdkafka(consumer, log.records, f"{peer.name}: the confluent-kafka consumer")
     run = meter.stop()
     consumer.close()
     return _figures(
