@@ -4,25 +4,14 @@ cluster id, controller, brokers with their rack, and every partition's leader, r
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from typing import Any
 
 import pytest
+from cli_support import kctl
 
 from kctl.client import AdminClient
-
-
-def kctl(*args: str) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in os.environ.items() if k != "KCTL_BOOTSTRAP_SERVER"}
-    return subprocess.run(
-        [sys.executable, "-m", "kctl", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**environment, "COLUMNS": "200"},
-    )
 
 
 def info_json(bootstrap: str, *args: str) -> Any:

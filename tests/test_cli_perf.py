@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from cli_support import kctl
 from raw_kafka import running_broker, unique
 
 from kctl.client import AdminClient, NewTopic, TopicPartition
@@ -195,16 +196,6 @@ def test_interval_line() -> None:
 
 
 # -- against a broker ------------------------------------------------------------------------------
-def kctl(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in os.environ.items() if k != "KCTL_BOOTSTRAP_SERVER"}
-    return subprocess.run(
-        [sys.executable, "-m", "kctl", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**environment, "COLUMNS": "200"},
-    )
-
 
 def summary(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     assert result.stdout, result.stderr

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from cli_support import kctl
 
 from kctl.client import AdminClient, TopicPartition
 from kctl.client.connection import parse_address
@@ -20,17 +20,6 @@ from kctl.records.builder import RecordBatchBuilder
 
 if TYPE_CHECKING:
     from kctl.testing import BrokerProcess
-
-
-def kctl(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in os.environ.items() if k != "KCTL_BOOTSTRAP_SERVER"}
-    return subprocess.run(
-        [sys.executable, "-m", "kctl", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**environment, "COLUMNS": "200", **(env or {})},
-    )
 
 
 def topic(broker: BrokerProcess, *args: str) -> subprocess.CompletedProcess[str]:

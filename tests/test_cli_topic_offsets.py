@@ -4,25 +4,11 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from typing import Any
 
 import pytest
-
-
-def kctl(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in os.environ.items() if k != "KCTL_BOOTSTRAP_SERVER"}
-    return subprocess.run(
-        [sys.executable, "-m", "kctl", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        input=input,
-        env={**environment, "COLUMNS": "200"},
-    )
-
+from cli_support import kctl
 
 BASE_MS = 1_800_000_000_000  # 2027-01-15T08:00:00Z
 

@@ -7,14 +7,12 @@ broker's own clock, from the LogAppendTime timestamps of the batches in the log.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from cli_support import kctl
 from raw_kafka import wait_until
 
 from kctl.broker.quotas import FETCH, PRODUCE, QuotaManager
@@ -28,17 +26,6 @@ if TYPE_CHECKING:
 
 QUOTA = 100_000  # bytes per second
 WINDOW = {"quota.window.size.seconds": "1", "quota.window.num": "2"}
-
-
-def kctl(*args: str) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in os.environ.items() if k != "KCTL_BOOTSTRAP_SERVER"}
-    return subprocess.run(
-        [sys.executable, "-m", "kctl", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**environment, "COLUMNS": "200"},
-    )
 
 
 # -- the quota manager, in process -------------------------------------------------------------------

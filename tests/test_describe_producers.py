@@ -5,12 +5,10 @@ transaction — through kctl's admin client and `kctl transactions describe-prod
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from cli_support import kctl
 
 from kctl.client import AdminClient, NewTopic, TopicPartition
 
@@ -18,17 +16,6 @@ if TYPE_CHECKING:
     from kctl.testing import BrokerProcess
 
 LAST_TIMESTAMP = 1_700_000_000_123
-
-
-def kctl(*args: str) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in os.environ.items() if k != "KCTL_BOOTSTRAP_SERVER"}
-    return subprocess.run(
-        [sys.executable, "-m", "kctl", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**environment, "COLUMNS": "200"},
-    )
 
 
 @pytest.fixture(scope="module")

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from cli_support import kctl as run_kctl
 from kazoo.client import KazooClient
 
 from kctl.client import AdminClient, NewTopic, TopicPartition
@@ -28,23 +28,14 @@ from kctl.protocol.messages.alter_partition_reassignments import AlterPartitionR
 from kctl.protocol.messages.elect_leaders import ElectLeadersRequest, TopicPartitions
 from kctl.protocol.messages.list_partition_reassignments import ListPartitionReassignmentsRequest
 
+kctl = partial(run_kctl, timeout=180)  # cluster commands wait for brokers
+
 if TYPE_CHECKING:
     from kctl.testing import BrokerProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.zk]
 
 SESSION_TIMEOUT_MS = 4000
-
-
-def kctl(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in os.environ.items() if k != "KCTL_BOOTSTRAP_SERVER"}
-    return subprocess.run(
-        [sys.executable, "-m", "kctl", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**environment, "COLUMNS": "200"},
-    )
 
 
 def wait_until(check: Any, timeout: float = 30.0, what: str = "condition") -> Any:

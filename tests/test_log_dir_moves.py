@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 import threading
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from cli_support import kctl as run_kctl
 from conftest import make_batch
 
 from kctl.client import AdminClient, NewTopic, TopicPartition
@@ -25,21 +25,12 @@ from kctl.log.manager import LogManager
 from kctl.log.naming import partition_dir_name
 from kctl.records.reader import iter_batches
 
+kctl = partial(run_kctl, columns=250)  # the move plans' wide tables
+
 if TYPE_CHECKING:
     from kctl.testing import BrokerProcess
 
 TP = TopicPartition("moving", 0)
-
-
-def kctl(*args: str) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in os.environ.items() if k != "KCTL_BOOTSTRAP_SERVER"}
-    return subprocess.run(
-        [sys.executable, "-m", "kctl", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**environment, "COLUMNS": "250"},
-    )
 
 
 def _offsets(log: Any) -> list[int]:

@@ -5,12 +5,10 @@ TRANSACTIONAL_ID_NOT_FOUND, and `kctl transactions list` prints only its header 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from cli_support import kctl
 
 from kctl.client import AdminClient
 from kctl.protocol import ApiKey
@@ -19,17 +17,6 @@ from kctl.protocol.messages.transactions import ListTransactionsRequest
 
 if TYPE_CHECKING:
     from kctl.testing import BrokerProcess
-
-
-def kctl(*args: str) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in os.environ.items() if k != "KCTL_BOOTSTRAP_SERVER"}
-    return subprocess.run(
-        [sys.executable, "-m", "kctl", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**environment, "COLUMNS": "200"},
-    )
 
 
 @pytest.fixture(scope="module")
