@@ -292,7 +292,10 @@ def produce_frame(topic: str, partition: int, batch: bytes) -> bytearray:
     return bytearray(kp.encode_request(header, produce_request(topic, partition, batch)))
 
 
-def fetch_frame(topic: str, offsets: dict[int, int]) -> bytearray:
+def fetch_frame(
+    topic: str, offsets: dict[int, int], partition_max_bytes: int = PARTITION_MAX_BYTES
+) -> bytearray:
+    """An encoded Fetch request for ``offsets`` (partition -> fetch offset) of ``topic``."""
     request = FetchRequest(
         max_wait_ms=500,
         min_bytes=1,
@@ -301,7 +304,7 @@ def fetch_frame(topic: str, offsets: dict[int, int]) -> bytearray:
             FetchTopic(
                 topic=topic,
                 partitions=[
-                    FetchPartition(partition=p, fetch_offset=offset, partition_max_bytes=PARTITION_MAX_BYTES)
+                    FetchPartition(partition=p, fetch_offset=offset, partition_max_bytes=partition_max_bytes)
                     for p, offset in offsets.items()
                 ],
             )

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 import bench_broker as bb
 
 import kctl.protocol as kp
-from kctl.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 
 from .brokers import Peer
 
@@ -193,25 +192,6 @@ def preload(peer: Peer, topic: str, record_size: int, partition_bytes: int) -> P
     return Preloaded(topic, record_size, 100, len(batch), batches)
 
 
-def _fetch_frame(topic: str, offsets: dict[int, int], partition_max_bytes: int) -> bytearray:
-    request = FetchRequest(
-        max_wait_ms=500,
-        min_bytes=1,
-        max_bytes=bb.FETCH_MAX_BYTES,
-        topics=[
-            FetchTopic(
-                topic=topic,
-                partitions=[
-                    FetchPartition(partition=p, fetch_offset=o, partition_max_bytes=partition_max_bytes)
-                    for p, o in offsets.items()
-                ],
-            )
-        ],
-        forgotten_topics_data=[],
-    )
-    return bytearray(kp.encode_request(kp.RequestHeader(1, bb.FETCH_VERSION, 0, "bench"), request))
-
-
 def consume_raw(peer: Peer, log: Preloaded, passes: int, partition_max_bytes: int) -> dict[str, float]:
     """The preloaded log read ``passes`` times with pre-encoded Fetch requests (every partition in each,
     ``partition_max_bytes`` per partition, 2 in flight on one connection); records = whole batches the
@@ -220,7 +200,7 @@ def consume_raw(peer: Peer, log: Preloaded, passes: int, partition_max_bytes: in
     frames, records = [], 0
     for first in range(0, log.batches, step):
         offsets = {p: first * log.records_per_batch for p in range(PARTITIONS)}
-        frames.append(_fetch_frame(log.topic, offsets, partition_max_bytes))
+        frames.append(bb.fetch_frame(log.topic, offsets, partition_max_bytes))
         records += min(step, log.batches - first) * log.records_per_batch * PARTITIONS
     _check_fetch(peer, frames[0], min(step, log.batches) * log.batch_size)
     run = bb.replay(
