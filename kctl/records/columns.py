@@ -32,13 +32,16 @@ from typing import NamedTuple
 
 from kctl.records.varint import decode_uvarint
 
-__all__ = ["MIN_RUN", "ZIGZAG", "ColumnRun", "decode_columns"]
+__all__ = ["MIN_RUN", "WINDOW", "ZIGZAG", "ColumnRun", "decode_columns"]
 
 ZIGZAG: list[int] = [(raw >> 1) ^ -(raw & 1) for raw in range(1 << 14)]
 """The zigzag decoding of every varint of one or two bytes (raw value -> signed value)."""
 
 MIN_RUN = 16
 """Runs shorter than this are read by the record loop (validating a run costs a few microseconds)."""
+WINDOW = 256
+"""The records a run is first validated over; doubled after each run that held to its end, so that
+a batch of short runs costs a bounded number of column bytes per record."""
 
 # The varint bytes of the offset deltas 0..63 (one byte) and 64..8191 (two bytes: low, high).
 _DELTA1 = bytes(range(0, 128, 2))
@@ -70,12 +73,13 @@ def decode_columns(data: bytes, pos: int, limit: int, count: int) -> list[Column
     does); raises ValueError or IndexError for a malformed one."""
     runs: list[ColumnRun] = []
     index = 0
+    window = WINDOW
     while index < count:
         layout = _layout(data, pos, limit)
         if layout is None:
             break
         size, bound = layout[0], layout[1]
-        n = min(count - index, (limit - pos) // size, bound)
+        n = min(count - index, (limit - pos) // size, bound, window)
         if n < MIN_RUN:
             if n == count - index:
                 break  # the end of the batch: the loop reads it
@@ -88,10 +92,12 @@ def decode_columns(data: bytes, pos: int, limit: int, count: int) -> list[Column
             continue
         columns = _run(data, pos, n, layout)
         if columns is None:
-            break  # the run does not hold: the loop reads the rest of the batch
+            break  # fewer than MIN_RUN records hold: the loop reads the rest of the batch
         runs.append(columns)
-        pos += n * size
-        index += n
+        m = len(columns.offset_deltas)
+        pos += m * size
+        index += m
+        window = window * 2 if m == n else WINDOW
     if index < count:
         segment = _loop(data, pos, count - index)
         if segment is None:
@@ -178,55 +184,96 @@ def _field(data: bytes, pos: int, at: int) -> tuple[int, int, int]:
 
 
 def _run(data: bytes, pos: int, n: int, layout: _Layout) -> ColumnRun | None:
-    """The ``n`` records from ``pos`` if every one has ``layout`` (that of the first), else None."""
+    """The longest run of the ``n`` records from ``pos`` that share ``layout`` (the first one's), or
+    None when it is shorter than ``MIN_RUN``."""
     (size, _, length_width, ts_width, offset_width, first_delta,
      key_at, key_length, value_at, value_length, header_at) = layout  # fmt: skip
     stop = pos + n * size
-    # every byte of the length and of the key and value lengths as the first record's
+    # every byte of the length and of the key and value lengths as the first record's; no headers
     key_length_at = length_width + 1 + ts_width + offset_width
     value_length_at = key_at + max(key_length, 0)
+    m = n
     for at in (*range(length_width), *range(key_length_at, key_at), *range(value_length_at, value_at)):
-        if data[pos + at : stop : size].count(data[pos + at]) != n:
-            return None
-    if data[pos + header_at : stop : size].count(0) != n:
-        return None
+        m = min(m, _same(data[pos + at : stop : size], data[pos + at]))
+    m = min(m, _same(data[pos + header_at : stop : size], 0))
     # consecutive offset deltas
-    at = pos + length_width + 1 + ts_width
+    at = pos + key_length_at - offset_width
     if offset_width == 1:
-        if data[at:stop:size] != _DELTA1[first_delta : first_delta + n]:
-            return None
+        m = min(m, _equal(data[at:stop:size], _DELTA1[first_delta : first_delta + n]))
     else:
         start = first_delta - 64
-        if data[at:stop:size] != _DELTA2_LOW[start : start + n]:
-            return None
-        if data[at + 1 : stop : size] != _DELTA2_HIGH[start : start + n]:
-            return None
+        m = min(m, _equal(data[at:stop:size], _DELTA2_LOW[start : start + n]))
+        m = min(m, _equal(data[at + 1 : stop : size], _DELTA2_HIGH[start : start + n]))
     # timestamp deltas: one byte each, or all the same
     at = pos + length_width + 1
     column = data[at:stop:size]
+    high = b""
+    if ts_width == 1:
+        m = min(m, _ascii(column))
+    else:  # a low byte with the continuation bit, a high byte without
+        high = data[at + 1 : stop : size]
+        m = min(m, _continued(column), _ascii(high))
+    if m < MIN_RUN:
+        return None
+    if m < n:
+        column, high = column[:m], high[:m]
     timestamp_deltas: Sequence[int] | int
-    if column.count(column[0]) == n:
-        if ts_width == 2:
-            if data[at + 1 : stop : size].count(data[at + 1]) != n:
-                return None
-            timestamp_deltas = ZIGZAG[(column[0] & 0x7F) | data[at + 1] << 7]
-        else:
-            timestamp_deltas = ZIGZAG[column[0]]
-    elif ts_width == 1 and column.isascii():
+    if column.count(column[0]) == m and (ts_width == 1 or high.count(high[0]) == m):
+        timestamp_deltas = ZIGZAG[column[0] if ts_width == 1 else (column[0] & 0x7F) | high[0] << 7]
+    elif ts_width == 1:
         timestamp_deltas = list(map(ZIGZAG.__getitem__, column))
     else:
-        return None
+        raw = map(int.__or__, column.translate(_LOW_BITS), map(_SHIFTED.__getitem__, high))
+        timestamp_deltas = list(map(ZIGZAG.__getitem__, raw))
     keys: Sequence[bytes | None] | None = None
     values: Sequence[bytes | None] | None = None
     if key_length >= 0 or value_length >= 0:
-        fields = _struct(size, n, key_at, key_length, value_at, value_length).unpack_from(data, pos)
+        fields = _struct(size, m, key_at, key_length, value_at, value_length).unpack_from(data, pos)
         if key_length >= 0 and value_length >= 0:
             keys, values = fields[0::2], fields[1::2]
         elif key_length >= 0:
             keys = fields
         else:
             values = fields
-    return ColumnRun(range(first_delta, first_delta + n), timestamp_deltas, keys, values)
+    return ColumnRun(range(first_delta, first_delta + m), timestamp_deltas, keys, values)
+
+
+_BYTES = [bytes((byte,)) for byte in range(256)]
+_HIGH_BIT = bytes.maketrans(bytes(range(256)), bytes(128) + b"\x01" * 128)
+_LOW_BITS = bytes.maketrans(bytes(range(256)), bytes(range(128)) * 2)
+_SHIFTED = [byte << 7 for byte in range(128)]
+
+
+def _same(column: bytes, byte: int) -> int:
+    """How many bytes of ``column`` from the first are ``byte``."""
+    return len(column) - len(column.lstrip(_BYTES[byte]))
+
+
+def _ascii(column: bytes) -> int:
+    """How many bytes of ``column`` from the first are below 0x80."""
+    if column.isascii():
+        return len(column)
+    return column.translate(_HIGH_BIT).find(1)
+
+
+def _continued(column: bytes) -> int:
+    """How many bytes of ``column`` from the first are 0x80 or above."""
+    at = column.translate(_HIGH_BIT).find(0)
+    return len(column) if at < 0 else at
+
+
+def _equal(column: bytes, expected: bytes) -> int:
+    """How many bytes of ``column`` from the first are those of ``expected`` (as long)."""
+    if column == expected:
+        return len(column)
+    low, high = 0, len(column)  # column[:low] == expected[:low], column[:high] != expected[:high]
+    while high - low > 1:
+        middle = (low + high) // 2
+        if column[:middle] == expected[:middle]:
+            low = middle
+        else:
+            high = middle
+    return low
 
 
 def _struct(
