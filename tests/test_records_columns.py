@@ -86,7 +86,7 @@ def _random_batch(rng: random.Random, *, compression: str = "none", log_append_t
         value_size = rng.choice([None, 0, 1, 50, 100, 100, 1000, 8192, 9000])
         ts_mode = rng.choice(["same", "same", "small", "large", "large-same", "huge" if wild else "same"])
         ts_base = T0 + rng.choice([0, 0, 70, -70, 10**6 if wild else 0])
-        for _ in range(rng.choice([1, 15, 16, 17, 100, 300, 1100])):
+        for _ in range(rng.choice([1, 15, 31, 32, 33, 100, 300, 1100])):
             ts = {
                 "same": ts_base,
                 "small": ts_base + rng.randrange(-31, 32),
@@ -269,7 +269,11 @@ def test_short_runs_and_delta_boundaries() -> None:
     assert runs is not None
     assert runs[0].offset_deltas == list(range(50, 64))  # 14 < MIN_RUN: looped
     assert MIN_RUN > 14
-    bounds = [64, 64 + WINDOW, 64 + 3 * WINDOW, 64 + 7 * WINDOW, 64 + 15 * WINDOW, 64 + 31 * WINDOW, 8192]
+    bounds, window = [64], WINDOW
+    while bounds[-1] < 8192:
+        bounds.append(min(bounds[-1] + window, 8192))
+        window *= 2
+    assert len(bounds) > 3
     assert [run.offset_deltas for run in runs[1:]] == [range(a, b) for a, b in itertools.pairwise(bounds)]
     assert [value for *_, value in _expand(runs)] == [b"value"] * 8142
 

@@ -37,9 +37,9 @@ __all__ = ["MIN_RUN", "WINDOW", "ZIGZAG", "ColumnRun", "decode_columns"]
 ZIGZAG: list[int] = [(raw >> 1) ^ -(raw & 1) for raw in range(1 << 14)]
 """The zigzag decoding of every varint of one or two bytes (raw value -> signed value)."""
 
-MIN_RUN = 16
+MIN_RUN = 32
 """Runs shorter than this are read by the record loop (validating a run costs a few microseconds)."""
-WINDOW = 256
+WINDOW = 512
 """The records a run is first validated over; doubled after each run that held to its end, so that
 a batch of short runs costs a bounded number of column bytes per record."""
 
