@@ -256,10 +256,10 @@ def decode_partition(
     after good batches, their records come back with the error in ``error``.
 
     Batches are framed and checked with ``kctl.records.header`` and decompressed with
-    ``kctl.records.compression``; their records are decoded straight into ``ConsumerRecord``s by
-    ``_decode_columns`` (or ``_decode_records`` for batches with headers or long varints), and any
-    batch those loops do not accept is decoded again by
-    ``kctl.records.reader.decode_records``, whose records (or error) then count."""
+    ``kctl.records.compression``; their records are decoded into columns by
+    ``kctl.records.columns.decode_columns`` and built into ``ConsumerRecord``s from them, and any
+    batch it does not accept (record headers, long varints, malformed records) is decoded again by
+    ``kctl.records.reader.decode_section``, whose records (or error) then count."""
     fetched = FetchedRecords(
         topic,
         partition,
@@ -291,8 +291,9 @@ def _batch_records(
     out: list[ConsumerRecord],
 ) -> None:
     """Append the records of the (framed, checked) batch at ``position`` to ``out``: through
-    ``decode_columns`` for the usual batch, else (record headers, long deltas, anything odd)
-    ``decode_section``, whose records or error then count."""
+    ``decode_columns`` for the usual batch, one ``map``/``zip`` over the columns of each of its runs
+    (consecutive offsets as a ``range``, a timestamp the run shares as a ``repeat``), else (record
+    headers, long deltas, anything odd) ``decode_section``, whose records or error then count."""
     data, pos, limit = records_section(buf, position, header, max_decompressed_size)
     count = header.records_count
     if header.attributes & TIMESTAMP_TYPE_MASK:
