@@ -130,8 +130,10 @@ def test_runs_agree_with_the_strict_decoder() -> None:
         runs = decode_columns(section, 0, len(section), count)
         assert runs is not None
         for run in runs:
-            if type(run.offset_deltas) is not range:
+            if isinstance(run.values, list):  # the record loop's (a run's are a tuple, or None)
                 seen.add("looped")
+                seen.add("looped, gaps" if isinstance(run.offset_deltas, list) else "looped, no gap")
+                seen.add("looped, same timestamps" if isinstance(run.timestamp_deltas, int) else "looped, ts")
                 continue
             seen.add("run past 64" if run.offset_deltas.start >= 64 else "run below 64")
             seen.add("same timestamps" if isinstance(run.timestamp_deltas, int) else "timestamps")
@@ -140,7 +142,8 @@ def test_runs_agree_with_the_strict_decoder() -> None:
             seen.add("null keys" if run.keys is None else "keys")
             seen.add("null values" if run.values is None else "values")
     assert seen == {
-        "deferred", "looped", "run past 64", "run below 64", "same timestamps", "timestamps",
+        "deferred", "looped", "looped, gaps", "looped, no gap", "looped, same timestamps", "looped, ts",
+        "run past 64", "run below 64", "same timestamps", "timestamps",
         "two-byte timestamps", "null keys", "keys", "null values", "values",
     }  # fmt: skip
 
@@ -234,8 +237,8 @@ def test_a_run_broken_in_the_middle_falls_back_to_the_loop() -> None:
     section, count = _section(builder.build())
     runs = decode_columns(section, 0, len(section), count)
     assert runs is not None
-    assert [type(run.offset_deltas) for run in runs] == [range, range, list]
-    assert [len(run.offset_deltas) for run in runs] == [64, 86, 150]
+    assert [run.offset_deltas for run in runs] == [range(0, 64), range(64, 150), range(150, 300)]
+    assert [type(run.values) for run in runs] == [tuple, tuple, list]  # the last one looped
     assert [record[3] for record in _expand(runs)] == values
     assert [record[0] for record in _expand(runs)] == list(range(300))
 
@@ -267,7 +270,7 @@ def test_short_runs_and_delta_boundaries() -> None:
     section, count = _section(builder.build())
     runs = decode_columns(section, 0, len(section), count)
     assert runs is not None
-    assert runs[0].offset_deltas == list(range(50, 64))  # 14 < MIN_RUN: looped
+    assert runs[0].offset_deltas == range(50, 64) and isinstance(runs[0].keys, list)  # 14: looped
     assert MIN_RUN > 14
     bounds, window = [64], WINDOW
     while bounds[-1] < 8192:

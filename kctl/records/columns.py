@@ -378,6 +378,17 @@ def _loop(data: bytes, pos: int, count: int) -> tuple[ColumnRun, int] | None:
         if data[pos]:
             return None
         pos += 1
+    # consecutive offset deltas (the usual case) as a range, a timestamp delta they share as an int
     zigzag = ZIGZAG.__getitem__
-    run = ColumnRun(list(map(zigzag, offset_deltas)), list(map(zigzag, timestamp_deltas)), keys, values)
-    return run, pos
+    first = offset_deltas[0] if offset_deltas else 0
+    offsets: Sequence[int]
+    if not first & 1 and offset_deltas == list(range(first, first + 2 * count, 2)):
+        offsets = range(first >> 1, (first >> 1) + count)
+    else:
+        offsets = list(map(zigzag, offset_deltas))
+    timestamps: Sequence[int] | int
+    if timestamp_deltas and timestamp_deltas.count(timestamp_deltas[0]) == count:
+        timestamps = ZIGZAG[timestamp_deltas[0]]
+    else:
+        timestamps = list(map(zigzag, timestamp_deltas))
+    return ColumnRun(offsets, timestamps, keys, values), pos
