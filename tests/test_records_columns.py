@@ -19,7 +19,7 @@ import pytest
 from kctl.client.consumer.fetcher import CorruptRecordError, TimestampType, decode_partition
 from kctl.records import columns
 from kctl.records.builder import RecordBatchBuilder
-from kctl.records.columns import MIN_RUN, WINDOW, ColumnRun, decode_columns
+from kctl.records.columns import MAX_WINDOW, MIN_RUN, WINDOW, ColumnRun, decode_columns
 from kctl.records.header import HEADER_SIZE, InvalidRecordBatch, parse_header, write_crc
 from kctl.records.reader import decode_batch, decode_section, records_section
 from kctl.records.varint import decode_varint
@@ -275,7 +275,7 @@ def test_short_runs_and_delta_boundaries() -> None:
     bounds, window = [64], WINDOW
     while bounds[-1] < 8192:
         bounds.append(min(bounds[-1] + window, 8192))
-        window *= 2
+        window = min(window * 2, MAX_WINDOW)
     assert len(bounds) > 3
     assert [run.offset_deltas for run in runs[1:]] == [range(a, b) for a, b in itertools.pairwise(bounds)]
     assert [value for *_, value in _expand(runs)] == [b"value"] * 8142

@@ -9,19 +9,24 @@ the same key and value lengths, no headers. Such a run of records has a fixed st
 are columns of bytes at fixed distances: ``data[start:stop:stride]`` gives one byte of every record
 at once, and one ``struct`` format (cached per layout and run length) slices every key and value in
 a single call. :func:`decode_columns` decodes the first record of a run with scalar code, derives its
-layout, bounds the run (the records left, the bytes left, and the offset delta whose varint grows a
-byte at delta 64 and 8192), and validates the whole run on its columns before using it: every byte
-of the length, key length and value length varints equal to the first record's, every header count
-0, every one-byte timestamp delta below 0x80 (they may differ), and the offset deltas exactly the
-consecutive ones the run expects (``range``). By induction every record of a validated run parses
-as the first one did, field for field, so the run yields exactly what the record loop would.
+layout, bounds the run (the records left, the bytes left, a window of ``WINDOW`` records doubled
+after each run that filled it, up to ``MAX_WINDOW``, and the offset delta whose varint grows a byte
+at delta 64 and 8192), and validates it on its columns before using any of it: every byte of the
+length, key length and value length varints equal to the first record's, every header count 0,
+every timestamp delta as wide as the first one's (one byte: below 0x80; they may differ), and the
+offset deltas exactly the consecutive ones (``range``). The run is the longest prefix for which all
+of this holds (found at C speed: ``lstrip``, ``translate``/``find``, bisected comparisons); by
+induction every record of it parses as the first one did, field for field, so it yields exactly
+what the record loop would. The next run starts at the first record that broke it.
 
-Anything else — a run that does not validate, varying sizes, long varints — is read by the record
-loop (:func:`_loop`) for the rest of the batch: it steps over each record's length field (the
-fields are parsed in sequence, must end exactly at the section's end, and the batch's CRC covers
-them) and returns None for record headers or deltas past 8191, where ``decode_section`` in
-:mod:`kctl.records.reader` takes over. A malformed section raises ValueError or IndexError (then
-``decode_section`` says what is wrong).
+Fewer than ``MIN_RUN`` records before a bound (say delta 64) are read by the record loop
+(:func:`_loop`, validating costs a few microseconds) and runs resume after them; a run that holds
+for fewer than ``MIN_RUN`` records hands the rest of the batch to the loop, as does a record that
+cannot start one (varints over two bytes, headers, a malformed record). The loop steps over each
+record's length field (the fields are parsed in sequence, must end exactly at the section's end,
+and the batch's CRC covers them) and returns None for record headers or deltas past 8191, where
+``decode_section`` in :mod:`kctl.records.reader` takes over. A malformed section raises ValueError
+or IndexError (then ``decode_section`` says what is wrong).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from typing import NamedTuple
 
 from kctl.records.varint import decode_uvarint
 
-__all__ = ["MIN_RUN", "WINDOW", "ZIGZAG", "ColumnRun", "decode_columns"]
+__all__ = ["MAX_WINDOW", "MIN_RUN", "WINDOW", "ZIGZAG", "ColumnRun", "decode_columns"]
 
 ZIGZAG: list[int] = [(raw >> 1) ^ -(raw & 1) for raw in range(1 << 14)]
 """The zigzag decoding of every varint of one or two bytes (raw value -> signed value)."""
@@ -40,8 +45,10 @@ ZIGZAG: list[int] = [(raw >> 1) ^ -(raw & 1) for raw in range(1 << 14)]
 MIN_RUN = 32
 """Runs shorter than this are read by the record loop (validating a run costs a few microseconds)."""
 WINDOW = 512
-"""The records a run is first validated over; doubled after each run that held to its end, so that
-a batch of short runs costs a bounded number of column bytes per record."""
+"""The records a run is first validated over; doubled after each run that held to its end (up to
+``MAX_WINDOW``), so that a batch of short runs costs a bounded number of column bytes per record."""
+MAX_WINDOW = 2048
+"""The most records in one run (which bounds the size of a cached ``struct`` format)."""
 
 # The varint bytes of the offset deltas 0..63 (one byte) and 64..8191 (two bytes: low, high).
 _DELTA1 = bytes(range(0, 128, 2))
@@ -49,7 +56,7 @@ _DELTA2_LOW = bytes(((delta << 1) & 0x7F) | 0x80 for delta in range(64, 8192))
 _DELTA2_HIGH = bytes((delta << 1) >> 7 for delta in range(64, 8192))
 
 _STRUCTS: dict[tuple[int, int, int, int, int, int], struct.Struct] = {}
-_MAX_STRUCTS = 256
+_MAX_STRUCTS = 32  # of at most 2 * MAX_WINDOW format codes each
 
 
 class ColumnRun(NamedTuple):
@@ -97,7 +104,7 @@ def decode_columns(data: bytes, pos: int, limit: int, count: int) -> list[Column
         m = len(columns.offset_deltas)
         pos += m * size
         index += m
-        window = window * 2 if m == n else WINDOW
+        window = min(window * 2, MAX_WINDOW) if m == n else WINDOW
     if index < count:
         segment = _loop(data, pos, count - index)
         if segment is None:
