@@ -39,8 +39,10 @@ from kctl.records.varint import decode_uvarint
 
 __all__ = ["MAX_WINDOW", "MIN_RUN", "WINDOW", "ZIGZAG", "ColumnRun", "decode_columns"]
 
-ZIGZAG: list[int] = [(raw >> 1) ^ -(raw & 1) for raw in range(1 << 14)]
+ZIGZAG: list[int] = [0] * (1 << 14)
 """The zigzag decoding of every varint of one or two bytes (raw value -> signed value)."""
+ZIGZAG[0::2] = range(1 << 13)  # even raw values: 0, 1, 2, ...
+ZIGZAG[1::2] = range(-1, -(1 << 13) - 1, -1)  # odd ones: -1, -2, ...
 
 MIN_RUN = 32
 """Runs shorter than this are read by the record loop (validating a run costs a few microseconds)."""
@@ -52,8 +54,8 @@ MAX_WINDOW = 2048
 
 # The varint bytes of the offset deltas 0..63 (one byte) and 64..8191 (two bytes: low, high).
 _DELTA1 = bytes(range(0, 128, 2))
-_DELTA2_LOW = bytes(((delta << 1) & 0x7F) | 0x80 for delta in range(64, 8192))
-_DELTA2_HIGH = bytes((delta << 1) >> 7 for delta in range(64, 8192))
+_DELTA2_LOW = bytes(range(0x80, 0x100, 2)) * 127  # ((delta << 1) & 0x7F) | 0x80
+_DELTA2_HIGH = b"".join(bytes((high,)) * 64 for high in range(1, 128))  # (delta << 1) >> 7
 
 _STRUCTS: dict[tuple[int, int, int, int, int, int], struct.Struct] = {}
 _MAX_STRUCTS = 32  # of at most 2 * MAX_WINDOW format codes each
