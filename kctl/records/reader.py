@@ -13,15 +13,16 @@ varints, negative lengths other than −1, header keys that are not UTF-8, bytes
 anything is sliced, so a length field never makes the decoder allocate more than the batch holds.
 The loop decodes one-byte varints inline and calls the general decoder only for longer ones.
 
-For consumers, the pieces are exposed: :func:`records_section` (decompress), :func:`decode_columns`
-(the fast path for batches without record headers: columns to build records from in bulk) and
-:func:`decode_section` (the strict loop, building each record with a caller's factory).
+For consumers, the pieces are exposed: :func:`records_section` (decompress) and
+:func:`decode_section` (the strict loop, building each record with a caller's factory); the fast
+path for batches without record headers, columns to build records from in bulk, is
+:func:`kctl.records.columns.decode_columns`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
 from kctl.records.compression import CompressionType, DecompressionError, decompress
 from kctl.records.header import (
@@ -39,10 +40,7 @@ from kctl.records.record import DecodedBatch, Header, Record
 from kctl.records.varint import VarintError, decode_uvarint, decode_uvarlong, decode_varint
 
 __all__ = [
-    "ZIGZAG",
-    "RecordColumns",
     "decode_batch",
-    "decode_columns",
     "decode_records",
     "decode_section",
     "iter_batches",
@@ -301,108 +299,3 @@ class _MalformedRecord(ValueError):
 
 def _malformed(message: str, index: int) -> _MalformedRecord:
     return _MalformedRecord(f"record {index}: {message}")
-
-
-ZIGZAG: list[int] = [(raw >> 1) ^ -(raw & 1) for raw in range(1 << 14)]
-"""The zigzag decoding of every varint of one or two bytes (raw value -> signed value)."""
-
-
-class RecordColumns(NamedTuple):
-    """The records of a batch as columns: raw (still zigzagged) offset and timestamp deltas of one or
-    two bytes (decode with ``ZIGZAG``), keys and values."""
-
-    offset_deltas: list[int]
-    timestamp_deltas: list[int]
-    keys: list[bytes | None]
-    values: list[bytes | None]
-
-
-def decode_columns(data: bytes, pos: int, limit: int, count: int) -> RecordColumns | None:
-    """The fast path for the usual batch — no record headers, timestamp and offset deltas below
-    8192 — decoding ``count`` records of ``data[pos:limit]`` into columns a caller turns into its
-    own record objects at C speed (``map``/``zip``). Returns None for a batch it does not handle
-    (``decode_section`` does); raises ValueError or IndexError for a malformed one (then
-    ``decode_section`` says what is wrong).
-
-    Each record's length field is stepped over, not compared with its fields (a tenth of the time
-    of this loop): the fields are parsed in sequence and must end exactly at ``limit``, and the
-    batch's CRC covers them. So a batch whose only fault is a wrong length field (which no
-    corruption but a producer's bug makes) is read where ``decode_section`` would reject it."""
-    offset_deltas: list[int] = []
-    timestamp_deltas: list[int] = []
-    keys: list[bytes | None] = []
-    values: list[bytes | None] = []
-    add_offset, add_delta = offset_deltas.append, timestamp_deltas.append
-    add_key, add_value = keys.append, values.append
-    uvarint = decode_uvarint
-    for _ in range(count):
-        # length: stepped over (see above)
-        if data[pos] < 0x80:
-            pos += 1
-        elif data[pos + 1] < 0x80:
-            pos += 2
-        else:
-            _, pos = uvarint(data, pos)
-        # attributes (unused), timestamp delta
-        b = data[pos + 1]
-        if b < 0x80:
-            pos += 2
-        elif (c := data[pos + 2]) < 0x80:
-            b = (b & 0x7F) | c << 7
-            pos += 3
-        else:
-            return None
-        add_delta(b)
-        # offset delta
-        b = data[pos]
-        if b < 0x80:
-            pos += 1
-        elif (c := data[pos + 1]) < 0x80:
-            b = (b & 0x7F) | c << 7
-            pos += 2
-        else:
-            return None
-        add_offset(b)
-        # key
-        b = data[pos]
-        if b == 1:
-            add_key(None)
-            pos += 1
-        else:
-            if b < 0x80:
-                pos += 1
-            elif (c := data[pos + 1]) < 0x80:
-                b = (b & 0x7F) | c << 7
-                pos += 2
-            else:
-                b, pos = uvarint(data, pos)
-            if b & 1:
-                raise ValueError("negative key length")
-            b = pos + (b >> 1)
-            add_key(data[pos:b])
-            pos = b
-        # value
-        b = data[pos]
-        if b == 1:
-            add_value(None)
-            pos += 1
-        else:
-            if b < 0x80:
-                pos += 1
-            elif (c := data[pos + 1]) < 0x80:
-                b = (b & 0x7F) | c << 7
-                pos += 2
-            else:
-                b, pos = uvarint(data, pos)
-            if b & 1:
-                raise ValueError("negative value length")
-            b = pos + (b >> 1)
-            add_value(data[pos:b])
-            pos = b
-        # headers
-        if data[pos]:
-            return None
-        pos += 1
-    if pos != limit:
-        raise ValueError("the records do not end at the section's end")
-    return RecordColumns(offset_deltas, timestamp_deltas, keys, values)

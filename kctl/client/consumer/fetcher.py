@@ -27,6 +27,7 @@ from kctl.client.errors import BrokerResponseError, KafkaError
 from kctl.client.types import TopicPartition
 from kctl.protocol import ApiKey, ErrorCode
 from kctl.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+from kctl.records.columns import decode_columns
 from kctl.records.header import (
     CONTROL_FLAG_MASK,
     LOG_OVERHEAD,
@@ -37,7 +38,7 @@ from kctl.records.header import (
     read_prefix,
     validate_batch,
 )
-from kctl.records.reader import MIN_RECORD_SIZE, ZIGZAG, decode_columns, decode_section, records_section
+from kctl.records.reader import MIN_RECORD_SIZE, decode_section, records_section
 from kctl.records.record import Header
 
 __all__ = [
@@ -255,10 +256,10 @@ def decode_partition(
     after good batches, their records come back with the error in ``error``.
 
     Batches are framed and checked with ``kctl.records.header`` and decompressed with
-    ``kctl.records.compression``; their records are decoded straight into ``ConsumerRecord``s by
-    ``_decode_columns`` (or ``_decode_records`` for batches with headers or long varints), and any
-    batch those loops do not accept is decoded again by
-    ``kctl.records.reader.decode_records``, whose records (or error) then count."""
+    ``kctl.records.compression``; their records are decoded into columns by
+    ``kctl.records.columns.decode_columns`` and built into ``ConsumerRecord``s from them, and any
+    batch it does not accept (record headers, long varints, malformed records) is decoded again by
+    ``kctl.records.reader.decode_section``, whose records (or error) then count."""
     fetched = FetchedRecords(
         topic,
         partition,
@@ -290,38 +291,52 @@ def _batch_records(
     out: list[ConsumerRecord],
 ) -> None:
     """Append the records of the (framed, checked) batch at ``position`` to ``out``: through
-    ``decode_columns`` for the usual batch, else (record headers, long deltas, anything odd)
-    ``decode_section``, whose records or error then count."""
+    ``decode_columns`` for the usual batch, one ``map``/``zip`` over the columns of each of its runs
+    (consecutive offsets as a ``range``, a timestamp the run shares as a ``repeat``), else (record
+    headers, long deltas, anything odd) ``decode_section``, whose records or error then count."""
     data, pos, limit = records_section(buf, position, header, max_decompressed_size)
     count = header.records_count
     if header.attributes & TIMESTAMP_TYPE_MASK:
         ts_type, base_ts, fixed = _APPEND, header.max_timestamp, True
     else:
         ts_type, base_ts, fixed = _CREATE, header.base_timestamp, False
-    columns = None
+    runs = None
     if 0 < count <= (limit - pos) // MIN_RECORD_SIZE:
         try:
-            columns = decode_columns(data, pos, limit, count)
+            runs = decode_columns(data, pos, limit, count)
         except (IndexError, ValueError):
-            columns = None  # decode_section says what is wrong
-    if columns is not None:
-        zigzag = ZIGZAG.__getitem__
+            runs = None  # decode_section says what is wrong
+    if runs is not None:
         base_offset = header.base_offset
-        timestamps = repeat(base_ts) if fixed else map(base_ts.__add__, map(zigzag, columns.timestamp_deltas))
-        out += map(
-            _new,
-            repeat(ConsumerRecord),
-            zip(
-                repeat(topic),
-                repeat(partition),
-                map(base_offset.__add__, map(zigzag, columns.offset_deltas)),
-                timestamps,
-                repeat(ts_type),
-                columns.keys,
-                columns.values,
-                repeat(_NO_HEADERS),
-            ),
-        )
+        for run in runs:
+            deltas = run.offset_deltas
+            if type(deltas) is range:
+                offsets: Iterable[int] = range(base_offset + deltas.start, base_offset + deltas.stop)
+            else:
+                offsets = map(base_offset.__add__, deltas)
+            ts_deltas = run.timestamp_deltas
+            if fixed:
+                timestamps: Iterable[int] = repeat(base_ts)
+            elif type(ts_deltas) is int:
+                timestamps = repeat(base_ts + ts_deltas)
+            else:
+                timestamps = map(base_ts.__add__, ts_deltas)  # type: ignore[arg-type]
+            keys = run.keys
+            values = run.values
+            out += map(
+                _new,
+                repeat(ConsumerRecord),
+                zip(
+                    repeat(topic),
+                    repeat(partition),
+                    offsets,
+                    timestamps,
+                    repeat(ts_type),
+                    repeat(None) if keys is None else keys,
+                    repeat(None) if values is None else values,
+                    repeat(_NO_HEADERS),
+                ),
+            )
         return
 
     def make(
