@@ -102,7 +102,8 @@ class Peer:
         """Until a Metadata request answers with ``brokers`` brokers (or the deadline)."""
         from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log.connection.close": False})
+        quiet = {"log.connection.close": False, "log_level": 2}  # no "connection refused" while it starts
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, **quiet})
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
             self._check_alive()
