@@ -23,6 +23,7 @@ from pathlib import Path
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 KAFKA_HEAP = "512m"  # -Xms and -Xmx of the Kafka peer (Kafka's own scripts default to 1g)
 START_TIMEOUT_S = 120.0
+QUIET = {"log.connection.close": False, "log_level": 5}  # admin clients: no notices (purged events)
 
 
 def free_port() -> int:
@@ -102,7 +103,7 @@ class Peer:
         """Until a Metadata request answers with ``brokers`` brokers (or the deadline)."""
         from confluent_kafka.admin import AdminClient
 
-        quiet = {"log.connection.close": False, "log_level": 2}  # no "connection refused" while it starts
+        quiet = {**QUIET, "log_level": 2}  # no "connection refused" while it starts
         admin = AdminClient({"bootstrap.servers": self.bootstrap, **quiet})
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from .brokers import (
+    QUIET,
     Peer,
     Unavailable,
     free_port,
@@ -82,7 +83,7 @@ class ClusterPeer(Peer):
         """Each partition's leader from a Metadata request (retried until all have one)."""
         from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log.connection.close": False})
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, **QUIET})
         deadline = time.monotonic() + 60
         while True:
             metadata = admin.list_topics(topic, timeout=10)
@@ -100,7 +101,7 @@ class ClusterPeer(Peer):
         """The ISR size of each partition of ``topic`` (Metadata)."""
         from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log.connection.close": False})
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, **QUIET})
         found = admin.list_topics(topic, timeout=10).topics[topic]
         return {p: len(m.isrs) for p, m in found.partitions.items()}
 

@@ -27,7 +27,7 @@ import bench_broker as bb
 
 import kctl.protocol as kp
 
-from .brokers import Peer
+from .brokers import QUIET, Peer
 
 PARTITIONS = bb.PARTITIONS
 MB = 1e6
@@ -38,7 +38,7 @@ def new_topic(peer: Peer, topic: str) -> None:
     """Create ``topic`` with the peer's partitions, replication factor and topic configs."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": peer.bootstrap})
+    admin = AdminClient({"bootstrap.servers": peer.bootstrap, **QUIET})
     spec = NewTopic(topic, peer.partitions, peer.replication_factor, config=dict(peer.topic_configs))
     for future in admin.create_topics([spec], operation_timeout=30).values():
         future.result(60)
@@ -147,7 +147,7 @@ def delete_topics(peer: Peer, topics: list[str]) -> None:
     """Delete ``topics`` (best effort: what a round produced is not kept on disk)."""
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": peer.bootstrap})
+    admin = AdminClient({"bootstrap.servers": peer.bootstrap, **QUIET})
     for topic, future in admin.delete_topics(topics, operation_timeout=30).items():
         try:
             future.result(60)
