@@ -138,7 +138,7 @@ class KctlClusterPeer(ClusterPeer):
         from kctl.localcluster.zookeeper import ZooKeeperUnavailableError
 
         try:
-            self.cluster = LocalCluster(self.base / "data", BROKERS, properties=SHARED, broker_env=self.env)
+            self.cluster = LocalCluster(self.base, BROKERS, properties=SHARED, broker_env=self.env)
         except ZooKeeperUnavailableError as error:
             raise Unavailable(str(error)) from error
         self.cluster.start()
@@ -162,7 +162,9 @@ class KctlClusterPeer(ClusterPeer):
 
     def stop(self) -> None:
         self.cluster.stop()  # brokers (SIGTERM, controlled shutdown), then ZooKeeper
-        shutil.rmtree(self.base / "data", ignore_errors=True)
+        for broker in self.cluster.brokers.values():  # the logs stay (read for errors after the run)
+            shutil.rmtree(broker.data_dir, ignore_errors=True)
+        shutil.rmtree(self.cluster.zookeeper.data_dir, ignore_errors=True)
 
 
 _KAFKA_NODE = """process.roles=broker,controller
