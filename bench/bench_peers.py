@@ -163,7 +163,7 @@ def main() -> None:
         f"CPUs ({platform.processor() or platform.machine()}), Python {platform.python_version()}, "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; brokers on cores {broker_cores or 'any'}, "
         f"load generator on {generator or 'any'}; {args.warmup} warm-up and {args.rounds} interleaved "
-        "rounds; medians",
+        f"rounds; medians; load average {_load()}",
         flush=True,
     )
     results: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -264,7 +264,12 @@ def main() -> None:
                     for line in problems[:3]:
                         print(f"# {peer.name} logged ({log.parent.name}/{log.name}): {line[:200]}")
         shutil.rmtree(base, ignore_errors=True)
+    print(f"# load average at the end: {_load()} (other work on the machine shows here)", flush=True)
     print_table(results, [p.name for p in peers])
+
+
+def _load() -> str:
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
 def print_table(results: dict[str, dict[str, list[float]]], names: list[str]) -> None:
