@@ -13,8 +13,21 @@ requests and with confluent-kafka (queued.min.messages raised); end-to-end laten
 (linger.ms=0, consumer polling per message, fetch wait 500 ms) with the broker's CPU per record;
 broker RSS after the run. Asserts nothing.
 
+``--cluster``: the same metrics on 3 brokers per system, every topic with replication factor 3 and
+min.insync.replicas=2 (bench/peers/cluster.py): kctl as a LocalCluster (a ZooKeeper server and 3
+``kctl broker start`` in ZooKeeper mode, what ``kctl cluster up`` starts), Apache Kafka as 3 KRaft
+nodes with the combined broker+controller roles. Topics have 3 partitions (one leader per broker);
+every produce is acks=all (raw requests replayed to each partition's leader, confluent-kafka to
+partition 0, the latency producer); fetches go to the leaders; records are counted from the high
+watermarks, so only replicated records count. CPU is summed over the 3 brokers ("records per
+cluster CPU-second") and so is RSS; kctl's ZooKeeper is reported on lines of its own (Kafka's
+controllers are inside its brokers). Pinning: with fewer than 4 CPUs nothing is pinned — 3 brokers
+cannot get cores of their own, so the brokers (and kctl's ZooKeeper) and the load generator share
+every core, the same for both systems; with 4 CPUs or more, both systems' brokers share all cores
+but the last, which the load generator gets. Tansu and ``--uvloop`` are single-node only.
+
 Usage: python bench/bench_peers.py [--rounds 3] [--quick] [--peers kctl,kafka,tansu] [--uvloop]
-                                   [--only produce,fetch,latency]"""
+                                   [--only produce,fetch,latency] [--cluster]"""
 
 from __future__ import annotations
 
@@ -35,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from peers import workloads as w
 from peers.brokers import KafkaPeer, KctlPeer, Peer, TansuPeer, Unavailable
+from peers.cluster import KafkaClusterPeer, KctlClusterPeer
 
 LOWER_IS_BETTER = ("ms", "RSS")
 CAP = 512 * 10**6  # bytes per raw produce measurement
@@ -57,6 +71,17 @@ def cores(pin: str) -> tuple[dict[str, list[int] | None], list[int] | None]:
     return {}, None
 
 
+def cluster_cores(pin: str) -> tuple[dict[str, list[int] | None], list[int] | None]:
+    """``--cluster``: one system's 3 brokers cannot have a core each on a small machine; with 4 CPUs or
+    more (or ``--pin on``) every system's brokers share all cores but the last (one system is under
+    load at a time) and the load generator has the last; otherwise nothing is pinned."""
+    available = sorted(os.sched_getaffinity(0))
+    if pin == "off" or (pin == "auto" and len(available) < 4) or len(available) < 2:
+        return {}, None
+    brokers: list[int] | None = available[:-1]
+    return {"kctl": brokers, "kafka": brokers}, available[-1:]
+
+
 def main() -> None:
     formatter = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=formatter)
@@ -77,13 +102,18 @@ def main() -> None:
     parser.add_argument(
         "--pin", choices=("auto", "on", "off"), default="auto", help="taskset (auto: with 4+ CPUs)"
     )
+    parser.add_argument(
+        "--cluster",
+        action="store_true",
+        help="3 brokers per system, replication factor 3, min.insync.replicas=2, acks=all",
+    )
     args = parser.parse_args()
     seconds = 1.5 if args.quick else 3.0
     latency_seconds = 3.0 if args.quick else 10.0
     preload_bytes = (8 if args.quick else 25) * 10**6  # per partition
     passes = 3 if args.quick else 6
     only = set(args.only.split(","))
-    broker_cores, generator = cores(args.pin)
+    broker_cores, generator = cluster_cores(args.pin) if args.cluster else cores(args.pin)
     if generator:
         os.sched_setaffinity(0, generator)
     base = Path(tempfile.mkdtemp(prefix="bench-peers-", dir=args.dir))
@@ -91,6 +121,17 @@ def main() -> None:
     names = args.peers.split(",")
     wanted: list[Peer] = []
     for name in names:
+        if args.cluster:
+            if name == "kctl":
+                wanted.append(KctlClusterPeer(base, broker_cores.get("kctl")))
+                if args.baseline:
+                    tree = args.baseline.resolve()
+                    wanted.append(KctlClusterPeer(base, broker_cores.get("kctl"), tree=tree))
+            elif name == "kafka":
+                wanted.append(KafkaClusterPeer(base, broker_cores.get("kafka")))
+            else:
+                print(f"# {name}: skipped: no cluster mode in this harness", flush=True)
+            continue
         if name == "kctl":
             wanted.append(KctlPeer(base, broker_cores.get("kctl"), w.PARTITIONS))
             if args.uvloop:
@@ -102,12 +143,27 @@ def main() -> None:
             wanted.append(KafkaPeer(base, broker_cores.get("kafka"), w.PARTITIONS))
         elif name == "tansu":
             wanted.append(TansuPeer(base, broker_cores.get("tansu")))
+    if args.cluster and args.uvloop:
+        print("# --uvloop: ignored with --cluster (single-node evaluation only)", flush=True)
+    mode = "single broker each"
+    if args.cluster:
+        mode = (
+            "--cluster: 3 brokers each, RF 3, min.insync.replicas=2, acks=all; CPU and RSS summed over "
+            "the 3 brokers; "
+            + (
+                "nothing pinned (too few CPUs for a core per broker): brokers and load generator share "
+                "every core, for both systems alike"
+                if not broker_cores
+                else "each system's brokers share the cores named below"
+            )
+        )
+    print(f"# mode: {mode}", flush=True)
     print(
         f"# peers: {platform.node()}, {os.cpu_count()} "
         f"CPUs ({platform.processor() or platform.machine()}), Python {platform.python_version()}, "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; brokers on cores {broker_cores or 'any'}, "
         f"load generator on {generator or 'any'}; {args.warmup} warm-up and {args.rounds} interleaved "
-        "rounds; medians",
+        f"rounds; medians; load average {_load()}",
         flush=True,
     )
     results: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -120,11 +176,12 @@ def main() -> None:
                 continue
             except Exception as error:  # a peer that cannot serve is reported, the others still run
                 print(f"# {peer.name}: skipped, it did not start: {str(error)[-300:]}", flush=True)
-                if getattr(peer, "process", None) is not None:
+                with contextlib.suppress(Exception):  # whatever of it did start
                     peer.stop()
                 continue
             peers.append(peer)
-            print(f"# {peer.name} started (pid {peer.process.pid}, {peer.bootstrap})", flush=True)
+            pids = ", ".join(str(pid) for pid in peer.pids())
+            print(f"# {peer.name} started (pid {pids}; {peer.bootstrap})", flush=True)
         warm = w.bb.build_batch(100, 10)
         logs: dict[str, w.Preloaded] = {}
         for peer in list(peers):
@@ -197,16 +254,22 @@ def main() -> None:
         for peer in peers:
             with contextlib.suppress(Exception):
                 peer.stop()
-            with contextlib.suppress(OSError):
-                problems = [
-                    line
-                    for line in peer.stderr_path.read_text(errors="replace").splitlines()
-                    if " ERROR " in line or "Traceback" in line
-                ]
-                for line in problems[:3]:
-                    print(f"# {peer.name} logged: {line[:200]}")
+            for log in peer.logs():
+                with contextlib.suppress(OSError):
+                    problems = [
+                        line
+                        for line in log.read_text(errors="replace").splitlines()
+                        if " ERROR " in line or "Traceback" in line
+                    ]
+                    for line in problems[:3]:
+                        print(f"# {peer.name} logged ({log.parent.name}/{log.name}): {line[:200]}")
         shutil.rmtree(base, ignore_errors=True)
+    print(f"# load average at the end: {_load()} (other work on the machine shows here)", flush=True)
     print_table(results, [p.name for p in peers])
+
+
+def _load() -> str:
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
 def print_table(results: dict[str, dict[str, list[float]]], names: list[str]) -> None:

@@ -23,6 +23,7 @@ from pathlib import Path
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 KAFKA_HEAP = "512m"  # -Xms and -Xmx of the Kafka peer (Kafka's own scripts default to 1g)
 START_TIMEOUT_S = 120.0
+QUIET = {"log.connection.close": False, "log_level": 5}  # admin clients: no notices (purged events)
 
 
 def free_port() -> int:
@@ -37,6 +38,24 @@ def taskset(cores: list[int] | None) -> list[str]:
     return ["taskset", "-c", ",".join(str(core) for core in cores)]
 
 
+def process_cpu(pid: int) -> float:
+    """utime + stime of every thread of ``pid`` in seconds (/proc/<pid>/stat)."""
+    with open(f"/proc/{pid}/stat", "rb") as file:
+        fields = file.read().rsplit(b")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def process_rss(pid: int) -> tuple[float, float]:
+    """(VmRSS, VmHWM) of ``pid`` in MB (/proc/<pid>/status)."""
+    values = {}
+    with open(f"/proc/{pid}/status") as file:
+        for line in file:
+            key, _, rest = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                values[key] = int(rest.split()[0]) * 1024 / 1e6
+    return values.get("VmRSS", 0.0), values.get("VmHWM", 0.0)
+
+
 class Unavailable(RuntimeError):
     """A peer cannot run on this machine (the reason is printed and the peer skipped)."""
 
@@ -48,6 +67,11 @@ class Peer:
     process: subprocess.Popen[bytes]
     address: tuple[str, int]
     bootstrap: str
+    partitions = 4  # of every topic the harness creates
+    replication_factor = 1
+    acks = 1  # of the produce workloads
+    topic_configs: dict[str, str] = {}  # noqa: RUF012 - read only, replaced per subclass
+    scope = "broker"  # what the CPU and RSS figures cover: "broker", or "cluster" (every broker summed)
 
     def __init__(self, base: Path, cores: list[int] | None, env: dict[str, str] | None = None) -> None:
         self.base = base / self.name
@@ -56,40 +80,54 @@ class Peer:
         self.env = env
         self.stderr_path = self.base / "stderr.log"
 
+    def pids(self) -> list[int]:
+        """The processes whose CPU and memory are the figures (every broker of a cluster)."""
+        return [self.process.pid]
+
+    def logs(self) -> list[Path]:
+        """Where the brokers write their diagnostics (quoted when they log errors)."""
+        return [self.stderr_path]
+
+    def leaders(self, topic: str) -> dict[int, tuple[str, int]]:
+        """The address of each partition's leader (one broker: its own address for all)."""
+        return {partition: self.address for partition in range(self.partitions)}
+
+    def extra_figures(self) -> dict[str, float]:
+        """Figures of processes that are not brokers (a cluster's ZooKeeper), read after the run."""
+        return {}
+
     def start(self) -> None:
         raise NotImplementedError
 
-    def _wait_ready(self) -> None:
-        """Until a Metadata request answers with this broker (or the deadline)."""
+    def _wait_ready(self, brokers: int = 1) -> None:
+        """Until a Metadata request answers with ``brokers`` brokers (or the deadline)."""
         from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log.connection.close": False})
+        quiet = {**QUIET, "log_level": 2}  # no "connection refused" while it starts
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, **quiet})
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"{self.name} exited: {self.stderr_path.read_text()[-2000:]}")
+            self._check_alive()
             try:
-                if admin.list_topics(timeout=2).brokers:
+                if len(admin.list_topics(timeout=2).brokers) >= brokers:
                     return
             except Exception:  # not up yet
                 pass
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{self.name} did not answer within {START_TIMEOUT_S:.0f} s")
 
+    def _check_alive(self) -> None:
+        if self.process.poll() is not None:
+            raise RuntimeError(f"{self.name} exited: {self.stderr_path.read_text()[-2000:]}")
+
     def cpu(self) -> float:
-        with open(f"/proc/{self.process.pid}/stat", "rb") as file:
-            fields = file.read().rsplit(b")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+        """CPU seconds (user + system, all threads) of ``pids()``, summed."""
+        return sum(process_cpu(pid) for pid in self.pids())
 
     def rss(self) -> tuple[float, float]:
-        """(VmRSS, VmHWM) in MB."""
-        values = {}
-        with open(f"/proc/{self.process.pid}/status") as file:
-            for line in file:
-                key, _, rest = line.partition(":")
-                if key in ("VmRSS", "VmHWM"):
-                    values[key] = int(rest.split()[0]) * 1024 / 1e6
-        return values.get("VmRSS", 0.0), values.get("VmHWM", 0.0)
+        """(VmRSS, VmHWM) in MB of ``pids()``, summed."""
+        figures = [process_rss(pid) for pid in self.pids()]
+        return sum(now for now, _ in figures), sum(peak for _, peak in figures)
 
     def profile_start(self, label: str) -> None:
         return None
@@ -190,14 +228,7 @@ class KafkaPeer(Peer):
         self.partitions = partitions
 
     def start(self) -> None:
-        from kctl.testing.kafka_dist import KafkaJarsUnavailable, kafka_java, kafka_libs
-
-        if shutil.which("java") is None:
-            raise Unavailable("no java on PATH")
-        try:
-            libs = kafka_libs()
-        except KafkaJarsUnavailable as error:
-            raise Unavailable(str(error)) from error
+        libs = kafka_jars()
         port, controller = free_port(), free_port()
         properties = self.base / "server.properties"
         properties.write_text(
@@ -205,25 +236,54 @@ class KafkaPeer(Peer):
                 port=port, controller=controller, data=self.base / "data", partitions=self.partitions
             )
         )
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-        fmt = kafka_java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(properties))
-        result = subprocess.run(fmt, capture_output=True, text=True, timeout=120)
-        if result.returncode != 0:
-            raise RuntimeError(f"kafka-storage format failed: {result.stdout}{result.stderr}")
-        classpath = ":".join(str(jar) for jar in sorted(libs.glob("*.jar")))
-        command = [
-            *taskset(self.cores),
-            "java", f"-Xms{KAFKA_HEAP}", f"-Xmx{KAFKA_HEAP}",
-            "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
-            "-XX:+ExplicitGCInvokesConcurrent", "-Djava.awt.headless=true",
-            f"-Dlog4j.configuration=file:{libs.parent / 'log4j.properties'}",
-            "-cp", classpath, "kafka.Kafka", str(properties),
-        ]  # fmt: skip
+        kafka_format(properties, new_cluster_id())
         with open(self.stderr_path, "wb") as stderr:
-            self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
+            self.process = subprocess.Popen(
+                kafka_command(libs, properties, self.cores), stdout=subprocess.DEVNULL, stderr=stderr
+            )
         self.address = ("127.0.0.1", port)
         self.bootstrap = f"127.0.0.1:{port}"
         self._wait_ready()
+
+
+def kafka_jars() -> Path:
+    """Kafka's lib directory (resolved from Maven Central once per machine); `Unavailable` without java
+    or the jars."""
+    from kctl.testing.kafka_dist import KafkaJarsUnavailable, kafka_libs
+
+    if shutil.which("java") is None:
+        raise Unavailable("no java on PATH")
+    try:
+        return kafka_libs()
+    except KafkaJarsUnavailable as error:
+        raise Unavailable(str(error)) from error
+
+
+def new_cluster_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+def kafka_format(properties: Path, cluster_id: str) -> None:
+    """``kafka-storage format`` of the log directory ``properties`` names."""
+    from kctl.testing.kafka_dist import kafka_java
+
+    fmt = kafka_java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(properties))
+    result = subprocess.run(fmt, capture_output=True, text=True, timeout=120)
+    if result.returncode != 0:
+        raise RuntimeError(f"kafka-storage format failed: {result.stdout}{result.stderr}")
+
+
+def kafka_command(libs: Path, properties: Path, cores: list[int] | None) -> list[str]:
+    """A Kafka server's command line: the heap, G1 with Kafka's own flags, Kafka's log4j settings."""
+    classpath = ":".join(str(jar) for jar in sorted(libs.glob("*.jar")))
+    return [
+        *taskset(cores),
+        "java", f"-Xms{KAFKA_HEAP}", f"-Xmx{KAFKA_HEAP}",
+        "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
+        "-XX:+ExplicitGCInvokesConcurrent", "-Djava.awt.headless=true",
+        f"-Dlog4j.configuration=file:{libs.parent / 'log4j.properties'}",
+        "-cp", classpath, "kafka.Kafka", str(properties),
+    ]  # fmt: skip
 
 
 class TansuPeer(Peer):

@@ -4,41 +4,65 @@ and replayed over raw sockets, a few in flight per connection, only sizes and co
 (so it costs little per record); the real client is confluent-kafka. Broker CPU is read from /proc
 around each measurement (``bench_broker.Meter``); records are counted from the log's end offsets
 (produce) or from the known layout of a preloaded log (raw fetch), never from what the load generator
-believes it sent."""
+believes it sent.
+
+Every measurement follows the peer's topology: a topic has ``peer.partitions`` partitions and
+``peer.replication_factor`` replicas (with ``peer.topic_configs``), raw requests go to each partition's
+leader (``peer.leaders``), produce uses ``peer.acks`` (1 on one broker, -1 = all on a cluster), and the
+CPU and RSS figures are the peer's ``scope`` ("broker", or "cluster": its brokers summed)."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import multiprocessing
 import os
 import socket
+import threading
 import time
+from collections import defaultdict
 from dataclasses import dataclass
 
 import bench_broker as bb
 
 import kctl.protocol as kp
 
-from .brokers import Peer
+from .brokers import QUIET, Peer
 
 PARTITIONS = bb.PARTITIONS
 MB = 1e6
+Address = tuple[str, int]
 
 
-def create_topic(peer: Peer, topic: str, warm_batch: bytes) -> None:
-    """Create ``topic`` (PARTITIONS partitions, RF 1) and produce one batch to each partition, retrying
-    until every partition has a leader that accepts it (what the measurements then add is counted from
-    the end offsets)."""
+def new_topic(peer: Peer, topic: str) -> None:
+    """Create ``topic`` with the peer's partitions, replication factor and topic configs."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": peer.bootstrap})
-    for future in admin.create_topics([NewTopic(topic, PARTITIONS, 1)], operation_timeout=30).values():
+    admin = AdminClient({"bootstrap.servers": peer.bootstrap, **QUIET})
+    spec = NewTopic(topic, peer.partitions, peer.replication_factor, config=dict(peer.topic_configs))
+    for future in admin.create_topics([spec], operation_timeout=30).values():
         future.result(60)
+
+
+def produce_request(topic: str, partition: int, batch: bytes, acks: int) -> object:
+    request = bb.produce_request(topic, partition, batch)
+    request.acks = acks
+    return request
+
+
+def produce_frame(topic: str, partition: int, batch: bytes, acks: int) -> bytearray:
+    header = kp.RequestHeader(0, bb.PRODUCE_VERSION, 0, "bench")
+    return bytearray(kp.encode_request(header, produce_request(topic, partition, batch, acks)))
+
+
+def warm_produce(peer: Peer, topic: str, batch: bytes) -> None:
+    """One batch to each partition's leader (``peer.acks``), retried until every partition accepts it."""
     deadline = time.monotonic() + 60
-    for partition in range(PARTITIONS):
+    for partition in range(peer.partitions):
         while True:
-            request = bb.produce_request(topic, partition, warm_batch)
-            response = bb.round_trip(peer.address, 0, bb.PRODUCE_VERSION, request)
+            address = peer.leaders(topic)[partition]
+            request = produce_request(topic, partition, batch, peer.acks)
+            response = bb.round_trip(address, 0, bb.PRODUCE_VERSION, request)
             code = response.responses[0].partition_responses[0].error_code
             if code == 0:
                 break
@@ -47,11 +71,83 @@ def create_topic(peer: Peer, topic: str, warm_batch: bytes) -> None:
             time.sleep(0.1)
 
 
+def create_topic(peer: Peer, topic: str, warm_batch: bytes) -> None:
+    """Create ``topic`` and produce one batch to each partition, retrying until every partition has a
+    leader that accepts it (what the measurements then add is counted from the end offsets)."""
+    new_topic(peer, topic)
+    warm_produce(peer, topic, warm_batch)
+
+
+def end_offsets(peer: Peer, topic: str) -> dict[int, int]:
+    """Each partition's end offset (the high watermark) from its leader's ListOffsets answer."""
+    offsets: dict[int, int] = {}
+    for address in set(peer.leaders(topic).values()):
+        offsets.update(bb.end_offsets(address, topic))  # non-leaders' NOT_LEADER answers are left out
+    return offsets
+
+
+def by_leader(peer: Peer, topic: str) -> dict[Address, list[int]]:
+    """Partitions grouped by their leader's address."""
+    groups: dict[Address, list[int]] = defaultdict(list)
+    for partition, address in sorted(peer.leaders(topic).items()):
+        groups[address].append(partition)
+    return dict(groups)
+
+
+def check_isr(peer: Peer, topic: str, what: str) -> None:
+    """Say so when a replicated topic's ISR shrank (the figures would then be for fewer replicas)."""
+    in_sync = getattr(peer, "in_sync", None)
+    if in_sync is None or peer.replication_factor == 1:
+        return
+    sizes = in_sync(topic)
+    short = {p: n for p, n in sizes.items() if n < peer.replication_factor}
+    if short:
+        print(f"#   {peer.name}: after {what}, ISR below {peer.replication_factor} for {short}", flush=True)
+
+
+def replay(
+    peer: Peer,
+    connections: list[tuple[Address, list[bytearray]]],
+    *,
+    window: int,
+    seconds: float,
+    max_requests: int,
+    label: str,
+) -> bb.Run:
+    """bench_broker's ``replay`` with an address per connection (each partition's leader): one
+    ``pipeline`` thread per connection, timed from when all are connected to the last response, with
+    the peer's CPU (all its brokers) and this process's over the same span."""
+    stats = [bb.PipeStats() for _ in connections]
+    barrier = threading.Barrier(len(connections) + 1)
+    threads = [
+        threading.Thread(
+            target=bb.pipeline,
+            args=(address, frames, window, seconds, max_requests, stat, barrier),
+            daemon=True,
+        )
+        for (address, frames), stat in zip(connections, stats, strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    meter = bb.Meter(peer, label)  # type: ignore[arg-type]
+    with contextlib.suppress(threading.BrokenBarrierError):
+        barrier.wait()
+    for thread in threads:
+        thread.join()
+    run = meter.stop()
+    for stat in stats:
+        if stat.error is not None:
+            raise RuntimeError(f"a load generator connection failed: {stat.error!r}") from stat.error
+        run.answered.append(stat.answered)
+        run.bytes_received += stat.bytes_received
+    return run
+
+
 def delete_topics(peer: Peer, topics: list[str]) -> None:
     """Delete ``topics`` (best effort: what a round produced is not kept on disk)."""
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": peer.bootstrap})
+    admin = AdminClient({"bootstrap.servers": peer.bootstrap, **QUIET})
     for topic, future in admin.delete_topics(topics, operation_timeout=30).items():
         try:
             future.result(60)
@@ -59,38 +155,44 @@ def delete_topics(peer: Peer, topics: list[str]) -> None:
             print(f"#   {peer.name}: deleting {topic} failed: {error}", flush=True)
 
 
-def _figures(prefix: str, records: int, data_bytes: int, run: bb.Run) -> dict[str, float]:
+def _figures(peer: Peer, prefix: str, records: int, data_bytes: int, run: bb.Run) -> dict[str, float]:
+    cpu = records / run.broker_cpu if run.broker_cpu > 0 else float("nan")
     return {
         f"{prefix} rec/s": records / run.seconds,
         f"{prefix} MB/s": data_bytes / MB / run.seconds,
-        f"{prefix} rec/broker-CPU-s": records / run.broker_cpu if run.broker_cpu > 0 else float("nan"),
+        f"{prefix} rec/{peer.scope}-CPU-s": cpu,
     }
 
 
 def produce_raw(peer: Peer, topic: str, record_size: int, seconds: float, max_bytes: int) -> dict[str, float]:
-    """Batches of 100 records, one connection per partition, 4 requests in flight each, acks=1."""
+    """Batches of 100 records, one connection per partition to its leader, 4 requests in flight each,
+    ``peer.acks``; records counted from the end offsets (high watermarks), so on a cluster only what
+    was replicated counts."""
     batch = bb.build_batch(record_size, 100)
-    before = sum(bb.end_offsets(peer.address, topic).values())
-    run = bb.replay(
-        peer,  # type: ignore[arg-type]
-        [[bb.produce_frame(topic, p, batch)] for p in range(PARTITIONS)],
+    before = sum(end_offsets(peer, topic).values())
+    leaders = peer.leaders(topic)
+    run = replay(
+        peer,
+        [(leaders[p], [produce_frame(topic, p, batch, peer.acks)]) for p in range(peer.partitions)],
         window=4,
         seconds=seconds,
-        max_requests=max(1, max_bytes // len(batch) // PARTITIONS),
+        max_requests=max(1, max_bytes // len(batch) // peer.partitions),
         label="produce",
     )
-    records = sum(bb.end_offsets(peer.address, topic).values()) - before
-    return _figures(f"produce {_size(record_size)}, raw", records, records * record_size, run)
+    records = sum(end_offsets(peer, topic).values()) - before
+    check_isr(peer, topic, "the raw produce")
+    return _figures(peer, f"produce {_size(record_size)}, raw", records, records * record_size, run)
 
 
 def produce_rdkafka(peer: Peer, topic: str, record_size: int, seconds: float) -> dict[str, float]:
-    """confluent-kafka Producer (acks=1, linger.ms=5, batch.size 1 MB) to partition 0 for ``seconds``."""
+    """confluent-kafka Producer (``peer.acks``, linger.ms=5, batch.size 1 MB) to partition 0 for
+    ``seconds``."""
     from confluent_kafka import Producer
 
     producer = Producer(
         {
             "bootstrap.servers": peer.bootstrap,
-            "acks": 1,
+            "acks": peer.acks,
             "linger.ms": 5,
             "batch.size": 1000000,
             "queue.buffering.max.messages": 2000000,
@@ -101,7 +203,7 @@ def produce_rdkafka(peer: Peer, topic: str, record_size: int, seconds: float) ->
     value = os.urandom(record_size)
     producer.produce(topic, value, partition=0)
     producer.flush(30)
-    before = bb.end_offsets(peer.address, topic)[0]
+    before = end_offsets(peer, topic)[0]
     produce, poll, clock = producer.produce, producer.poll, time.perf_counter
     meter = bb.Meter(peer, "rdkafka")  # type: ignore[arg-type]
     deadline = clock() + seconds
@@ -121,8 +223,10 @@ def produce_rdkafka(peer: Peer, topic: str, record_size: int, seconds: float) ->
     run = meter.stop()
     del producer, produce, poll
     gc.collect()
-    records = bb.end_offsets(peer.address, topic)[0] - before
-    return _figures(f"produce {_size(record_size)}, confluent-kafka", records, records * record_size, run)
+    records = end_offsets(peer, topic)[0] - before
+    check_isr(peer, topic, "the confluent-kafka produce")
+    label = f"produce {_size(record_size)}, confluent-kafka"
+    return _figures(peer, label, records, records * record_size, run)
 
 
 @dataclass
@@ -132,53 +236,40 @@ class Preloaded:
     records_per_batch: int
     batch_size: int
     batches: int  # per partition
+    partitions: int
 
     @property
     def records(self) -> int:
-        return self.batches * self.records_per_batch * PARTITIONS
+        return self.batches * self.records_per_batch * self.partitions
 
 
 def preload(peer: Peer, topic: str, record_size: int, partition_bytes: int) -> Preloaded:
-    """``partition_bytes`` of batches of 100 records into each partition of a new topic (not timed)."""
+    """``partition_bytes`` of batches of 100 records into each partition of a new topic (not timed),
+    each partition's batches sent to its leader with ``peer.acks``."""
     batch = bb.build_batch(record_size, 100)
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": peer.bootstrap})
-    for future in admin.create_topics([NewTopic(topic, PARTITIONS, 1)], operation_timeout=30).values():
-        future.result(60)
     batches = max(1, partition_bytes // len(batch))
-    deadline = time.monotonic() + 60
-    while sum(bb.end_offsets(peer.address, topic).values()) == 0:  # the first batch needs leaders
-        for p in range(PARTITIONS):
-            request = bb.produce_request(topic, p, batch)
-            if (
-                bb.round_trip(peer.address, 0, bb.PRODUCE_VERSION, request)
-                .responses[0]
-                .partition_responses[0]
-                .error_code
-            ):
-                break
-        else:
-            break
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{peer.name}: cannot produce to {topic}")
-        time.sleep(0.1)
-    done = bb.end_offsets(peer.address, topic)
+    create_topic(peer, topic, batch)  # the first batch of each partition
+    leaders = peer.leaders(topic)
+    done = end_offsets(peer, topic)
     left = batches - min(done.values()) // 100
     if left > 0:
-        bb.replay(
-            peer,  # type: ignore[arg-type]
-            [[bb.produce_frame(topic, p, batch)] for p in range(PARTITIONS)],
+        replay(
+            peer,
+            [(leaders[p], [produce_frame(topic, p, batch, peer.acks)]) for p in range(peer.partitions)],
             window=4,
             seconds=1e9,
             max_requests=left,
             label="preload",
         )
-    offsets = bb.end_offsets(peer.address, topic)
-    if any(offsets.get(p, 0) < batches * 100 for p in range(PARTITIONS)):
+    offsets = end_offsets(peer, topic)
+    if any(offsets.get(p, 0) < batches * 100 for p in range(peer.partitions)):
         raise RuntimeError(f"{peer.name}: preload ended at {offsets}, expected {batches * 100} each")
-    if any(offsets[p] != batches * 100 for p in range(PARTITIONS)):  # Tansu answers one more
+    if any(offsets[p] != batches * 100 for p in range(peer.partitions)):  # Tansu answers one more
         print(f"#   {peer.name}: after the preload ListOffsets answers {offsets}, {batches * 100} expected")
+    if peer.replication_factor > 1:
+        spread = {f"{host}:{port}": parts for (host, port), parts in by_leader(peer, topic).items()}
+        print(f"#   {peer.name}: {topic}'s partitions by leader: {spread}", flush=True)
+        check_isr(peer, topic, "the preload")
     os.sync()
     # a consumer group's first coordinator lookup creates __consumer_offsets: one-time work kept out
     from confluent_kafka import Consumer
@@ -189,38 +280,43 @@ def preload(peer: Peer, topic: str, record_size: int, partition_bytes: int) -> P
     warm.poll(1.0)
     warm.list_topics(timeout=10)
     warm.close()
-    return Preloaded(topic, record_size, 100, len(batch), batches)
+    return Preloaded(topic, record_size, 100, len(batch), batches, peer.partitions)
 
 
 def consume_raw(peer: Peer, log: Preloaded, passes: int, partition_max_bytes: int) -> dict[str, float]:
-    """The preloaded log read ``passes`` times with pre-encoded Fetch requests (every partition in each,
-    ``partition_max_bytes`` per partition, 2 in flight on one connection); records = whole batches the
-    responses carry by the log's known layout, MB/s = response bytes."""
+    """The preloaded log read ``passes`` times with pre-encoded Fetch requests, one connection per
+    partition leader (each request asks for all the partitions that broker leads,
+    ``partition_max_bytes`` per partition, 2 in flight); records = whole batches the responses carry
+    by the log's known layout, MB/s = response bytes."""
     step = max(1, partition_max_bytes // log.batch_size)
-    frames, records = [], 0
-    for first in range(0, log.batches, step):
-        offsets = {p: first * log.records_per_batch for p in range(PARTITIONS)}
-        frames.append(bb.fetch_frame(log.topic, offsets, partition_max_bytes))
-        records += min(step, log.batches - first) * log.records_per_batch * PARTITIONS
-    _check_fetch(peer, frames[0], min(step, log.batches) * log.batch_size)
-    run = bb.replay(
-        peer,  # type: ignore[arg-type]
-        [frames],
+    connections: list[tuple[Address, list[bytearray]]] = []
+    records = 0
+    for address, partitions in by_leader(peer, log.topic).items():
+        frames = []
+        for first in range(0, log.batches, step):
+            offsets = {p: first * log.records_per_batch for p in partitions}
+            frames.append(bb.fetch_frame(log.topic, offsets, partition_max_bytes))
+            records += min(step, log.batches - first) * log.records_per_batch * len(partitions)
+        _check_fetch(peer, address, frames[0], min(step, log.batches) * log.batch_size)
+        connections.append((address, frames))
+    run = replay(
+        peer,
+        connections,
         window=2,
         seconds=1e9,
-        max_requests=passes * len(frames),
+        max_requests=passes * len(connections[0][1]),
         label="fetch",
     )
-    figures = _figures(f"fetch {_size(log.record_size)}, raw", passes * records, run.bytes_received, run)
-    return figures
+    label = f"fetch {_size(log.record_size)}, raw"
+    return _figures(peer, label, passes * records, run.bytes_received, run)
 
 
-def _check_fetch(peer: Peer, frame: bytearray, whole: int) -> None:
+def _check_fetch(peer: Peer, address: Address, frame: bytearray, whole: int) -> None:
     """The first request once, decoded: every partition answers with at least its whole batches."""
     header = kp.RequestHeader(1, bb.FETCH_VERSION, 1, "bench")
     frame = bytearray(frame)
     bb._INT32.pack_into(frame, 8, 1)
-    with socket.create_connection(peer.address) as sock:
+    with socket.create_connection(address) as sock:
         sock.sendall(frame)
         size = bb._INT32.unpack(bb.recv_exactly(sock, 4))[0]
         response = kp.decode_response(header, bb.recv_exactly(sock, size))[1]
@@ -254,24 +350,25 @@ def consume_rdkafka(peer: Peer, log: Preloaded, group: str) -> dict[str, float]:
     }
     consumer = Consumer(config)
     meter = bb.Meter(peer, "rdkafka-fetch")  # type: ignore[arg-type]
-    consumer.assign([KafkaTopicPartition(log.topic, p, 0) for p in range(PARTITIONS)])
+    consumer.assign([KafkaTopicPartition(log.topic, p, 0) for p in range(log.partitions)])
     received = bb.drain_rdkafka(consumer, log.records, f"{peer.name}: the confluent-kafka consumer")
     run = meter.stop()
     consumer.close()
-    return _figures(
-        f"fetch {_size(log.record_size)}, confluent-kafka", received, received * log.record_size, run
-    )
+    label = f"fetch {_size(log.record_size)}, confluent-kafka"
+    return _figures(peer, label, received, received * log.record_size, run)
 
 
 def latency(peer: Peer, topic: str, rate: int, seconds: float) -> dict[str, float]:
-    """confluent-kafka Producer in another process (linger.ms=0, acks=1, 100 B records at ``rate``/s)
-    -> broker -> confluent-kafka Consumer here polling one message at a time (fetch.wait.max.ms at its
-    default 500); each record carries its send time (time.perf_counter_ns, one host clock). Also the
-    broker's CPU per record over the run."""
+    """confluent-kafka Producer in another process (linger.ms=0, ``peer.acks``, 100 B records at
+    ``rate``/s) to partition 0 of a new topic -> broker -> confluent-kafka Consumer here polling one
+    message at a time (fetch.wait.max.ms at its default 500); each record carries its send time
+    (time.perf_counter_ns, one host clock). On a cluster a record reaches the consumer once replicated
+    (below the high watermark). Also the peer's CPU per record over the run."""
     from confluent_kafka import Consumer, Producer
     from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-    warm = Producer({"bootstrap.servers": peer.bootstrap, "acks": 1, "linger.ms": 0})
+    new_topic(peer, topic)
+    warm = Producer({"bootstrap.servers": peer.bootstrap, "acks": peer.acks, "linger.ms": 0})
     warm.produce(topic, bb._STAMP.pack(-2, 0), partition=0)
     warm.flush(30)
     del warm
@@ -290,7 +387,7 @@ def latency(peer: Peer, topic: str, rate: int, seconds: float) -> dict[str, floa
         raise RuntimeError(f"{peer.name}: latency warm-up record did not arrive")
     latencies: list[float] = []
     child = multiprocessing.get_context("spawn").Process(
-        target=bb._latency_producer, args=(peer.bootstrap, topic, rate, seconds, 100), daemon=True
+        target=_latency_producer, args=(peer.bootstrap, topic, rate, seconds, 100, peer.acks), daemon=True
     )
     meter = bb.Meter(peer, "latency")  # type: ignore[arg-type]
     child.start()
@@ -318,8 +415,31 @@ def latency(peer: Peer, topic: str, rate: int, seconds: float) -> dict[str, floa
         f"{prefix}: p50 ms": bb.percentile(latencies, 0.5),
         f"{prefix}: p99 ms": bb.percentile(latencies, 0.99),
         f"{prefix}: p99.9 ms": bb.percentile(latencies, 0.999),
-        f"{prefix}: broker CPU ms/record": 1000 * run.broker_cpu / max(1, len(latencies)),
+        f"{prefix}: {peer.scope} CPU ms/record": 1000 * run.broker_cpu / max(1, len(latencies)),
     }
+
+
+def _latency_producer(
+    bootstrap: str, topic: str, rate: int, seconds: float, record_size: int, acks: int
+) -> None:
+    """Child process: produce ``rate`` records/s for ``seconds`` with ``acks``, each stamped with its
+    send time (bench_broker's, with the acks a cluster needs)."""
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0, "log.connection.close": False}
+    )
+    padding = b"\x00" * max(0, record_size - bb._STAMP.size)
+    interval = 1.0 / rate
+    start = time.perf_counter()
+    for sequence in range(int(rate * seconds)):
+        wait = start + sequence * interval - time.perf_counter()
+        if wait > 0:
+            producer.poll(wait)  # serves delivery reports until the next send time
+        producer.produce(topic, bb._STAMP.pack(sequence, time.perf_counter_ns()) + padding, partition=0)
+        producer.poll(0)
+    producer.produce(topic, bb._STAMP.pack(-1, time.perf_counter_ns()), partition=0)
+    producer.flush(30)
 
 
 def _size(record_size: int) -> str:
@@ -328,4 +448,4 @@ def _size(record_size: int) -> str:
 
 def rss(peer: Peer) -> dict[str, float]:
     now, peak = peer.rss()
-    return {"broker RSS MB": now, "broker peak RSS MB": peak}
+    return {f"{peer.scope} RSS MB": now, f"{peer.scope} peak RSS MB": peak, **peer.extra_figures()}
