@@ -36,6 +36,12 @@ log = logging.getLogger("kctl.broker.replica_manager")
 NO_EPOCH = -1
 
 
+def _wake(waiter: asyncio.Future[None]) -> None:
+    """A parked fetch's time is up (its waiter may have been woken by an append already)."""
+    if not waiter.done():
+        waiter.set_result(None)
+
+
 class RecordErrorsApiError(ApiError):
     """A produce refused for some of its records: the error code, Kafka's message and the per-record
     errors (Produce v8+ ``record_errors``)."""
@@ -312,11 +318,13 @@ class ReplicaManager:
         parts = list(partitions)
         for partition in parts:
             partition.add_waiter(waiter)
+        # a timer handle rather than asyncio.wait_for (no second future, no done-callback chain): a
+        # long poll at a low rate parks and wakes once per record
+        timer = loop.call_later(timeout, _wake, waiter)
         try:
-            await asyncio.wait_for(waiter, timeout)
-        except TimeoutError:
-            pass
+            await waiter
         finally:
+            timer.cancel()
             for partition in parts:
                 partition.remove_waiter(waiter)
 
