@@ -8,6 +8,7 @@ leader epoch, ISR, conditional on the partition epoch)."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -305,9 +306,7 @@ def test_high_watermark_survives_a_restart(cluster: LocalCluster, registry: ZooK
     # Controlled shutdown moved leadership to a follower; whichever broker leads now serves all 40.
     wait_until(lambda: state_of(registry, topic).leader in (1, 2, 3), 20, "a leader")
     leader = state_of(registry, topic).leader
-    wait_until(
-        lambda: latest_offset(bootstrap_of(cluster, leader), topic) == (0, 40), 20, "the leader's end"
-    )
+    wait_until(lambda: latest_offset(bootstrap_of(cluster, leader), topic) == (0, 40), 20, "the leader's end")
 
 
 def test_group_offsets_are_replicated_and_follow_the_offsets_partitions_leader(
@@ -412,3 +411,65 @@ def test_an_idempotent_producer_continues_on_the_new_leader(
     expected = [f"a-{i}".encode() for i in range(25)] + [f"b-{i}".encode() for i in range(25)]
     assert sorted(values) == sorted(expected)
     assert latest_offset(leader, topic) == (0, 56)
+
+
+def test_a_follower_keeps_answering_while_it_creates_a_wide_topics_logs(cluster: LocalCluster) -> None:
+    """Broker 1 takes a CreateTopics of 600 partitions replicated on brokers 1 and 3. Broker 3 learns
+    of them from ZooKeeper: the controller's 600 partition-state writes coalesce into a few metadata
+    refreshes (one per write made it unresponsive for over 10 s), and it creates its 600 logs a slice
+    at a time, answering Metadata while its log directory holds some but not all of them (before, its
+    event loop created them all in one go). Then every replica joins the ISR."""
+    from kctl.protocol.codec import decode_response, encode_request
+    from kctl.protocol.messages.create_topics import (
+        CreatableReplicaAssignment,
+        CreatableTopic,
+        CreateTopicsRequest,
+    )
+    from kctl.protocol.messages.metadata import MetadataRequest
+
+    topic, count = unique("wide"), 600
+    follower_dir = cluster.broker(3).data_dir
+    prefix = partition_dir_name(TopicPartition(topic, 0))[: -len("0")]
+    request = CreateTopicsRequest(
+        topics=[
+            CreatableTopic(
+                name=topic,
+                num_partitions=-1,
+                replication_factor=-1,
+                assignments=[
+                    CreatableReplicaAssignment(partition_index=p, broker_ids=[1, 3]) for p in range(count)
+                ],
+                configs=[],
+            )
+        ],
+        timeout_ms=60_000,
+        validate_only=False,
+    )
+    probe_body = MetadataRequest(
+        topics=[], allow_auto_topic_creation=False, include_topic_authorized_operations=False
+    )
+    seen: list[int] = []
+    with (
+        RawConnection(cluster.broker(1).bootstrap, timeout=60) as creator,
+        RawConnection(cluster.broker(3).bootstrap, timeout=10) as prober,
+    ):
+        header = creator.header(ApiKey.CREATE_TOPICS, 5)
+        creator.send(encode_request(header, request))  # answered below; probing starts at once
+        deadline = time.monotonic() + 90
+        while not seen or seen[-1] < count:
+            assert time.monotonic() < deadline, f"broker 3 has {seen[-1:]} of {count} logs"
+            prober.request(ApiKey.METADATA, 9, probe_body)  # answered, or the test fails here
+            seen.append(sum(1 for name in os.listdir(follower_dir) if name.startswith(prefix)))
+        [result] = decode_response(header, creator.recv_frame(60))[1].topics
+        assert result.error_code == ErrorCode.NONE, result
+    partial = [n for n in seen if 0 < n < count]
+    assert partial, f"no answer came while broker 3 created its logs (counts seen: {sorted(set(seen))})"
+    with ZooKeeperRegistry(cluster.zookeeper_connect) as registry:
+        wait_until(
+            lambda: (
+                (states := registry.partition_states(topic)).keys() == set(range(count))
+                and all(sorted(state.isr) == [1, 3] for state in states.values())
+            ),
+            60,
+            "broker 3 to join the ISR of the wide topic's partitions",
+        )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -77,6 +78,8 @@ class Broker:
         self.servers: list[KafkaServer] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._pending_changes: list[str] = []  # registry change reasons not yet acted on, in order
+        self._pending_lock = threading.Lock()
         self._stopped = asyncio.Event()
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -106,6 +109,7 @@ class Broker:
             )
             self.metadata = MetadataCache(registry)
             self.replicas = self._replica_manager(registry)
+            self.replicas.after_background_create = self._sync_partitions
             self.controller = Controller(
                 self.broker_id,
                 registry,
@@ -316,30 +320,44 @@ class Broker:
 
     # -- metadata ------------------------------------------------------------------------------
     def _on_registry_change(self, reason: str) -> None:
-        """Called by the registry, possibly from another thread."""
+        """Called by the registry, possibly from another thread. Changes coalesce: while one refresh
+        is scheduled, further reasons join it (a controller writing a thousand partition states makes
+        a handful of refreshes, each reading everything, not a thousand)."""
         loop = self._loop
         if loop is None or loop.is_closed():
             return
-        loop.call_soon_threadsafe(self._refresh_metadata, reason)
+        with self._pending_lock:
+            scheduled = bool(self._pending_changes)
+            if reason not in self._pending_changes:
+                self._pending_changes.append(reason)
+        if not scheduled:
+            loop.call_soon_threadsafe(self._refresh_pending)
 
-    def _refresh_metadata(self, reason: str) -> None:
+    def _refresh_pending(self) -> None:
+        with self._pending_lock:
+            reasons, self._pending_changes = self._pending_changes, []
+        if SESSION in reasons:
+            self._on_session_change()
+        changes = [reason for reason in reasons if reason != SESSION]
+        if changes:
+            self._refresh_metadata(*changes)
+
+    def _refresh_metadata(self, *reasons: str) -> None:
         if self.registry is None:
             return
-        if reason == SESSION:
-            self._on_session_change()
-            return
         try:
-            if reason == CONFIGS:
+            if CONFIGS in reasons:
                 self.dynamic_configs.reload()
-            if reason == CONTROLLER or self.controller.active:
-                self.controller.enqueue(reason)
+            for reason in reasons:
+                if reason == CONTROLLER or self.controller.active:
+                    self.controller.enqueue(reason)
             fenced = self.replicas.fenced
             self.metadata.refresh()
             self._sync_partitions()
             if fenced and self.registry.session_state() == SESSION_CONNECTED:
                 self.replicas.unfence()
         except Exception:
-            log.exception("metadata refresh (%s) failed", reason)
+            log.exception("metadata refresh (%s) failed", ", ".join(reasons))
 
     # -- controller (cluster mode: decisions 2, 8) ---------------------------------------------
     def _start_controller(self) -> None:

@@ -8,7 +8,7 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 
-from kctl.zk.model import BrokerRegistration, PartitionState, TopicRecord
+from kctl.zk.model import BrokerRegistration, PartitionState, TopicRecord, UnknownTopicError
 from kctl.zk.registry import Registry
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -35,8 +35,13 @@ class MetadataCache:
         registry = self._registry
         topics = registry.topics()
         states: dict[tuple[str, int], PartitionState] = {}
-        for name in topics:
-            for partition, state in registry.partition_states(name).items():
+        for name in list(topics):
+            try:
+                found = registry.partition_states(name)
+            except UnknownTopicError:  # deleted since the list was read: gone from this snapshot too
+                del topics[name]
+                continue
+            for partition, state in found.items():
                 states[(name, partition)] = state
         snapshot = MetadataSnapshot(
             cluster_id=registry.cluster_id(),

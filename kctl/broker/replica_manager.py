@@ -8,7 +8,11 @@ it follows becomes follower at the state's leader epoch and is fetched from its 
 expansion on a follower's fetch), writing the partition state with the partition epoch it last saw;
 on a conflict it re-reads the metadata and re-decides. While ``fenced`` (the ZooKeeper session was
 lost) it leads nothing: produce, consumer fetches and offset lookups answer NOT_LEADER_OR_FOLLOWER
-and parked acks=all produces fail so."""
+and parked acks=all produces fail so.
+
+Logs are created by ``sync()`` itself only for a handful of new partitions; when a metadata change
+brings more (a follower learning of a wide new topic), a task creates them a slice at a time, letting
+the event loop answer requests between slices, and ``sync()`` runs again when they all exist."""
 
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ from kctl.broker.errors import ApiError
 from kctl.broker.metadata_cache import MetadataCache
 from kctl.broker.partition import Partition
 from kctl.broker.replication.fetcher import ReplicaFetcherManager
+from kctl.log.config import LogConfig
 from kctl.log.files import FileRegion, LogStorageError
 from kctl.log.log import AppendInfo, OffsetOutOfRangeError, RecordBatchTooLargeError
 from kctl.log.manager import LogManager
@@ -28,12 +33,23 @@ from kctl.log.producer_state import InvalidProducerEpochError, OutOfOrderSequenc
 from kctl.protocol.errors import ErrorCode
 from kctl.records.header import InvalidRecordBatch
 from kctl.records.validate import InvalidRecordError, RecordError, RecordValidationError
-from kctl.zk.model import PartitionState, PartitionStateConflictError, RegistryError
+from kctl.zk.model import PartitionState, PartitionStateConflictError, RegistryError, TopicRecord
 from kctl.zk.registry import Registry
 
 log = logging.getLogger("kctl.broker.replica_manager")
 
 NO_EPOCH = -1
+LOG_CREATION_INLINE = 16
+"""New logs ``sync()`` creates at once; more are created by a task, a slice at a time."""
+LOG_CREATION_SLICE = 16
+"""Logs that task creates between two turns of the event loop (about 10 ms of file system calls)."""
+LOG_CREATION_RETRY_S = 5.0
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    """A parked fetch's time is up (its waiter may have been woken by an append already)."""
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 class RecordErrorsApiError(ApiError):
@@ -69,6 +85,10 @@ class ReplicaManager:
         self._now_ms = now_ms or (lambda: int(asyncio.get_running_loop().time() * 1000))
         self._on_isr_conflict = on_isr_conflict
         self._tasks: set[asyncio.Task[None]] = set()
+        self._creating: set[TopicPartition] = set()  # logs a task is creating
+        self._created: set[TopicPartition] = set()  # logs it created, not yet taken up by sync()
+        self.after_background_create: Callable[[], None] = self.sync
+        """Called once logs created by that task exist (the broker syncs its groups too)."""
 
     # -- roles ---------------------------------------------------------------------------------
     def sync(self) -> None:
@@ -76,6 +96,7 @@ class ReplicaManager:
         make each hosted partition leader or follower as its state says."""
         topics = self.metadata.topics()
         wanted: set[TopicPartition] = set()
+        deferred = self._defer_log_creation(topics)
         for name, record in topics.items():
             config = self.log_manager.default_config.with_overrides(record.configs)
             self.log_manager.update_topic_config(name, config)
@@ -84,6 +105,8 @@ class ReplicaManager:
                     continue
                 tp = TopicPartition(name, index)
                 wanted.add(tp)
+                if tp in deferred:
+                    continue  # its log is being created by a task; sync() runs again then
                 state = self.metadata.partition_state(name, index)
                 if state is None:
                     if self.replicated:
@@ -106,6 +129,9 @@ class ReplicaManager:
                         replicated=self.replicated,
                     )
                 self._apply_state(partition, state, tuple(replicas))
+        for tp in [tp for tp in self._created if tp not in wanted and tp not in self.partitions]:
+            self.log_manager.delete_log(tp)  # its topic went while the task created it
+        self._created.clear()
         for tp in [tp for tp in self.partitions if tp not in wanted]:
             removed = self.partitions.pop(tp)
             if self.fetchers is not None:
@@ -123,6 +149,62 @@ class ReplicaManager:
             task = asyncio.get_running_loop().create_task(fetchers.shutdown_idle())
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+
+    def _defer_log_creation(self, topics: dict[str, TopicRecord]) -> set[TopicPartition]:
+        """The hosted partitions whose logs are (now) being created by a task: those already
+        under way, plus all the missing ones when more than LOG_CREATION_INLINE are missing and an
+        event loop runs (without one, e.g. in unit tests, sync() creates them itself)."""
+        missing: list[tuple[TopicPartition, LogConfig]] = []
+        for name, record in topics.items():
+            config: LogConfig | None = None
+            for index, replicas in record.assignment.items():
+                if self.broker_id not in replicas:
+                    continue
+                tp = TopicPartition(name, index)
+                if tp in self.partitions or tp in self._creating or self.log_manager.get_log(tp) is not None:
+                    continue
+                if config is None:
+                    config = self.log_manager.default_config.with_overrides(record.configs)
+                missing.append((tp, config))
+        if len(missing) <= LOG_CREATION_INLINE:
+            return self._creating
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return self._creating
+        tps = [tp for tp, _ in missing]
+        self._creating.update(tps)
+        log.info("creating %d new partition logs, %d at a time", len(tps), LOG_CREATION_SLICE)
+        task = loop.create_task(self._create_logs(missing))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return self._creating
+
+    async def _create_logs(self, missing: list[tuple[TopicPartition, LogConfig]]) -> None:
+        """Create ``missing`` logs a slice at a time on the event loop, yielding between slices (a
+        worker thread would do no better: each of its file system calls waits for the GIL behind a
+        busy event loop), then sync again."""
+        logs = self.log_manager
+        failed: Exception | None = None
+        try:
+            for start in range(0, len(missing), LOG_CREATION_SLICE):
+                for tp, config in missing[start : start + LOG_CREATION_SLICE]:
+                    if logs.get_log(tp) is None:
+                        logs.get_or_create_log(tp, config)
+                await asyncio.sleep(0)  # requests waiting are answered between slices
+        except (LogStorageError, OSError, ValueError) as error:
+            failed = error
+        finally:
+            tps = [tp for tp, _ in missing]
+            self._creating.difference_update(tps)
+            self._created.update(tp for tp in tps if logs.get_log(tp) is not None)
+        if failed is None:
+            self.after_background_create()
+            return
+        # tried again after a pause: a full disk does not turn into a loop of failing attempts
+        log.error("creating partition logs failed (retrying in %.0f s): %s", LOG_CREATION_RETRY_S, failed)
+        await asyncio.sleep(LOG_CREATION_RETRY_S)
+        self.after_background_create()
 
     def _apply_state(self, partition: Partition, state: PartitionState, replicas: tuple[int, ...]) -> None:
         same_epoch = partition.leader_id == state.leader and partition.leader_epoch == state.leader_epoch
@@ -312,11 +394,13 @@ class ReplicaManager:
         parts = list(partitions)
         for partition in parts:
             partition.add_waiter(waiter)
+        # a timer handle rather than asyncio.wait_for (no second future, no done-callback chain): a
+        # long poll at a low rate parks and wakes once per record
+        timer = loop.call_later(timeout, _wake, waiter)
         try:
-            await asyncio.wait_for(waiter, timeout)
-        except TimeoutError:
-            pass
+            await waiter
         finally:
+            timer.cancel()
             for partition in parts:
                 partition.remove_waiter(waiter)
 

@@ -48,6 +48,7 @@ class ClusterView:
 
     def __init__(self, connect: str, *, timeout: float = 10.0) -> None:
         self.client = KazooClient(hosts=connect, timeout=timeout)
+        self.timeout = timeout
         self._histories: list[tuple[str, int, list[PartitionStateVersion]]] = []
         self._lock = threading.Lock()
 
@@ -69,7 +70,8 @@ class ClusterView:
 
     def _json(self, path: str) -> tuple[Any, Any] | None:
         try:
-            data, stat = self.client.get(path)
+            # with a deadline: kazoo's blocking get waits forever while its connection is down
+            data, stat = self.client.get_async(path).get(timeout=self.timeout)
         except NoNodeError:
             return None
         return (json.loads(data) if data else None), stat
@@ -81,7 +83,8 @@ class ClusterView:
 
     def live_brokers(self) -> set[int]:
         try:
-            return {int(child) for child in self.client.get_children("/brokers/ids")}
+            children = self.client.get_children_async("/brokers/ids").get(timeout=self.timeout)
+            return {int(child) for child in children}
         except NoNodeError:
             return set()
 
