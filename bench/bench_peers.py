@@ -56,11 +56,14 @@ PRODUCE_TOPICS = ("p100", "p1024", "r100", "r1024")
 
 
 def cores(pin: str) -> tuple[dict[str, list[int] | None], list[int] | None]:
-    """Cores per broker name and for the load generator. On a machine of 2 or 3 CPUs shared with other
-    work, pinning a single-threaded broker to one core hurts it more than a many-threaded JVM (the
-    scheduler shares a core per thread): ``auto`` pins only with 4 CPUs or more."""
+    """Cores per broker name and for the load generator: issue 18's method, each broker pinned to one
+    core and the load generator on others, whenever the machine has 2 CPUs or more (on 2 or 3 the
+    brokers share core 0: one is under load at a time). Unpinned, a many-threaded JVM spreads over
+    every core while a single event loop cannot, which measures the machine's spare cores more than
+    the broker. On a machine shared with other work, pinning hurts a single-threaded broker more (the
+    scheduler shares a core per thread): use ``--pin off`` there."""
     available = sorted(os.sched_getaffinity(0))
-    if pin == "off" or (pin == "auto" and len(available) < 4):
+    if pin == "off" or len(available) < 2:
         return {}, None
     if len(available) >= 4:
         brokers = {"kctl": [available[0]], "kafka": [available[1]], "tansu": [available[2]]}
@@ -100,7 +103,7 @@ def main() -> None:
     )
     parser.add_argument("--dir", type=Path, help="where the brokers' data go (default: a new temp dir)")
     parser.add_argument(
-        "--pin", choices=("auto", "on", "off"), default="auto", help="taskset (auto: with 4+ CPUs)"
+        "--pin", choices=("auto", "on", "off"), default="auto", help="taskset (auto: 2+ CPUs; --cluster: 4+)"
     )
     parser.add_argument(
         "--cluster",
