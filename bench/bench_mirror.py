@@ -16,9 +16,10 @@ included) and, for the mirror, also by its own summary (copying only); MirrorMak
 dedicated MirrorMaker (``org.apache.kafka.connect.mirror.MirrorMaker``) and is timed from its first
 record on the target to its last (its start-up of ~10-20 s excluded).
 
-``--mm2-libs DIR``: a directory of jars holding ``org.apache.kafka:connect-mirror`` and its
-dependencies, e.g. ``mvn dependency:copy-dependencies`` of a pom naming connect-mirror 3.9.0 and
-slf4j-reload4j. Without it MirrorMaker 2 is skipped (said so in the output).
+``--mm2``: MirrorMaker 2 too, its jars (``org.apache.kafka:connect-mirror`` 3.9.0 and its dependencies,
+slf4j-reload4j) resolved from Maven Central with mvn into ``~/.cache/kctl/connect-mirror-3.9.0`` on
+first use (``kctl.testing.kafka_dist.mirror_maker_libs``); ``--mm2-libs DIR``: a directory of those jars
+instead. Without either MirrorMaker 2 is skipped (said so in the output).
 
 With each ceiling and `--once` run it prints the CPU milliseconds each process spent per MB of
 record values (source broker, target broker, mirror): where a copy's time goes, whatever else the
@@ -34,7 +35,7 @@ steady state better.
 Prints its figures; asserts nothing.
 
 Usage: python bench/bench_mirror.py [--records N] [--sizes 100,1024] [--partitions P] [--repeat N]
-[--mm2-libs DIR]"""
+[--mm2 | --mm2-libs DIR]"""
 
 from __future__ import annotations
 
@@ -388,9 +389,14 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=500_000)
     parser.add_argument("--sizes", default="100,1024")
     parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--mm2-libs", type=Path, default=None)
+    parser.add_argument("--mm2", action="store_true", help="MirrorMaker 2 too (jars resolved with mvn)")
+    parser.add_argument("--mm2-libs", type=Path, default=None, help="MirrorMaker 2's jars (implies --mm2)")
     parser.add_argument("--repeat", type=int, default=3, help="rounds of ceiling + mirror runs per size")
     args = parser.parse_args()
+    if args.mm2 and args.mm2_libs is None:
+        from kctl.testing.kafka_dist import mirror_maker_libs
+
+        args.mm2_libs = mirror_maker_libs()  # KafkaJarsUnavailable says why it cannot
     work = Path(tempfile.mkdtemp(prefix="bench-mirror-"))
     source = BrokerProcess(work / "source", {"num.partitions": str(args.partitions)}).start()
     target = BrokerProcess(work / "target", {"num.partitions": str(args.partitions)}).start()
@@ -460,7 +466,7 @@ def main() -> None:
                 print(f"  pipe failed: {pipe.stderr[-500:]}")
 
             if args.mm2_libs is None:
-                print("  MirrorMaker 2: skipped (no --mm2-libs)")
+                print("  MirrorMaker 2: skipped (no --mm2)")
             else:
                 rate = bench_mm2(
                     args.mm2_libs, work, source.bootstrap, target.bootstrap, topic, records, args.partitions
