@@ -23,7 +23,9 @@ instead. Without either MirrorMaker 2 is skipped (said so in the output).
 
 With each ceiling and `--once` run it prints the CPU milliseconds each process spent per MB of
 record values (source broker, target broker, mirror): where a copy's time goes, whatever else the
-machine is doing.
+machine is doing. The mirror's figure is given with and without its start-up (the CPU of a
+`kctl mirror --once` with nothing to copy, measured once at the start): the latter is the steady
+cost per MB.
 
 ``--repeat N`` (3): the ceiling and both mirror runs (``--once`` and running) are repeated N times,
 the ceiling measured again right before each pair, and the median of the mirror's shares of the
@@ -366,9 +368,11 @@ def mirror_once(
         target_broker.cpu_seconds() - cpu[1],
         children_cpu() - cpu[2],
     )
+    steady = max(used[2] - STARTUP_CPU[0], 0.0)
     print(
         f"    cpu per MB: source broker {1e3 * used[0] / megabytes:.2f} ms, target broker "
         f"{1e3 * used[1] / megabytes:.2f} ms, mirror {1e3 * used[2] / megabytes:.2f} ms "
+        f"({1e3 * steady / megabytes:.2f} ms without its start-up) "
         f"({sum(used):.1f} CPU-s in {wall:.1f} s on {os.cpu_count()} CPUs)"
     )
     summary = re.search(r"mirrored (\d+) records .* in ([\d.]+)s", once.stderr)
@@ -380,6 +384,19 @@ def mirror_once(
 
 
 BENCH_BROKERS: list[Any] = []
+STARTUP_CPU = [0.0]  # CPU seconds of a `kctl mirror --once` with nothing to copy
+
+
+def mirror_startup_cpu(source: str, target: str) -> float:
+    """CPU seconds of a whole `kctl mirror --once` process that finds nothing to copy (imports,
+    connections, planning): the fixed cost inside each ``--once`` run's figure."""
+    before = children_cpu()
+    subprocess.run(
+        [*KCTL, "mirror", "--from", f"empty={source}", "--to", f"dst={target}", "--include", "^$", "--once"],
+        capture_output=True,
+        timeout=120,
+    )
+    return children_cpu() - before
 
 
 def main() -> None:
@@ -402,6 +419,8 @@ def main() -> None:
     target = BrokerProcess(work / "target", {"num.partitions": str(args.partitions)}).start()
     BENCH_BROKERS[:] = [source, target]
     print(f"source {source.bootstrap}, target {target.bootstrap}, {os.cpu_count()} CPUs")
+    STARTUP_CPU[0] = mirror_startup_cpu(source.bootstrap, target.bootstrap)
+    print(f"kctl mirror start-up: {STARTUP_CPU[0]:.2f} CPU-s (an --once run with nothing to copy)")
     try:
         for size in (int(s) for s in args.sizes.split(",")):
             records = args.records if size <= 200 else max(args.records // 5, 1000)
