@@ -16,13 +16,16 @@ included) and, for the mirror, also by its own summary (copying only); MirrorMak
 dedicated MirrorMaker (``org.apache.kafka.connect.mirror.MirrorMaker``) and is timed from its first
 record on the target to its last (its start-up of ~10-20 s excluded).
 
-``--mm2-libs DIR``: a directory of jars holding ``org.apache.kafka:connect-mirror`` and its
-dependencies, e.g. ``mvn dependency:copy-dependencies`` of a pom naming connect-mirror 3.9.0 and
-slf4j-reload4j. Without it MirrorMaker 2 is skipped (said so in the output).
+``--mm2``: MirrorMaker 2 too, its jars (``org.apache.kafka:connect-mirror`` 3.9.0 and its dependencies,
+slf4j-reload4j) resolved from Maven Central with mvn into ``~/.cache/kctl/connect-mirror-3.9.0`` on
+first use (``kctl.testing.kafka_dist.mirror_maker_libs``); ``--mm2-libs DIR``: a directory of those jars
+instead. Without either MirrorMaker 2 is skipped (said so in the output).
 
 With each ceiling and `--once` run it prints the CPU milliseconds each process spent per MB of
 record values (source broker, target broker, mirror): where a copy's time goes, whatever else the
-machine is doing.
+machine is doing. The mirror's figure is given with and without its start-up (the CPU of a
+`kctl mirror --once` with nothing to copy, measured once at the start): the latter is the steady
+cost per MB.
 
 ``--repeat N`` (3): the ceiling and both mirror runs (``--once`` and running) are repeated N times,
 the ceiling measured again right before each pair, and the median of the mirror's shares of the
@@ -34,7 +37,7 @@ steady state better.
 Prints its figures; asserts nothing.
 
 Usage: python bench/bench_mirror.py [--records N] [--sizes 100,1024] [--partitions P] [--repeat N]
-[--mm2-libs DIR]"""
+[--mm2 | --mm2-libs DIR]"""
 
 from __future__ import annotations
 
@@ -227,16 +230,19 @@ def line(name: str, records: int, size: int, seconds: float, ceiling: float | No
 def bench_mm2(
     libs: Path, work: Path, source: str, target: str, topic: str, records: int, partitions: int
 ) -> float | None:
+    # a source alias of its own per run: MirrorMaker keeps its Connect state (configs, offsets, status)
+    # in target topics named after it, which a later run would otherwise start from (the old topic)
+    src = "src" + re.sub(r"\W", "", topic)
     config = work / "mm2.properties"
     config.write_text(
         "\n".join(
             [
-                "clusters = src, dst",
-                f"src.bootstrap.servers = {source}",
+                f"clusters = {src}, dst",
+                f"{src}.bootstrap.servers = {source}",
                 f"dst.bootstrap.servers = {target}",
-                "src->dst.enabled = true",
-                "dst->src.enabled = false",
-                f"src->dst.topics = {re.escape(topic)}",
+                f"{src}->dst.enabled = true",
+                f"dst->{src}.enabled = false",
+                f"{src}->dst.topics = {re.escape(topic)}",
                 "tasks.max = 4",
                 "replication.factor = 1",
                 "offset-syncs.topic.replication.factor = 1",
@@ -272,7 +278,7 @@ def bench_mm2(
             stderr=subprocess.STDOUT,
         )
         try:
-            return first_to_last(process, target, f"src.{topic}", records, partitions, work / "mm2.log")
+            return first_to_last(process, target, f"{src}.{topic}", records, partitions, work / "mm2.log")
         finally:
             stop(process)
 
@@ -365,9 +371,11 @@ def mirror_once(
         target_broker.cpu_seconds() - cpu[1],
         children_cpu() - cpu[2],
     )
+    steady = max(used[2] - STARTUP_CPU[0], 0.0)
     print(
         f"    cpu per MB: source broker {1e3 * used[0] / megabytes:.2f} ms, target broker "
         f"{1e3 * used[1] / megabytes:.2f} ms, mirror {1e3 * used[2] / megabytes:.2f} ms "
+        f"({1e3 * steady / megabytes:.2f} ms without its start-up) "
         f"({sum(used):.1f} CPU-s in {wall:.1f} s on {os.cpu_count()} CPUs)"
     )
     summary = re.search(r"mirrored (\d+) records .* in ([\d.]+)s", once.stderr)
@@ -379,6 +387,19 @@ def mirror_once(
 
 
 BENCH_BROKERS: list[Any] = []
+STARTUP_CPU = [0.0]  # CPU seconds of a `kctl mirror --once` with nothing to copy
+
+
+def mirror_startup_cpu(source: str, target: str) -> float:
+    """CPU seconds of a whole `kctl mirror --once` process that finds nothing to copy (imports,
+    connections, planning): the fixed cost inside each ``--once`` run's figure."""
+    before = children_cpu()
+    subprocess.run(
+        [*KCTL, "mirror", "--from", f"empty={source}", "--to", f"dst={target}", "--include", "^$", "--once"],
+        capture_output=True,
+        timeout=120,
+    )
+    return children_cpu() - before
 
 
 def main() -> None:
@@ -388,14 +409,21 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=500_000)
     parser.add_argument("--sizes", default="100,1024")
     parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--mm2-libs", type=Path, default=None)
+    parser.add_argument("--mm2", action="store_true", help="MirrorMaker 2 too (jars resolved with mvn)")
+    parser.add_argument("--mm2-libs", type=Path, default=None, help="MirrorMaker 2's jars (implies --mm2)")
     parser.add_argument("--repeat", type=int, default=3, help="rounds of ceiling + mirror runs per size")
     args = parser.parse_args()
+    if args.mm2 and args.mm2_libs is None:
+        from kctl.testing.kafka_dist import mirror_maker_libs
+
+        args.mm2_libs = mirror_maker_libs()  # KafkaJarsUnavailable says why it cannot
     work = Path(tempfile.mkdtemp(prefix="bench-mirror-"))
     source = BrokerProcess(work / "source", {"num.partitions": str(args.partitions)}).start()
     target = BrokerProcess(work / "target", {"num.partitions": str(args.partitions)}).start()
     BENCH_BROKERS[:] = [source, target]
     print(f"source {source.bootstrap}, target {target.bootstrap}, {os.cpu_count()} CPUs")
+    STARTUP_CPU[0] = mirror_startup_cpu(source.bootstrap, target.bootstrap)
+    print(f"kctl mirror start-up: {STARTUP_CPU[0]:.2f} CPU-s (an --once run with nothing to copy)")
     try:
         for size in (int(s) for s in args.sizes.split(",")):
             records = args.records if size <= 200 else max(args.records // 5, 1000)
@@ -460,7 +488,7 @@ def main() -> None:
                 print(f"  pipe failed: {pipe.stderr[-500:]}")
 
             if args.mm2_libs is None:
-                print("  MirrorMaker 2: skipped (no --mm2-libs)")
+                print("  MirrorMaker 2: skipped (no --mm2)")
             else:
                 rate = bench_mm2(
                     args.mm2_libs, work, source.bootstrap, target.bootstrap, topic, records, args.partitions

@@ -383,6 +383,11 @@ class _Source:
         return self
 
     config = ClientConfig()
+    frame_pool: object = None
+
+    def use_frame_pool(self) -> object:
+        self.frame_pool = object()  # the forwarder asks for one on its source connections
+        return self.frame_pool
 
     def version_for(self, api_key: int, **kwargs: object) -> int:
         return 12
@@ -454,6 +459,7 @@ def test_fetch_worker_runs_ahead_of_unanswered_produces_into_a_bounded_queue() -
     assert max(queued_at_fetch) < 8 * batch_size  # a full queue is not fetched for: bounded
     assert target.written == list(range(0, 120, 3))  # every batch written once, in order
     assert not state.queue and state.queued_bytes == 0 and state.position == 120
+    assert source.frame_pool is not None  # Fetch answers into reused buffers (kctl.protocol.FramePool)
 
 
 def test_a_fetch_worker_error_is_raised_by_the_produce_worker() -> None:

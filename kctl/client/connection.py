@@ -52,6 +52,7 @@ from kctl.protocol import (
     SCHEMAS,
     ApiKey,
     ErrorCode,
+    FramePool,
     FrameReader,
     ProtocolDecodeError,
     RequestHeader,
@@ -69,6 +70,9 @@ API_VERSIONS_VERSION = 3
 """The ApiVersions version sent first (Kafka 3.x clients send v3)."""
 CLIENT_SOFTWARE_NAME = "kctl"
 _RECV_CHUNK = 256 * 1024
+_DIRECT_RECEIVE = 64 * 1024
+"""A frame with at least this much still to come is received straight into its own buffer (no copy
+through the receive chunk)."""
 _MAX_CORRELATION_ID = 2**31 - 1
 
 VersionRanges = Mapping[int, tuple[int, int]]
@@ -279,6 +283,20 @@ class BrokerConnection:
     def in_flight(self) -> int:
         """Requests sent whose responses have not been read yet."""
         return len(self._in_flight)
+
+    @property
+    def frame_pool(self) -> FramePool | None:
+        """Where the buffers of large responses come from (None: a fresh buffer each)."""
+        return self._reader.pool
+
+    def use_frame_pool(self, pool: FramePool | None = None) -> FramePool:
+        """Receive large responses into buffers used again once every view of an earlier response
+        is gone (``kctl.protocol.FramePool``; a new one by default): for a client that moves many
+        megabytes of Fetch answers (the mirror), no zero-filled fresh memory per response. The pool
+        is used under the connection's receive lock."""
+        pool = pool if pool is not None else FramePool()
+        self._reader.pool = pool
+        return pool
 
     def close(self) -> None:
         """Close the socket; requests still in flight are abandoned."""
@@ -515,9 +533,11 @@ class BrokerConnection:
             if remaining <= 0:
                 self._fail(f"timed out waiting for the response to {head.label}")
                 raise KafkaTimeoutError(f"timed out waiting for {self.address} to answer {head.label}")
+            pending = self._reader.pending()
+            direct = pending is not None and len(pending) >= _DIRECT_RECEIVE
             try:
                 sock.settimeout(remaining)
-                n = sock.recv_into(self._buffer)
+                n = sock.recv_into(pending if direct else self._buffer)  # type: ignore[arg-type]
             except TimeoutError:
                 continue  # the deadline check above raises
             except OSError as error:
@@ -535,6 +555,11 @@ class BrokerConnection:
                     host=self.host,
                     port=self.port,
                 )
+            if direct:
+                done = self._reader.filled(n)
+                if done is not None:
+                    self._frames.append(done)
+                continue
             try:
                 self._frames.extend(self._reader.feed(memoryview(self._buffer)[:n]))
             except ProtocolDecodeError as error:

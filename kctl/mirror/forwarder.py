@@ -432,6 +432,8 @@ class Forwarder:
         for node, states in by_leader.items():
             try:
                 conn = self.source.connection(node, deadline=self.source.deadline(10))
+                if conn.frame_pool is None:  # Fetch answers into memory used again, once acknowledged
+                    conn.use_frame_pool()
                 version = conn.version_for(
                     ApiKey.FETCH, min_version=FETCH_MIN_VERSION, max_version=FETCH_MAX_VERSION
                 )

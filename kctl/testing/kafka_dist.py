@@ -47,6 +47,23 @@ log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n
 """
 
 
+_MM2_POM = """<?xml version="1.0" encoding="UTF-8"?>
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>kctl.testing</groupId>
+  <artifactId>mirror-maker-peer</artifactId>
+  <version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>connect-mirror</artifactId>
+      <version>{kafka}</version></dependency>
+    <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-reload4j</artifactId>
+      <version>{slf4j}</version></dependency>
+  </dependencies>
+</project>
+"""
+
+
 class KafkaJarsUnavailable(RuntimeError):
     """Kafka's jars could not be resolved (no Maven, no Java, or Maven Central unreachable)."""
 
@@ -60,10 +77,25 @@ def cache_dir(version: str = KAFKA_VERSION) -> Path:
 
 def kafka_libs(version: str = KAFKA_VERSION) -> Path:
     """The directory of Kafka's jars (resolving them with Maven on first use)."""
-    directory = cache_dir(version)
+    pom = _POM.format(kafka=version, slf4j=SLF4J_VERSION)
+    return _resolve(cache_dir(version), pom, f"kafka_2.13-{version}.jar", version)
+
+
+def mirror_maker_libs(version: str = KAFKA_VERSION) -> Path:
+    """The directory of MirrorMaker 2's jars, ``org.apache.kafka:connect-mirror`` and its runtime
+    dependencies with slf4j-reload4j (resolved with Maven on first use, beside Kafka's:
+    ``<cache>/connect-mirror-<version>``); main class ``org.apache.kafka.connect.mirror.MirrorMaker``."""
+    directory = cache_dir(version).with_name(f"connect-mirror-{version}")
+    pom = _MM2_POM.format(kafka=version, slf4j=SLF4J_VERSION)
+    return _resolve(directory, pom, f"connect-mirror-{version}.jar", version)
+
+
+def _resolve(directory: Path, pom_text: str, marker: str, version: str) -> Path:
+    """``directory/libs`` holding the runtime dependencies of ``pom_text`` (``marker``: a jar that is
+    there once they were resolved)."""
     libs = directory / "libs"
     done = directory / ".resolved"
-    if done.exists() and any(libs.glob(f"kafka_2.13-{version}.jar")):
+    if done.exists() and any(libs.glob(marker)):
         return libs
     if shutil.which("java") is None:
         raise KafkaJarsUnavailable("no java on PATH (scripts/install-system-deps.sh installs one)")
@@ -72,7 +104,7 @@ def kafka_libs(version: str = KAFKA_VERSION) -> Path:
         raise KafkaJarsUnavailable("no mvn on PATH (scripts/install-system-deps.sh installs maven)")
     directory.mkdir(parents=True, exist_ok=True)
     pom = directory / "pom.xml"
-    pom.write_text(_POM.format(kafka=version, slf4j=SLF4J_VERSION))
+    pom.write_text(pom_text)
     command = [
         mvn, "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
         f"-DoutputDirectory={libs}", "-DincludeScope=runtime",
