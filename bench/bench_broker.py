@@ -503,19 +503,36 @@ def replay(
 ) -> Run:
     """One ``pipeline`` thread per connection, timed from when all are connected to the last response,
     with the broker's and this process's CPU over the same span."""
-    stats = [PipeStats() for _ in per_connection]
-    barrier = threading.Barrier(len(per_connection) + 1)
+    connections = [(broker.address, frames) for frames in per_connection]
+    return replay_to(
+        broker, connections, window=window, seconds=seconds, max_requests=max_requests, label=label
+    )
+
+
+def replay_to(
+    measured: Any,
+    connections: list[tuple[tuple[str, int], list[bytearray]]],
+    *,
+    window: int,
+    seconds: float,
+    max_requests: int,
+    label: str,
+) -> Run:
+    """``replay`` with an address per connection (e.g. each partition's leader); ``measured`` is what
+    ``Meter`` takes the CPU of (a broker, or a peer of several)."""
+    stats = [PipeStats() for _ in connections]
+    barrier = threading.Barrier(len(connections) + 1)
     threads = [
         threading.Thread(
             target=pipeline,
-            args=(broker.address, frames, window, seconds, max_requests, stat, barrier),
+            args=(address, frames, window, seconds, max_requests, stat, barrier),
             daemon=True,
         )
-        for frames, stat in zip(per_connection, stats, strict=True)
+        for (address, frames), stat in zip(connections, stats, strict=True)
     ]
     for thread in threads:
         thread.start()
-    meter = Meter(broker, label)
+    meter = Meter(measured, label)
     with contextlib.suppress(threading.BrokenBarrierError):
         barrier.wait()
     for thread in threads:

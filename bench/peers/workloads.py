@@ -13,12 +13,10 @@ CPU and RSS figures are the peer's ``scope`` ("broker", or "cluster": its broker
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import multiprocessing
 import os
 import socket
-import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -117,30 +115,9 @@ def replay(
     """bench_broker's ``replay`` with an address per connection (each partition's leader): one
     ``pipeline`` thread per connection, timed from when all are connected to the last response, with
     the peer's CPU (all its brokers) and this process's over the same span."""
-    stats = [bb.PipeStats() for _ in connections]
-    barrier = threading.Barrier(len(connections) + 1)
-    threads = [
-        threading.Thread(
-            target=bb.pipeline,
-            args=(address, frames, window, seconds, max_requests, stat, barrier),
-            daemon=True,
-        )
-        for (address, frames), stat in zip(connections, stats, strict=True)
-    ]
-    for thread in threads:
-        thread.start()
-    meter = bb.Meter(peer, label)  # type: ignore[arg-type]
-    with contextlib.suppress(threading.BrokenBarrierError):
-        barrier.wait()
-    for thread in threads:
-        thread.join()
-    run = meter.stop()
-    for stat in stats:
-        if stat.error is not None:
-            raise RuntimeError(f"a load generator connection failed: {stat.error!r}") from stat.error
-        run.answered.append(stat.answered)
-        run.bytes_received += stat.bytes_received
-    return run
+    return bb.replay_to(
+        peer, connections, window=window, seconds=seconds, max_requests=max_requests, label=label
+    )
 
 
 def delete_topics(peer: Peer, topics: list[str]) -> None:
