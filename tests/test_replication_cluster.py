@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from raw_kafka import RawConnection, unique, wait_until
@@ -348,11 +348,25 @@ def test_group_offsets_are_replicated_and_follow_the_offsets_partitions_leader(
         PartitionState(new_leader, offsets_state.leader_epoch + 1, (1, 2, 3), offsets_state.controller_epoch),
         expected_partition_epoch=offsets_state.partition_epoch,
     )
-    reader = Consumer({"bootstrap.servers": bootstrap_of(cluster, new_leader), "group.id": group})
-    try:
-        answer = reader.committed([KafkaTopicPartition(topic, 0)], timeout=30)
-    finally:
-        reader.close()
+    # Brokers learn the new state from their ZooKeeper watches: until they have, FindCoordinator can
+    # still name the old leader, which answers NOT_COORDINATOR. librdkafka's committed() reports that
+    # rather than looking the coordinator up again, so ask again (a new client) as an application would.
+    deadline = time.monotonic() + 30
+    while True:
+        reader = Consumer({"bootstrap.servers": bootstrap_of(cluster, new_leader), "group.id": group})
+        try:
+            answer = reader.committed([KafkaTopicPartition(topic, 0)], timeout=30)
+            break
+        except KafkaException as error:
+            retriable = error.args[0].code() in (
+                KafkaError.NOT_COORDINATOR,
+                KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                KafkaError.COORDINATOR_NOT_AVAILABLE,
+            )
+            if not retriable or time.monotonic() > deadline:
+                raise
+        finally:
+            reader.close()
     assert answer[0].offset == 20
 
 
