@@ -1105,12 +1105,15 @@ class Bench:
             line("end-to-end p99 <= 10 ms at 1,000 records/s", f"{self.p99:.2f} ms", self.p99 <= 10)
 
 
-def _latency_producer(bootstrap: str, topic: str, rate: int, seconds: float, record_size: int) -> None:
-    """Child process: produce ``rate`` records/s for ``seconds``, each stamped with its send time."""
+def _latency_producer(
+    bootstrap: str, topic: str, rate: int, seconds: float, record_size: int, acks: int = 1
+) -> None:
+    """Child process: produce ``rate`` records/s for ``seconds`` with ``acks`` (-1 on a replicated
+    cluster), each stamped with its send time."""
     from confluent_kafka import Producer
 
     producer = Producer(
-        {"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0, "log.connection.close": False}
+        {"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0, "log.connection.close": False}
     )
     padding = b"\x00" * max(0, record_size - _STAMP.size)
     interval = 1.0 / rate

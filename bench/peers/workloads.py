@@ -364,7 +364,7 @@ def latency(peer: Peer, topic: str, rate: int, seconds: float) -> dict[str, floa
         raise RuntimeError(f"{peer.name}: latency warm-up record did not arrive")
     latencies: list[float] = []
     child = multiprocessing.get_context("spawn").Process(
-        target=_latency_producer, args=(peer.bootstrap, topic, rate, seconds, 100, peer.acks), daemon=True
+        target=bb._latency_producer, args=(peer.bootstrap, topic, rate, seconds, 100, peer.acks), daemon=True
     )
     meter = bb.Meter(peer, "latency")  # type: ignore[arg-type]
     child.start()
@@ -394,29 +394,6 @@ def latency(peer: Peer, topic: str, rate: int, seconds: float) -> dict[str, floa
         f"{prefix}: p99.9 ms": bb.percentile(latencies, 0.999),
         f"{prefix}: {peer.scope} CPU ms/record": 1000 * run.broker_cpu / max(1, len(latencies)),
     }
-
-
-def _latency_producer(
-    bootstrap: str, topic: str, rate: int, seconds: float, record_size: int, acks: int
-) -> None:
-    """Child process: produce ``rate`` records/s for ``seconds`` with ``acks``, each stamped with its
-    send time (bench_broker's, with the acks a cluster needs)."""
-    from confluent_kafka import Producer
-
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0, "log.connection.close": False}
-    )
-    padding = b"\x00" * max(0, record_size - bb._STAMP.size)
-    interval = 1.0 / rate
-    start = time.perf_counter()
-    for sequence in range(int(rate * seconds)):
-        wait = start + sequence * interval - time.perf_counter()
-        if wait > 0:
-            producer.poll(wait)  # serves delivery reports until the next send time
-        producer.produce(topic, bb._STAMP.pack(sequence, time.perf_counter_ns()) + padding, partition=0)
-        producer.poll(0)
-    producer.produce(topic, bb._STAMP.pack(-1, time.perf_counter_ns()), partition=0)
-    producer.flush(30)
 
 
 def _size(record_size: int) -> str:
