@@ -5,6 +5,7 @@ registering in ZooKeeper, and the plugin's markers and guard."""
 
 from __future__ import annotations
 
+import socket
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,7 +15,7 @@ from kazoo.client import KazooClient
 from raw_kafka import RawConnection, api_versions, kcat, metadata, wait_until
 
 from kctl.localcluster.guard import running_test
-from kctl.localcluster.zookeeper import four_letter_word
+from kctl.localcluster.zookeeper import ZooKeeperStartError, four_letter_word
 from kctl.testing import (
     BrokerProcess,
     BrokerStartError,
@@ -189,6 +190,28 @@ def test_local_cluster_with_its_own_zookeeper(tmp_path: Path) -> None:
     assert not cluster.zookeeper.running and not cluster.broker(1).running
 
 
+def test_a_picked_port_taken_before_the_server_binds_it_is_picked_again(tmp_path: Path) -> None:
+    """Parallel workers pick ports independently: one taken between the pick and the bind must not
+    fail the start, nor be mistaken for this server; an explicit port is never changed."""
+    server = ZooKeeperServer(tmp_path / "zk")
+    taken = server.port
+    with socket.socket() as squatter:
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        squatter.bind(("127.0.0.1", taken))
+        squatter.listen()
+        server.start()
+        try:
+            assert server.port != taken
+            assert "Mode: standalone" in four_letter_word(server.port, "srvr")
+            assert f"clientPort={server.port}" in server.config_file.read_text()
+        finally:
+            server.stop()
+        fixed = ZooKeeperServer(tmp_path / "zk2", port=taken)
+        with pytest.raises(ZooKeeperStartError, match=f"port {taken}"):
+            fixed.start(timeout=20)
+        assert fixed.port == taken
+
+
 # --------------------------------------------------------------------------------- markers and guard
 
 
@@ -229,3 +252,39 @@ def test_markers_come_from_fixtures_and_missing_ones_fail(pytester: pytest.Pytes
     selected.stdout.fnmatch_lines(["*test_starts_a_broker_unmarked*is not marked 'e2e'*"])
     marked = pytester.runpytest_inprocess("--collect-only", "-q", "-m", "e2e", "-p", "no:cacheprovider")
     marked.stdout.fnmatch_lines(["*test_uses_a_broker_indirectly*", "1/4 tests collected (3 deselected)*"])
+
+
+def test_under_xdist_a_modules_tests_share_one_worker_and_spark_has_one(pytester: pytest.Pytester) -> None:
+    """``make test`` runs with ``-n 4 --dist loadfile``: a module-scoped fixture (a broker, a
+    cluster) must start once per module, and the Spark modules must share one worker's JVM."""
+    pytester.makeconftest('pytest_plugins = ["kctl.testing.pytest_plugin"]\n')
+    log = pytester.path / "starts.log"
+    body = f"""
+        import os, pytest
+
+        @pytest.fixture(scope="module")
+        def shared():
+            with open({str(log)!r}, "a") as f:
+                f.write(__name__ + " " + os.environ["PYTEST_XDIST_WORKER"] + "\\n")
+
+        def test_a(shared): pass
+        def test_b(shared): pass
+        def test_c(shared): pass
+        def test_d(shared): pass
+        """
+    spark = f"""
+        import os
+
+        def test_spark():
+            with open({str(log)!r}, "a") as f:
+                f.write("spark " + os.environ["PYTEST_XDIST_WORKER"] + "\\n")
+        """
+    sparks = {f"test_spark_{c}": spark for c in "abcd"}
+    pytester.makepyfile(test_one=body, test_two=body, **sparks)
+    result = pytester.runpytest_subprocess("-n", "4", "--dist", "loadfile", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=12)
+    lines = log.read_text().splitlines()
+    modules = sorted(line.split()[0] for line in lines if not line.startswith("spark"))
+    assert modules == ["test_one", "test_two"], lines
+    spark_workers = {line.split()[1] for line in lines if line.startswith("spark")}
+    assert len(spark_workers) == 1, lines

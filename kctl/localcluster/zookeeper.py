@@ -45,11 +45,27 @@ class ZooKeeperStartError(RuntimeError):
     """The server exited, or did not serve before the deadline."""
 
 
+PORT_ATTEMPTS = 3
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def _listening(port: int) -> bool:
+    """Whether something accepts connections on 127.0.0.1:``port``."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+class _PortTakenError(Exception):
+    """The server's client port was taken by another process."""
 
 
 def four_letter_word(port: int, word: str, timeout: float = 1.0) -> str:
@@ -83,12 +99,29 @@ class ZooKeeperServer:
             )
         self.directory = Path(directory)
         self.port = port or free_port()
+        self._port_chosen = port is None  # a port picked here may be taken before the server binds it
         self.detached = detached  # a session of its own: it outlives the process that started it
         self.process: subprocess.Popen[bytes] | None = None
         self.directory.mkdir(parents=True, exist_ok=True)
         self.data_dir = self.directory / "data"
         self.data_dir.mkdir(exist_ok=True)
         self.config_file = self.directory / "zoo.cfg"
+        self._write_config()
+        self.command = [
+            java,
+            "-Xmx256m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Dzookeeper.admin.enableServer=false",
+            "-Dzookeeper.4lw.commands.whitelist=ruok,srvr,stat",
+            "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
+            "-cp",
+            os.pathsep.join(str(jar) for jar in (ZOOKEEPER_JAR, SLF4J_SIMPLE_JAR) if jar.is_file()),
+            MAIN_CLASS,
+            str(self.config_file),
+        ]
+
+    def _write_config(self) -> None:
         self.config_file.write_text(
             "\n".join(
                 [
@@ -108,19 +141,6 @@ class ZooKeeperServer:
                 ]
             )
         )
-        self.command = [
-            java,
-            "-Xmx256m",
-            "-XX:+UseSerialGC",
-            "-XX:TieredStopAtLevel=1",
-            "-Dzookeeper.admin.enableServer=false",
-            "-Dzookeeper.4lw.commands.whitelist=ruok,srvr,stat",
-            "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
-            "-cp",
-            os.pathsep.join(str(jar) for jar in (ZOOKEEPER_JAR, SLF4J_SIMPLE_JAR) if jar.is_file()),
-            MAIN_CLASS,
-            str(self.config_file),
-        ]
 
     def __repr__(self) -> str:
         state = f"pid {self.process.pid}" if self.running else "stopped"
@@ -163,10 +183,29 @@ class ZooKeeperServer:
             return "(no server output)"
 
     def start(self, timeout: float = START_TIMEOUT_S) -> ZooKeeperServer:
-        """Start the server and wait until it serves; raises `ZooKeeperStartError` otherwise."""
+        """Start the server and wait until it serves; raises `ZooKeeperStartError` otherwise.
+
+        A port this object picked itself that turns out taken when the server binds it (another
+        process took it in between: parallel test workers, outgoing connections) is picked again,
+        up to ``PORT_ATTEMPTS`` times; an explicit port is never changed."""
         if self.running:
             raise RuntimeError(f"{self!r} is already running")
         guard.check("zk", "a ZooKeeper server")
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                return self._start_once(timeout)
+            except _PortTakenError:
+                if not self._port_chosen or attempt == PORT_ATTEMPTS:
+                    raise ZooKeeperStartError(
+                        f"ZooKeeper could not bind port {self.port}:\n{self.log_tail()}"
+                    ) from None
+                self.port = free_port()
+                self._write_config()
+        raise AssertionError("unreachable")
+
+    def _start_once(self, timeout: float) -> ZooKeeperServer:
+        if self._port_chosen and _listening(self.port):
+            raise _PortTakenError
         with open(self.log_path, "ab") as output:
             process = subprocess.Popen(
                 self.command,
@@ -181,11 +220,13 @@ class ZooKeeperServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if process.poll() is not None:
+                if "Address already in use" in self.log_tail(400):
+                    raise _PortTakenError
                 raise ZooKeeperStartError(
                     f"ZooKeeper exited with status {process.returncode} at start:\n{self.log_tail()}"
                 )
             # 'ruok' answers imok as soon as the process listens; 'srvr' reports a Mode once it serves.
-            if "Mode:" in four_letter_word(self.port, "srvr", timeout=0.5):
+            if "Mode:" in four_letter_word(self.port, "srvr", timeout=0.5) and process.poll() is None:
                 return self
             time.sleep(0.05)  # polling interval of the readiness probe, bounded by the deadline
         self.stop()

@@ -18,6 +18,12 @@ Fixtures:
 - ``local_cluster_factory`` (function): ``factory(size=3, properties=None) -> LocalCluster`` on the
   session's ZooKeeper server, each cluster in a chroot of its own.
 
+Parallel runs (pytest-xdist, ``pytest -n 4 --dist loadfile`` as ``make test`` runs): each worker
+has its own session fixtures (a ZooKeeper server of its own, brokers on kernel-chosen ports, data
+under its own temporary directory). With ``--dist loadfile`` the plugin's scheduler sends a module's
+tests to one worker, so a module-scoped broker or cluster starts once, as in a serial run, and sends
+every module named ``test_spark_*`` to one worker, so only one Spark JVM starts (`ModuleScheduling`).
+
 Markers: ``zk`` (needs ZooKeeper), ``e2e`` (starts broker processes or external clients), ``spark``,
 ``slow``. Tests get ``zk`` and ``e2e`` automatically from the fixtures they use (directly or through
 other fixtures), from a module holding `BrokerProcess`, `LocalCluster` or `start_zookeeper`, and
@@ -97,6 +103,34 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     """While a test runs, it may start only the processes its markers declare (`kctl.localcluster.guard`)."""
     with guard.running_test(item.nodeid, {mark.name for mark in item.iter_markers()}):
         yield
+
+
+SHARED_WORKER_PREFIXES = ("test_spark_",)  # modules with these names share one worker (one JVM)
+
+
+def _module_scheduling() -> type:
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        """``--dist loadfile`` with the modules of one ``SHARED_WORKER_PREFIXES`` prefix as one unit."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.partition("::")[0]
+            name = module.rpartition("/")[2]
+            for prefix in SHARED_WORKER_PREFIXES:
+                if name.startswith(prefix):
+                    return prefix
+            return module
+
+    return ModuleScheduling
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """pytest-xdist's scheduler for ``--dist loadfile`` (see the module docstring)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    return _module_scheduling()(config, log)
 
 
 def _started_zookeeper(directory: Path) -> ZooKeeperServer:
