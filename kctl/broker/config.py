@@ -742,15 +742,6 @@ class BrokerConfig:
             merged.update(layer)
         return merged
 
-    def source_of(self, name: str) -> str:
-        """Where ``name``'s value comes from: ``dynamic_broker``, ``dynamic_default``, ``static`` or
-        ``default``."""
-        if name in self.dynamic_broker:
-            return "dynamic_broker"
-        if name in self.dynamic_default:
-            return "dynamic_default"
-        return "static" if name in self.explicit else "default"
-
     def _derive(self) -> None:
         v = self.values
         self.broker_id: int = v["broker.id"]

@@ -239,10 +239,6 @@ class ClientConfig:
             return cls(**{**shared, **overrides})
         return cls.from_properties(config, **overrides)  # type: ignore[return-value]
 
-    def with_changes(self, **changes: Any) -> ClientConfig:
-        """A copy with some fields replaced."""
-        return dataclasses.replace(self, **changes)
-
     def __post_init__(self) -> None:
         if self.retry_backoff_max_ms < self.retry_backoff_ms:
             object.__setattr__(self, "retry_backoff_max_ms", self.retry_backoff_ms)

@@ -87,22 +87,12 @@ class _Index:
             self._file_io.close(self._fd)
             self._fd = None
 
-    def unload(self) -> None:
-        """Drop the in-memory copy (it is reloaded from the file on the next lookup)."""
-        self._keys = self._values = None
-
     def delete(self) -> None:
         self._pending.clear()
         self.close()
         with contextlib.suppress(FileNotFoundError):
             self._file_io.remove(self.path)
         self._keys, self._values = array("q"), array("q")
-
-    def rename(self, target: Path) -> None:
-        self.close()  # writes pending entries first
-        if self.path.exists():
-            self._file_io.rename(self.path, target)
-        self.path = target
 
     def reset(self) -> None:
         """Remove every entry."""

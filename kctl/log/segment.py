@@ -398,16 +398,6 @@ class LogSegment:
         self.time_index.delete()
         self._file.close()
 
-    def rename_files(self, suffix_from: str, suffix_to: str) -> None:
-        """Rename this segment's three files from one suffix to another (e.g. ``.swap`` -> '')."""
-        for attribute in ("offset_index", "time_index"):
-            index = getattr(self, attribute)
-            index.rename(Path(str(index.path).removesuffix(suffix_from) + suffix_to))
-        target = Path(str(self.path).removesuffix(suffix_from) + suffix_to)
-        self._file_io.rename(self.path, target)
-        self.path = target
-        self._file.path = target
-
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size})"
 
