@@ -107,3 +107,42 @@ def test_a_parked_fetch_is_cancelled_when_its_connection_closes(tmp_path: Path) 
             await broker.stop()
 
     assert asyncio.run(scenario()) == (1, 0)
+
+
+def test_fetchers_follow_a_source_broker_to_its_new_address(tmp_path: Path) -> None:
+    """A leader that comes back on another port is fetched there (issue 23 §6): after a metadata
+    refresh the fetcher manager points each fetcher's channel at the registered address."""
+    from kctl.broker.replication.fetcher import FetcherSettings, ReplicaFetcher, ReplicaFetcherManager
+
+    old_port, new_port = _free_port(), _free_port()
+
+    def config(port: int) -> BrokerConfig:
+        return BrokerConfig(
+            {"broker.id": "7", "listeners": f"PLAINTEXT://127.0.0.1:{port}", "log.dirs": str(tmp_path / "d")}
+        )
+
+    async def scenario() -> None:
+        broker = Broker(config(old_port))
+        await broker.start()
+        channel = BrokerChannel(7, "127.0.0.1", old_port, request_timeout=5, backoff=0.05, max_backoff=0.1)
+        manager = ReplicaFetcherManager(FetcherSettings(broker_id=1), lambda source: channel)
+        manager.fetchers[7] = ReplicaFetcher(7, channel, manager.settings)  # not started: no partitions
+        addresses = {7: ("127.0.0.1", old_port)}
+        try:
+            answer = await channel.request(ApiKey.METADATA, 1, MetadataRequest(topics=None))
+            assert answer.brokers[0].port == old_port
+            await broker.stop()
+            broker = Broker(config(new_port))  # the same broker, back on another port
+            await broker.start()
+            manager.retarget(addresses.get)  # registered still at the old address: nothing moves
+            with pytest.raises(ChannelError):
+                await channel.request(ApiKey.METADATA, 1, MetadataRequest(topics=None))
+            addresses[7] = ("127.0.0.1", new_port)
+            manager.retarget(addresses.get)
+            answer = await channel.request(ApiKey.METADATA, 1, MetadataRequest(topics=None))
+            assert answer.brokers[0].port == new_port
+        finally:
+            await channel.close()
+            await broker.stop()
+
+    asyncio.run(scenario())

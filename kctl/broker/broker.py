@@ -156,6 +156,8 @@ class Broker:
             self._register(registry)
             registry.add_listener(self._on_registry_change)
             self.metadata.refresh()
+            if self.replicas.fetchers is not None:
+                self.replicas.fetchers.retarget(self._fetch_address)
             self._sync_partitions()
         except BaseException:
             await self._shutdown()
@@ -199,9 +201,9 @@ class Broker:
             on_isr_conflict=lambda: self._refresh_metadata("partitions"),
         )
 
-    def _channel_to(self, broker_id: int) -> BrokerChannel | None:
-        """A channel to ``broker_id``'s inter-broker endpoint (``inter.broker.listener.name``'s, or its
-        first), from its registration; None while it is not registered."""
+    def _inter_broker_endpoint(self, broker_id: int) -> tuple[str, int, str | None] | None:
+        """``broker_id``'s inter-broker endpoint (``inter.broker.listener.name``'s, or its first) as
+        host, port and listener name, from its registration; None while it is not registered."""
         registration = next((b for b in self.metadata.brokers() if b.broker_id == broker_id), None)
         if registration is None:
             return None
@@ -213,6 +215,18 @@ class Broker:
             if wanted is None or name.upper() == wanted.upper():
                 host, port, listener = endpoint_host, endpoint_port, name
                 break
+        return host, port, listener
+
+    def _fetch_address(self, broker_id: int) -> tuple[str, int] | None:
+        endpoint = self._inter_broker_endpoint(broker_id)
+        return None if endpoint is None else endpoint[:2]
+
+    def _channel_to(self, broker_id: int) -> BrokerChannel | None:
+        """A channel to ``broker_id``'s inter-broker endpoint; None while it is not registered."""
+        endpoint = self._inter_broker_endpoint(broker_id)
+        if endpoint is None:
+            return None
+        host, port, listener = endpoint
         return BrokerChannel(
             broker_id,
             host,
@@ -353,6 +367,8 @@ class Broker:
                     self.controller.enqueue(reason)
             fenced = self.replicas.fenced
             self.metadata.refresh()
+            if self.replicas.fetchers is not None:
+                self.replicas.fetchers.retarget(self._fetch_address)
             self._sync_partitions()
             if fenced and self.registry.session_state() == SESSION_CONNECTED:
                 self.replicas.unfence()

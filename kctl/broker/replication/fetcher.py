@@ -411,6 +411,15 @@ class ReplicaFetcherManager:
     def fetching(self, tp: TopicPartition) -> int | None:
         return self._source_of.get(tp)
 
+    def retarget(self, endpoint_of: Callable[[int], tuple[str, int] | None]) -> None:
+        """Point each fetcher at its source broker's registered address (after a metadata
+        refresh): a leader that came back on another address is fetched there, not at the old one.
+        ``endpoint_of``: the inter-broker host and port of a broker, None while it is unregistered."""
+        for source, fetcher in self.fetchers.items():
+            endpoint = endpoint_of(source)
+            if endpoint is not None:
+                fetcher.channel.retarget(*endpoint)
+
     async def shutdown_idle(self) -> None:
         """Close the fetchers left without partitions."""
         for source in list(self.fetchers):
