@@ -269,6 +269,35 @@ def request_unclean_election(client: Any, partitions: Iterable[TopicPartitionKey
     _update(client, ELECT_LEADERS_PATH, change)
 
 
+def pending_unclean_elections(client: Any) -> set[TopicPartitionKey]:
+    """The partitions listed in /kctl/elect_leaders (empty when there is none)."""
+    from kazoo.exceptions import NoNodeError
+
+    try:
+        data, _ = client.get(ELECT_LEADERS_PATH)
+    except NoNodeError:
+        return set()
+    return decode_election(data, ELECT_LEADERS_PATH)[1]
+
+
+def withdraw_unclean_elections(client: Any, partitions: Iterable[TopicPartitionKey]) -> None:
+    """Remove handled partitions from /kctl/elect_leaders (deleting it when none is left); a
+    request added meanwhile stays. A znode that does not decode is deleted."""
+    handled = set(partitions)
+
+    def change(data: bytes | None) -> bytes | None:
+        if data is None:
+            return None
+        try:
+            _, current = decode_election(data, ELECT_LEADERS_PATH)
+        except AdminRequestDecodeError:
+            return None
+        rest = current - handled
+        return encode_election(rest, "unclean") if rest else None
+
+    _update(client, ELECT_LEADERS_PATH, change)
+
+
 def request_election(client: Any, election_type: str, partitions: Iterable[TopicPartitionKey]) -> None:
     """Preferred: /admin/preferred_replica_election; unclean: /kctl/elect_leaders."""
     if election_type == "preferred":

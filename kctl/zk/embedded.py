@@ -613,6 +613,12 @@ class EmbeddedRegistry(Registry):
             self._preferred = None if partitions is None else set(partitions)
         self._notify(ADMIN)
 
+    def unclean_election_requests(self) -> set[tuple[str, int]]:
+        return set()  # a cluster of one: its only replica always leads
+
+    def finish_unclean_election_requests(self, partitions: set[tuple[str, int]]) -> None:
+        return None
+
     # -- controlled shutdown -----------------------------------------------------------------------
     def request_controlled_shutdown(self, broker_id: int) -> None:
         with self._open():

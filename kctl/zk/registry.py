@@ -258,6 +258,14 @@ class Registry(ABC):
     def set_preferred_election_requests(self, partitions: set[tuple[str, int]] | None) -> None:
         """Write /admin/preferred_replica_election (None: delete it)."""
 
+    @abstractmethod
+    def unclean_election_requests(self) -> set[tuple[str, int]]:
+        """/kctl/elect_leaders: partitions ElectLeaders asked to elect uncleanly (empty when none)."""
+
+    @abstractmethod
+    def finish_unclean_election_requests(self, partitions: set[tuple[str, int]]) -> None:
+        """Remove the handled ``partitions`` from /kctl/elect_leaders (later requests stay)."""
+
     # -- controlled shutdown -----------------------------------------------------------------------
     @abstractmethod
     def request_controlled_shutdown(self, broker_id: int) -> None:

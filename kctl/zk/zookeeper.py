@@ -48,6 +48,7 @@ from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
 
+from kctl.zk import admin_requests
 from kctl.zk.model import (
     BrokerIdInUseError,
     BrokerRegistration,
@@ -325,6 +326,7 @@ class ZooKeeperRegistry(ControllerOpsMixin, TopicOpsMixin, Registry):
             ChildrenWatch(client, ConfigEntityChangeNotificationZNode.path, self._on_config_changes),
             DataWatch(client, ReassignPartitionsZNode.path, self._data_watcher(ADMIN)),
             DataWatch(client, PreferredReplicaElectionZNode.path, self._data_watcher(ADMIN)),
+            DataWatch(client, admin_requests.ELECT_LEADERS_PATH, self._data_watcher(ADMIN)),
             ChildrenWatch(client, ControlledShutdownZNode.path, self._children_watcher(ADMIN)),
         ]
         with self._lock:

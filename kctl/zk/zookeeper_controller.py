@@ -22,6 +22,7 @@ from kazoo.exceptions import (
     RuntimeInconsistency,
 )
 
+from kctl.zk import admin_requests
 from kctl.zk.model import (
     ControllerFence,
     ControllerMovedError,
@@ -230,6 +231,21 @@ class ControllerOpsMixin:
             PreferredReplicaElectionZNode.path,
             None if partitions is None else PreferredReplicaElectionZNode.encode(partitions),
         )
+
+    def unclean_election_requests(self) -> set[tuple[str, int]]:
+        client = self._zk_client()
+        with self._zk(f"read {admin_requests.ELECT_LEADERS_PATH}"):
+            try:
+                return admin_requests.pending_unclean_elections(client)
+            except admin_requests.AdminRequestDecodeError as error:
+                log.warning("deleting an unclean election request kctl cannot read: %s", error)
+                admin_requests.withdraw_unclean_elections(client, ())
+                return set()
+
+    def finish_unclean_election_requests(self, partitions: set[tuple[str, int]]) -> None:
+        client = self._zk_client()
+        with self._zk(f"update {admin_requests.ELECT_LEADERS_PATH}"):
+            admin_requests.withdraw_unclean_elections(client, partitions)
 
     # -- controlled shutdown -----------------------------------------------------------------------
     def request_controlled_shutdown(self, broker_id: int) -> None:

@@ -205,6 +205,7 @@ class Controller:
         epoch = fence.epoch
         live = view.live
         preferred_requests = self.registry.preferred_election_requests()
+        unclean_requests = self.registry.unclean_election_requests()
         for name, record in view.topics.items():
             for partition, replicas in record.assignment.items():
                 key = (name, partition)
@@ -215,9 +216,15 @@ class Controller:
                     view.propose(key, (leaders[0] if leaders else -1, alive or replicas[:1]), epoch)
                     continue
                 if state.leader not in view.registered:  # leader dead or none
-                    decision = election.offline_partition_election(
-                        replicas, state, live, unclean=view.unclean(name)
-                    )
+                    # ElectLeaders(UNCLEAN) asks for an unclean election whatever the topic allows
+                    unclean = view.unclean(name) or key in unclean_requests
+                    decision = election.offline_partition_election(replicas, state, live, unclean=unclean)
+                    if decision[0] >= 0 and decision[0] not in state.isr:
+                        log.warning(
+                            "unclean leader election of %s-%d: broker %d, not in the ISR %s, leads; "
+                            "records only the old ISR held are lost",
+                            name, partition, decision[0], list(state.isr),
+                        )
                     view.propose(key, decision, epoch)
                 elif state.leader in view.shutting_down:
                     view.propose(
@@ -240,6 +247,8 @@ class Controller:
         self._write(view, fence)
         if preferred_requests is not None:
             self.registry.set_preferred_election_requests(None)
+        if unclean_requests:
+            self.registry.finish_unclean_election_requests(unclean_requests)
         self._reassigner.finish(view, fence)
         self._answer_shutdowns(view)
 
