@@ -5,9 +5,12 @@ group-subscribing consumer, the partition assignors, and the group admin calls.
   encoding.
 * ``assignors``   — the partition assignors (range, roundrobin, sticky, cooperative-sticky).
 * ``state``       — the member's states, errors and types shared by the parts below.
-* ``join``, ``heartbeat``, ``committer`` — the parts of a membership: the JoinGroup/SyncGroup round,
-  the heartbeat thread, commits and committed offsets.
-* ``membership``  — ``GroupMembership``: the member's state machine, made of those parts.
+* ``member``      — ``Member``: the member's identity, generation, assignment and rebalance state.
+* ``join``, ``heartbeat``, ``committer``, ``subscription``, ``rebalance`` — the collaborators of a
+  membership, one job each: the JoinGroup/SyncGroup round and LeaveGroup, the heartbeat thread,
+  commits and committed offsets, the subscribed topics and metadata checks, and what a rebalance
+  does to the assignment (with the callbacks).
+* ``membership``  — ``GroupMembership``: the façade the consumer drives, composing those parts.
 * ``consumer``    — ``GroupConsumer``: a ``Consumer`` that subscribes through a group.
 * ``admin``       — ``GroupAdmin``: list, describe and delete groups, committed offsets and lag.
 * ``rewind``      — resetting a group's committed offsets: the strategies, the plan, its execution.

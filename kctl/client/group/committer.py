@@ -2,17 +2,19 @@
 auto commit every ``auto.commit.interval.ms`` and before partitions are revoked, and fetching the
 group's committed offsets.
 
-``OffsetCommitterMixin`` is one part of ``GroupMembership``. A subscribed member commits only as a
-member of the current generation (as Kafka's consumer); a commit refused because the group
-rebalanced marks the member for a rejoin (or as expelled) and raises ``CommitFailedError``.
+``OffsetCommitter`` is the membership's collaborator for this, built with the cluster (deadlines,
+retries), the group's settings, the ``CoordinatorChannel``, the ``Member`` and the consumer's
+positions. A subscribed member commits only as a member of the current generation (as Kafka's
+consumer); a commit refused because the group rebalanced marks the member for a rejoin (or as
+expelled) and raises ``CommitFailedError``.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import functools
 import logging
-import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
@@ -29,11 +31,11 @@ from kctl.client.group.coordinator import (
     offset_fetch_request,
     offset_fetch_results,
 )
+from kctl.client.group.member import Member
 from kctl.client.group.state import (
     MEMBERSHIP_ERRORS,
     CommitFailedError,
     MemberState,
-    Partitions,
     PositionsProvider,
 )
 from kctl.client.group_config import GroupConfig
@@ -43,37 +45,41 @@ from kctl.protocol import ApiKey, ErrorCode
 log = logging.getLogger("kctl.client.group.membership")
 
 
-class OffsetCommitterMixin:
-    """Commits and committed-offset lookups of a ``GroupMembership`` (see the module docstring)."""
+CommitCallback = Callable[[dict[TopicPartition, OffsetAndMetadata], BaseException | None], Any]
+"""``callback(offsets, error)`` of an asynchronous commit (error None: committed)."""
 
-    cluster: ClusterClient
-    group_id: str
-    config: GroupConfig
-    channel: CoordinatorChannel
-    positions: PositionsProvider | None
-    _lock: threading.RLock
-    _state: MemberState
-    _member_id: str
-    _generation: int
-    _assignment: Partitions
-    _subscribed_flag: bool
-    _rejoin_reason: str | None
-    _lost_reason: str | None
-    _next_auto_commit: float
-    _commit_pool: concurrent.futures.ThreadPoolExecutor | None
-    _completed_commits: list[tuple[Callable[..., Any], Any, BaseException | None]]
-    _pending_commits: set[concurrent.futures.Future[Any]]
-    _callback_error: BaseException | None
 
-    def _check_open(self) -> None:
-        """Provided by ``GroupMembership``."""
-        raise NotImplementedError
+class OffsetCommitter:
+    """Commits and committed-offset lookups of one member (see the module docstring).
 
-    def _request_rejoin(self, reason: str) -> None:
-        """Provided by ``GroupMembership``."""
-        raise NotImplementedError
+    ``positions()``: the consumer's positions (for auto commit and ``commit()`` without offsets);
+    ``report(error)``: where an exception raised by a commit callback goes (``poll`` raises it)."""
 
-    def _commit_before_revoke(self, partitions: Collection[TopicPartition] | None = None) -> None:
+    def __init__(
+        self,
+        cluster: ClusterClient,
+        config: GroupConfig,
+        channel: CoordinatorChannel,
+        member: Member,
+        positions: PositionsProvider | None = None,
+        *,
+        report: Callable[[BaseException], None] | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.config = config
+        self.channel = channel
+        self.member = member
+        self.group_id = member.group_id
+        self.positions = positions
+        self._report = report
+        self._next_auto_commit = time.monotonic() + config.auto_commit_interval_ms / 1000
+        self._commit_pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._completed_commits: list[tuple[CommitCallback, Any, BaseException | None]] = []
+        self._pending_commits: set[concurrent.futures.Future[Any]] = set()
+
+    def commit_before_revoke(self, partitions: Collection[TopicPartition] | None = None) -> None:
+        """With auto commit: commit the positions of ``partitions`` (default: the assignment) before
+        they are given up; a failure is logged."""
         if not self.config.enable_auto_commit or self.positions is None:
             return
         try:
@@ -92,7 +98,7 @@ class OffsetCommitterMixin:
         wanted = (
             frozenset(partitions)
             if partitions is not None
-            else (self._assignment if self._subscribed_flag else None)
+            else (self.member.assignment if self.member.subscribed else None)
         )
         return {
             TopicPartition(*tp): as_offset(value)
@@ -100,16 +106,17 @@ class OffsetCommitterMixin:
             if (wanted is None or TopicPartition(*tp) in wanted) and as_offset(value).offset >= 0
         }
 
-    def _maybe_auto_commit(self) -> None:
+    def maybe_auto_commit(self) -> None:
+        """Commit the positions (asynchronously) when ``auto.commit.interval.ms`` passed since the
+        last time, unless a rebalance is under way."""
         if not self.config.enable_auto_commit or self.positions is None:
             return
         now = time.monotonic()
         if now < self._next_auto_commit:
             return
         self._next_auto_commit = now + self.config.auto_commit_interval_ms / 1000
-        if self._subscribed_flag and (
-            self._state is not MemberState.STABLE or self._rejoin_reason is not None
-        ):
+        member = self.member
+        if member.subscribed and (member.state is not MemberState.STABLE or member.rejoin_reason is not None):
             return
         offsets = self._positions()
         if offsets:
@@ -126,8 +133,7 @@ class OffsetCommitterMixin:
         offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None = None,
         *,
         asynchronous: bool = False,
-        callback: Callable[[dict[TopicPartition, OffsetAndMetadata], BaseException | None], Any]
-        | None = None,
+        callback: CommitCallback | None = None,
         timeout: float | None = None,
     ) -> (
         concurrent.futures.Future[dict[TopicPartition, OffsetAndMetadata]]
@@ -141,7 +147,6 @@ class OffsetCommitterMixin:
         rebalance took the partitions away, the commit fails and the member rejoins). Asynchronous:
         returns a Future; ``callback(offsets, error)`` runs in the thread that calls ``poll`` or
         ``close``."""
-        self._check_open()
         values = (
             self._positions()
             if offsets is None
@@ -160,22 +165,24 @@ class OffsetCommitterMixin:
             self._pending_commits.discard(f)
             if callback is not None:
                 error = f.exception()
-                with self._lock:
+                with self.member.lock:
                     self._completed_commits.append((callback, values, error))
 
         future.add_done_callback(done)
         return future
 
-    def _run_commit_callbacks(self) -> None:
-        with self._lock:
+    def run_callbacks(self) -> None:
+        """Run the callbacks of the asynchronous commits that completed, in the caller's thread; an
+        exception a callback raises is logged and handed to ``report``, not raised."""
+        with self.member.lock:
             completed, self._completed_commits = self._completed_commits, []
         for callback, values, error in completed:
             try:
                 callback(values, error)
             except Exception as exc:
                 log.error("group %s: commit callback raised %r", self.group_id, exc)
-                if self._callback_error is None:
-                    self._callback_error = exc
+                if self._report is not None:
+                    self._report(exc)
 
     def _commit_sync(
         self, offsets: dict[TopicPartition, OffsetAndMetadata], timeout: float | None
@@ -185,20 +192,21 @@ class OffsetCommitterMixin:
         deadline = self.cluster.deadline(timeout)
         attempt = 0
         while True:
-            with self._lock:
-                if self._subscribed_flag and (
-                    self._state is not MemberState.STABLE or self._generation < 0 or self._lost_reason
+            member = self.member
+            with member.lock:
+                if member.subscribed and (
+                    member.state is not MemberState.STABLE or member.generation_id < 0 or member.lost_reason
                 ):
                     # as Kafka's consumer: a subscribed member commits only as a member of a generation
                     what = (
                         "a rebalance is under way"
-                        if self._state is MemberState.JOINING and not self._lost_reason
+                        if member.state is MemberState.JOINING and not member.lost_reason
                         else "the consumer is not a member of the group now (it was removed or left)"
                     )
                     raise CommitFailedError(f"group {self.group_id!r}: cannot commit: {what}")
-                joined = self._state is not MemberState.UNJOINED and self._generation >= 0
-                generation = self._generation if joined else -1
-                member_id = self._member_id if joined else ""
+                joined = member.state is not MemberState.UNJOINED and member.generation_id >= 0
+                generation = member.generation_id if joined else -1
+                member_id = member.member_id if joined else ""
             instance_id = self.config.group_instance_id if joined else None
             build = functools.partial(
                 offset_commit_request,
@@ -236,17 +244,13 @@ class OffsetCommitterMixin:
                 if codes_seen & COORDINATOR_ERRORS:
                     self.channel.invalidate()
                 if codes_seen & MEMBERSHIP_ERRORS or ErrorCode.FENCED_INSTANCE_ID in codes_seen:
-                    with self._lock:
+                    with member.lock:
                         expelled = bool(
                             codes_seen & {ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION}
                         )
-                        if (
-                            expelled
-                            and joined
-                            and (self._member_id, self._generation) == (member_id, generation)
-                        ):
-                            self._lost_reason = f"commit answered {next(iter(errors.values())).name}"
-                        self._request_rejoin("a commit found the group rebalancing")
+                        if expelled and joined and member.is_generation(member_id, generation):
+                            member.lost_reason = f"commit answered {next(iter(errors.values())).name}"
+                        member.request_rejoin("a commit found the group rebalancing")
                     first = next(iter(errors.values()))
                     raise CommitFailedError(
                         f"group {self.group_id!r}: commit failed: {first.name}: the group rebalanced and "
@@ -270,12 +274,11 @@ class OffsetCommitterMixin:
     ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         """The group's committed offsets of ``partitions`` (default: the assignment); None where
         nothing is committed. ``partitions=None`` with no assignment: every committed offset."""
-        self._check_open()
         wanted = (
             list(dict.fromkeys(TopicPartition(*tp) for tp in partitions)) if partitions is not None else None
         )
-        if wanted is None and self._assignment:
-            wanted = sorted(self._assignment)
+        if wanted is None and self.member.assignment:
+            wanted = sorted(self.member.assignment)
         if wanted == []:
             return {}
         deadline = self.cluster.deadline(timeout)
@@ -306,3 +309,13 @@ class OffsetCommitterMixin:
 
         return self.cluster.retry(attempt, deadline=deadline, description="OffsetFetch")
 
+    def wait_pending(self, timeout: float) -> None:
+        """Wait for the asynchronous commits under way (at most ``timeout`` seconds each)."""
+        for future in list(self._pending_commits):
+            with contextlib.suppress(Exception):
+                future.result(timeout=timeout)
+
+    def close(self) -> None:
+        """Stop the asynchronous commits' thread (commits not started are dropped)."""
+        if self._commit_pool is not None:
+            self._commit_pool.shutdown(wait=False, cancel_futures=True)

@@ -1,13 +1,19 @@
-"""Joining a group, in the membership's helper thread: JoinGroup (answering MEMBER_ID_REQUIRED),
-the leader's assignment (decode the subscriptions, read the topics' partition counts, run the
-assignor), then SyncGroup; retried with backoff until it works, is cancelled, or fails for good.
+"""Joining and leaving a group. A join round runs in a helper thread: JoinGroup (answering
+MEMBER_ID_REQUIRED), the leader's assignment (decode the subscriptions, read the topics' partition
+counts, run the assignor), then SyncGroup; retried with backoff until it works, is cancelled, or
+fails for good. Leaving is one LeaveGroup.
 
-``JoinMixin`` is one part of ``GroupMembership``; it reads and updates the member's id, generation
-and leader under the membership's lock, and returns the round's outcome as a ``JoinResult``.
+``GroupJoiner`` is the membership's collaborator for this: built with the cluster (metadata for the
+leader's assignment), the group's settings and assignors, the ``CoordinatorChannel`` and the
+``Member``. It updates the member's id and generation as the coordinator hands them out and returns
+the round's outcome as a ``JoinResult``; what the new assignment means for the consumer is the
+caller's (``rebalance.Rebalancer``).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import logging
 import random
 import threading
@@ -20,6 +26,7 @@ from kctl.client.consumer_protocol import PROTOCOL_TYPE, Assignment, ConsumerPro
 from kctl.client.errors import BrokerResponseError, KafkaError
 from kctl.client.group.assignors import Assignor, GroupMember
 from kctl.client.group.coordinator import COORDINATOR_ERRORS, CoordinatorChannel
+from kctl.client.group.member import Member
 from kctl.client.group.state import (
     FATAL_JOIN_ERRORS,
     JOIN_TIMEOUT_LAPSE,
@@ -32,6 +39,7 @@ from kctl.client.group.state import (
 from kctl.client.group_config import GroupConfig
 from kctl.protocol import ApiKey, ErrorCode
 from kctl.protocol.messages.join_group import JoinGroupRequest, JoinGroupRequestProtocol
+from kctl.protocol.messages.leave_group import LeaveGroupRequest, MemberIdentity
 from kctl.protocol.messages.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
 
 log = logging.getLogger("kctl.client.group.membership")
@@ -46,18 +54,91 @@ class LeaderAssignment:
     partition_counts: dict[str, int]
 
 
-class JoinMixin:
-    """The JoinGroup/SyncGroup round of a ``GroupMembership`` (see the module docstring)."""
+class GroupJoiner:
+    """The JoinGroup/SyncGroup rounds and the LeaveGroup of one member (see the module docstring).
 
-    cluster: ClusterClient
-    group_id: str
-    config: GroupConfig
-    assignors: list[Assignor]
-    channel: CoordinatorChannel
-    _lock: threading.RLock
-    _member_id: str
-    _generation: int
-    _leader_id: str
+    ``start`` runs a round in a helper thread, ``wait`` collects its outcome, ``cancel`` stops it;
+    ``join`` is the round itself, retried until it works (blocking)."""
+
+    def __init__(
+        self,
+        cluster: ClusterClient,
+        config: GroupConfig,
+        channel: CoordinatorChannel,
+        member: Member,
+        assignors: list[Assignor] | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.config = config
+        self.channel = channel
+        self.member = member
+        self.group_id = member.group_id
+        self.assignors: list[Assignor] = config.assignors if assignors is None else assignors
+        self._future: concurrent.futures.Future[JoinResult] | None = None
+        self._cancel = threading.Event()
+
+    # ------------------------------------------------------------------------------ the helper thread
+
+    @property
+    def in_progress(self) -> bool:
+        """Whether a round was started and its outcome not collected yet."""
+        return self._future is not None
+
+    def start(
+        self,
+        topics: tuple[str, ...],
+        owned: Partitions,
+        previous: Partitions,
+        previous_generation: int,
+        *,
+        reason: str | None,
+    ) -> None:
+        """Start a round in a helper thread (``join``'s arguments); ``wait`` collects its outcome."""
+        future: concurrent.futures.Future[JoinResult] = concurrent.futures.Future()
+        self._future = future
+        future.set_running_or_notify_cancel()
+        cancel = self._cancel = threading.Event()
+
+        def run() -> None:
+            try:
+                future.set_result(
+                    self.join(topics, owned, previous, previous_generation, reason=reason, cancel=cancel)
+                )
+            except BaseException as error:  # handed to wait
+                future.set_exception(error)
+
+        thread = threading.Thread(target=run, name=f"kctl-group-join-{self.group_id}", daemon=True)
+        thread.start()
+
+    def wait(self, timeout: float) -> JoinResult | None:
+        """The outcome of the round under way, waiting at most ``timeout`` seconds: its
+        ``JoinResult``, or None while it goes on. A round that ended (with a result, cancelled:
+        ``JoinCancelled``, or failed: its error, raised) is collected: ``in_progress`` turns false."""
+        future = self._future
+        if future is None:
+            return None
+        try:
+            result = future.result(timeout=timeout)
+        except concurrent.futures.TimeoutError:
+            return None
+        except BaseException:
+            self._future = None
+            raise
+        self._future = None
+        return result
+
+    def cancel(self) -> None:
+        """Stop the round under way, if any, and forget it."""
+        future, self._future = self._future, None
+        if future is None or future.done():
+            return
+        # a join under way holds a connection in a long wait: wake it up and let it go
+        self._cancel.set()
+        self.channel.close_purpose("join")
+        with contextlib.suppress(Exception):
+            future.result(timeout=self.config.request_timeout)
+
+    # ------------------------------------------------------------------------------ the round
 
     def _protocols(
         self, topics: tuple[str, ...], owned: Partitions, previous: Partitions, previous_generation: int
@@ -83,7 +164,7 @@ class JoinMixin:
         if cancel.wait(wait * random.uniform(0.8, 1.2)):
             raise JoinCancelled()
 
-    def _join(
+    def join(
         self,
         topics: tuple[str, ...],
         owned: Partitions,
@@ -138,7 +219,7 @@ class JoinMixin:
         protocols = self._protocols(topics, owned, previous, previous_generation)
         instance_id = config.group_instance_id
         for _handshake in range(3):
-            member_id = self._member_id
+            member_id = self.member.member_id
 
             def join_request(version: int, member_id: str = member_id) -> JoinGroupRequest:
                 return JoinGroupRequest(
@@ -163,15 +244,10 @@ class JoinMixin:
             ).body
             code = response.error_code
             if code == ErrorCode.MEMBER_ID_REQUIRED:
-                with self._lock:
-                    self._member_id = response.member_id
+                with self.member.lock:
+                    self.member.member_id = response.member_id
                 continue
-            if code == ErrorCode.UNKNOWN_MEMBER_ID:
-                with self._lock:
-                    self._member_id, self._generation = "", -1
-            elif code == ErrorCode.ILLEGAL_GENERATION:
-                with self._lock:
-                    self._generation = -1
+            self.member.reset_generation(code)
             if code:
                 raise BrokerResponseError(code, context=f"JoinGroup of group {self.group_id!r}")
             break
@@ -179,10 +255,10 @@ class JoinMixin:
             raise BrokerResponseError(
                 ErrorCode.MEMBER_ID_REQUIRED, context="JoinGroup kept asking for a member id"
             )
-        with self._lock:
-            self._member_id = response.member_id
-            self._generation = response.generation_id
-            self._leader_id = response.leader
+        with self.member.lock:
+            self.member.member_id = response.member_id
+            self.member.generation_id = response.generation_id
+            self.member.leader_id = response.leader
         protocol = response.protocol_name or ""
         group_topics: dict[str, int] | None = None
         assignments: list[SyncGroupRequestAssignment] = []
@@ -190,7 +266,7 @@ class JoinMixin:
             if getattr(response, "skip_assignment", False) or not response.members:
                 # a static leader rejoining a stable group keeps the current assignment (KIP-814);
                 # it still watches the topics it knows of for partition changes
-                group_topics = self._partition_counts(topics, deadline)
+                group_topics = partition_counts(self.cluster, self.config, topics, deadline)
             else:
                 leader = self._leader_assign(protocol, response.members, deadline)
                 group_topics = leader.partition_counts
@@ -214,12 +290,7 @@ class JoinMixin:
             "join", ApiKey.SYNC_GROUP, sync_request, deadline=deadline, timeout=self._join_timeout()
         ).body
         if sync.error_code:
-            if sync.error_code == ErrorCode.UNKNOWN_MEMBER_ID:
-                with self._lock:
-                    self._member_id, self._generation = "", -1
-            elif sync.error_code == ErrorCode.ILLEGAL_GENERATION:
-                with self._lock:
-                    self._generation = -1
+            self.member.reset_generation(sync.error_code)
             raise BrokerResponseError(sync.error_code, context=f"SyncGroup of group {self.group_id!r}")
         try:
             assignment = Assignment.decode(sync.assignment)
@@ -257,7 +328,7 @@ class JoinMixin:
                 subscription = Subscription(topics=(), version=0)
             group_members.append(GroupMember(m.member_id, subscription, m.group_instance_id))
         topics = sorted({t for gm in group_members for t in gm.subscription.topics})
-        counts = self._partition_counts(topics, deadline)
+        counts = partition_counts(self.cluster, self.config, topics, deadline)
         result = assignor.assign(counts, group_members)
         version = max(0, min([gm.subscription.version for gm in group_members] + [3]))
         encoded = {
@@ -273,20 +344,60 @@ class JoinMixin:
         )
         return LeaderAssignment(encoded, counts)
 
-    def _partition_counts(self, topics: Collection[str], deadline: Deadline) -> dict[str, int]:
-        if not topics:
-            return {}
-        metadata = self.cluster.retry(
-            lambda: self.cluster.refresh_metadata(
-                topics, allow_auto_create=self.config.allow_auto_create_topics, deadline=deadline
-            ),
-            deadline=deadline,
-            description="metadata for the assignment",
-        )
-        counts = {}
-        for name in topics:  # a topic that does not exist (yet) counts 0: its creation shows
-            topic = metadata.topic(name)
-            ok = topic is not None and not topic.error_code
-            counts[name] = len(topic.partitions) if ok and topic is not None else 0
-        return counts
+    # ------------------------------------------------------------------------------ leaving
+
+    def leave(self, member_id: str, purpose: str, reason: str) -> None:
+        """LeaveGroup for ``member_id`` (a static member: for its ``group.instance.id``) over the
+        ``purpose`` connection; failures are logged, not raised (the session times out anyway)."""
+        if not member_id and not self.config.group_instance_id:
+            return
+        instance_id = self.config.group_instance_id
+
+        def build(version: int) -> LeaveGroupRequest:
+            if version >= 3:
+                return LeaveGroupRequest(
+                    group_id=self.group_id,
+                    members=[
+                        MemberIdentity(member_id=member_id, group_instance_id=instance_id, reason=reason)
+                    ],
+                )
+            return LeaveGroupRequest(group_id=self.group_id, member_id=member_id)
+
+        try:
+            response = self.channel.request(
+                purpose,
+                ApiKey.LEAVE_GROUP,
+                build,
+                deadline=Deadline(min(self.config.request_timeout, self.config.default_api_timeout)),
+                min_version=3 if instance_id else None,
+            ).body
+            codes = [response.error_code, *(m.error_code for m in getattr(response, "members", None) or [])]
+            if any(codes):
+                log.info("group %s: LeaveGroup: %s", self.group_id, BrokerResponseError(max(codes)).name)
+            else:
+                log.info("group %s: member %s left the group", self.group_id, member_id or instance_id)
+        except KafkaError as error:
+            log.info("group %s: LeaveGroup failed: %s", self.group_id, error)
+
+
+def partition_counts(
+    cluster: ClusterClient, config: GroupConfig, topics: Collection[str], deadline: Deadline
+) -> dict[str, int]:
+    """The partition count of each of ``topics`` (0 for one that does not exist, yet), from fresh
+    metadata: what the leader assigns, and what it watches for changes."""
+    if not topics:
+        return {}
+    metadata = cluster.retry(
+        lambda: cluster.refresh_metadata(
+            topics, allow_auto_create=config.allow_auto_create_topics, deadline=deadline
+        ),
+        deadline=deadline,
+        description="metadata for the assignment",
+    )
+    counts = {}
+    for name in topics:  # a topic that does not exist (yet) counts 0: its creation shows
+        topic = metadata.topic(name)
+        ok = topic is not None and not topic.error_code
+        counts[name] = len(topic.partitions) if ok and topic is not None else 0
+    return counts
 

@@ -44,56 +44,55 @@ consumer), unless told to.
 
 Group requests use connections of their own to the coordinator (``CoordinatorChannel``).
 
-This module owns the member's state machine (subscription, ``poll``, giving partitions up, leaving,
-``close``); the parts it is made of live beside it: ``join`` (the JoinGroup/SyncGroup round and
-the leader's assignment), ``heartbeat`` (the heartbeat thread), ``committer`` (commits, auto commit,
-committed offsets) and ``state`` (the states, errors and types they share).
+``GroupMembership`` is a façade: this module owns the order of the work in ``poll`` and ``close``
+and the public API; the work is done by collaborators it builds and composes, each with one job and
+usable alone, all sharing one ``Member`` (``member``: identity, generation, assignment, rebalance
+state):
+
+* ``channel`` — ``coordinator.CoordinatorChannel``: finding the coordinator, connections to it;
+* ``joiner`` — ``join.GroupJoiner``: the JoinGroup/SyncGroup round with the assignors, LeaveGroup;
+* ``heartbeat`` — ``heartbeat.Heartbeat``: the heartbeat thread;
+* ``committer`` — ``committer.OffsetCommitter``: commits, auto commit, committed offsets;
+* ``topic_subscription`` — ``subscription.TopicSubscription``: topics or a pattern, metadata checks;
+* ``rebalancer`` — ``rebalance.Rebalancer``: giving up and taking partitions, the callbacks.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import logging
 import re
-import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kctl.client.cluster import ClusterClient, Deadline
+from kctl.client.cluster import ClusterClient
 from kctl.client.config import ClientConfig
-from kctl.client.errors import BrokerResponseError, KafkaError
+from kctl.client.errors import KafkaError
 from kctl.client.group.assignors import Assignor, RebalanceProtocol
-from kctl.client.group.committer import OffsetCommitterMixin
-from kctl.client.group.coordinator import CoordinatorChannel
-from kctl.client.group.heartbeat import HeartbeatMixin
-from kctl.client.group.join import JoinMixin
+from kctl.client.group.committer import CommitCallback, OffsetCommitter
+from kctl.client.group.coordinator import CoordinatorChannel, OffsetAndMetadata
+from kctl.client.group.heartbeat import Heartbeat
+from kctl.client.group.join import GroupJoiner
+from kctl.client.group.member import Member
+from kctl.client.group.rebalance import Rebalancer
 from kctl.client.group.state import (
     CLOSE_JOIN_WAIT,
     Callback,
     GroupMembershipError,
     JoinCancelled,
-    JoinResult,
     MemberState,
     Partitions,
     PositionsProvider,
-    show_partitions,
 )
+from kctl.client.group.subscription import TopicSubscription
 from kctl.client.group_config import GroupConfig, coerce_group_config
-from kctl.protocol import ApiKey
-from kctl.protocol.messages.leave_group import LeaveGroupRequest, MemberIdentity
+from kctl.client.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
 
-def _topic_matcher(pattern: str | re.Pattern[str] | None) -> re.Pattern[str] | None:
-    if pattern is None:
-        return None
-    return pattern if isinstance(pattern, re.Pattern) else re.compile(pattern)
-
-
-class GroupMembership(JoinMixin, HeartbeatMixin, OffsetCommitterMixin):
+class GroupMembership:
     """One consumer's membership in a group; see the module docstring.
 
     ``cluster``: the consumer's ``ClusterClient`` (metadata, FindCoordinator); ``config``: a
@@ -121,97 +120,111 @@ class GroupMembership(JoinMixin, HeartbeatMixin, OffsetCommitterMixin):
         self.config: GroupConfig = coerce_group_config(config, group_id=group_id, **overrides)
         self.assignors: list[Assignor] = self.config.assignors
         self.protocol = self.config.rebalance_protocol
-        self.on_assign = on_assign
-        self.on_revoke = on_revoke
-        self.on_lost = on_lost
-        self.positions = positions
+        self.member = Member(group_id, self.config.group_instance_id)
         self.channel = CoordinatorChannel(cluster, group_id)
-
-        self._lock = threading.RLock()
-        self._state = MemberState.UNJOINED
-        self._member_id = ""
-        self._generation = -1
-        self._protocol_name: str | None = None
-        self._leader_id = ""
-        self._assignment: Partitions = frozenset()
-        self._previous: tuple[Partitions, int] = (frozenset(), -1)  # sticky user data (eager)
-        self._rejoin_reason: str | None = None
-        self._lost_reason: str | None = None
-        self._fatal: KafkaError | None = None
+        self.joiner = GroupJoiner(cluster, self.config, self.channel, self.member, self.assignors)
+        self.heartbeat = Heartbeat(self.config, self.channel, self.member, leave=self.joiner.leave)
+        self.committer = OffsetCommitter(
+            cluster, self.config, self.channel, self.member, positions, report=self._report
+        )
+        self.topic_subscription = TopicSubscription(cluster, self.config, self.member)
+        self.rebalancer = Rebalancer(
+            self.member,
+            self.committer,
+            self.topic_subscription,
+            self.protocol,
+            on_assign=on_assign,
+            on_revoke=on_revoke,
+            on_lost=on_lost,
+            report=self._report,
+        )
         self._closed = False
-        self._closing = threading.Event()
-
-        self._topics: tuple[str, ...] = ()
-        self._pattern: re.Pattern[str] | None = None
-        self._exclude: re.Pattern[str] | None = None
-        self._subscribed: frozenset[str] = frozenset()
-        self._subscribed_flag = False
-        self._group_topics: dict[str, int] | None = None
-        self._next_metadata_check = 0.0
-
-        self._join_future: concurrent.futures.Future[JoinResult] | None = None
-        self._last_poll = time.monotonic()
-        self._next_auto_commit = time.monotonic() + self.config.auto_commit_interval_ms / 1000
-        self._commit_pool: concurrent.futures.ThreadPoolExecutor | None = None
-        self._completed_commits: list[tuple[Callable[..., Any], Any, BaseException | None]] = []
-        self._pending_commits: set[concurrent.futures.Future[Any]] = set()
         self._callback_error: BaseException | None = None
-        self._join_reason: str | None = None
-        self._join_cancel = threading.Event()
-
-        self._heartbeat_wakeup = threading.Event()
-        self._heartbeat_thread: threading.Thread | None = None
 
     # ------------------------------------------------------------------------------ properties
 
     def __repr__(self) -> str:
+        member = self.member
         return (
-            f"<GroupMembership {self.group_id!r} {self._state.value} member {self._member_id or '-'} "
-            f"generation {self._generation}, {len(self._assignment)} partitions>"
+            f"<GroupMembership {self.group_id!r} {member.state.value} member {member.member_id or '-'} "
+            f"generation {member.generation_id}, {len(member.assignment)} partitions>"
         )
 
     @property
     def member_id(self) -> str:
-        return self._member_id
+        return self.member.member_id
 
     @property
     def generation_id(self) -> int:
-        return self._generation
+        return self.member.generation_id
 
     @property
     def group_instance_id(self) -> str | None:
-        return self.config.group_instance_id
+        return self.member.group_instance_id
 
     @property
     def state(self) -> MemberState:
-        return self._state
+        return self.member.state
 
     @property
     def assignment(self) -> Partitions:
         """The partitions this member holds now."""
-        return self._assignment
+        return self.member.assignment
 
     @property
     def assignor(self) -> str | None:
         """The assignor (protocol name) of the current generation."""
-        return self._protocol_name
+        return self.member.protocol_name
 
     @property
     def is_leader(self) -> bool:
-        return bool(self._member_id) and self._member_id == self._leader_id
+        return self.member.is_leader
 
     @property
     def subscription(self) -> frozenset[str]:
         """The topics subscribed to now (for a pattern: those matching at the last check)."""
-        return self._subscribed
+        return self.topic_subscription.topics
 
     @property
     def subscribed(self) -> bool:
-        return self._subscribed_flag
+        return self.member.subscribed
 
     @property
     def rebalance_in_progress(self) -> bool:
-        return self._state is MemberState.JOINING or self._rejoin_reason is not None
+        return self.member.rebalance_in_progress
+
+    @property
+    def positions(self) -> PositionsProvider | None:
+        """The consumer's positions, for auto commit and ``commit()`` without offsets."""
+        return self.committer.positions
+
+    @positions.setter
+    def positions(self, positions: PositionsProvider | None) -> None:
+        self.committer.positions = positions
+
+    @property
+    def on_assign(self) -> Callback | None:
+        return self.rebalancer.on_assign
+
+    @on_assign.setter
+    def on_assign(self, callback: Callback | None) -> None:
+        self.rebalancer.on_assign = callback
+
+    @property
+    def on_revoke(self) -> Callback | None:
+        return self.rebalancer.on_revoke
+
+    @on_revoke.setter
+    def on_revoke(self, callback: Callback | None) -> None:
+        self.rebalancer.on_revoke = callback
+
+    @property
+    def on_lost(self) -> Callback | None:
+        return self.rebalancer.on_lost
+
+    @on_lost.setter
+    def on_lost(self, callback: Callback | None) -> None:
+        self.rebalancer.on_lost = callback
 
     # ------------------------------------------------------------------------------ subscription
 
@@ -231,43 +244,24 @@ class GroupMembership(JoinMixin, HeartbeatMixin, OffsetCommitterMixin):
             raise ValueError("exclude goes with a pattern")
         if pattern is None and not names:
             raise ValueError("no topic to subscribe to")
-        with self._lock:
+        with self.member.lock:
             self._check_open()
-            self._topics = names
-            self._pattern = _topic_matcher(pattern)
-            self._exclude = _topic_matcher(exclude)
-            self._subscribed_flag = True
-            self._next_metadata_check = 0.0
-            if self._pattern is None:
-                self._set_subscribed(frozenset(names), "subscription changed")
-            else:
-                self._request_rejoin("subscription changed")
+            self.member.subscribed = True
+            self.topic_subscription.replace(names, pattern, exclude)
 
     def unsubscribe(self) -> None:
         """Give up the partitions (``on_revoke``) and leave the group."""
-        with self._lock:
+        with self.member.lock:
             self._check_open()
         self._give_up_all(leave=True)
-        with self._lock:
-            self._subscribed_flag = False
-            self._topics = ()
-            self._pattern = self._exclude = None
-            self._subscribed = frozenset()
-            self._rejoin_reason = None
-
-    def _set_subscribed(self, topics: frozenset[str], reason: str) -> None:
-        if topics != self._subscribed or self._state is MemberState.UNJOINED:
-            self._subscribed = topics
-            self._request_rejoin(reason)
+        with self.member.lock:
+            self.member.subscribed = False
+            self.topic_subscription.clear()
+            self.member.rejoin_reason = None
 
     def request_rejoin(self, reason: str = "requested") -> None:
         """Rejoin the group at the next ``poll`` (a new rebalance)."""
-        with self._lock:
-            self._request_rejoin(reason)
-
-    def _request_rejoin(self, reason: str) -> None:
-        if self._rejoin_reason is None:
-            self._rejoin_reason = reason
+        self.member.request_rejoin(reason)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -281,267 +275,95 @@ class GroupMembership(JoinMixin, HeartbeatMixin, OffsetCommitterMixin):
         during this call, else None. Raises ``GroupMembershipError`` when the membership cannot go
         on, and the first exception a callback raised."""
         self._check_open()
-        if self._fatal is not None:
-            raise self._fatal
-        self._last_poll = time.monotonic()
+        member = self.member
+        if member.fatal is not None:
+            raise member.fatal
+        self.heartbeat.polled()
         deadline = time.monotonic() + max(timeout, 0.0)
         changed = False
-        self._run_commit_callbacks()
-        if self._subscribed_flag:
-            self._ensure_heartbeat_thread()
-            self._check_metadata()
+        self.committer.run_callbacks()
+        if member.subscribed:
+            self.heartbeat.start()
+            self.topic_subscription.check_metadata()
             while True:
-                future = self._join_future
-                if future is not None:
+                if self.joiner.in_progress:
                     try:
-                        result = future.result(timeout=max(deadline - time.monotonic(), 0.0))
-                    except concurrent.futures.TimeoutError:
-                        break
+                        result = self.joiner.wait(max(deadline - time.monotonic(), 0.0))
                     except JoinCancelled:
-                        self._join_future = None
                         break
                     except Exception as error:
-                        self._join_future = None
-                        with self._lock:
-                            self._state = MemberState.UNJOINED
+                        with member.lock:
+                            member.state = MemberState.UNJOINED
                             if isinstance(error, KafkaError):
-                                self._fatal = error
+                                member.fatal = error
                         raise
-                    self._join_future = None
-                    changed |= self._complete_join(result)
+                    if result is None:
+                        break
+                    self.topic_subscription.group_topics = result.group_topics
+                    changed |= self.rebalancer.complete_join(result)
                     continue
-                if self._lost_reason is not None:
-                    changed |= self._lose_partitions()
-                if self._rejoin_reason is not None or self._state is MemberState.UNJOINED:
-                    changed |= self._prepare_join()
-                    self._start_join()
+                if member.lost_reason is not None:
+                    changed |= self.rebalancer.lose_partitions()
+                if member.rejoin_reason is not None or member.state is MemberState.UNJOINED:
+                    changed |= self._join()
                     continue
                 break
-        self._maybe_auto_commit()
+        self.committer.maybe_auto_commit()
         self._raise_callback_error()
-        return self._assignment if changed else None
+        return member.assignment if changed else None
+
+    def _report(self, error: BaseException) -> None:
+        """A user callback raised ``error``: ``poll`` (or ``close``) raises the first one."""
+        if self._callback_error is None:
+            self._callback_error = error
 
     def _raise_callback_error(self) -> None:
         error, self._callback_error = self._callback_error, None
         if error is not None:
             raise error
 
-    def _invoke(self, callback: Callback | None, partitions: Partitions, what: str) -> None:
-        if callback is None:
-            return
-        try:
-            callback(partitions)
-        except Exception as error:  # a user callback: report it from poll, after the state is right
-            log.error("group %s: %s callback raised %r", self.group_id, what, error)
-            if self._callback_error is None:
-                self._callback_error = error
-
-    def _prepare_join(self) -> bool:
-        """Before joining: eager members commit and give up everything; cooperative members give up
-        only partitions of topics they no longer subscribe to. Returns whether the assignment
-        changed."""
-        with self._lock:
-            reason = self._rejoin_reason or "joining"
-            self._rejoin_reason = None
+    def _join(self) -> bool:
+        """Give up what the protocol says before a join, then start a join round (in the joiner's
+        thread). Returns whether the assignment changed."""
+        member = self.member
+        with member.lock:
+            reason = member.rejoin_reason or "joining"
+            member.rejoin_reason = None
         log.info("group %s: (re)joining: %s", self.group_id, reason)
-        self._join_reason = reason
-        if not self._assignment:
-            return False
-        if self.protocol is RebalanceProtocol.EAGER:
-            self._commit_before_revoke()
-            revoked = self._assignment
-            with self._lock:
-                self._previous = (revoked, self._generation)
-                self._assignment = frozenset()
-            self._invoke(self.on_revoke, revoked, "on_revoke")
-            return True
-        gone = frozenset(tp for tp in self._assignment if tp.topic not in self._subscribed)
-        if not gone:
-            return False
-        self._commit_before_revoke(gone)
-        with self._lock:
-            self._assignment = self._assignment - gone
-        self._invoke(self.on_revoke, gone, "on_revoke")
-        return True
-
-    def _lose_partitions(self) -> bool:
-        with self._lock:
-            reason, self._lost_reason = self._lost_reason, None
-            lost = self._assignment
-            self._assignment = frozenset()
-            self._previous = (frozenset(), -1)
-            self._state = MemberState.UNJOINED
-            self._request_rejoin(f"lost the membership: {reason}")
-        if not lost:
-            return False
-        log.warning("group %s: lost partitions %s: %s", self.group_id, show_partitions(lost), reason)
-        self._invoke(self.on_lost or self.on_revoke, lost, "on_lost")
-        return True
-
-    def _start_join(self) -> None:
-        with self._lock:
-            self._state = MemberState.JOINING
-            owned = self._assignment
-            previous, previous_generation = self._previous
+        changed = self.rebalancer.prepare_join()
+        with member.lock:
+            member.state = MemberState.JOINING
+            owned = member.assignment
+            previous, previous_generation = member.previous
             if self.protocol is RebalanceProtocol.COOPERATIVE:
-                previous, previous_generation = owned, self._generation
-            snapshot = (tuple(sorted(self._subscribed)), owned, previous, previous_generation)
-        future: concurrent.futures.Future[JoinResult] = concurrent.futures.Future()
-        self._join_future = future
-        future.set_running_or_notify_cancel()
-        reason = self._join_reason
-        cancel = self._join_cancel = threading.Event()
-
-        def run() -> None:
-            try:
-                future.set_result(self._join(*snapshot, reason=reason, cancel=cancel))
-            except BaseException as error:  # handed to poll
-                future.set_exception(error)
-
-        thread = threading.Thread(target=run, name=f"kctl-group-join-{self.group_id}", daemon=True)
-        thread.start()
-        self._heartbeat_wakeup.set()
-
-    def _complete_join(self, result: JoinResult) -> bool:
-        new = result.assignment
-        with self._lock:
-            old = self._assignment
-            self._state = MemberState.STABLE
-            self._generation = result.generation
-            self._member_id = result.member_id
-            self._protocol_name = result.protocol
-            self._leader_id = result.leader
-            self._group_topics = result.group_topics
-            self._previous = (new, result.generation)
-        log.info(
-            "group %s: generation %d, member %s%s, assigned %s",
-            self.group_id,
-            result.generation,
-            result.member_id,
-            " (leader)" if result.member_id == result.leader else "",
-            show_partitions(new),
-        )
-        revoked = old - new
-        added = new - old
-        if revoked:  # cooperative: what moves elsewhere is given up now, and we rejoin for the rest
-            self._commit_before_revoke(revoked)
-            with self._lock:
-                self._assignment = old - revoked
-            self._invoke(self.on_revoke, revoked, "on_revoke")
-            with self._lock:
-                self._request_rejoin("partitions were revoked in a cooperative rebalance")
-        with self._lock:
-            self._assignment = new
-        self._invoke(self.on_assign, added, "on_assign")
-        return bool(revoked or added)
-
-    # ------------------------------------------------------------------------------ metadata checks
-
-    def _check_metadata(self) -> None:
-        """Every ``metadata.max.age.ms`` (at once after ``subscribe``): match the pattern against the
-        topic list; the leader also checks the group's topics' partition counts."""
-        now = time.monotonic()
-        if now < self._next_metadata_check:
-            return
-        self._next_metadata_check = now + self.config.metadata_max_age_ms / 1000
-        deadline = Deadline(min(self.config.default_api_timeout, self.config.request_timeout))
-        try:
-            if self._pattern is not None:
-                metadata = self.cluster.refresh_metadata(None, deadline=deadline)
-                matched = frozenset(
-                    name
-                    for name, topic in metadata.topics.items()
-                    if not (topic.is_internal and self.config.exclude_internal_topics)
-                    and not topic.error_code
-                    and self._pattern.fullmatch(name)
-                    and not (self._exclude is not None and self._exclude.fullmatch(name))
-                )
-                with self._lock:
-                    self._set_subscribed(matched, f"the topics matching {self._pattern.pattern!r} changed")
-            if self.is_leader and self._state is MemberState.STABLE and self._group_topics is not None:
-                current = self._partition_counts(sorted(self._group_topics), deadline)
-                if current != self._group_topics:
-                    with self._lock:
-                        self._request_rejoin("the partitions of the group's topics changed")
-        except KafkaError as error:
-            log.info("group %s: metadata check failed: %s", self.group_id, error)
-            self._next_metadata_check = now + self.config.retry_backoff_max_ms / 1000
+                previous, previous_generation = owned, member.generation_id
+            topics = tuple(sorted(self.topic_subscription.topics))
+        self.joiner.start(topics, owned, previous, previous_generation, reason=reason)
+        self.heartbeat.wake()
+        return changed
 
     # ------------------------------------------------------------------------------ leaving
 
-    def _leave(self, member_id: str, purpose: str, reason: str) -> None:
-        if not member_id and not self.config.group_instance_id:
-            return
-        instance_id = self.config.group_instance_id
-
-        def build(version: int) -> LeaveGroupRequest:
-            if version >= 3:
-                return LeaveGroupRequest(
-                    group_id=self.group_id,
-                    members=[
-                        MemberIdentity(member_id=member_id, group_instance_id=instance_id, reason=reason)
-                    ],
-                )
-            return LeaveGroupRequest(group_id=self.group_id, member_id=member_id)
-
-        try:
-            response = self.channel.request(
-                purpose,
-                ApiKey.LEAVE_GROUP,
-                build,
-                deadline=Deadline(min(self.config.request_timeout, self.config.default_api_timeout)),
-                min_version=3 if instance_id else None,
-            ).body
-            codes = [response.error_code, *(m.error_code for m in getattr(response, "members", None) or [])]
-            if any(codes):
-                log.info("group %s: LeaveGroup: %s", self.group_id, BrokerResponseError(max(codes)).name)
-            else:
-                log.info("group %s: member %s left the group", self.group_id, member_id or instance_id)
-        except KafkaError as error:
-            log.info("group %s: LeaveGroup failed: %s", self.group_id, error)
-
     def _give_up_all(self, *, leave: bool) -> None:
-        if self._lost_reason is not None:
-            self._lose_partitions()
-        elif self._assignment:
-            self._commit_before_revoke()
-            revoked = self._assignment
-            with self._lock:
-                self._assignment = frozenset()
-            self._invoke(self.on_revoke, revoked, "on_revoke")
-        with self._lock:
-            member_id = self._member_id
-            self._state = MemberState.UNJOINED
-            self._generation = -1
-            self._previous = (frozenset(), -1)
-            if leave:
-                self._member_id = ""
-        self._cancel_join()
+        self.rebalancer.give_up_all()
+        member_id = self.member.leave_generation(forget_member_id=leave)
+        self.joiner.cancel()
         if leave:
-            self._leave(member_id, "offsets", "the consumer is leaving the group")
-
-    def _cancel_join(self) -> None:
-        future, self._join_future = self._join_future, None
-        if future is None or future.done():
-            return
-        # a join under way holds a connection in a long wait: wake it up and let it go
-        self._join_cancel.set()
-        self.channel.close_purpose("join")
-        with contextlib.suppress(Exception):
-            future.result(timeout=self.config.request_timeout)
+            self.joiner.leave(member_id, "offsets", "the consumer is leaving the group")
 
     def _finish_pending_join(self, timeout: float) -> None:
         """Give a rebalance under way a moment to finish, so that the final commit is made in the
         new generation (during the rebalance the coordinator refuses it)."""
-        future = self._join_future
-        if future is None or self._fatal is not None:
+        if not self.joiner.in_progress or self.member.fatal is not None:
             return
         try:
-            result = future.result(timeout=timeout)
-        except Exception:  # not finished in time, cancelled or failed: leave with what we have
+            result = self.joiner.wait(timeout)
+        except Exception:  # cancelled or failed: leave with what we have
             return
-        self._join_future = None
-        self._complete_join(result)
+        if result is None:  # not finished in time
+            return
+        self.topic_subscription.group_topics = result.group_topics
+        self.rebalancer.complete_join(result)
 
     def close(self, *, leave: bool | None = None, timeout: float | None = None) -> None:
         """Leave the group: wait for asynchronous commits (and, at most ``timeout`` seconds, for a
@@ -552,23 +374,17 @@ class GroupMembership(JoinMixin, HeartbeatMixin, OffsetCommitterMixin):
             return
         leave = leave if leave is not None else not self.config.group_instance_id
         try:
-            for future in list(self._pending_commits):
-                with contextlib.suppress(Exception):
-                    future.result(timeout=timeout if timeout is not None else self.config.request_timeout)
-            self._run_commit_callbacks()
+            self.committer.wait_pending(timeout if timeout is not None else self.config.request_timeout)
+            self.committer.run_callbacks()
             self._finish_pending_join(CLOSE_JOIN_WAIT if timeout is None else timeout)
-            if self._subscribed_flag or self._assignment:
+            if self.member.subscribed or self.member.assignment:
                 self._give_up_all(leave=leave)
         finally:
             self._closed = True
-            self._closing.set()
-            self._heartbeat_wakeup.set()
+            self.heartbeat.stop()
             self.channel.close()
-            if self._commit_pool is not None:
-                self._commit_pool.shutdown(wait=False, cancel_futures=True)
-            thread = self._heartbeat_thread
-            if thread is not None and thread is not threading.current_thread():
-                thread.join(timeout=self.config.request_timeout)
+            self.committer.close()
+            self.heartbeat.join(timeout=self.config.request_timeout)
         self._raise_callback_error()
 
     def __enter__(self) -> GroupMembership:
@@ -577,4 +393,34 @@ class GroupMembership(JoinMixin, HeartbeatMixin, OffsetCommitterMixin):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # ------------------------------------------------------------------------------ offsets
 
+    def commit(
+        self,
+        offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None = None,
+        *,
+        asynchronous: bool = False,
+        callback: CommitCallback | None = None,
+        timeout: float | None = None,
+    ) -> (
+        concurrent.futures.Future[dict[TopicPartition, OffsetAndMetadata]]
+        | dict[TopicPartition, OffsetAndMetadata]
+    ):
+        """Commit offsets (OffsetCommit, with this member's generation; generation -1 when it is not
+        a member). ``offsets``: partition -> the offset of the next record to read (or an
+        ``OffsetAndMetadata``); None commits ``positions()`` of the assigned partitions.
+
+        Synchronous: returns the offsets committed, or raises ``CommitFailedError`` (after a
+        rebalance took the partitions away, the commit fails and the member rejoins). Asynchronous:
+        returns a Future; ``callback(offsets, error)`` runs in the thread that calls ``poll`` or
+        ``close``."""
+        self._check_open()
+        return self.committer.commit(offsets, asynchronous=asynchronous, callback=callback, timeout=timeout)
+
+    def committed(
+        self, partitions: Iterable[TopicPartition] | None = None, *, timeout: float | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offsets of ``partitions`` (default: the assignment); None where
+        nothing is committed. ``partitions=None`` with no assignment: every committed offset."""
+        self._check_open()
+        return self.committer.committed(partitions, timeout=timeout)

@@ -1,6 +1,7 @@
-"""The vocabulary shared by the parts of a group membership (``membership``, ``join``, ``heartbeat``,
-``committer``): the member's states, its errors, the outcome of a join round, the callback types,
-and the error-code sets that decide what a coordinator's answer means for the member."""
+"""The vocabulary shared by the parts of a group membership (``membership``, ``member``, ``join``,
+``heartbeat``, ``committer``, ``rebalance``): the member's states, its errors, the outcome of a join
+round, the callback types, and the error-code sets that decide what a coordinator's answer means
+for the member."""
 
 from __future__ import annotations
 
