@@ -625,6 +625,26 @@ def test_kctl_acl_round_trip(setup: Setup) -> None:
     assert kctl("acl", "remove", "--topic", topic, *args).returncode == 3
 
 
+@pytest.mark.parametrize(
+    ("user", "mechanism"),
+    [("carol", "SCRAM-SHA-512"), ("alice", "PLAIN"), ("nobody", "SCRAM-SHA-256")],
+)
+def test_kctl_with_a_wrong_password_says_authentication_failed_and_exits_1(
+    setup: Setup, user: str, mechanism: str
+) -> None:
+    """README's exit codes: a refused authentication is a failure (1), not an unreachable broker
+    (3); the message names the mechanism and the principal, never the password."""
+    password = "wrong-Password-123"
+    args = ["-b", setup.sasl_ssl, *setup.x(setup.sasl(user, password, mechanism))]
+    out = kctl("topic", "list", *args)
+    stderr = out.stderr.decode()
+    assert out.returncode == 1, (out.returncode, stderr)
+    assert "authentication failed" in stderr and "cannot reach" not in stderr, stderr
+    assert f"SASL/{mechanism}" in stderr and f"User:{user}" in stderr, stderr
+    assert password not in stderr + out.stdout.decode()
+    _healthy(setup)
+
+
 def _kctl_argv() -> list[str]:
     import sys
 
