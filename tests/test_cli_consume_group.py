@@ -68,6 +68,19 @@ def test_group_mode_rejects_ranges_and_partitions(broker_factory) -> None:
     assert kctl("consume", "t", "--group", "g", "--offset", "-5", *b).returncode == 2
 
 
+def test_a_refused_join_names_the_group_once(broker_factory) -> None:
+    """JoinGroup refused (a session timeout below group.min.session.timeout.ms): exit 1, and the
+    message says `group 'g':` once, with the request that failed (it said the group twice)."""
+    broker = broker_factory(GROUP_BROKER)
+    refused = kctl(
+        "consume", "t", "--group", "short", "-X", "session.timeout.ms=500", "-X", "heartbeat.interval.ms=100",
+        "-b", broker.bootstrap,
+    )  # fmt: skip
+    assert refused.returncode == 1, refused.stderr
+    assert "group 'short': JoinGroup: INVALID_SESSION_TIMEOUT" in refused.stderr
+    assert refused.stderr.count("group 'short'") == 1, refused.stderr
+
+
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
 def test_sigterm_stops_a_group_member_as_cleanly_as_ctrl_c(broker_factory, stop: signal.Signals) -> None:
     """Stopped by either signal, the member commits what it printed and leaves the group at once,

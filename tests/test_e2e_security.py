@@ -645,6 +645,18 @@ def test_kctl_with_a_wrong_password_says_authentication_failed_and_exits_1(
     _healthy(setup)
 
 
+def test_a_group_the_principal_may_not_use_is_named_once_in_the_error(setup: Setup) -> None:
+    """carol may use groups prefixed sec- only: FindCoordinator answers GROUP_AUTHORIZATION_FAILED
+    for `other`, and the error says "group 'other':" once (it used to say it twice)."""
+    topic = unique("sec-named")
+    _create(setup, topic)
+    args = ["-b", setup.sasl_ssl, *setup.x(setup.sasl("carol", CAROL_PASSWORD))]
+    out = kctl("consume", topic, "--group", "other", "-o", "beginning", "-n", "1", *args)
+    stderr = out.stderr.decode()
+    assert out.returncode == 1, (out.returncode, stderr)
+    assert "GROUP_AUTHORIZATION_FAILED" in stderr and stderr.count("group 'other'") == 1, stderr
+
+
 def _kctl_argv() -> list[str]:
     import sys
 
