@@ -66,6 +66,10 @@ def test_group_mode_rejects_ranges_and_partitions(broker_factory) -> None:
     assert kctl("consume", "t", "--group", "g", "--until", "end", *zookeeper, *b).returncode == 2
     assert kctl("consume", "t", "--group", "g", "-p", "0", *b).returncode == 2
     assert kctl("consume", "t", "--group", "g", "--offset", "-5", *b).returncode == 2
+    empty = kctl("consume", "t", "--group", "", *b)
+    assert empty.returncode == 2 and "group id must not be empty" in empty.stderr, empty.stderr
+    bad = kctl("consume", "t", "--group", "g", "-X", "session.timeout.ms=1000", *b)  # heartbeat 3000
+    assert bad.returncode == 2 and "heartbeat.interval.ms" in bad.stderr and "unexpected" not in bad.stderr
 
 
 def test_a_refused_join_names_the_group_once(broker_factory) -> None:

@@ -261,11 +261,10 @@ def group_properties(
             f"{', '.join(sorted(zk_keys & set(properties)))}: ZooKeeper-mode properties need --zookeeper",
             ExitCode.USAGE,
         )
-    if properties.get("zookeeper.connect"):
-        try:
-            ZkGroupConfig.from_properties(properties)
-        except ClientConfigError as error:
-            raise KctlError(f"invalid consumer property {error}", ExitCode.USAGE) from None
+    try:  # before connecting: bad settings are a usage error, not an unexpected one
+        (ZkGroupConfig if properties.get("zookeeper.connect") else GroupConfig).from_properties(properties)
+    except ClientConfigError as error:
+        raise KctlError(f"invalid consumer property {error}", ExitCode.USAGE) from None
     return resolved.bootstrap_servers, properties
 
 
@@ -453,6 +452,8 @@ def consume(
         raise KctlError(f"--offset {spec} has an END already; drop --until or the range", ExitCode.USAGE)
     if zookeeper is not None and group is None:
         raise KctlError("--zookeeper goes with --group", ExitCode.USAGE)
+    if group == "":
+        raise KctlError("a group id must not be empty", ExitCode.USAGE)
     if group is not None:
         until_end = _group_until_end(end_point)
         if partitions or spec.end is not None:
