@@ -222,6 +222,19 @@ def make_writer(fmt: str, topics: Sequence[str]) -> Writer:
 
 
 # -- configuration ----------------------------------------------------------------------------------
+def topic_names(arguments: list[str] | None, options: list[str] | None) -> list[str]:
+    """The topics named as arguments or with -t/--topic (kcat's way); both at once must agree."""
+    named = list(dict.fromkeys(arguments or []))
+    flagged = list(dict.fromkeys(options or []))
+    if named and flagged and set(named) != set(flagged):
+        raise KctlError(
+            f"topics named twice, differently: {', '.join(named)} as arguments and "
+            f"{', '.join(flagged)} with -t; name them one way",
+            ExitCode.USAGE,
+        )
+    return named or flagged
+
+
 def group_properties(
     config_file: Path | None,
     overrides: list[str] | None,
@@ -312,6 +325,15 @@ def consume(
         list[str] | None,
         typer.Argument(metavar="[TOPIC]...", help="Topics to read (or --pattern).", show_default=False),
     ] = None,
+    topic_options: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--topic",
+            "-t",
+            metavar="TOPIC",
+            help="A topic to read, as kcat's -t: the same as naming it as an argument (repeatable).",
+        ),
+    ] = None,
     pattern: Annotated[
         str | None,
         typer.Option(
@@ -351,6 +373,10 @@ def consume(
             ),
         ),
     ] = None,
+    exit_at_end: Annotated[
+        bool,
+        typer.Option("--exit-at-end", "-e", help="kcat's -e: the same as --until end."),
+    ] = False,
     max_records: Annotated[
         int | None, typer.Option("--max", "-n", metavar="N", min=1, help="Exit after N records.")
     ] = None,
@@ -406,7 +432,8 @@ def consume(
     grammar everywhere: `--offset beginning --until end` copies what a topic holds now;
     `--offset @-1h` starts an hour ago; `--offset 100:200` reads offsets 100 to 199 (a range's end is
     exclusive, and applies to every partition read: an END offset a partition has not reached yet
-    is waited for); times without a zone are UTC. A START past the end starts at the end.
+    is waited for); times without a zone are UTC. A START past the end starts at the end. As in
+    kcat, `-t TOPIC` names a topic too and `-e` exits at the end (`--until end`).
 
     jsonl writes {"topic", "partition", "offset", "timestamp", "timestamp_type", "key", "value",
     "headers"}: keys, values and header values as strings when valid UTF-8, else {"base64": ...};
@@ -427,7 +454,11 @@ def consume(
     from kctl.console.consume import ReadLoop, consume_as_group, default_spec
     from kctl.console.selection import assign_ranges, select_partitions, select_topics
 
-    names = list(dict.fromkeys(topics or []))
+    names = topic_names(topics, topic_options)
+    if exit_at_end:
+        if until is not None and until.strip().lower() != "end":
+            raise KctlError(f"-e is --until end: not both -e and --until {until}", ExitCode.USAGE)
+        until = "end"
     if any(not n for n in names):
         raise KctlError("a topic name must not be empty", ExitCode.USAGE)
     if not names and pattern is None:
