@@ -24,11 +24,18 @@ from typing import TYPE_CHECKING, Annotated, BinaryIO, TextIO
 
 import typer
 
-from kctl.commands.clients import CONSUMER_DEFAULTS, client_errors, connect, consumer_config
+from kctl.commands.clients import (
+    CONSUMER_DEFAULTS,
+    client_errors,
+    connect,
+    consumer_config,
+    zookeeper_bootstrap,
+)
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
     DEFAULT_BOOTSTRAP_SERVER,
     BootstrapServerOption,
+    ClusterOptions,
     ConfigFileOption,
     ConfigOverrideOption,
     known_properties,
@@ -402,7 +409,8 @@ def consume(
             envvar="KCTL_ZOOKEEPER",
             help=(
                 "With --group: a ZooKeeper-coordinated group (the seeds' consumer: registered under "
-                "/consumers/GROUP, offsets in ZooKeeper unless -X offsets.storage=kafka)."
+                "/consumers/GROUP, offsets in ZooKeeper unless -X offsets.storage=kafka); the "
+                "brokers are found there too (/brokers/ids) unless -b names them."
             ),
         ),
     ] = None,
@@ -496,6 +504,10 @@ def consume(
         )
         if until_end and properties.get("zookeeper.connect"):
             raise KctlError("--until end needs a broker-coordinated group, not ZooKeeper", ExitCode.USAGE)
+        if zookeeper is not None:  # the brokers registered there, unless named
+            cluster = ClusterOptions(config_file, overrides, bootstrap_server)
+            found = zookeeper_bootstrap(cluster, zookeeper)
+            bootstrap = bootstrap if found is cluster else found.bootstrap_server
         writer = make_writer(fmt, names)
         with client_errors(), writer:
             count = consume_as_group(
