@@ -8,14 +8,14 @@ README and the CLI cannot drift apart.
   `printf` and all), with `kctl` on PATH being this tree's CLI, against one broker this module shares
   (registered in a real ZooKeeper, so the ZooKeeper-consumer examples run too). The only rewrites,
   listed in `REWRITES`: the example addresses (127.0.0.1:9092, zk1:2181/kafka), the second log
-  directory (/data2) and broker ids become the test's, the
-  paths of the offline-tool examples point into a scratch log directory, optional `[...]` parts of
-  synopsis lines are dropped, `T` is a topic, and each example gets topic and group names of its own
+  directory (/data2) and broker ids become the test's, the paths of the offline-tool examples point
+  into a scratch log directory, optional `[...]` parts of synopsis lines are dropped, `T` is a
+  topic, and each example gets topic and group names of its own
   (`orders` -> `orders-7`, `billing` -> `billing-7`, prepared with records and committed offsets)
   so that examples do not depend on each other's order; lines without `-b` reach the broker through
-  KCTL_BOOTSTRAP_SERVER, except the ZooKeeper section's, which find it in ZooKeeper. A line passes when it exits 0, or the code
-  its comment documents (`# exit 3: ...`). A line that reads until interrupted (`FOLLOWS`) is
-  interrupted once it printed a record and must exit 130.
+  KCTL_BOOTSTRAP_SERVER, except the ZooKeeper section's, which find it in ZooKeeper. A line passes
+  when it exits 0, or the code its comment documents (`# exit 3: ...`). A line that reads until
+  interrupted (`FOLLOWS`) is interrupted once it printed a record and must exit 130.
 * `test_readme_cluster_block`: the Quick start's cluster block (`kctl cluster up/status/down` with a
   topic of replication factor 3), as one script.
 
