@@ -51,7 +51,7 @@ _kctl_options() {
         'kctl cluster info') echo '-t --topic -i --internal -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl config') echo '-h --help' ;;
         'kctl config show') echo '-f --format -c --config -X -b --bootstrap-server --show-secrets --broker --topic --producer --consumer -h --help' ;;
-        'kctl consume') echo '--pattern -p --partition -o --offset -u --until -n --max -g --group --zookeeper -f --format -q --quiet -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl consume') echo '-t --topic --pattern -p --partition -o --offset -u --until -e --exit-at-end -n --max -g --group --zookeeper -f --format -q --quiet -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl group') echo '-h --help' ;;
         'kctl group list') echo '-s --state -f --format --zookeeper -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl group describe') echo '-a --all -f --format --zookeeper -c --config -X -b --bootstrap-server -h --help' ;;
@@ -70,7 +70,7 @@ _kctl_options() {
         'kctl perf') echo '-h --help' ;;
         'kctl perf produce') echo '-n --num-records -d --duration -s --record-size -t --throughput -w --warmup -k --keys --key-size -a --acks -z --compression -i --interval --latency-every -q --quiet -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl perf consume') echo '-n --num-records -d --duration -o --offset -p --partition -l --latency --idle-timeout -i --interval --latency-every -q --quiet -f --format -c --config -X -b --bootstrap-server -h --help' ;;
-        'kctl produce') echo '-f --format -K --key-separator -D --delimiter --null-marker -H --header -p --partition --keep-partition --keep-timestamp -z --compression -a --acks --print-offsets --report-format -q --quiet -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl produce') echo '-t --topic -f --format -K --key-separator -D --delimiter --null-marker -H --header -p --partition --keep-partition --keep-timestamp -z --compression -a --acks --print-offsets --report-format -q --quiet -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl spark') echo '-h --help' ;;
         'kctl spark load') echo '--to --file-format --master --value-format --key-format --json-schema --until --min-partitions --fail-on-data-loss --no-fail-on-data-loss --conf --execute -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl topic') echo '-h --help' ;;
@@ -177,6 +177,7 @@ _kctl_option_value() {
         'kctl config show -c'|'kctl config show --config') echo 'file' ;;
         'kctl config show -X') echo 'any' ;;
         'kctl config show -b'|'kctl config show --bootstrap-server') echo 'any' ;;
+        'kctl consume -t'|'kctl consume --topic') echo 'topic' ;;
         'kctl consume --pattern') echo 'any' ;;
         'kctl consume -p'|'kctl consume --partition') echo 'any' ;;
         'kctl consume -o'|'kctl consume --offset') echo 'any' ;;
@@ -301,6 +302,7 @@ _kctl_option_value() {
         'kctl perf consume -c'|'kctl perf consume --config') echo 'file' ;;
         'kctl perf consume -X') echo 'any' ;;
         'kctl perf consume -b'|'kctl perf consume --bootstrap-server') echo 'any' ;;
+        'kctl produce -t'|'kctl produce --topic') echo 'topic' ;;
         'kctl produce -f'|'kctl produce --format') echo 'any' ;;
         'kctl produce -K'|'kctl produce --key-separator') echo 'any' ;;
         'kctl produce -D'|'kctl produce --delimiter') echo 'any' ;;

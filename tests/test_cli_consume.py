@@ -419,6 +419,27 @@ def test_exit_codes(broker: BrokerProcess, timed: str) -> None:
 # ----------------------------------------------------------------------------------------- copy
 
 
+def test_kcats_dash_t_and_dash_e(broker: BrokerProcess) -> None:
+    """`kctl consume -t TOPIC -e` as kcat users type it: -t/--topic names a topic, -e is --until end
+    (everything written so far, then exit 0)."""
+    topic, other = unique("kcat-t"), unique("kcat-t")
+    with AdminClient(broker.bootstrap) as admin:
+        assert all(r.ok for r in admin.create_topics([NewTopic(topic, 1, 1), NewTopic(other, 1, 1)]))
+    produced = kctl("produce", topic, "-b", broker.bootstrap, input=b"one\ntwo\nthree\n")
+    assert produced.returncode == 0, produced.stderr
+    read = consume(broker, "-t", topic, "-e", "-o", "beginning", "-f", "raw", timeout=30)
+    assert read.returncode == 0, read.stderr
+    assert read.stdout.decode().splitlines() == ["one", "two", "three"]
+    same = consume(broker, topic, "--topic", topic, "--exit-at-end", "-o", "-1", "-f", "raw", timeout=30)
+    assert same.returncode == 0 and same.stdout == b"three\n", same.stderr
+    agreeing = consume(broker, "-e", "--until", "end", "-t", topic, "-o", "1", "-f", "raw", timeout=30)
+    assert agreeing.returncode == 0 and agreeing.stdout == b"two\nthree\n", agreeing.stderr
+    differ = consume(broker, topic, "-t", other, "-e")
+    assert differ.returncode == 2 and b"topics named twice, differently" in differ.stderr
+    clash = consume(broker, "-t", topic, "-e", "--until", "2")
+    assert clash.returncode == 2 and b"-e is --until end" in clash.stderr
+
+
 def test_consume_jsonl_piped_to_produce_copies_exactly(broker: BrokerProcess) -> None:
     source, target = create(broker, unique("copy-src")), create(broker, unique("copy-dst"))
     sent = []

@@ -66,6 +66,23 @@ def test_group_mode_rejects_ranges_and_partitions(broker_factory) -> None:
     assert kctl("consume", "t", "--group", "g", "--until", "end", *zookeeper, *b).returncode == 2
     assert kctl("consume", "t", "--group", "g", "-p", "0", *b).returncode == 2
     assert kctl("consume", "t", "--group", "g", "--offset", "-5", *b).returncode == 2
+    empty = kctl("consume", "t", "--group", "", *b)
+    assert empty.returncode == 2 and "group id must not be empty" in empty.stderr, empty.stderr
+    bad = kctl("consume", "t", "--group", "g", "-X", "session.timeout.ms=1000", *b)  # heartbeat 3000
+    assert bad.returncode == 2 and "heartbeat.interval.ms" in bad.stderr and "unexpected" not in bad.stderr
+
+
+def test_a_refused_join_names_the_group_once(broker_factory) -> None:
+    """JoinGroup refused (a session timeout below group.min.session.timeout.ms): exit 1, and the
+    message says `group 'g':` once, with the request that failed (it said the group twice)."""
+    broker = broker_factory(GROUP_BROKER)
+    refused = kctl(
+        "consume", "t", "--group", "short", "-X", "session.timeout.ms=500", "-X", "heartbeat.interval.ms=100",
+        "-b", broker.bootstrap,
+    )  # fmt: skip
+    assert refused.returncode == 1, refused.stderr
+    assert "group 'short': JoinGroup: INVALID_SESSION_TIMEOUT" in refused.stderr
+    assert refused.stderr.count("group 'short'") == 1, refused.stderr
 
 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])

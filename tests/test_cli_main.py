@@ -330,7 +330,7 @@ def test_shared_options_are_the_same_everywhere() -> None:
     ("args", "reason"),
     [
         (("consume",), "name at least one topic"),
-        (("produce",), "Missing argument 'TOPIC'"),
+        (("produce",), "name the topic to write to: TOPIC or -t TOPIC"),
         (("mirror",), "Missing option '--from'"),
     ],
 )

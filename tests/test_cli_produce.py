@@ -357,6 +357,25 @@ def test_each_file_argument_is_one_record_like_kcat(broker: BrokerProcess, tmp_p
     assert len(read_all(broker.bootstrap, topic)) == 2, "nothing sent by the refused runs"
 
 
+def test_kcats_dash_t_names_the_topic(broker: BrokerProcess, tmp_path: Path) -> None:
+    """kcat users type `-P -t TOPIC [FILE...]`: -t/--topic is the topic, every argument then a FILE;
+    the topic given both ways must be the same topic."""
+    topic = create_topic(broker, 1)
+    ok(kctl_produce(broker, "-t", topic, input=b"a\nb\n"))
+    ok(kctl_produce(broker, topic, "--topic", topic, input=b"c\n"))  # the same topic twice: fine
+    blob = tmp_path / "blob.bin"
+    blob.write_bytes(b"whole\nfile")
+    ok(kctl_produce(broker, "-t", topic, str(blob)))  # kcat -P -t TOPIC FILE
+    assert [m.value() for m in read_all(broker.bootstrap, topic)] == [b"a", b"b", b"c", b"whole\nfile"]
+    other = create_topic(broker, 1)
+    both = kctl_produce(broker, other, "-t", topic, input=b"x\n")
+    assert both.returncode == 2, both.stderr
+    assert f"two topics given: '{other}' as an argument and '{topic}' with -t".encode() in both.stderr
+    neither = kctl_produce(broker, input=b"x\n")
+    assert neither.returncode == 2 and b"TOPIC or -t TOPIC" in neither.stderr
+    assert read_all(broker.bootstrap, other) == [] and len(read_all(broker.bootstrap, topic)) == 4
+
+
 def test_an_input_template_like_rpks(broker: BrokerProcess) -> None:
     topic = create_topic(broker, 2)
     data = b"0|k1|a=1|first value\n1|k2||second|value\nno separators here\n"

@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import test_zk_consumer
@@ -16,6 +16,10 @@ from test_zk_consumer import Runner, ZkCluster, wait_for
 
 from kctl.client import AdminClient
 from kctl.client.group import GroupAdmin
+from kctl.zk.consumer_registry import ConsumerRegistry
+
+if TYPE_CHECKING:
+    from kctl.testing import ZooKeeperServer
 
 zk_cluster = test_zk_consumer.zk_cluster  # the fixtures, shared
 runners = test_zk_consumer.runners
@@ -170,3 +174,104 @@ def test_consume_zookeeper_reads_as_a_zookeeper_mode_member(zk_cluster: ZkCluste
     assert bad.returncode == 2 and "offsets.storage" in bad.stderr, bad.stderr
     alone = kctl(zk_cluster, "consume", topic)
     assert alone.returncode == 2 and "--zookeeper goes with --group" in alone.stderr
+
+
+@pytest.mark.slow
+def test_zookeeper_mode_group_commands_find_the_brokers_in_zookeeper(zk_cluster: ZkCluster) -> None:
+    """`--zookeeper` alone, as the README writes it: the brokers (for log offsets, lag and Kafka's
+    offsets) are those registered under /brokers/ids, as Kafka's ZooKeeper tools found them; an
+    explicit -b still wins."""
+    topic, group = f"nob-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    zk_cluster.create_topic(topic, 2)
+    zk_cluster.produce(topic, 2, 10)
+    with zk_cluster.registry() as zk:
+        zk.commit_offset(group, topic, 0, 2)
+        zk.commit_offset(group, topic, 1, 4)
+
+    [described] = as_json(kctl(zk_cluster, "group", "describe", group, "-f", "json", bootstrap=False))
+    assert [
+        (o["partition"], o["committed_offset"], o["log_end_offset"], o["lag"]) for o in described["offsets"]
+    ] == [
+        (0, 2, 5, 3),
+        (1, 4, 5, 1),
+    ]
+    [listed] = as_json(kctl(zk_cluster, "group", "list", "-f", "json", bootstrap=False))
+    assert listed["group"] == group
+    rewound = as_json(
+        kctl(
+            zk_cluster, "group", "rewind", group, "--to-earliest", "--execute", "-f", "json", bootstrap=False
+        )
+    )
+    assert [(p["partition"], p["new_offset"], p["status"]) for p in rewound] == [
+        (0, 0, "committed"),
+        (1, 0, "committed"),
+    ]
+    migrated = as_json(
+        kctl(
+            zk_cluster, "group", "migrate", group, "--to", "kafka", "--execute", "-f", "json", bootstrap=False
+        )
+    )
+    assert [r["status"] for r in migrated] == ["copied", "copied"]
+    with AdminClient(zk_cluster.bootstrap) as admin:
+        assert [v.offset for v in GroupAdmin(admin).committed_offsets(group).values()] == [0, 0]
+    read = kctl(
+        zk_cluster, "consume", topic, "--group", f"{group}-c", "-o", "beginning", "-n", "3", "-f", "jsonl",
+        bootstrap=False,
+    )  # fmt: skip
+    assert read.returncode == 0 and len(read.stdout.splitlines()) == 3, read.stderr
+
+    explicit = subprocess.run(
+        [sys.executable, "-m", "kctl", "group", "describe", group, "--zookeeper", zk_cluster.connect,
+         "-b", "127.0.0.1:1"],
+        capture_output=True, text=True, timeout=120,
+        env={k: v for k, v in os.environ.items() if not k.startswith("KCTL_")},
+    )  # fmt: skip
+    assert explicit.returncode == 3 and "bootstrap servers 127.0.0.1:1" in explicit.stderr, explicit.stderr
+    deleted = as_json(kctl(zk_cluster, "group", "delete", group, "-f", "json", bootstrap=False))
+    assert deleted == [{"group": group, "status": "deleted", "message": None}]
+
+
+def test_broker_addresses_pick_the_listener_of_the_clients_protocol(zookeeper: ZooKeeperServer) -> None:
+    """A broker registered with several listeners (as Kafka writes /brokers/ids/<id>): the client gets
+    the endpoint whose listener speaks its security.protocol, else the registration's host and port."""
+    from kazoo.client import KazooClient
+
+    chroot = zookeeper.chroot()
+    connect = zookeeper.connect_string(chroot)
+    registration = {
+        "version": 5,
+        "host": "plain.example",
+        "port": 9092,
+        "endpoints": [
+            "INTERNAL://internal.example:9094",
+            "EXTERNAL://tls.example:9093",
+            "PLAINTEXT://plain.example:9092",
+        ],
+        "listener_security_protocol_map": {
+            "INTERNAL": "PLAINTEXT",
+            "EXTERNAL": "SASL_SSL",
+            "PLAINTEXT": "PLAINTEXT",
+        },
+        "jmx_port": -1,
+        "timestamp": "1",
+    }
+    client = KazooClient(hosts=zookeeper.hosts)
+    client.start(timeout=10)
+    try:
+        client.create(f"{chroot}/brokers/ids/7", json.dumps(registration).encode(), makepath=True)
+        client.create(
+            f"{chroot}/brokers/ids/3",
+            json.dumps(
+                {
+                    **registration,
+                    "endpoints": ["PLAINTEXT://[::1]:9092"],
+                    "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+                }
+            ).encode(),
+        )
+        with ConsumerRegistry(connect) as registry:
+            assert registry.broker_addresses() == ["[::1]:9092", "internal.example:9094"]
+            assert registry.broker_addresses("sasl_ssl") == ["plain.example:9092", "tls.example:9093"]
+    finally:
+        client.stop()
+        client.close()

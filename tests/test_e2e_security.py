@@ -625,6 +625,71 @@ def test_kctl_acl_round_trip(setup: Setup) -> None:
     assert kctl("acl", "remove", "--topic", topic, *args).returncode == 3
 
 
+@pytest.mark.parametrize(
+    ("user", "mechanism"),
+    [("carol", "SCRAM-SHA-512"), ("alice", "PLAIN"), ("nobody", "SCRAM-SHA-256")],
+)
+def test_kctl_with_a_wrong_password_says_authentication_failed_and_exits_1(
+    setup: Setup, user: str, mechanism: str
+) -> None:
+    """README's exit codes: a refused authentication is a failure (1), not an unreachable broker
+    (3); the message names the mechanism and the principal, never the password."""
+    password = "wrong-Password-123"
+    args = ["-b", setup.sasl_ssl, *setup.x(setup.sasl(user, password, mechanism))]
+    out = kctl("topic", "list", *args)
+    stderr = out.stderr.decode()
+    assert out.returncode == 1, (out.returncode, stderr)
+    assert "authentication failed" in stderr and "cannot reach" not in stderr, stderr
+    assert f"SASL/{mechanism}" in stderr and f"User:{user}" in stderr, stderr
+    assert password not in stderr + out.stdout.decode()
+    _healthy(setup)
+
+
+def test_a_group_the_principal_may_not_use_is_named_once_in_the_error(setup: Setup) -> None:
+    """carol may use groups prefixed sec- only: FindCoordinator answers GROUP_AUTHORIZATION_FAILED
+    for `other`, and the error says "group 'other':" once (it used to say it twice)."""
+    topic = unique("sec-named")
+    _create(setup, topic)
+    args = ["-b", setup.sasl_ssl, *setup.x(setup.sasl("carol", CAROL_PASSWORD))]
+    out = kctl("consume", topic, "--group", "other", "-o", "beginning", "-n", "1", *args)
+    stderr = out.stderr.decode()
+    assert out.returncode == 1, (out.returncode, stderr)
+    assert "GROUP_AUTHORIZATION_FAILED" in stderr and stderr.count("group 'other'") == 1, stderr
+
+
+def _denials(setup: Setup, resource: str) -> list[str]:
+    return [
+        line
+        for line in setup.broker.log_file.read_text(errors="replace").splitlines()
+        if "kctl.broker.authorizer" in line and f"on resource = {resource} " in line
+    ]
+
+
+def test_a_denied_request_is_logged_once_with_principal_operation_resource_and_client(setup: Setup) -> None:
+    """Kafka's authorizer logs denials at INFO; kctl's broker logs the first denial of a (principal,
+    operation, resource) with the client's address, and counts the repeats instead of a line each."""
+    group = unique("forbidden")
+    from kctl.protocol.messages.describe_groups import DescribeGroupsRequest
+
+    with _as(setup, "carol", CAROL_PASSWORD) as conn:
+        client_port = conn._sock.getsockname()[1]  # type: ignore[union-attr]
+        for _ in range(5):
+            response = conn.request(ApiKey.DESCRIBE_GROUPS, DescribeGroupsRequest(groups=[group]), 0)
+            assert response.groups[0].error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+    # the broker writes its log as it handles the requests; the answers came after the lines
+    lines = wait_until(lambda: _denials(setup, f"Group:LITERAL:{group}"), what="the denial in the log")
+    [line] = lines
+    assert " INFO kctl.broker.authorizer: Principal = User:carol is Denied Operation = Describe " in line
+    assert "from host = 127.0.0.1 " in line and "for request = DescribeGroups" in line
+    assert f"(client 127.0.0.1:{client_port})" in line
+    with _as(setup, "carol", CAROL_PASSWORD) as conn:  # another connection: still the same key
+        conn.request(ApiKey.DESCRIBE_GROUPS, DescribeGroupsRequest(groups=[group]), 0)
+        allowed = unique("sec-allowed")  # carol may describe sec- groups: nothing is logged for it
+        conn.request(ApiKey.DESCRIBE_GROUPS, DescribeGroupsRequest(groups=[allowed]), 0)
+    assert len(_denials(setup, f"Group:LITERAL:{group}")) == 1
+    assert _denials(setup, f"Group:LITERAL:{allowed}") == []
+
+
 def _kctl_argv() -> list[str]:
     import sys
 

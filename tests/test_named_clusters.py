@@ -116,6 +116,23 @@ def test_cluster_list_and_config_show_by_name(tmp_path: Path) -> None:
     assert invalid.returncode == 2 and "bootstrap.servers" in invalid.stderr
 
 
+@pytest.mark.parametrize(
+    "how",
+    [
+        pytest.param(["--clusters", "{missing}", "topic", "list", "-b", "dc1"], id="--clusters"),
+        pytest.param(["topic", "list", "-b", "dc1"], id="KCTL_CLUSTERS"),
+        pytest.param(["mirror", "--from", "dc1", "--to", "agg", "--clusters", "{missing}"], id="mirror"),
+    ],
+)
+def test_a_missing_named_clusters_file_exits_3_as_a_missing_config_file(
+    tmp_path: Path, how: list[str]
+) -> None:
+    missing = str(tmp_path / "nope.toml")
+    result = kctl(*(arg.format(missing=missing) for arg in how), env={CLUSTERS_ENV: missing})
+    assert result.returncode == 3, (result.returncode, result.stderr)
+    assert f"clusters file not found: {missing}" in result.stderr
+
+
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     with running_broker(tmp_path_factory, {"num.partitions": "2"}, "named") as process:

@@ -5,6 +5,7 @@ per-connection SASL state machine."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import ssl
 import threading
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from kctl.broker.security.acls import AclBinding, AclFilter, Authorizer
+from kctl.broker.security.audit import DenialLog
 from kctl.broker.security.listeners import (
     ListenerSecurity,
     SecurityConfigError,
@@ -469,3 +471,61 @@ def test_authorize_by_resource_type_as_kafka(tmp_path: Path) -> None:
     assert Authorizer(FileSecurityStore(tmp_path / "none"), enabled=False).authorize_by_resource_type(
         "User:nobody", "h", Op.WRITE, Res.TOPIC
     )
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_denials_are_logged_once_then_counted_at_most_once_an_interval(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = _Clock()
+    denials = DenialLog(interval=60.0, max_keys=2, clock=clock)
+    caplog.set_level(logging.INFO, logger="kctl.broker.authorizer")
+
+    def deny(principal: str = "User:alice", name: str = "orders", port: int = 5000) -> None:
+        denials.denied(principal, "Write", "Topic", name, host="10.0.0.7", port=port, request="Produce")
+
+    deny()
+    assert caplog.messages == [
+        "Principal = User:alice is Denied Operation = Write from host = 10.0.0.7 on resource = "
+        "Topic:LITERAL:orders for request = Produce (client 10.0.0.7:5000)"
+    ]
+    for port in range(5001, 5011):  # ten more within the interval: counted, not logged
+        clock.now += 1
+        deny(port=port)
+    assert len(caplog.messages) == 1
+    clock.now = 1000.0 + 59.9
+    denials.flush()
+    assert len(caplog.messages) == 1, "the interval is not over"
+    clock.now = 1000.0 + 60
+    denials.flush()
+    assert caplog.messages[1] == (
+        "Principal = User:alice was Denied Operation = Write on resource = Topic:LITERAL:orders 10 more "
+        "time(s) in the last 60 s (last from client 10.0.0.7:5010, request = Produce)"
+    )
+    clock.now += 30
+    deny()
+    assert len(caplog.messages) == 2, "counted: a count was logged less than an interval ago"
+    clock.now += 30
+    deny()  # the interval is over: this denial logs the count (2: this one and the one before)
+    assert caplog.messages[2].endswith(
+        "2 more time(s) in the last 60 s (last from client 10.0.0.7:5000, request = Produce)"
+    )
+    clock.now += 60
+    denials.flush()  # quiet for an interval: forgotten, so the next denial is logged in full
+    assert len(caplog.messages) == 3
+    deny()
+    assert caplog.messages[3].startswith("Principal = User:alice is Denied Operation = Write")
+    deny(principal="User:bob")  # another key: its own first line
+    assert caplog.messages[4].startswith("Principal = User:bob is Denied")
+    deny(principal="User:bob")
+    deny(principal="User:carol")  # a third key over max_keys=2: the oldest (alice) is dropped
+    assert caplog.messages[5].startswith("Principal = User:carol is Denied")
+    assert len(caplog.messages) == 6
+

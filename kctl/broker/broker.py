@@ -503,6 +503,8 @@ class Broker:
         self._every(
             config["producer.id.expiration.check.interval.ms"], "producer-expiry", self._expire_producers
         )
+        # the counts of repeated authorization denials, at most once a minute per key
+        self._every(10_000, "authorizer-denials", self.security.authorizer.denials.flush)
         self._start_replication_tasks()
         if config["log.cleaner.enable"]:
             self._every(

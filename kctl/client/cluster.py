@@ -38,6 +38,7 @@ from kctl.client.config import ClientConfig, coerce_config
 from kctl.client.connection import BrokerConnection, format_address, parse_bootstrap
 from kctl.client.errors import (
     BrokerResponseError,
+    KafkaAuthenticationError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
@@ -225,9 +226,12 @@ class ClusterClient:
                 if conn is not None and not conn.closed:
                     return conn
             errors: list[str] = []
+            refused: KafkaAuthenticationError | None = None
             for broker in self._metadata.brokers.values():
                 try:
                     return self.connection(broker.node_id, deadline=deadline)
+                except KafkaAuthenticationError as error:
+                    refused = refused or error
                 except KafkaError as error:
                     errors.append(str(error))
                 if deadline is not None and deadline.expired:
@@ -236,10 +240,14 @@ class ClusterClient:
                 try:
                     self._bootstrap_conn = self._open(host, port, None, deadline)
                     return self._bootstrap_conn
+                except KafkaAuthenticationError as error:
+                    refused = refused or error
                 except KafkaError as error:
                     errors.append(str(error))
                 if deadline is not None and deadline.expired:
                     break
+            if refused is not None:
+                raise refused  # a broker answered and refused the credentials: not "unreachable"
             servers = ", ".join(format_address(h, p) for h, p in self.bootstrap)
             detail = "; ".join(dict.fromkeys(errors)) or "no address to try"
             failed = KafkaConnectionError(f"cannot reach any broker (bootstrap servers {servers}): {detail}")

@@ -38,6 +38,7 @@ __all__ = [
     "ClusterEntry",
     "ClustersFile",
     "ClustersFileError",
+    "ClustersFileNotFoundError",
     "default_clusters_path",
     "load_clusters",
     "resolve_cluster",
@@ -50,6 +51,10 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 class ClustersFileError(ValueError):
     """The clusters file cannot be read or is not valid (the message names the file)."""
+
+
+class ClustersFileNotFoundError(ClustersFileError):
+    """A clusters file named explicitly (``--clusters``, KCTL_CLUSTERS) does not exist."""
 
 
 @dataclass(frozen=True)
@@ -136,13 +141,13 @@ def parse_clusters(text: str, path: Path | None = None) -> dict[str, ClusterEntr
 
 def load_clusters(path: Path | str | None = None) -> ClustersFile:
     """Read the clusters file (see the module docstring for where it is looked for). A missing
-    default file is an empty ClustersFile; a missing named one is a ClustersFileError."""
+    default file is an empty ClustersFile; a missing named one is a ClustersFileNotFoundError."""
     file, explicit = clusters_path(path)
     try:
         text = file.read_text(encoding="utf-8")
     except FileNotFoundError:
         if explicit:
-            raise ClustersFileError(f"clusters file not found: {file}") from None
+            raise ClustersFileNotFoundError(f"clusters file not found: {file}") from None
         return ClustersFile(None)
     except OSError as error:
         raise ClustersFileError(f"cannot read clusters file {file}: {error.strerror or error}") from None

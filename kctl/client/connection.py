@@ -351,7 +351,7 @@ class BrokerConnection:
                 sock = security.wrap(sock, self.host)
             except SecurityError as error:
                 sock.close()
-                raise KafkaAuthenticationError(str(error)) from None
+                raise KafkaAuthenticationError(f"authentication failed: {error}") from None
             except TimeoutError:
                 sock.close()
                 raise KafkaTimeoutError(f"timed out in the TLS handshake with {self.address}") from None
@@ -374,7 +374,10 @@ class BrokerConnection:
                 security.authenticate(self, max(deadline - time.monotonic(), 0.001))
             except SecurityError as error:
                 self._fail("SASL authentication failed")
-                raise KafkaAuthenticationError(f"{self.address}: {error}") from None
+                raise KafkaAuthenticationError(
+                    f"authentication failed: SASL/{security.sasl_mechanism.upper()} for "
+                    f"User:{security.sasl_username} on {self.address}: {error}"
+                ) from None
             except BaseException:
                 self._fail("SASL authentication failed")
                 raise

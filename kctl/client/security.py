@@ -128,4 +128,4 @@ class SecuritySettings:
             server_first = step(scram.first())
             scram.verify(step(scram.final(server_first)))
         except ScramError as error:
-            raise SecurityError(f"SCRAM authentication failed: {error}") from None
+            raise SecurityError(f"the SCRAM exchange failed: {error}") from None

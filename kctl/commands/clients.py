@@ -11,12 +11,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from kctl.commands.errors import ExitCode, KctlError
-from kctl.commands.options import known_properties, load_config
+from kctl.commands.options import (
+    BOOTSTRAP_SERVERS_KEY,
+    BootstrapServer,
+    ClusterOptions,
+    ConfigSource,
+    known_properties,
+    load_config,
+)
 
 if TYPE_CHECKING:
     from kctl.client import AdminClient, ClientConfig
     from kctl.client.consumer import ConsumerConfig
+    from kctl.client.group import GroupAdmin
     from kctl.client.producer import ProducerConfig
+    from kctl.zk.consumer_registry import ConsumerRegistry
 
 # The client library is imported inside the functions: command modules import this one at their
 # top, and `kctl --help` or the offline log tools must not pay for kctl.client and kctl.protocol.
@@ -156,3 +165,65 @@ def admin_session(
             yield admin
     finally:
         admin.close()
+
+
+def zookeeper_bootstrap(cluster: ClusterOptions, registry: ConsumerRegistry | str) -> ClusterOptions:
+    """``cluster`` with the brokers registered in ZooKeeper (``/brokers/ids``, as Kafka's ZooKeeper
+    tools found them) as its bootstrap servers, when nothing names any: no ``-b``, no
+    KCTL_BOOTSTRAP_SERVER, no ``bootstrap.servers`` in ``--config`` or ``-X`` (those win). The
+    endpoint of each broker is the one of its listeners with the client's ``security.protocol``.
+    No broker registered: exit 3. ``registry``: an open registry, or a connect string to open one."""
+    resolved = load_config(cluster.config_file, cluster.overrides, bootstrap_server=cluster.bootstrap_server)
+    if resolved.source(BOOTSTRAP_SERVERS_KEY) is not ConfigSource.DEFAULT:
+        return cluster
+    protocol = resolved.get("security.protocol", "PLAINTEXT")
+    if isinstance(registry, str):
+        from kctl.zk.consumer_registry import ConsumerRegistry
+        from kctl.zk.model import RegistryUnavailableError
+
+        try:
+            with ConsumerRegistry(registry) as opened:
+                return zookeeper_bootstrap(cluster, opened)
+        except RegistryUnavailableError as error:
+            raise KctlError(str(error), ExitCode.NOT_FOUND) from None
+    addresses = registry.broker_addresses(protocol)
+    if not addresses:
+        raise KctlError(
+            f"no broker is registered in ZooKeeper at {registry.connect} (/brokers/ids is empty); "
+            "name one with -b",
+            ExitCode.NOT_FOUND,
+        )
+    return cluster._replace(bootstrap_server=BootstrapServer(",".join(addresses), ConfigSource.OPTION))
+
+
+@contextlib.contextmanager
+def group_admin(cluster: ClusterOptions, zookeeper: str | None = None) -> Iterator[GroupAdmin]:
+    """The GroupAdmin of `kctl group`: of the broker-coordinated groups, or with ``zookeeper`` of
+    the ZooKeeper-coordinated ones (``ZkGroupAdmin``; the brokers, for log offsets, found in
+    ZooKeeper unless named: `zookeeper_bootstrap`). Client errors that escape become KctlErrors with
+    the documented exit statuses."""
+    from kctl.client.group import GroupAdmin, GroupNotEmptyError, NothingToRewindError
+    from kctl.client.zkgroup import ZkGroupAdmin
+    from kctl.protocol import ErrorCode
+    from kctl.zk.consumer_registry import ConsumerRegistry
+    from kctl.zk.model import RegistryUnavailableError
+
+    not_found = (ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    with contextlib.ExitStack() as stack:
+        registry = None
+        if zookeeper is not None:
+            try:
+                registry = stack.enter_context(ConsumerRegistry(zookeeper))
+            except RegistryUnavailableError as error:
+                raise KctlError(str(error), ExitCode.NOT_FOUND) from None
+            cluster = zookeeper_bootstrap(cluster, registry)
+        admin = stack.enter_context(admin_session(*cluster, not_found=not_found))
+        try:  # inside admin_session: these client errors have exit statuses of their own
+            yield GroupAdmin(admin) if registry is None else ZkGroupAdmin(admin, registry)
+        except RegistryUnavailableError as error:
+            raise KctlError(str(error), ExitCode.NOT_FOUND) from None
+        except GroupNotEmptyError as error:
+            raise KctlError(str(error), ExitCode.FAILURE) from None
+        except NothingToRewindError as error:
+            raise KctlError(str(error), ExitCode.NOT_FOUND) from None
+

@@ -204,12 +204,17 @@ def list_clusters(
     dc1 --to agg`. The file is TOML, one table per cluster with `bootstrap.servers` and any client
     properties. Exit status 3 when a file given with --clusters or KCTL_CLUSTERS does not exist,
     2 when it is not valid."""
-    from kctl.client.clusters_file import ClustersFileError, clusters_path, load_clusters
+    from kctl.client.clusters_file import (
+        ClustersFileError,
+        ClustersFileNotFoundError,
+        clusters_path,
+        load_clusters,
+    )
 
     try:
         loaded = load_clusters(clusters_file)
     except ClustersFileError as error:
-        missing = not clusters_path(clusters_file)[0].exists()
+        missing = isinstance(error, ClustersFileNotFoundError)
         raise KctlError(str(error), ExitCode.NOT_FOUND if missing else ExitCode.USAGE) from None
     if loaded.path is None:
         info(f"no clusters file at {clusters_path(None)[0]}")

@@ -24,11 +24,18 @@ from typing import TYPE_CHECKING, Annotated, BinaryIO, TextIO
 
 import typer
 
-from kctl.commands.clients import CONSUMER_DEFAULTS, client_errors, connect, consumer_config
+from kctl.commands.clients import (
+    CONSUMER_DEFAULTS,
+    client_errors,
+    connect,
+    consumer_config,
+    zookeeper_bootstrap,
+)
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
     DEFAULT_BOOTSTRAP_SERVER,
     BootstrapServerOption,
+    ClusterOptions,
     ConfigFileOption,
     ConfigOverrideOption,
     known_properties,
@@ -222,6 +229,19 @@ def make_writer(fmt: str, topics: Sequence[str]) -> Writer:
 
 
 # -- configuration ----------------------------------------------------------------------------------
+def topic_names(arguments: list[str] | None, options: list[str] | None) -> list[str]:
+    """The topics named as arguments or with -t/--topic (kcat's way); both at once must agree."""
+    named = list(dict.fromkeys(arguments or []))
+    flagged = list(dict.fromkeys(options or []))
+    if named and flagged and set(named) != set(flagged):
+        raise KctlError(
+            f"topics named twice, differently: {', '.join(named)} as arguments and "
+            f"{', '.join(flagged)} with -t; name them one way",
+            ExitCode.USAGE,
+        )
+    return named or flagged
+
+
 def group_properties(
     config_file: Path | None,
     overrides: list[str] | None,
@@ -261,11 +281,10 @@ def group_properties(
             f"{', '.join(sorted(zk_keys & set(properties)))}: ZooKeeper-mode properties need --zookeeper",
             ExitCode.USAGE,
         )
-    if properties.get("zookeeper.connect"):
-        try:
-            ZkGroupConfig.from_properties(properties)
-        except ClientConfigError as error:
-            raise KctlError(f"invalid consumer property {error}", ExitCode.USAGE) from None
+    try:  # before connecting: bad settings are a usage error, not an unexpected one
+        (ZkGroupConfig if properties.get("zookeeper.connect") else GroupConfig).from_properties(properties)
+    except ClientConfigError as error:
+        raise KctlError(f"invalid consumer property {error}", ExitCode.USAGE) from None
     return resolved.bootstrap_servers, properties
 
 
@@ -313,6 +332,15 @@ def consume(
         list[str] | None,
         typer.Argument(metavar="[TOPIC]...", help="Topics to read (or --pattern).", show_default=False),
     ] = None,
+    topic_options: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--topic",
+            "-t",
+            metavar="TOPIC",
+            help="A topic to read, as kcat's -t: the same as naming it as an argument (repeatable).",
+        ),
+    ] = None,
     pattern: Annotated[
         str | None,
         typer.Option(
@@ -352,6 +380,10 @@ def consume(
             ),
         ),
     ] = None,
+    exit_at_end: Annotated[
+        bool,
+        typer.Option("--exit-at-end", "-e", help="kcat's -e: the same as --until end."),
+    ] = False,
     max_records: Annotated[
         int | None, typer.Option("--max", "-n", metavar="N", min=1, help="Exit after N records.")
     ] = None,
@@ -377,7 +409,8 @@ def consume(
             envvar="KCTL_ZOOKEEPER",
             help=(
                 "With --group: a ZooKeeper-coordinated group (the seeds' consumer: registered under "
-                "/consumers/GROUP, offsets in ZooKeeper unless -X offsets.storage=kafka)."
+                "/consumers/GROUP, offsets in ZooKeeper unless -X offsets.storage=kafka); the "
+                "brokers are found there too (/brokers/ids) unless -b names them."
             ),
         ),
     ] = None,
@@ -407,7 +440,8 @@ def consume(
     grammar everywhere: `--offset beginning --until end` copies what a topic holds now;
     `--offset @-1h` starts an hour ago; `--offset 100:200` reads offsets 100 to 199 (a range's end is
     exclusive, and applies to every partition read: an END offset a partition has not reached yet
-    is waited for); times without a zone are UTC. A START past the end starts at the end.
+    is waited for); times without a zone are UTC. A START past the end starts at the end. As in
+    kcat, `-t TOPIC` names a topic too and `-e` exits at the end (`--until end`).
 
     jsonl writes {"topic", "partition", "offset", "timestamp", "timestamp_type", "key", "value",
     "headers"}: keys, values and header values as strings when valid UTF-8, else {"base64": ...};
@@ -428,7 +462,11 @@ def consume(
     from kctl.console.consume import ReadLoop, consume_as_group, default_spec
     from kctl.console.selection import assign_ranges, select_partitions, select_topics
 
-    names = list(dict.fromkeys(topics or []))
+    names = topic_names(topics, topic_options)
+    if exit_at_end:
+        if until is not None and until.strip().lower() != "end":
+            raise KctlError(f"-e is --until end: not both -e and --until {until}", ExitCode.USAGE)
+        until = "end"
     if any(not n for n in names):
         raise KctlError("a topic name must not be empty", ExitCode.USAGE)
     if not names and pattern is None:
@@ -453,6 +491,8 @@ def consume(
         raise KctlError(f"--offset {spec} has an END already; drop --until or the range", ExitCode.USAGE)
     if zookeeper is not None and group is None:
         raise KctlError("--zookeeper goes with --group", ExitCode.USAGE)
+    if group == "":
+        raise KctlError("a group id must not be empty", ExitCode.USAGE)
     if group is not None:
         until_end = _group_until_end(end_point)
         if partitions or spec.end is not None:
@@ -464,6 +504,10 @@ def consume(
         )
         if until_end and properties.get("zookeeper.connect"):
             raise KctlError("--until end needs a broker-coordinated group, not ZooKeeper", ExitCode.USAGE)
+        if zookeeper is not None:  # the brokers registered there, unless named
+            cluster = ClusterOptions(config_file, overrides, bootstrap_server)
+            found = zookeeper_bootstrap(cluster, zookeeper)
+            bootstrap = bootstrap if found is cluster else found.bootstrap_server
         writer = make_writer(fmt, names)
         with client_errors(), writer:
             count = consume_as_group(

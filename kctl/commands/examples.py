@@ -106,6 +106,7 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
             "Copy a topic through a pipe",
             "kctl consume a -o beginning --until end -f jsonl | kctl produce b -f jsonl",
         ),
+        ("As kcat users type it (-e: exit at the end)", "kctl consume -t orders -o beginning -e"),
     ),
     "kctl produce": (
         ("One record per line of stdin", "printf 'a\\nb\\n' | kctl produce orders"),
@@ -114,6 +115,7 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
             "kctl produce orders -K : --acks all < records.txt",
         ),
         ("Each file is one record", "kctl produce blobs photo.jpg notes.pdf"),
+        ("The topic with kcat's -t, then the files", "kctl produce -t blobs photo.jpg"),
     ),
     # -- groups
     "kctl group list": (("Every consumer group with its state", "kctl group list"),),

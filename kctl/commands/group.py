@@ -11,15 +11,14 @@ exists (every group or topic named is unknown) or the cluster cannot be reached.
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from kctl.commands.clients import admin_session
+from kctl.commands.clients import group_admin
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
     DEFAULT_FORMAT,
@@ -39,7 +38,7 @@ from kctl.commands.output import (
 
 if TYPE_CHECKING:
     from kctl.client import TopicPartition
-    from kctl.client.group import GroupAdmin, GroupDescription, PartitionOffsets, PlannedOffset
+    from kctl.client.group import GroupDescription, PartitionOffsets, PlannedOffset
 
 app = typer.Typer(
     help="List, describe, rewind and delete consumer groups (talks to a running cluster).",
@@ -67,38 +66,15 @@ ZooKeeperOption = Annotated[
         "--zookeeper",
         metavar="HOST:PORT[/CHROOT]",
         envvar="KCTL_ZOOKEEPER",
-        help="The groups of ZooKeeper-coordinated consumers (offsets under /consumers in this ZooKeeper).",
+        help=(
+            "The groups of ZooKeeper-coordinated consumers (offsets under /consumers in this "
+            "ZooKeeper); the brokers are found there too (/brokers/ids) unless -b names them."
+        ),
     ),
 ]
 
 
 # -- shared plumbing -------------------------------------------------------------------------------
-@contextlib.contextmanager
-def _groups(cluster: ClusterOptions, zookeeper: str | None = None) -> Iterator[GroupAdmin]:
-    """A GroupAdmin (of ZooKeeper-mode groups with `zookeeper`); client errors that escape become
-    KctlErrors with the right exit status."""
-    from kctl.client.group import GroupAdmin, GroupNotEmptyError, NothingToRewindError
-    from kctl.client.zkgroup import ZkGroupAdmin
-    from kctl.protocol import ErrorCode
-    from kctl.zk.consumer_registry import ConsumerRegistry
-    from kctl.zk.model import RegistryUnavailableError
-
-    not_found = (ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    with admin_session(*cluster, not_found=not_found) as admin:
-        try:
-            if zookeeper is None:
-                yield GroupAdmin(admin)
-                return
-            with ConsumerRegistry(zookeeper) as registry:
-                yield ZkGroupAdmin(admin, registry)
-        except RegistryUnavailableError as error:
-            raise KctlError(str(error), ExitCode.NOT_FOUND) from None
-        except GroupNotEmptyError as error:
-            raise KctlError(str(error), ExitCode.FAILURE) from None
-        except NothingToRewindError as error:
-            raise KctlError(str(error), ExitCode.NOT_FOUND) from None
-
-
 def _error(message: str) -> None:
     stderr_console.print(f"kctl: error: {message}", markup=False, highlight=False, soft_wrap=True)
 
@@ -172,7 +148,7 @@ def list_groups(
     for state in wanted:
         if state.lower() not in known:
             raise KctlError(f"unknown group state {state!r} (known: {', '.join(STATES)})", ExitCode.USAGE)
-    with _groups(cluster, zookeeper) as groups:
+    with group_admin(cluster, zookeeper) as groups:
         listed = groups.list_groups(states=wanted or None)
         described = {d.group_id: d for d in groups.describe_groups([g.group_id for g in listed])}
     rows = []
@@ -293,7 +269,7 @@ def describe(
         raise KctlError("name at least one group, or give --all", ExitCode.USAGE)
     documents = []
     failures: list[tuple[str, str]] = []
-    with _groups(cluster, zookeeper) as groups:
+    with group_admin(cluster, zookeeper) as groups:
         if all_groups:
             names = [g.group_id for g in groups.list_groups()]
         for group in groups.describe_groups(names):
@@ -537,7 +513,7 @@ def rewind(
         assert from_file is not None  # exactly one target was given
         strategy = ToOffsets(read_offsets_file(from_file, group))
 
-    with _groups(cluster, zookeeper) as groups:
+    with group_admin(cluster, zookeeper) as groups:
         rewind_plan = plan_rewind(groups, group, strategy, topics=scope or None, all_topics=all_topics)
         plan = rewind_plan.offsets
         failed = rewind_plan.failed
@@ -642,7 +618,7 @@ def delete(
             raise KctlError("--offsets deletes the offsets of one group at a time", ExitCode.USAGE)
         _delete_offsets(names[0], parse_topic_scope(topics), fmt, cluster, zookeeper)
         return
-    with _groups(cluster, zookeeper) as groups:
+    with group_admin(cluster, zookeeper) as groups:
         results = groups.delete_groups(names)
         nonempty = {
             r.name: d
@@ -687,7 +663,7 @@ def _delete_offsets(
     from kctl.client import TopicPartition
     from kctl.protocol import ErrorCode, error_name
 
-    with _groups(cluster, zookeeper) as groups:
+    with group_admin(cluster, zookeeper) as groups:
         committed = groups.committed_offsets(group)
         partitions = [
             tp
@@ -776,7 +752,7 @@ def migrate(
         raise KctlError(f"--to is kafka or zookeeper, not {to!r}", ExitCode.USAGE)
     if zookeeper is None:
         raise KctlError("migrate needs --zookeeper HOST:PORT[/CHROOT]", ExitCode.USAGE)
-    with _groups(cluster, zookeeper) as groups:
+    with group_admin(cluster, zookeeper) as groups:
         assert isinstance(groups, ZkGroupAdmin)
         plan = plan_migration(groups, group, store)
         codes = execute_migration(groups, plan) if execute and plan.executable else {}

@@ -326,7 +326,8 @@ def load_config(
     source calls for: its default below the file, KCTL_BOOTSTRAP_SERVER above the file and below
     `-X`, an explicit option above everything (a plain str counts as explicit). With
     `allowed_keys`, any other key in the file or in `-X` is a usage error (exit 2), as is a
-    malformed `-X`; a missing file is NOT_FOUND (exit 3).
+    malformed `-X`; a missing file is NOT_FOUND (exit 3), as is a missing clusters file named by
+    `--clusters` or KCTL_CLUSTERS when `bootstrap_server` names a cluster (an invalid one: exit 2).
     """
     merged: dict[str, ConfigValue] = {}
 
@@ -337,10 +338,12 @@ def load_config(
     cluster_properties: Mapping[str, str] = {}
     if bootstrap_server is not None:
         # here, not at the top: importing kctl.client costs the offline tools and --help their start-up
-        from kctl.client.clusters_file import ClustersFileError, resolve_cluster
+        from kctl.client.clusters_file import ClustersFileError, ClustersFileNotFoundError, resolve_cluster
 
         try:
             named = resolve_cluster(str(bootstrap_server))
+        except ClustersFileNotFoundError as exc:  # as a missing --config FILE: something named is not there
+            raise KctlError(str(exc), ExitCode.NOT_FOUND) from None
         except ClustersFileError as exc:
             raise KctlError(str(exc), ExitCode.USAGE) from None
         if named is not None:

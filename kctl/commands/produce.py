@@ -119,15 +119,54 @@ def _delimiter_option(text: str | None) -> bytes | None:
         raise KctlError(f"invalid --delimiter {text!r}: {error}", ExitCode.USAGE) from None
 
 
+def _topic_and_files(
+    argument: str | None, files: list[Path] | None, option: str | None
+) -> tuple[str, list[Path] | None]:
+    """The topic and the FILE arguments. With -t TOPIC every argument is a FILE, as in kcat, except
+    a first argument that repeats TOPIC; a first argument that is neither TOPIC nor an existing file
+    is a second, different topic: a usage error."""
+    if option is None:
+        if argument is None:
+            raise KctlError("name the topic to write to: TOPIC or -t TOPIC", ExitCode.USAGE)
+        topic = argument
+    else:
+        topic = option
+        if argument is not None and argument != option:
+            if not Path(argument).exists():
+                raise KctlError(
+                    f"two topics given: {argument!r} as an argument and {option!r} with -t; with -t, "
+                    "arguments are FILEs to send",
+                    ExitCode.USAGE,
+                )
+            files = [Path(argument), *(files or [])]
+    if not topic:
+        raise KctlError("a topic name must not be empty", ExitCode.USAGE)
+    return topic, files
+
+
 @app.callback()
 def produce(
-    topic: Annotated[str, typer.Argument(metavar="TOPIC", help="The topic to write to.", show_default=False)],
+    topic: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="TOPIC", help="The topic to write to (or -t TOPIC, as kcat).", show_default=False
+        ),
+    ] = None,
     files: Annotated[
         list[Path] | None,
         typer.Argument(
             metavar="FILE",
             help="Send each FILE's whole content as one record (kcat -P FILE...), instead of reading stdin.",
             show_default=False,
+        ),
+    ] = None,
+    topic_option: Annotated[
+        str | None,
+        typer.Option(
+            "--topic",
+            "-t",
+            metavar="TOPIC",
+            help="The topic, as kcat's -t; then every argument is a FILE (kcat -P -t TOPIC FILE...).",
         ),
     ] = None,
     fmt: Annotated[
@@ -272,8 +311,7 @@ def produce(
         whole_file_parser,
     )
 
-    if not topic:
-        raise KctlError("a topic name must not be empty", ExitCode.USAGE)
+    topic, files = _topic_and_files(topic, files, topic_option)
     template = fmt if "%" in fmt else None
     if template is None and fmt.strip().lower() not in ("table", "json", "jsonl"):
         raise KctlError(

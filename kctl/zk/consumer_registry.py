@@ -45,8 +45,8 @@ from kctl.zk.consumer_znodes import (
     ConsumersZNode,
     ConsumerZNodeDecodeError,
 )
-from kctl.zk.model import RegistryUnavailableError
-from kctl.zk.znodes import BrokerIdsZNode, TopicsZNode, TopicZNode, ZNodeDecodeError
+from kctl.zk.model import RegistryUnavailableError, parse_endpoint
+from kctl.zk.znodes import BrokerIdsZNode, BrokerIdZNode, TopicsZNode, TopicZNode, ZNodeDecodeError
 
 __all__ = ["ConsumerRegistry", "Watch"]
 
@@ -174,6 +174,34 @@ class ConsumerRegistry:
         except NoNodeError:
             return []
         return sorted(int(c) for c in children if c.isdigit())
+
+    def broker_addresses(self, security_protocol: str = "PLAINTEXT") -> list[str]:
+        """``host:port`` of every live broker (``/brokers/ids/<id>``) for a client speaking
+        ``security_protocol``: the endpoint of the broker's first listener with that protocol (by
+        the registration's ``listener_security_protocol_map``), else its registered host and port —
+        how Kafka's ZooKeeper-era tools found the brokers. Sorted by broker id."""
+        wanted = security_protocol.strip().upper()
+        addresses = []
+        for broker_id in self.broker_ids():
+            try:
+                data, _ = self._client.get(BrokerIdZNode.path(broker_id))
+                registration = BrokerIdZNode.decode(broker_id, data)
+                protocols = BrokerIdZNode.security_protocols(broker_id, data)
+            except NoNodeError:
+                continue  # gone meanwhile
+            except ZNodeDecodeError as error:
+                log.warning("ignoring broker %d: %s", broker_id, error)
+                continue
+            mapping = protocols or registration.security_protocol_map
+            protocols = {name.upper(): protocol.upper() for name, protocol in mapping.items()}
+            host, port = registration.host, registration.port
+            for endpoint in registration.listeners:
+                name, endpoint_host, endpoint_port = parse_endpoint(endpoint)
+                if protocols.get(name.upper(), name.upper()) == wanted:
+                    host, port = endpoint_host, endpoint_port
+                    break
+            addresses.append(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+        return addresses
 
     def topic_names(self, watch: Watch | None = None) -> list[str]:
         try:

@@ -229,6 +229,15 @@ class BrokerIdZNode:
             listeners=listeners,
         )
 
+    @classmethod
+    def security_protocols(cls, broker_id: int, data: bytes | None) -> dict[str, str]:
+        """The registration's ``listener_security_protocol_map`` (listener name -> protocol, upper
+        case), as the broker wrote it; empty when it has none (version 1, or not a JSON object)."""
+        mapping = _loads(cls.path(broker_id), data).get("listener_security_protocol_map")
+        if not isinstance(mapping, dict):
+            return {}
+        return {str(k).upper(): str(v).upper() for k, v in mapping.items()}
+
 
 # -- topics ---------------------------------------------------------------------------------------
 class TopicsZNode:

@@ -66,7 +66,14 @@ async def handle(
             if seen[topic.name] > 1:
                 raise ApiError(ErrorCode.INVALID_REQUEST, f"topic {topic.name!r} is named more than once")
             if not (
-                allowed(broker, context, AclOperation.CREATE, AclResourceType.CLUSTER, CLUSTER_NAME)
+                allowed(
+                    broker,
+                    context,
+                    AclOperation.CREATE,
+                    AclResourceType.CLUSTER,
+                    CLUSTER_NAME,
+                    log_denied=False,
+                )
                 or allowed(broker, context, AclOperation.CREATE, AclResourceType.TOPIC, topic.name)
             ):
                 raise ApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "CREATE on the topic denied")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
-from kctl.broker.security.acls import allowed, allowed_by_resource_type
+from kctl.broker.security.acls import allowed, allowed_by_resource_type, log_denial
 from kctl.protocol.acl_types import CLUSTER_NAME, AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
@@ -37,10 +37,12 @@ async def handle(
             producer_id=-1,
             producer_epoch=-1,
         )
+    idempotent_write = (AclOperation.IDEMPOTENT_WRITE, AclResourceType.CLUSTER, CLUSTER_NAME)
     if not (
-        allowed(broker, context, AclOperation.IDEMPOTENT_WRITE, AclResourceType.CLUSTER, CLUSTER_NAME)
+        allowed(broker, context, *idempotent_write, log_denied=False)
         or allowed_by_resource_type(broker, context, AclOperation.WRITE, AclResourceType.TOPIC)
-    ):
+    ):  # Write on some topic is enough (Kafka's rule): only a producer refused both is reported
+        log_denial(broker, context, *idempotent_write)
         return InitProducerIdResponse(
             throttle_time_ms=0,
             error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,

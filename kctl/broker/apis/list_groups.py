@@ -25,12 +25,15 @@ async def handle(broker: Broker, context: RequestContext, request: ListGroupsReq
     if version >= 5 and request.types_filter and "classic" not in {t.lower() for t in request.types_filter}:
         return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=[])
     groups = broker.groups.list_groups(states)
-    if not allowed(broker, context, AclOperation.DESCRIBE, AclResourceType.CLUSTER, CLUSTER_NAME):
+    cluster = AclResourceType.CLUSTER
+    if not allowed(broker, context, AclOperation.DESCRIBE, cluster, CLUSTER_NAME, log_denied=False):
         # as Kafka: without Describe on the cluster, only the groups the principal may describe
         groups = [
             g
             for g in groups
-            if allowed(broker, context, AclOperation.DESCRIBE, AclResourceType.GROUP, g.group_id)
+            if allowed(
+                broker, context, AclOperation.DESCRIBE, AclResourceType.GROUP, g.group_id, log_denied=False
+            )
         ]
     return ListGroupsResponse(
         throttle_time_ms=0,

@@ -69,7 +69,7 @@ def authorized_operations(
     """The bit field of the operations on the resource the request's principal is allowed to do."""
     bits = 0
     for operation in SUPPORTED_OPERATIONS[resource_type]:
-        if allowed(broker, context, operation, resource_type, name):
+        if allowed(broker, context, operation, resource_type, name, log_denied=False):
             bits |= 1 << operation
     return bits
 
@@ -128,7 +128,8 @@ async def handle(broker: Broker, context: RequestContext, request: MetadataReque
     listing = requested is None or (version == 0 and not requested)
     allow_create = version < 4 or request.allow_auto_topic_creation
     for name in names:
-        if not allowed(broker, context, AclOperation.DESCRIBE, AclResourceType.TOPIC, name):
+        describe = AclOperation.DESCRIBE
+        if not allowed(broker, context, describe, AclResourceType.TOPIC, name, log_denied=not listing):
             if not listing:  # a topic the principal may not describe is invisible in a listing
                 topics.append(_denied(name))
             continue
@@ -138,7 +139,14 @@ async def handle(broker: Broker, context: RequestContext, request: MetadataReque
             and broker.config["auto.create.topics.enable"]
         ):
             if not (
-                allowed(broker, context, AclOperation.CREATE, AclResourceType.CLUSTER, CLUSTER_NAME)
+                allowed(
+                    broker,
+                    context,
+                    AclOperation.CREATE,
+                    AclResourceType.CLUSTER,
+                    CLUSTER_NAME,
+                    log_denied=False,
+                )
                 or allowed(broker, context, AclOperation.CREATE, AclResourceType.TOPIC, name)
             ):
                 topics.append(_denied(name))

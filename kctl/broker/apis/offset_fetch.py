@@ -52,7 +52,14 @@ def _fetch(
         return error.code, by_topic
     by_topic = {}
     for (topic, partition), value in found.items():
-        if context is None or allowed(broker, context, AclOperation.DESCRIBE, AclResourceType.TOPIC, topic):
+        if context is None or allowed(
+            broker,
+            context,
+            AclOperation.DESCRIBE,
+            AclResourceType.TOPIC,
+            topic,
+            log_denied=wanted is not None,
+        ):
             by_topic.setdefault(topic, []).append((partition, value))
     return ErrorCode.NONE, by_topic
 

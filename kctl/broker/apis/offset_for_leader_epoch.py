@@ -43,7 +43,9 @@ async def handle(
 ) -> OffsetForLeaderEpochResponse:
     topics = []
     # as Kafka (KIP-320): followers hold ClusterAction; consumers need Describe on each topic
-    replica = allowed(broker, context, AclOperation.CLUSTER_ACTION, AclResourceType.CLUSTER, CLUSTER_NAME)
+    replica = allowed(
+        broker, context, AclOperation.CLUSTER_ACTION, AclResourceType.CLUSTER, CLUSTER_NAME, log_denied=False
+    )
     for topic in request.topics:
         partitions = []
         describable = replica or allowed(

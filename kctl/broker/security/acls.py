@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kctl.broker.errors import ApiError
+from kctl.broker.security.audit import DenialLog
+from kctl.protocol import ApiKey
 from kctl.protocol.acl_types import (
     CLUSTER_NAME,
     WILDCARD,
@@ -153,6 +155,8 @@ class Authorizer:
         self.enabled = enabled
         self.super_users = frozenset(super_users)
         self.allow_if_no_acl = allow_if_no_acl
+        self.denials = DenialLog()
+        """The denials `allowed` reports (rate-limited INFO lines)."""
         self._lock = threading.Lock()
         self._bindings: dict[AclResourceType, list[AclBinding]] = {}
         self.reload()
@@ -264,16 +268,53 @@ def allowed(
     operation: AclOperation,
     resource_type: AclResourceType,
     name: str,
+    *,
+    log_denied: bool = True,
 ) -> bool:
     """Whether the request's principal may do ``operation`` on the resource (always, without an
-    authorizer or outside a connection)."""
+    authorizer or outside a connection). A denial is logged (rate-limited, `Authorizer.denials`)
+    unless ``log_denied`` is False: as Kafka's ``logIfDenied = false``, for checks that only filter
+    what a request sees (a topic listing, the authorized operations) or probe before the check that
+    decides (Create on the cluster before Create on the topic)."""
     security = getattr(broker, "security", None)
     session = context.session
     if security is None or session is None or not security.authorizer.enabled:
         return True
-    return security.authorizer.authorize(
-        session.principal, context.client_host, operation, resource_type, name
+    if security.authorizer.authorize(session.principal, context.client_host, operation, resource_type, name):
+        return True
+    if log_denied:
+        log_denial(broker, context, operation, resource_type, name)
+    return False
+
+
+def log_denial(
+    broker: Broker,
+    context: RequestContext,
+    operation: AclOperation,
+    resource_type: AclResourceType,
+    name: str,
+) -> None:
+    """Report a denial to the broker's rate-limited denial log (`Authorizer.denials`)."""
+    security = getattr(broker, "security", None)
+    if security is None or context.session is None:
+        return
+    security.authorizer.denials.denied(
+        context.session.principal,
+        camel_name(operation),
+        camel_name(resource_type),
+        name,
+        host=context.client_host,
+        port=context.client_port,
+        request=_request_name(context.header.api_key),
     )
+
+
+def _request_name(api_key: int) -> str:
+    """Kafka's name of an API (``Produce``, ``OffsetCommit``) for the denial lines."""
+    try:
+        return camel_name(ApiKey(api_key))
+    except ValueError:
+        return f"ApiKey {api_key}"
 
 
 def allowed_by_resource_type(

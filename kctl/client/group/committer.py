@@ -37,6 +37,7 @@ from kctl.client.group.state import (
     CommitFailedError,
     MemberState,
     PositionsProvider,
+    in_group,
 )
 from kctl.client.group_config import GroupConfig
 from kctl.client.types import TopicPartition
@@ -226,7 +227,7 @@ class OffsetCommitter:
                 ).body
             except KafkaError as error:
                 if not error.retriable or deadline.expired:
-                    raise CommitFailedError(f"group {self.group_id!r}: commit failed: {error}") from error
+                    raise CommitFailedError(in_group(self.group_id, error, "commit failed")) from error
                 errors: dict[TopicPartition, BrokerResponseError] = {}
             else:
                 codes = offset_commit_results(response)
@@ -259,7 +260,7 @@ class OffsetCommitter:
                     )
                 if not all(e.retriable for e in errors.values()) or deadline.expired:
                     first = next(iter(errors.values()))
-                    raise CommitFailedError(f"group {self.group_id!r}: commit failed: {first}", errors)
+                    raise CommitFailedError(in_group(self.group_id, first, "commit failed"), errors)
                 offsets = {tp: offsets[tp] for tp in errors}  # retry only what failed
             attempt += 1
             wait = min(

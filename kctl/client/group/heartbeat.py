@@ -20,7 +20,7 @@ from kctl.client.cluster import Deadline
 from kctl.client.errors import BrokerResponseError, KafkaError
 from kctl.client.group.coordinator import COORDINATOR_ERRORS, CoordinatorChannel
 from kctl.client.group.member import Member
-from kctl.client.group.state import GroupMembershipError, MemberState
+from kctl.client.group.state import GroupMembershipError, MemberState, in_group
 from kctl.client.group_config import GroupConfig
 from kctl.protocol import ApiKey, ErrorCode
 from kctl.protocol.messages.heartbeat import HeartbeatRequest
@@ -152,7 +152,7 @@ class Heartbeat:
                 self.member.fatal = (
                     error
                     if isinstance(error, GroupMembershipError)
-                    else GroupMembershipError(f"group {self.group_id!r}: {error}")
+                    else GroupMembershipError(in_group(self.group_id, error))
                 )
 
     def _poll_timeout_expired(self, max_poll: float) -> None:

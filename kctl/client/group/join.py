@@ -35,6 +35,7 @@ from kctl.client.group.state import (
     JoinCancelled,
     JoinResult,
     Partitions,
+    in_group,
 )
 from kctl.client.group_config import GroupConfig
 from kctl.protocol import ApiKey, ErrorCode
@@ -183,7 +184,7 @@ class GroupJoiner:
                 result = self._join_once(topics, owned, previous, previous_generation, reason)
             except BrokerResponseError as error:
                 if error.code in FATAL_JOIN_ERRORS:
-                    raise GroupMembershipError(f"group {self.group_id!r}: {error}") from error
+                    raise GroupMembershipError(in_group(self.group_id, error)) from error
                 if error.code in COORDINATOR_ERRORS:
                     self.channel.invalidate()
                 elif (
@@ -191,7 +192,7 @@ class GroupJoiner:
                     and error.code != ErrorCode.MEMBER_ID_REQUIRED
                     and not error.retriable
                 ):
-                    raise GroupMembershipError(f"group {self.group_id!r}: {error}") from error
+                    raise GroupMembershipError(in_group(self.group_id, error)) from error
                 log.info("group %s: join attempt %d: %s", self.group_id, attempt + 1, error)
             except KafkaError as error:
                 if cancel.is_set():

@@ -89,3 +89,15 @@ def show_partitions(partitions: Collection[TopicPartition]) -> str:
     for tp in sorted(partitions):
         by_topic.setdefault(tp.topic, []).append(tp.partition)
     return ", ".join(f"{t}[{','.join(map(str, ps))}]" for t, ps in by_topic.items())
+
+
+def in_group(group_id: str, error: object, doing: str = "") -> str:
+    """``group 'G': [doing: ]error``, naming the group once: an error raised further down that says
+    ``group 'G': ...`` already (a coordinator lookup) or ``JoinGroup of group 'G': ...`` (a
+    request) loses that part instead of repeating it (``group 'G': JoinGroup: ...``)."""
+    named = f"group {group_id!r}"
+    text = str(error)
+    if text.startswith(f"{named}: "):
+        text = text[len(named) + 2 :]
+    text = text.replace(f" of {named}: ", ": ", 1)
+    return f"{named}: {doing}: {text}" if doing else f"{named}: {text}"
