@@ -732,12 +732,15 @@ def trim(
     topic trim-prefix): the log start offset moves up to it.
 
     Prints the plan, one row per partition: the log start offset now, the new one (SPEC resolved as
-    `consume --offset` resolves it, clamped into log start..high watermark), the high watermark and
-    how many offsets fall below the new start (records, unless compaction left gaps). Nothing
+    `consume --offset` resolves it), the high watermark and how many offsets fall below the new
+    start (records, unless compaction left gaps). An offset N or +N past a partition's high
+    watermark is refused (exit 2, nothing deleted) rather than clamped: `--to end` deletes every
+    record; -N beyond the log start and a time before the first record change nothing. Nothing
     changes without --execute, which sends DeleteRecords and reports the log start offset each
     leader answers (status trimmed, unchanged, or Kafka's error name). Exit status 3 if the topic or
     a named partition does not exist, 1 if a partition could not be trimmed."""
     from kctl.client.admin.overview import execute_trim, trim_plan
+    from kctl.client.offsets_spec import OffsetPastEndError
 
     (name,) = _unique([topic])
     point = _point(to, "--to")
@@ -745,7 +748,14 @@ def trim(
         tps, results = _selected_partitions(admin, [name], partitions)
         if not all(r.ok for r in results):
             _finish(results)
-        plan = trim_plan(admin, tps, point)
+        try:
+            plan = trim_plan(admin, tps, point)
+        except OffsetPastEndError as error:
+            where = ", ".join(map(str, error.partitions))
+            raise KctlError(
+                f"--to {to} is past the end of {where}: nothing trimmed (--to end deletes every record)",
+                ExitCode.USAGE,
+            ) from None
         steps = execute_trim(admin, plan) if execute else plan
     rows = []
     for step in steps:
