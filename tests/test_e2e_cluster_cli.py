@@ -333,6 +333,24 @@ def test_reassign_and_elect_exit_statuses(cluster: Cluster, tmp_path: Path) -> N
     missing = tmp_path / "missing-partition.json"
     missing.write_text('{"version":1,"partitions":[{"topic":"spread","partition":42,"replicas":[1]}]}')
     assert kctl("partition", "reassign", "--reassignment-json-file", str(missing), "-b", b).returncode == 3
+    # a broker that is not in the cluster: refused in the plan and before anything is submitted (the
+    # plan said "planned" and --execute reached the controller, which refused it: exit 0, then 1)
+    with AdminClient(b) as admin:
+        [spread] = admin.describe_topics(["spread"])
+    before = {p.partition: p.replicas for p in spread.partitions}
+    nowhere = tmp_path / "nowhere.json"
+    nowhere.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "spread", "partition": 0, "replicas": [1, 99]},
+        {"topic": "spread", "partition": 1, "replicas": list(before[1])},
+    ]}))  # fmt: skip
+    for extra in ([], ["--execute"]):
+        refused = kctl("partition", "reassign", "--reassignment-json-file", str(nowhere), *extra, "-b", b)
+        assert refused.returncode == 3, refused.stdout + refused.stderr
+        assert "not in the cluster: 99 (for spread-0)" in refused.stderr and refused.stdout == ""
+    with AdminClient(b) as admin:
+        assert admin.list_partition_reassignments() == {}
+        [spread] = admin.describe_topics(["spread"])
+    assert {p.partition: p.replicas for p in spread.partitions} == before
 
     # the reassignment before may have left a non-preferred leader (its preferred replica was not
     # yet in the ISR): a first election may move it; a second one has nothing to do

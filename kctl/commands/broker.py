@@ -415,8 +415,9 @@ def move_log_dirs(
     The partitions keep serving while their files are copied; `log-dirs describe` shows a move in
     progress as a future replica. --wait SECONDS waits for the moves to finish.
 
-    Exit status 3 if the broker hosts none of the named partitions or the destination is not one of
-    its log dirs; 1 if the broker refuses a move or the wait runs out."""
+    Exit status 3 if the broker is not in the cluster, hosts none of the named partitions or the
+    destination is not one of its log dirs (nothing moves); 1 if the broker refuses a move or the
+    wait runs out."""
     from kctl.client import TopicPartition
     from kctl.commands.clients import admin_session
     from kctl.protocol.errors import error_name
@@ -425,6 +426,12 @@ def move_log_dirs(
         return {r.topic_partition: d.path for d in dirs for r in d.replicas if not r.is_future}
 
     with admin_session(config_file, overrides, bootstrap_server) as admin:
+        brokers = sorted(b.node_id for b in admin.describe_cluster().brokers)
+        if broker not in brokers:
+            raise KctlError(
+                f"no broker {broker} in the cluster (its brokers: {', '.join(map(str, brokers))})",
+                ExitCode.NOT_FOUND,
+            )
         dirs = admin.describe_log_dirs([broker])[broker]
         if to not in {d.path for d in dirs}:
             raise KctlError(
