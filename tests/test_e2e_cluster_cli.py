@@ -386,8 +386,8 @@ def test_topic_describe_filters(cluster: Cluster) -> None:
 
     def unavailable() -> Any:
         result = kctl("topic", "describe", "--all", "--unavailable", "-f", "json", "-b", b)
-        assert result.returncode == 0, result.stderr
         documents = json.loads(result.stdout)
+        assert result.returncode == (1 if documents else 0), result.stderr  # fails if it finds any
         found = {d["topic"]: sorted(p["partition"] for p in d["partitions"]) for d in documents}
         return found if found.get("single") == led_by_3 else None
 
@@ -397,11 +397,13 @@ def test_topic_describe_filters(cluster: Cluster) -> None:
     ) for p in d["partitions"])  # fmt: skip
     assert "single" in found
     under = kctl("topic", "describe", "spread", "--under-replicated", "-f", "json", "-b", b)
-    assert under.returncode == 0
+    assert under.returncode == (1 if json.loads(under.stdout) else 0), under.stderr
     for d in json.loads(under.stdout):
         assert all(len(p["isr"]) < len(p["replicas"]) for p in d["partitions"])
     table = kctl("topic", "describe", "single", "--unavailable", "-b", b)
-    assert table.returncode == 0 and "none" in table.stdout  # leader -1 prints as "none"
+    assert table.returncode == 1 and "none" in table.stdout  # leader -1 prints as "none"
+    listed = kctl("topic", "describe", "single", "--unavailable", "--exit-zero", "-b", b)
+    assert listed.returncode == 0 and listed.stdout == table.stdout
 
     status = kctl("cluster", "status", "--dir", str(cluster.directory), "-f", "json")
     assert status.returncode == 1 and "broker 3" in status.stderr
