@@ -62,7 +62,7 @@ class HealthFilter:
 @dataclasses.dataclass
 class TopicReport:
     """The topics described (``documents``: one JSON-ready object per topic, with its
-    ``partitions``), what went wrong on the way (``warnings``: one line each), the brokers that did
+    ``partitions``), what went wrong on the way (``warnings``: one line each), the leaders that did
     not answer (id -> why), and how many partitions the health filter kept (``matched``)."""
 
     documents: list[dict[str, Any]]
@@ -94,7 +94,10 @@ def topic_report(
     configs = {c.name: c for c in admin.describe_topic_configs([t.name for t in topics])}
     report = TopicReport([])
     sizes = _partition_sizes(admin, topics, report)
-    silent = set(admin.cluster.not_answering())
+    # the leaders that did not answer: only they leave a gap (another silent broker changes nothing)
+    leaders = {p.leader for t in topics for p in t.partitions if p.leader >= 0}
+    report.not_answering = {b: why for b, why in admin.cluster.not_answering().items() if b in leaders}
+    silent = set(report.not_answering)
     for topic in topics:
         topic_configs = configs.get(topic.name)
         if topic_configs is not None and not topic_configs.ok:
@@ -123,7 +126,6 @@ def topic_report(
         if health.active and not partitions:
             continue
         report.documents.append(_topic_document(topic, topic_configs, partitions, all_configs))
-    report.not_answering = admin.cluster.not_answering()
     return report
 
 
