@@ -76,7 +76,7 @@ _kctl_options() {
         'kctl topic') echo '-h --help' ;;
         'kctl topic create') echo '-p --partitions -r --replication-factor --topic-config --if-not-exists --validate-only -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl topic list') echo '-i --internal --pattern -f --format -c --config -X -b --bootstrap-server -h --help' ;;
-        'kctl topic describe') echo '-a --all -i --internal --under-replicated --unavailable --under-min-isr --all-configs --bytes -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl topic describe') echo '-a --all -i --internal --under-replicated --unavailable --under-min-isr --all-configs --exit-zero --bytes -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl topic delete') echo '--if-exists -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl topic alter') echo '-p --partitions --topic-config --delete-config --validate-only -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl topic offsets') echo '--time -p --partition -f --format -c --config -X -b --bootstrap-server -h --help' ;;

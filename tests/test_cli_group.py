@@ -248,13 +248,46 @@ def test_rewind_plan_then_execute_then_resume_exactly_there(broker: BrokerProces
     }
 
 
-def test_rewind_clamps_and_reports_partition_errors(broker: BrokerProcess) -> None:
+def test_rewind_refuses_an_offset_past_the_log_end(broker: BrokerProcess, tmp_path: Path) -> None:
+    """Issue 25: an offset past the high watermark was clamped to the end (every record skipped),
+    exit 0. Every target naming offsets is refused there, in the plan and with --execute (exit 2),
+    and nothing is committed; below the log start it is still clamped up (nothing is skipped)."""
     topic, group = unique("clamp"), unique("group")
     make_topic(broker, topic, 2, 5)
-    result = kctl(broker, "rewind", group, "--to-offset", "1000", "--topic", topic, "-f", "json")
-    assert result.returncode == 0, result.stderr
-    rows = json.loads(result.stdout)
-    assert [(r["new_offset"], r["note"]) for r in rows] == [(5, "1000 clamped to the log end")] * 2
+    assert kctl(broker, "rewind", group, "--to-offset", "2", "--topic", topic, "--execute").returncode == 0
+    plan = kctl(broker, "rewind", group, "--to-offset", "1000", "--topic", topic, "-f", "json")
+    assert plan.returncode == 2, plan.stderr
+    assert [(r["new_offset"], r["status"]) for r in json.loads(plan.stdout)] == [(None, "error")] * 2
+    for p in (0, 1):
+        assert f"partition {topic}-{p}: offset 1000 is past the end of {topic}-{p} (high watermark 5)" in (
+            plan.stderr
+        )
+    (tmp_path / "far.csv").write_text(f"{topic},0,3\n{topic},1,6\n")
+    for target in (
+        ["--to-offset", "1000"],
+        ["--to", "6"],
+        ["--to", "+6"],
+        ["--shift-by", "4"],  # 2 + 4 = 6
+        ["--from-file", str(tmp_path / "far.csv")],  # partition 1 only: nothing is committed anywhere
+    ):
+        refused = kctl(broker, "rewind", group, *target, "--topic", topic, "--execute", "-f", "json")
+        assert refused.returncode == 2, (target, refused.stdout, refused.stderr)
+        assert "(high watermark 5)" in refused.stderr and "nothing was committed" in refused.stderr
+        assert committed(broker, group) == {(topic, 0): 2, (topic, 1): 2}, target
+    # the end itself, and offsets inside the log, are fine; below the log start is clamped up
+    end = kctl(broker, "rewind", group, "--to-offset", "5", "--topic", f"{topic}:0", "--execute")
+    assert end.returncode == 0, end.stderr
+    with AdminClient(broker.bootstrap) as admin:
+        assert admin.delete_records({TopicPartition(topic, 1): 3})[TopicPartition(topic, 1)].ok
+    low = kctl(broker, "rewind", group, "--to-offset", "1", "--topic", f"{topic}:1", "-f", "json")
+    assert low.returncode == 0, low.stderr
+    [row] = json.loads(low.stdout)
+    assert (row["new_offset"], row["note"]) == (3, "1 clamped to the log start")
+
+
+def test_rewind_reports_partition_errors(broker: BrokerProcess) -> None:
+    topic, group = unique("errors"), unique("group")
+    make_topic(broker, topic, 2, 5)
     bad = kctl(broker, "rewind", group, "--to-earliest", "--topic", f"{topic}:0,7", "--execute", "-f", "json")
     assert bad.returncode == 1
     assert [r["status"] for r in json.loads(bad.stdout)] == ["planned", "error"]

@@ -223,6 +223,34 @@ def test_purge_by_offset_size_and_age(partition):
     assert kctl("log", "verify", str(partition)).returncode == 0
 
 
+def test_purge_refuses_an_offset_past_the_log_end(partition):
+    """Issue 25: --before-offset past the log end deleted every segment, the active one too (exit 0).
+    It is refused, dry run or not, and nothing is deleted; the log end offset itself is explicit."""
+    before = sorted(p.name for p in partition.iterdir())
+    for extra in (["--dry-run"], []):
+        refused = kctl("log", "purge", str(partition), "--before-offset", "999999", *extra)
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        [line] = refused.stderr.splitlines()
+        assert "999999 is past the log end offset" in line and "(120)" in line and "nothing deleted" in line
+        assert sorted(p.name for p in partition.iterdir()) == before
+    everything = kctl("log", "purge", str(partition), "--before-offset", "120", "--format", "jsonl")
+    assert everything.returncode == 0, everything.stderr
+    assert [row["base_offset"] for row in jsonl(everything.stdout)] == [0, 40, 80]
+
+
+@pytest.mark.parametrize("tool", [["recover"], ["recover", "--dry-run"], ["purge", "--before-offset", "5"]])
+def test_recover_and_purge_refuse_a_directory_without_segments(tmp_path, tool):
+    """A log directory's root (or any directory without segments) is not a partition: recover and
+    purge wrote an empty segment and a snapshot into it and exited 0. They refuse it (exit 3)."""
+    log_dir = tmp_path / "logs"
+    (log_dir / "orders_0").mkdir(parents=True)
+    (log_dir / "meta.properties").write_text("broker.id=0\n")
+    result = kctl("log", *tool, str(log_dir))
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "holds no segment file" in result.stderr
+    assert sorted(p.name for p in log_dir.iterdir()) == ["meta.properties", "orders_0"]
+
+
 def test_usage_and_missing_paths(tmp_path):
     assert kctl("log", "purge", str(tmp_path)).returncode == 2
     assert kctl("log", "verify", str(tmp_path / "nope")).returncode == 3

@@ -181,6 +181,7 @@ def test_describe_json_with_offsets(broker: BrokerProcess) -> None:
         "replicas": [leader],
         "isr": [leader],
         "offline_replicas": [],
+        "available": True,
         "log_start_offset": 0,
         "high_watermark": 0,
         "size": 0,

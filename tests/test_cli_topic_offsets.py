@@ -96,13 +96,13 @@ def trim(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_trim_plans_first_then_executes(module_broker_factory: Any, broker: Any) -> None:
-    fill(broker.bootstrap, "trimmed", {0: 10, 1: 4})
+    fill(broker.bootstrap, "trimmed", {0: 10, 1: 8})
     plan = trim(broker.bootstrap, "trimmed", "--to", "6", "-f", "json")
     assert plan.returncode == 0, plan.stderr
     assert [
         (r["partition"], r["log_start_offset"], r["new_log_start_offset"], r["removed"], r["status"])
         for r in json.loads(plan.stdout)
-    ] == [(0, 0, 6, 6, "to trim"), (1, 0, 4, 4, "to trim")]
+    ] == [(0, 0, 6, 6, "to trim"), (1, 0, 6, 6, "to trim")]
     assert "--execute" in plan.stderr
     assert [r["earliest"] for r in offsets(broker.bootstrap, "trimmed")] == [0, 0]  # nothing changed
 
@@ -113,7 +113,7 @@ def test_trim_plans_first_then_executes(module_broker_factory: Any, broker: Any)
     ]
     assert offsets(broker.bootstrap, "trimmed") == [
         {"topic": "trimmed", "partition": 0, "earliest": 6, "latest": 10},
-        {"topic": "trimmed", "partition": 1, "earliest": 0, "latest": 4},
+        {"topic": "trimmed", "partition": 1, "earliest": 0, "latest": 8},
     ]
     consumed = kctl("consume", "trimmed", "-p", "0", "-o", "beginning", "--until", "end", "-f", "raw",
                     "-b", broker.bootstrap)
@@ -122,11 +122,54 @@ def test_trim_plans_first_then_executes(module_broker_factory: Any, broker: Any)
     # keep the last record of every partition (time-based points work too); an earlier point is a no-op
     again = trim(broker.bootstrap, "trimmed", "--to", "-1", "--execute", "-f", "json")
     assert again.returncode == 0, again.stderr
-    assert [(r["new_log_start_offset"], r["removed"]) for r in json.loads(again.stdout)] == [(9, 3), (3, 3)]
+    assert [(r["new_log_start_offset"], r["removed"]) for r in json.loads(again.stdout)] == [(9, 3), (7, 7)]
     noop = trim(broker.bootstrap, "trimmed", "--to", f"@{BASE_MS}", "--execute", "-f", "json")
     assert noop.returncode == 0, noop.stderr
     assert [r["status"] for r in json.loads(noop.stdout)] == ["unchanged", "unchanged"]
-    assert [r["earliest"] for r in offsets(broker.bootstrap, "trimmed")] == [9, 3]
+    assert [r["earliest"] for r in offsets(broker.bootstrap, "trimmed")] == [9, 7]
+
+
+def test_trim_refuses_an_offset_past_the_high_watermark(broker: Any) -> None:
+    """Issue 25: `--to 999999` answered "trimmed" and deleted every record. An offset past the high
+    watermark (N, or +N landing there) is refused, in the plan and with --execute, and nothing is
+    deleted anywhere; `end` stays the way to delete everything."""
+    fill(broker.bootstrap, "guarded", {0: 10, 1: 4})
+    untouched = [
+        {"topic": "guarded", "partition": 0, "earliest": 0, "latest": 10},
+        {"topic": "guarded", "partition": 1, "earliest": 0, "latest": 4},
+    ]
+    for args in (["--to", "999999"], ["--to", "999999", "--execute"]):
+        refused = trim(broker.bootstrap, "guarded", *args)
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        assert refused.stdout == ""
+        [line] = refused.stderr.splitlines()
+        assert "guarded-0 (high watermark 10)" in line and "guarded-1 (high watermark 4)" in line, line
+        assert "nothing trimmed" in line
+        assert offsets(broker.bootstrap, "guarded") == untouched
+    # one partition past its end refuses the whole trim: partition 0 keeps its records too
+    partly = trim(broker.bootstrap, "guarded", "--to", "6", "--execute")
+    assert partly.returncode == 2 and "guarded-1 (high watermark 4)" in partly.stderr
+    assert "guarded-0" not in partly.stderr
+    plus = trim(broker.bootstrap, "guarded", "--to", "+5", "-p", "1", "--execute")
+    assert plus.returncode == 2 and "guarded-1 (high watermark 4)" in plus.stderr
+    assert offsets(broker.bootstrap, "guarded") == untouched
+    consumed = kctl(
+        "consume", "guarded", "-o", "beginning", "--until", "end", "-f", "raw", "-b", broker.bootstrap
+    )
+    assert len(consumed.stdout.split()) == 14
+
+    # -N beyond the log start deletes nothing; the high watermark itself and `end` are explicit
+    nothing = trim(broker.bootstrap, "guarded", "--to", "-100", "--execute", "-f", "json")
+    assert nothing.returncode == 0, nothing.stderr
+    assert [r["status"] for r in json.loads(nothing.stdout)] == ["unchanged", "unchanged"]
+    exact = trim(broker.bootstrap, "guarded", "--to", "4", "-p", "1", "--execute", "-f", "json")
+    assert exact.returncode == 0, exact.stderr
+    assert [(r["new_log_start_offset"], r["removed"]) for r in json.loads(exact.stdout)] == [(4, 4)]
+    everything = trim(broker.bootstrap, "guarded", "--to", "end", "-p", "0", "--execute", "-f", "json")
+    assert everything.returncode == 0, everything.stderr
+    done = [(r["new_log_start_offset"], r["status"]) for r in json.loads(everything.stdout)]
+    assert done == [(10, "trimmed")]
+    assert [r["earliest"] for r in offsets(broker.bootstrap, "guarded")] == [10, 4]
 
 
 def test_trim_errors(broker: Any) -> None:

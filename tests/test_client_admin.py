@@ -327,6 +327,34 @@ def test_the_client_reconnects_after_the_broker_restarts(broker: BrokerProcess, 
     assert admin.describe_topics(["durable"])[0].ok
 
 
+def test_a_broker_that_does_not_answer_is_given_up_after_the_request_timeout(broker: BrokerProcess) -> None:
+    """Issue 25 §3: an admin operation retried a killed broker until default.api.timeout.ms (60 s),
+    whatever request.timeout.ms said. The admin client gives it up after request.timeout.ms and
+    names it; a client without that policy (a consumer's offset lookup) still retries until its
+    deadline."""
+    from kctl.client.consumer.offsets import list_offsets
+
+    tp = TopicPartition("gone", 0)
+    config = {"request.timeout.ms": "1500", "default.api.timeout.ms": "60000"}
+    with AdminClient(broker.bootstrap, config) as admin, ClusterClient(broker.bootstrap, config) as plain:
+        raise_for_errors(admin.create_topics([NewTopic("gone", 1, 1)]))
+        admin.cluster.wait_for_topics(["gone"], timeout=30)
+        assert admin.list_offsets([tp])[tp].ok and list_offsets(plain, [tp])[tp].ok
+        assert (admin.cluster.give_up_after, plain.give_up_after) == (1.5, None)
+        broker.kill()
+        started = time.monotonic()
+        with pytest.raises(KafkaConnectionError) as failed:
+            admin.list_offsets([tp])
+        assert time.monotonic() - started < 10, "given up after request.timeout.ms, not 60 s"
+        assert "has not answered" in str(failed.value) or "cannot reach any broker" in str(failed.value)
+        assert list(admin.cluster.not_answering()) == [broker.broker_id]
+        started = time.monotonic()
+        with pytest.raises(KafkaConnectionError):
+            list_offsets(plain, [tp], timeout=4)
+        assert time.monotonic() - started >= 2.5, "without give_up_after: retried to (about) the deadline"
+    broker.start()
+
+
 def test_wait_for_topics(admin: AdminClient) -> None:
     raise_for_errors(admin.create_topics([NewTopic("fresh", 3, 1)]))
     ready = admin.cluster.wait_for_topics(["fresh"], timeout=10)

@@ -333,6 +333,24 @@ def test_reassign_and_elect_exit_statuses(cluster: Cluster, tmp_path: Path) -> N
     missing = tmp_path / "missing-partition.json"
     missing.write_text('{"version":1,"partitions":[{"topic":"spread","partition":42,"replicas":[1]}]}')
     assert kctl("partition", "reassign", "--reassignment-json-file", str(missing), "-b", b).returncode == 3
+    # a broker that is not in the cluster: refused in the plan and before anything is submitted (the
+    # plan said "planned" and --execute reached the controller, which refused it: exit 0, then 1)
+    with AdminClient(b) as admin:
+        [spread] = admin.describe_topics(["spread"])
+    before = {p.partition: p.replicas for p in spread.partitions}
+    nowhere = tmp_path / "nowhere.json"
+    nowhere.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "spread", "partition": 0, "replicas": [1, 99]},
+        {"topic": "spread", "partition": 1, "replicas": list(before[1])},
+    ]}))  # fmt: skip
+    for extra in ([], ["--execute"]):
+        refused = kctl("partition", "reassign", "--reassignment-json-file", str(nowhere), *extra, "-b", b)
+        assert refused.returncode == 3, refused.stdout + refused.stderr
+        assert "not in the cluster: 99 (for spread-0)" in refused.stderr and refused.stdout == ""
+    with AdminClient(b) as admin:
+        assert admin.list_partition_reassignments() == {}
+        [spread] = admin.describe_topics(["spread"])
+    assert {p.partition: p.replicas for p in spread.partitions} == before
 
     # the reassignment before may have left a non-preferred leader (its preferred replica was not
     # yet in the ISR): a first election may move it; a second one has nothing to do
@@ -368,8 +386,8 @@ def test_topic_describe_filters(cluster: Cluster) -> None:
 
     def unavailable() -> Any:
         result = kctl("topic", "describe", "--all", "--unavailable", "-f", "json", "-b", b)
-        assert result.returncode == 0, result.stderr
         documents = json.loads(result.stdout)
+        assert result.returncode == (1 if documents else 0), result.stderr  # fails if it finds any
         found = {d["topic"]: sorted(p["partition"] for p in d["partitions"]) for d in documents}
         return found if found.get("single") == led_by_3 else None
 
@@ -379,11 +397,13 @@ def test_topic_describe_filters(cluster: Cluster) -> None:
     ) for p in d["partitions"])  # fmt: skip
     assert "single" in found
     under = kctl("topic", "describe", "spread", "--under-replicated", "-f", "json", "-b", b)
-    assert under.returncode == 0
+    assert under.returncode == (1 if json.loads(under.stdout) else 0), under.stderr
     for d in json.loads(under.stdout):
         assert all(len(p["isr"]) < len(p["replicas"]) for p in d["partitions"])
     table = kctl("topic", "describe", "single", "--unavailable", "-b", b)
-    assert table.returncode == 0 and "none" in table.stdout  # leader -1 prints as "none"
+    assert table.returncode == 1 and "none" in table.stdout  # leader -1 prints as "none"
+    listed = kctl("topic", "describe", "single", "--unavailable", "--exit-zero", "-b", b)
+    assert listed.returncode == 0 and listed.stdout == table.stdout
 
     status = kctl("cluster", "status", "--dir", str(cluster.directory), "-f", "json")
     assert status.returncode == 1 and "broker 3" in status.stderr

@@ -1,7 +1,7 @@
 """The rewind plan (kctl.client.group.rewind) without a broker: which partitions a strategy resets,
-each partition's target, resolving and clamping into the log's bounds with the notes and errors the
-plan shows, and the CSV plans of --export/--from-file. `kctl group rewind` against a real broker
-is in test_cli_group."""
+each partition's target, resolving against the log's bounds (clamped up to the log start, refused
+past its end) with the notes and errors the plan shows, and the CSV plans of --export/--from-file.
+`kctl group rewind` against a real broker is in test_cli_group."""
 
 from __future__ import annotations
 
@@ -135,9 +135,9 @@ def test_each_strategy_gives_each_partition_a_target_or_a_reason() -> None:
 # ----------------------------------------------------------------------------------------- plan
 
 
-def test_plan_resolves_and_clamps_into_the_log_with_notes() -> None:
+def test_plan_resolves_and_clamps_up_to_the_log_start_with_notes() -> None:
     targets = {
-        A0: OffsetPoint(PointKind.OFFSET, 1000),
+        A0: OffsetPoint(PointKind.OFFSET, 50),
         A1: OffsetPoint(PointKind.OFFSET, 1),
         A2: OffsetPoint(PointKind.BEFORE_END, 3),
         B0: OffsetPoint(PointKind.BEGINNING),
@@ -146,13 +146,33 @@ def test_plan_resolves_and_clamps_into_the_log_with_notes() -> None:
     end = listed({A0: 50, A1: 60, A2: 10, B0: 30})
     plan = plan_offsets(targets, committed(a0=40, b0=25), start, end, no_times)
     assert plan == [
-        PlannedOffset(A0, 40, 50, 0, 50, note="1000 clamped to the log end"),
+        PlannedOffset(A0, 40, 50, 0, 50),
         PlannedOffset(A1, None, 5, 5, 60, note="1 clamped to the log start"),
         PlannedOffset(A2, None, 7, 0, 10),
         PlannedOffset(B0, 25, 20, 20, 30),
     ]
     assert (plan[0].lag_before, plan[0].lag_after) == (10, 0)
     assert (plan[1].lag_before, plan[1].lag_after) == (None, 55)
+
+
+def test_an_offset_past_the_log_end_is_refused_not_clamped() -> None:
+    targets = {
+        A0: OffsetPoint(PointKind.OFFSET, 1000),
+        A1: OffsetPoint(PointKind.AFTER_BEGINNING, 56),  # 5 + 56 = 61
+        A2: OffsetPoint(PointKind.OFFSET, 10),  # the end itself
+    }
+    start = listed({A0: 0, A1: 5, A2: 0})
+    end = listed({A0: 50, A1: 60, A2: 10})
+    plan = plan_offsets(targets, committed(a0=40), start, end, no_times)
+    refused = "is past the end of {} (high watermark {}): refused, not clamped"
+    assert plan == [
+        PlannedOffset(A0, 40, None, 0, 50, error="offset 1000 " + refused.format(A0, 50), past_end=True),
+        PlannedOffset(A1, None, None, 5, 60, error="offset 61 " + refused.format(A1, 60), past_end=True),
+        PlannedOffset(A2, None, 10, 0, 10),
+    ]
+    rewind = RewindPlan("g", plan)
+    assert rewind.past_end == plan[:2] and rewind.failed == plan[:2]
+    assert not rewind.executable
 
 
 def test_plan_by_time_uses_the_lookup_and_reports_its_errors() -> None:

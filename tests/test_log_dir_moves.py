@@ -199,3 +199,35 @@ def test_kctl_moves_a_partition_while_it_serves(two_dir_broker: BrokerProcess) -
             0, {TopicPartition("moving", 0): "/nope", TopicPartition("absent", 0): target}
         )
     assert codes == {TopicPartition("moving", 0): 57, TopicPartition("absent", 0): 9}
+
+
+def _placement(bootstrap: str) -> dict[str, list[str]]:
+    with AdminClient(bootstrap) as admin:
+        dirs = admin.describe_log_dirs([0])[0]
+    return {d.path: sorted(str(r.topic_partition) for r in d.replicas) for d in dirs}
+
+
+def test_move_refuses_a_broker_dir_or_partition_that_is_not_there(two_dir_broker: BrokerProcess) -> None:
+    """Issue 25 audit: a broker that is not in the cluster was retried until default.api.timeout.ms
+    (60 s) before exit 3; it is refused at once. An unknown dir or partition was refused already
+    (exit 3); nothing moves in any of these cases."""
+    import time
+
+    b = two_dir_broker.bootstrap
+    with AdminClient(b) as admin:
+        admin.create_topics([NewTopic("staying", 2, 1)])[0].raise_for_error()
+        admin.cluster.wait_for_topics(["staying"], timeout=30)
+    before = _placement(b)
+    [other] = [path for path, replicas in before.items() if "staying-0" not in replicas]
+    move = partial(kctl, "broker", "log-dirs", "move", "-t", "staying", "--execute", "-b", b)
+    started = time.monotonic()
+    unknown = move("--broker", "7", "--to", other)
+    assert unknown.returncode == 3, unknown.stderr
+    assert "no broker 7 in the cluster" in unknown.stderr and time.monotonic() - started < 15
+    for args, message in (
+        (["--to", "/nope"], "/nope is not a log dir of broker 0"),
+        (["--to", other, "-p", "5"], "broker 0 hosts no replica of staying-5"),
+    ):
+        refused = move("--broker", "0", *args)
+        assert refused.returncode == 3 and message in refused.stderr, refused.stderr
+    assert _placement(b) == before

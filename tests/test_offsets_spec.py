@@ -10,6 +10,7 @@ import pytest
 from kctl.client.offsets_spec import (
     AdminLookup,
     OffsetAndTimestamp,
+    OffsetPastEndError,
     OffsetPoint,
     OffsetRange,
     OffsetSpec,
@@ -17,6 +18,7 @@ from kctl.client.offsets_spec import (
     PointKind,
     parse_offset_point,
     parse_offset_spec,
+    past_end,
     resolve_points,
     resolve_ranges,
 )
@@ -319,6 +321,30 @@ def test_resolve_points_one_or_per_partition() -> None:
     assert resolve_points(parse_offset_point("end"), [], lookup) == {}
     with pytest.raises(TypeError):
         resolve_points(parse_offset_point("end"), None, lookup)
+
+
+def test_a_destructive_target_past_the_end_is_refused_not_clamped() -> None:
+    lookup = FakeLookup(LOOKUP_LOGS)  # P0: 10..109 (end 110), P1: empty (end 0)
+    assert resolve_points(parse_offset_point("500"), [P0], lookup) == {P0: 110}  # reading: clamped
+    with pytest.raises(OffsetPastEndError) as refused:
+        resolve_points(parse_offset_point("500"), [P0, P1], lookup, refuse_past_end=True)
+    assert [(p.topic_partition, p.offset, p.high_watermark) for p in refused.value.partitions] == [
+        (P0, 500, 110),
+        (P1, 500, 0),
+    ]
+    assert str(refused.value) == (
+        "offset 500 is past the end of t-0 (high watermark 110), t-1 (high watermark 0)"
+    )
+    with pytest.raises(OffsetPastEndError, match=r"t-0 \(high watermark 110\)$"):
+        resolve_points(parse_offset_point("+101"), [P0], lookup, refuse_past_end=True)  # 10 + 101
+    # the end itself, points inside the log, -N beyond the start and times are not refused
+    inside = (("110", 110), ("+100", 110), ("end", 110), ("-1000", 10), ("5", 10), ("@99999999", 110))
+    for text, expected in inside:
+        assert resolve_points(parse_offset_point(text), [P0], lookup, refuse_past_end=True) == {P0: expected}
+    assert past_end(parse_offset_point("111"), 10, 110) == 111
+    assert past_end(parse_offset_point("+101"), 10, 110) == 111
+    assert past_end(parse_offset_point("110"), 10, 110) is None
+    assert past_end(parse_offset_point("-1"), 10, 110) is None
 
 
 class FakeAdmin:

@@ -14,6 +14,7 @@ from kctl.client.admin.reassign_plan import (
     IN_PROGRESS,
     NOT_APPLIED,
     PlanError,
+    absent_brokers,
     assign_replicas,
     format_plan,
     generate,
@@ -119,6 +120,14 @@ def test_moves_say_what_each_partition_copies() -> None:
     ]
     with pytest.raises(PlanError, match="no such partition: t-9"):
         moves(current, {TopicPartition("t", 9): (1,)})
+
+
+def test_brokers_a_plan_names_that_are_not_in_the_cluster() -> None:
+    current = {T0: (1, 2), T1: (2, 9), T2: (3, 1)}
+    # T1 keeps a broker that left (no change: not sent), T0 and T2 move to absent brokers
+    planned = moves(current, {T0: (2, 7), T1: (2, 9), T2: (7, 8, 1)})
+    assert absent_brokers(planned, [1, 2, 3]) == {7: [T0, T2], 8: [T2]}
+    assert absent_brokers(planned, [1, 2, 3, 7, 8]) == {}
 
 
 def test_verify_states() -> None:

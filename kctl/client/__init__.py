@@ -52,6 +52,7 @@ from kctl.client.consumer import (
     fetch,
 )
 from kctl.client.errors import (
+    BrokerNotAnsweringError,
     BrokerResponseError,
     IncompatibleBrokerError,
     KafkaAuthenticationError,
@@ -96,6 +97,7 @@ __all__ = [
     "AlterConfigOp",
     "BrokerConnection",
     "BrokerInfo",
+    "BrokerNotAnsweringError",
     "BrokerResponseError",
     "ClientConfig",
     "ClientConfigError",

@@ -21,12 +21,24 @@ unless given); then the last error is raised. Each retry marks the metadata stal
 leader or controller lookup asks the cluster again. UNKNOWN_TOPIC_OR_PARTITION is retried only when
 the caller says so (``retry_codes``), e.g. right after creating the topic.
 
+Brokers that do not answer. The client remembers each broker whose connection was refused or
+timed out, or whose request went unanswered (``not_answering``), until it answers again. A broker
+killed while it leads partitions stays in the cluster metadata until its ZooKeeper session expires
+(``zookeeper.session.timeout.ms``, 18 s by default), so every retry is sent to it again and is
+refused again, until the deadline; its partitions may then have no leader and no replica to elect.
+With ``give_up_after`` set (the admin client sets ``request.timeout.ms``), a broker silent that long
+is given up: ``connection`` raises ``BrokerNotAnsweringError`` (not retriable; no new connection is
+tried for another ``give_up_after``), the retry engines stop retrying what waits on it, and
+``offline`` says when a partition without a leader has no replica left to elect. Without it
+(producers, consumers) nothing changes: they retry until their deadlines.
+
 Not thread-safe beyond what ``BrokerConnection`` offers: the pool and metadata are guarded by a lock,
 but operations of one ``ClusterClient`` from several threads interleave their retries.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import threading
@@ -37,6 +49,7 @@ from typing import Any, TypeVar
 from kctl.client.config import ClientConfig, coerce_config
 from kctl.client.connection import BrokerConnection, format_address, parse_bootstrap
 from kctl.client.errors import (
+    BrokerNotAnsweringError,
     BrokerResponseError,
     KafkaAuthenticationError,
     KafkaConnectionError,
@@ -120,6 +133,16 @@ def metadata_from_response(response: Any) -> ClusterMetadata:
     return ClusterMetadata(response.cluster_id, response.controller_id, brokers, topics)
 
 
+@dataclasses.dataclass
+class _Silence:
+    """A broker that has not answered since ``since`` (when the first failed attempt began); the
+    last failed attempt ended at ``last``, with ``reason``."""
+
+    since: float
+    last: float
+    reason: str
+
+
 class ClusterClient:
     """Connections to the brokers of one cluster, and what the cluster's metadata says about them.
 
@@ -147,6 +170,10 @@ class ClusterClient:
         self.retry_bootstrap = retry_bootstrap
         """Whether ``retry`` retries when no broker has answered yet (a cluster still starting);
         by default that fails at once, as an operator's tool should."""
+        self.give_up_after: float | None = None
+        """Seconds a broker may go without answering before operations stop waiting for it
+        (``BrokerNotAnsweringError``); None: retry it until the deadline (see the module docstring)."""
+        self._silent: dict[int, _Silence] = {}
 
     def __enter__(self) -> ClusterClient:
         return self
@@ -193,7 +220,8 @@ class ClusterClient:
 
     def connection(self, node_id: int, *, deadline: Deadline | None = None) -> BrokerConnection:
         """The connection to broker ``node_id`` (opened if needed; metadata refreshed if the broker
-        is not known yet). Raises ``KafkaConnectionError`` if it cannot be reached."""
+        is not known yet). Raises ``KafkaConnectionError`` if it cannot be reached, and
+        ``BrokerNotAnsweringError`` once it has been given up (``give_up_after``)."""
         with self._lock:
             conn = self._nodes.get(node_id)
             if conn is not None and not conn.closed:
@@ -203,12 +231,76 @@ class ClusterClient:
                 self.refresh_metadata([], deadline=deadline)
                 broker = self._metadata.broker(node_id)
             if broker is None:
+                if self.given_up(node_id):
+                    raise self._not_answering(node_id, "and is no longer in the cluster metadata")
                 raise KafkaConnectionError(f"broker {node_id} is not in the cluster metadata")
+            silence = self._silent.get(node_id)
+            if silence is not None and self.given_up(node_id):
+                assert self.give_up_after is not None
+                if time.monotonic() - silence.last < self.give_up_after:
+                    raise self._not_answering(node_id)  # not dialed again so soon
             conn = self._adopt_bootstrap(broker)
             if conn is None:
-                conn = self._open(broker.host, broker.port, node_id, deadline)
+                started = time.monotonic()
+                try:
+                    conn = self._open(broker.host, broker.port, node_id, deadline)
+                except (KafkaConnectionError, KafkaTimeoutError) as error:
+                    self.broker_failed(node_id, error, started=started)
+                    if self.given_up(node_id):
+                        raise self._not_answering(node_id) from error
+                    raise
+            self._silent.pop(node_id, None)
             self._nodes[node_id] = conn
             return conn
+
+    def broker_failed(self, node_id: int, error: BaseException, *, started: float | None = None) -> None:
+        """Note that broker ``node_id`` did not answer an attempt begun at ``started`` (default:
+        now): a refused or timed-out connection, an unanswered or broken request."""
+        now = time.monotonic()
+        with self._lock:
+            silence = self._silent.get(node_id)
+            if silence is None:
+                self._silent[node_id] = _Silence(started if started is not None else now, now, str(error))
+            else:
+                silence.last, silence.reason = now, str(error)
+
+    def given_up(self, node_id: int) -> bool:
+        """Whether operations stop waiting for broker ``node_id``: it has not answered for
+        ``give_up_after`` seconds (never when ``give_up_after`` is None)."""
+        silence = self._silent.get(node_id)
+        limit = self.give_up_after
+        return limit is not None and silence is not None and silence.last - silence.since >= limit
+
+    def not_answering(self) -> dict[int, str]:
+        """The brokers whose last attempt failed, by id, with why (the last error)."""
+        with self._lock:
+            return {node_id: s.reason for node_id, s in sorted(self._silent.items())}
+
+    def offline(self, tp: TopicPartition) -> bool:
+        """Whether ``tp`` has no leader (in the cached metadata) and none of its replicas could be
+        elected: each is gone from the cluster metadata or given up. Always False without
+        ``give_up_after`` (such a client waits for the broker to come back)."""
+        if self.give_up_after is None:
+            return False
+        topic = self._metadata.topic(tp.topic)
+        part = topic.partition(tp.partition) if topic is not None else None
+        if part is None or part.leader >= 0:
+            return False
+        brokers = self._metadata.brokers
+        return all(r not in brokers or self.given_up(r) for r in part.replicas)
+
+    def _not_answering(self, node_id: int, more: str = "") -> BrokerNotAnsweringError:
+        silence = self._silent[node_id]
+        broker = self._metadata.broker(node_id)
+        where = f" ({format_address(broker.host, broker.port)})" if broker is not None else ""
+        span = silence.last - silence.since
+        return BrokerNotAnsweringError(
+            f"broker {node_id}{where} has not answered for {span:.1f}s{' ' + more if more else ''}: "
+            f"{silence.reason}",
+            node_id=node_id,
+            host=broker.host if broker is not None else None,
+            port=broker.port if broker is not None else None,
+        )
 
     def _adopt_bootstrap(self, broker: BrokerInfo) -> BrokerConnection | None:
         conn = self._bootstrap_conn
@@ -227,7 +319,9 @@ class ClusterClient:
                     return conn
             errors: list[str] = []
             refused: KafkaAuthenticationError | None = None
-            for broker in self._metadata.brokers.values():
+            # brokers that answered last time first: a broker killed stays in the metadata a while
+            brokers = sorted(self._metadata.brokers.values(), key=lambda b: b.node_id in self._silent)
+            for broker in brokers:
                 try:
                     return self.connection(broker.node_id, deadline=deadline)
                 except KafkaAuthenticationError as error:
@@ -253,6 +347,8 @@ class ClusterClient:
             failed = KafkaConnectionError(f"cannot reach any broker (bootstrap servers {servers}): {detail}")
             if not self._bootstrapped and not self.retry_bootstrap:
                 failed.retriable = False  # never reached the cluster: fail now rather than at the deadline
+            if brokers and all(self.given_up(b.node_id) for b in brokers):
+                failed.retriable = False  # every broker known has been given up
             raise failed
 
     def connections(self) -> dict[int, BrokerConnection]:
@@ -280,7 +376,13 @@ class ClusterClient:
             else self.any_connection(deadline=deadline)
         )
         timeout = deadline.timeout(self.config.request_timeout) if deadline else self.config.request_timeout
-        return conn.request(api_key, body, version, timeout=timeout)
+        started = time.monotonic()
+        try:
+            return conn.request(api_key, body, version, timeout=timeout)
+        except (KafkaConnectionError, KafkaTimeoutError) as error:
+            if conn.node_id is not None:
+                self.broker_failed(conn.node_id, error, started=started)
+            raise
 
     def request_controller(
         self, api_key: int, body: Any, version: int | None = None, *, deadline: Deadline | None = None
@@ -344,6 +446,7 @@ class ClusterClient:
                     topics.pop(name, None)
                 else:
                     topics[name] = topic
+        before = self._metadata.brokers
         self._metadata = ClusterMetadata(fresh.cluster_id, fresh.controller_id, fresh.brokers, topics)
         self._metadata_at = time.monotonic()
         self._stale = False
@@ -353,6 +456,11 @@ class ClusterClient:
             if broker is None or (broker.host, broker.port) != (conn.host, conn.port):
                 conn.close()
                 del self._nodes[node_id]
+        for node_id, broker in fresh.brokers.items():
+            old = before.get(node_id)
+            moved = old is not None and (old.host, old.port) != (broker.host, broker.port)
+            if moved and node_id in self._silent:
+                del self._silent[node_id]  # at a new address: not the broker that was silent
 
     def topic_metadata(self, topic: str, *, deadline: Deadline | None = None) -> TopicMetadata:
         """A topic's metadata (from the cache unless stale); raises ``BrokerResponseError`` with the

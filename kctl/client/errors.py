@@ -4,6 +4,9 @@ Everything derives from ``KafkaError``:
 
 * ``KafkaConnectionError`` — the TCP connection could not be opened, was closed by the broker, or
   failed while sending or receiving. Retriable (another attempt reconnects).
+* ``BrokerNotAnsweringError`` — a ``KafkaConnectionError`` for a broker that has not answered for
+  longer than its client gives one (an admin client: ``request.timeout.ms``). Not retriable: the
+  operation stops waiting for that broker (``ClusterClient.give_up_after``).
 * ``KafkaTimeoutError`` — no response (or no connection) within the time allowed. Retriable.
 * ``KafkaProtocolError`` — the broker sent bytes we cannot use (malformed frame, wrong correlation
   id) or we share no version of an API with it (``IncompatibleBrokerError``). Not retriable.
@@ -34,6 +37,19 @@ class KafkaConnectionError(KafkaError):
         super().__init__(message)
         self.host = host
         self.port = port
+
+
+class BrokerNotAnsweringError(KafkaConnectionError):
+    """Broker ``node_id`` has not answered — connections refused or timed out, requests unanswered —
+    for ``ClusterClient.give_up_after`` seconds: operations stop retrying it. Not retriable."""
+
+    retriable = False
+
+    def __init__(
+        self, message: str, *, node_id: int, host: str | None = None, port: int | None = None
+    ) -> None:
+        super().__init__(message, host=host, port=port)
+        self.node_id = node_id
 
 
 class KafkaTimeoutError(KafkaError):

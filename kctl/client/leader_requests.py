@@ -3,7 +3,13 @@ attempt over the items still pending (topics, resources, partitions), retrying t
 retriably with backoff (``retry.backoff.ms``, doubling to ``retry.backoff.max.ms``) and fresh
 metadata until the deadline; ``per_leader`` is such an attempt that sends one pipelined request per
 partition leader (all sent, then all received). Each item ends with an ``Outcome``: its error code
-(0: success), the broker's message, and what the response said of it."""
+(0: success), the broker's message, and what the response said of it.
+
+With ``ClusterClient.give_up_after`` (admin clients), an item waiting on a broker given up — its
+leader's connection refused or its requests unanswered that long — ends with that failure
+(``Outcome.final``) instead of being retried to the deadline, and so does a partition without a
+leader whose replicas are all gone or given up (``ClusterClient.offline``): nothing is left to
+elect."""
 
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ from typing import Any, TypeVar
 
 from kctl.client.cluster import RETRIABLE_CODES, ClusterClient, Deadline, is_retriable
 from kctl.client.errors import (
+    BrokerNotAnsweringError,
     BrokerResponseError,
     IncompatibleBrokerError,
     KafkaConnectionError,
@@ -32,11 +39,13 @@ K = TypeVar("K")
 @dataclasses.dataclass(frozen=True)
 class Outcome:
     """The outcome of one item of an operation: its error code (0: success), the broker's message,
-    and what the response said of it (``payload``, for the operation to read)."""
+    and what the response said of it (``payload``, for the operation to read); ``final``: not to be
+    retried whatever the code (the broker it waits on was given up)."""
 
     error_code: int
     error_message: str | None = None
     payload: Any = None
+    final: bool = False
 
 
 def error_code_of(error: KafkaError) -> int:
@@ -81,7 +90,7 @@ def retry_pending(
                 key, Outcome(ErrorCode.UNKNOWN_SERVER_ERROR, "the broker's response did not mention it")
             )
             code = outcome.error_code
-            if code and (code in RETRIABLE_CODES or code in retry_codes):
+            if code and not outcome.final and (code in RETRIABLE_CODES or code in retry_codes):
                 retry.append(key)
             final[key] = outcome
         if not retry:
@@ -120,7 +129,11 @@ def per_leader(
             try:
                 leader = cluster.leader_for(tp, deadline=deadline)
             except BrokerResponseError as error:
-                outcomes[tp] = Outcome(error.code, error.message)
+                if cluster.offline(tp):
+                    message = f"partition {tp} has no leader and no replica that could become one"
+                    outcomes[tp] = Outcome(error.code, message, final=True)
+                else:
+                    outcomes[tp] = Outcome(error.code, error.message)
                 continue
             groups.setdefault(leader, {})[tp] = items[tp]
         sent = []
@@ -128,18 +141,25 @@ def per_leader(
             try:
                 conn = cluster.connection(leader, deadline=deadline)
                 version = conn.version_for(api_key, min_version=min_version)
-                sent.append((conn, conn.send(api_key, build(group, version, deadline), version), group))
+                started = time.monotonic()
+                in_flight = conn.send(api_key, build(group, version, deadline), version)
+                sent.append((conn, in_flight, group, started))
             except KafkaError as error:
-                if not error.retriable and not isinstance(error, IncompatibleBrokerError):
+                final = isinstance(error, BrokerNotAnsweringError)
+                if not error.retriable and not final and not isinstance(error, IncompatibleBrokerError):
                     raise
-                outcomes.update({tp: Outcome(error_code_of(error), str(error)) for tp in group})
-        for conn, in_flight, group in sent:
+                outcomes.update({tp: Outcome(error_code_of(error), str(error), final=final) for tp in group})
+        for conn, in_flight, group, started in sent:
             try:
                 response = conn.receive(in_flight, timeout=deadline.timeout(cluster.config.request_timeout))
             except KafkaError as error:
                 if not error.retriable:
                     raise
-                outcomes.update({tp: Outcome(error_code_of(error), str(error)) for tp in group})
+                final = False
+                if conn.node_id is not None:
+                    cluster.broker_failed(conn.node_id, error, started=started)
+                    final = cluster.given_up(conn.node_id)
+                outcomes.update({tp: Outcome(error_code_of(error), str(error), final=final) for tp in group})
                 continue
             parsed = parse(response)
             for tp in group:

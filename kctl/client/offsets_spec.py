@@ -24,10 +24,13 @@ Grammar (keywords are case-insensitive)::
 Semantics. A range's END is exclusive, like a Python slice: ``100:200`` is offsets 100 to 199,
 ``beginning:end`` is everything present when the range is resolved, ``@-1h:@-30m`` is the records of
 that half hour. A START is clamped into ``[beginning, end]`` (an offset past the end starts at the
-end; a time after the last record starts at the end). An END that is an absolute offset (or ``+N``)
-past the current end is kept, so the reader waits for it; an END time with no record at or after it
-yet stops at the current end if the time has passed, and otherwise at the first later record whose
-timestamp reaches it (``OffsetRange.stop_timestamp``).
+end; a time after the last record starts at the end) — where a position is read from. Where the
+point is a target that deletes or skips records (trimming a log, moving a group's offsets),
+``resolve_points(..., refuse_past_end=True)`` refuses an absolute offset (``N``, or ``+N``) past the
+end instead (``OffsetPastEndError``): clamped, a typo would name the end, i.e. every record. An END
+that is an absolute offset (or ``+N``) past the current end is kept, so the reader waits for it; an
+END time with no record at or after it yet stops at the current end if the time has passed, and
+otherwise at the first later record whose timestamp reaches it (``OffsetRange.stop_timestamp``).
 
 RFC 3339 times contain colons; in a range the longest valid START wins, so ``@2026-11-22T10:00:00:end``
 is the range from that time to the end. Write the seconds of a START time when END is a small number.
@@ -49,13 +52,16 @@ __all__ = [
     "AdminLookup",
     "OffsetAndTimestamp",
     "OffsetLookup",
+    "OffsetPastEndError",
     "OffsetPoint",
     "OffsetRange",
     "OffsetSpec",
     "OffsetSpecError",
+    "PastEnd",
     "PointKind",
     "parse_offset_point",
     "parse_offset_spec",
+    "past_end",
     "resolve_points",
     "resolve_ranges",
 ]
@@ -63,6 +69,29 @@ __all__ = [
 
 class OffsetSpecError(ValueError):
     """An offset spec that does not follow the grammar (the message says what is wrong)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PastEnd:
+    """A partition whose end (high watermark) lies before the offset a point names."""
+
+    topic_partition: TopicPartition
+    offset: int
+    high_watermark: int
+
+    def __str__(self) -> str:
+        return f"{self.topic_partition} (high watermark {self.high_watermark})"
+
+
+class OffsetPastEndError(ValueError):
+    """A target offset past the end of partitions' logs, refused rather than clamped to the end
+    (``resolve_points(..., refuse_past_end=True)``); ``partitions`` says which, and their ends."""
+
+    def __init__(self, point: OffsetPoint, partitions: Sequence[PastEnd]) -> None:
+        self.point = point
+        self.partitions = list(partitions)
+        named = ", ".join(str(p) for p in self.partitions)
+        super().__init__(f"offset {point} is past the end of {named}")
 
 
 class PointKind(enum.StrEnum):
@@ -362,22 +391,48 @@ def _clamp(value: int, low: int, high: int) -> int:
     return low if value < low else high if value > high else value
 
 
+def past_end(point: OffsetPoint, beginning: int, end: int) -> int | None:
+    """The offset ``point`` names when it is an absolute one (``N``, or ``+N`` from ``beginning``)
+    past ``end``; None otherwise (every other kind resolves inside the log, and so does an offset
+    at or before the end)."""
+    if point.kind is PointKind.OFFSET:
+        named = point.value
+    elif point.kind is PointKind.AFTER_BEGINNING:
+        named = beginning + point.value
+    else:
+        return None
+    return named if named > end else None
+
+
 def resolve_points(
     points: OffsetPoint | Mapping[TopicPartition, OffsetPoint],
     partitions: Iterable[TopicPartition] | None,
     lookup: OffsetLookup,
     *,
     now_ms: int | None = None,
+    refuse_past_end: bool = False,
 ) -> dict[TopicPartition, int]:
     """The start offset each partition's point names, clamped into ``[beginning, end]``.
 
     ``points``: one point for every partition of ``partitions``, or a point per partition (then
-    ``partitions`` may be None). One lookup of each kind covers all partitions."""
+    ``partitions`` may be None). One lookup of each kind covers all partitions. With
+    ``refuse_past_end`` an absolute offset past a partition's end is not clamped: every such
+    partition is named in the ``OffsetPastEndError`` raised (a target that deletes or skips
+    records)."""
     wanted = _per_partition(points, partitions)
     if not wanted:
         return {}
     now = now_ms if now_ms is not None else _now_ms()
     begin, end, times = _lookups(lookup, {tp: [p] for tp, p in wanted.items()}, now)
+    if refuse_past_end:
+        beyond = [
+            PastEnd(tp, named, end[tp])
+            for tp, point in sorted(wanted.items())
+            if (named := past_end(point, begin[tp], end[tp])) is not None
+        ]
+        if beyond:
+            first = wanted[beyond[0].topic_partition]
+            raise OffsetPastEndError(first, beyond)
     return {tp: _start(point, begin[tp], end[tp], times.get((tp, 0))) for tp, point in wanted.items()}
 
 

@@ -316,8 +316,11 @@ def describe_log_dirs(
     Talks to a running cluster (-b); --config/-X take client properties here. The table format
     prints a log-dirs table, then a replicas table; json/jsonl print one object per log dir with
     its "replicas" nested (a replica being moved there shows as a future one). Sizes are
-    human-readable in tables (exact bytes with --bytes and in JSON). Exit status 1 if a log dir is
-    offline or a broker cannot be asked, 3 if no named topic exists."""
+    human-readable in tables (exact bytes with --bytes and in JSON). A broker that does not answer
+    (killed or hung) is waited for at most request.timeout.ms: it gets one row without a log dir
+    and with error NETWORK_EXCEPTION (REQUEST_TIMED_OUT), stderr names it, and the others are shown.
+    Exit status 1 if a log dir is offline or a broker did not answer, 3 if no named topic exists or
+    no --broker named is in the cluster."""
     _describe_log_dirs(brokers, topics, exact_bytes, fmt, config_file, overrides, bootstrap_server)
 
 
@@ -344,30 +347,16 @@ def _describe_log_dirs(
             if not any(t.ok for t in described):
                 raise KctlError("none of the named topics exists", ExitCode.NOT_FOUND)
             wanted = [TopicPartition(t.name, p.partition) for t in described if t.ok for p in t.partitions]
-        described_dirs = admin.describe_log_dirs(brokers, wanted)
-    documents = [
-        {
-            "broker": broker_id,
-            "log_dir": d.path,
-            "error": d.error,
-            "replica_count": len(d.replicas),
-            "size": d.size,
-            "usable_bytes": d.usable_bytes,
-            "total_bytes": d.total_bytes,
-            "replicas": [
-                {
-                    "topic": r.topic_partition.topic,
-                    "partition": r.topic_partition.partition,
-                    "size": r.size,
-                    "offset_lag": r.offset_lag,
-                    "is_future": r.is_future,
-                }
-                for r in d.replicas
-            ],
-        }
-        for broker_id, dirs in described_dirs.items()
-        for d in dirs
-    ]
+        answers = admin.log_dirs_by_broker(brokers, wanted)
+        silent = admin.cluster.not_answering()
+    failed = {broker_id: a.error for broker_id, a in answers.items() if a.error is not None}
+    if brokers and all(_absent(failed.get(b)) for b in brokers):
+        raise KctlError("; ".join(str(failed[b]) for b in sorted(set(brokers))), ExitCode.NOT_FOUND)
+    documents = []
+    for broker_id, answer in answers.items():
+        if answer.error is not None:
+            documents.append(_log_dir_document(broker_id, None, answer.error))
+        documents += [_log_dir_document(broker_id, d, None) for d in answer.log_dirs]
     if fmt is OutputFormat.TABLE:
         render_rows(documents, LOG_DIR_COLUMNS, fmt, title="log dirs", exact_sizes=exact_bytes)
         sys.stdout.write("\n")
@@ -377,11 +366,68 @@ def _describe_log_dirs(
         render_rows(rows, REPLICA_COLUMNS, fmt, title="replicas", exact_sizes=exact_bytes)
     else:
         render_documents(documents, fmt)
-    offline = [f"broker {d['broker']} log dir {d['log_dir']}: {d['error']}" for d in documents if d["error"]]
+    for broker_id, error in failed.items():
+        if broker_id in silent:
+            warn(f"broker {broker_id} did not answer ({silent[broker_id]}): its log dirs are unknown")
+        else:
+            warn(f"broker {broker_id}: {error}")
+    offline = [
+        f"broker {d['broker']} log dir {d['log_dir']}: {d['error']}"
+        for d in documents
+        if d["error"] and d["log_dir"] is not None
+    ]
     if offline:
         raise KctlError("; ".join(offline))
+    if failed:
+        raise typer.Exit(ExitCode.FAILURE)
     if missing_topics:
         raise KctlError(f"no such topic: {', '.join(missing_topics)}", ExitCode.FAILURE)
+
+
+def _absent(error: Any) -> bool:
+    """Whether a broker's log-dirs error says it is not in the cluster."""
+    from kctl.client import BrokerResponseError
+    from kctl.protocol import ErrorCode
+
+    return isinstance(error, BrokerResponseError) and error.code == ErrorCode.BROKER_NOT_AVAILABLE
+
+
+def _log_dir_document(broker_id: int, d: Any, error: Any) -> dict[str, Any]:
+    """One log dir of a broker as plain data; a broker that gave none (``error``) is one row with
+    no log dir and Kafka's name for its error (NETWORK_EXCEPTION: it did not answer)."""
+    from kctl.client.leader_requests import error_code_of
+    from kctl.protocol.errors import error_name
+
+    if d is None:
+        return {
+            "broker": broker_id,
+            "log_dir": None,
+            "error": error_name(error_code_of(error)),
+            "replica_count": None,
+            "size": None,
+            "usable_bytes": None,
+            "total_bytes": None,
+            "replicas": [],
+        }
+    return {
+        "broker": broker_id,
+        "log_dir": d.path,
+        "error": d.error,
+        "replica_count": len(d.replicas),
+        "size": d.size,
+        "usable_bytes": d.usable_bytes,
+        "total_bytes": d.total_bytes,
+        "replicas": [
+            {
+                "topic": r.topic_partition.topic,
+                "partition": r.topic_partition.partition,
+                "size": r.size,
+                "offset_lag": r.offset_lag,
+                "is_future": r.is_future,
+            }
+            for r in d.replicas
+        ],
+    }
 
 
 MOVE_COLUMNS = ["broker", "topic", "partition", "from", "to", "status"]
@@ -415,8 +461,9 @@ def move_log_dirs(
     The partitions keep serving while their files are copied; `log-dirs describe` shows a move in
     progress as a future replica. --wait SECONDS waits for the moves to finish.
 
-    Exit status 3 if the broker hosts none of the named partitions or the destination is not one of
-    its log dirs; 1 if the broker refuses a move or the wait runs out."""
+    Exit status 3 if the broker is not in the cluster, hosts none of the named partitions or the
+    destination is not one of its log dirs (nothing moves); 1 if the broker refuses a move or the
+    wait runs out."""
     from kctl.client import TopicPartition
     from kctl.commands.clients import admin_session
     from kctl.protocol.errors import error_name
@@ -425,6 +472,12 @@ def move_log_dirs(
         return {r.topic_partition: d.path for d in dirs for r in d.replicas if not r.is_future}
 
     with admin_session(config_file, overrides, bootstrap_server) as admin:
+        brokers = sorted(b.node_id for b in admin.describe_cluster().brokers)
+        if broker not in brokers:
+            raise KctlError(
+                f"no broker {broker} in the cluster (its brokers: {', '.join(map(str, brokers))})",
+                ExitCode.NOT_FOUND,
+            )
         dirs = admin.describe_log_dirs([broker])[broker]
         if to not in {d.path for d in dirs}:
             raise KctlError(

@@ -224,7 +224,14 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
     "kctl topic list": (("Topics with partition count and replication factor", "kctl topic list"),),
     "kctl topic describe": (
         ("Partitions, leaders, replicas and ISR of a topic", "kctl topic describe orders"),
-        ("Every partition that is under-replicated", "kctl topic describe --all --under-replicated"),
+        (
+            "Every partition that is under-replicated (exit 1 if there is one)",
+            "kctl topic describe --all --under-replicated",
+        ),
+        (
+            "A quick answer when a broker may be down (exit 1 if one did not answer)",
+            "kctl topic describe --all -X request.timeout.ms=3000",
+        ),
         ("Every config of a topic with its source", "kctl topic describe orders --all-configs"),
     ),
     "kctl topic delete": (("Delete a topic", "kctl topic delete orders --if-exists"),),

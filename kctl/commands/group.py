@@ -445,12 +445,14 @@ def rewind(
     (repeatable) or --all-topics (every partition the group has committed offsets for, the
     default); with --to-group or --from-file they default to those the other group or the file
     names.
-    New offsets are clamped into [log start, log end], as `kafka-consumer-groups.sh` does. The plan
-    shows per partition the committed offset now and the new one, and the lag before and after.
+    A new offset below the log start is clamped to it; one past the log end (any target naming
+    offsets) is refused, not clamped as `kafka-consumer-groups.sh` does: exit 2, nothing committed.
+    The plan shows per partition the committed offset now and the new one, and the lag before and after.
 
     The group must have no active members (stop its consumers first): a group with members is
     refused, naming them. Exit status 1 when refused or when any partition has an error (then
-    nothing is committed), 3 when the group (with --all-topics) or every named topic does not exist."""
+    nothing is committed), 2 when a target lies past the log end, 3 when the group (with
+    --all-topics) or every named topic does not exist."""
     from kctl.client.group import ShiftBy, Strategy, ToCurrent, ToGroup, ToOffsets, ToPoint, plan_rewind
     from kctl.client.group import execute as execute_rewind
     from kctl.client.group.rewind import UNKNOWN_TOPIC
@@ -539,7 +541,7 @@ def rewind(
     if failed or topic_errors or commit_failures:
         if execute:
             _error("nothing was committed" if not codes else "some offsets were not committed")
-        raise typer.Exit(ExitCode.FAILURE)
+        raise typer.Exit(ExitCode.USAGE if rewind_plan.past_end else ExitCode.FAILURE)
     if not plan:
         warn(f"nothing to reset for group {group!r}")
     elif execute:

@@ -440,12 +440,13 @@ def recover_command(
     The broker's own recovery rules apply: a batch is valid when its header parses, its length fits
     the file, its CRC-32C matches and its offsets rise; segments after a damaged one are cut whole.
     Cut bytes go to `SEGMENT.log.cut`. Refuses to run while a broker holds the log directory.
-    Exit status 0 on success; with --dry-run, 1 when something would be cut."""
+    Exit status 0 on success; with --dry-run, 1 when something would be cut; 3 when PATH holds no
+    segment file (not a partition directory: nothing is created there)."""
     from kctl.log.inspect import holds_legacy_messages
-    from kctl.log.tools import DirectoryInUseError, recover
+    from kctl.log.tools import DirectoryInUseError, NoSegmentsError, recover
 
     config = _log_config(config_file, overrides)
-    for _, log_path in _segments(path):
+    for _, log_path in _segments(path, warn_empty=False):
         if holds_legacy_messages(log_path):
             raise KctlError(
                 f"{log_path} holds magic 0/1 messages (written by a broker before Kafka 0.11): recovery "
@@ -456,6 +457,8 @@ def recover_command(
         report = recover(path, dry_run=dry_run, config=config)
     except DirectoryInUseError as error:
         raise KctlError(str(error)) from None
+    except NoSegmentsError as error:
+        raise KctlError(str(error), ExitCode.NOT_FOUND) from None
     rows = [
         {
             "file": step.path.name,
@@ -535,9 +538,11 @@ def purge_command(
 
     Give at least one rule; -X retention.ms=N and -X retention.bytes=N work too. Only whole segments
     are deleted; the active (last) segment goes only when it is entirely expired. Refuses to run
-    while a broker holds the log directory. Exit status 0 (also when nothing was deleted)."""
+    while a broker holds the log directory. --before-offset past the log end offset is refused
+    (exit 2, nothing deleted); the log end offset itself deletes every record. Exit status 0 (also
+    when nothing was deleted); 3 when PATH holds no segment file (not a partition directory)."""
     from kctl.log.config import TOPIC_CONFIGS
-    from kctl.log.tools import DirectoryInUseError, purge
+    from kctl.log.tools import DirectoryInUseError, NoSegmentsError, PurgeTargetError, purge
 
     resolved = load_config(config_file, overrides, allowed_keys=TOPIC_CONFIGS.keys())
     if retention_ms is None and "retention.ms" in resolved:
@@ -562,6 +567,14 @@ def purge_command(
         )
     except DirectoryInUseError as error:
         raise KctlError(str(error)) from None
+    except NoSegmentsError as error:
+        raise KctlError(str(error), ExitCode.NOT_FOUND) from None
+    except PurgeTargetError as error:
+        raise KctlError(
+            f"--before-offset {error.offset} is past the log end offset of {path} "
+            f"({error.log_end_offset}): nothing deleted",
+            ExitCode.USAGE,
+        ) from None
     rows = [
         {
             "base_offset": d.base_offset,

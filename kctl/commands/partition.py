@@ -227,7 +227,9 @@ def reassign(
     progress (complete, in progress, not applied) and exits 0 when all are complete (then removes
     the throttle), 1 otherwise. --cancel cancels the plan's ongoing reassignments.
 
-    Exit status 3 when a named topic or partition does not exist, 1 when a request failed."""
+    Exit status 3 when a named topic, partition or broker does not exist (a plan moving replicas
+    to a broker that is not in the cluster is refused before anything is sent), 1 when a request
+    failed."""
     from kctl.client.admin.reassign_plan import PlanError, parse_plan
 
     modes = [generate_plan, verify_plan, cancel]
@@ -323,12 +325,21 @@ def _show_or_execute(
     fmt: OutputFormat,
     exact_bytes: bool = False,
 ) -> None:
-    from kctl.client.admin.reassign_plan import PlanError, moves
+    from kctl.client.admin.reassign_plan import PlanError, absent_brokers, moves
 
     try:
         planned = moves(current, plan, _sizes(admin, list(plan)))
     except PlanError as error:
         raise KctlError(str(error), ExitCode.NOT_FOUND) from None
+    live = [b.node_id for b in admin.describe_cluster().brokers]
+    absent = absent_brokers(planned, live)
+    if absent:
+        named = "; ".join(f"{b} (for {', '.join(map(str, tps))})" for b, tps in absent.items())
+        raise KctlError(
+            f"the plan names brokers that are not in the cluster: {named}; its brokers are "
+            f"{_ids(sorted(live))}: nothing {'submitted' if execute else 'planned'}",
+            ExitCode.NOT_FOUND,
+        )
     changing = [m for m in planned if m.changes]
     total = sum(m.bytes_to_copy or 0 for m in changing)
     if not execute:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -120,6 +120,12 @@ def _ids(values: Sequence[int] | None) -> str:
 
 def _leader(value: int) -> str:
     return str(value) if value >= 0 else "none"
+
+
+def _leader_cell(partition: dict[str, Any]) -> str:
+    """The leader, "none" without one, "ID(unreachable)" for one that did not answer."""
+    leader = partition["leader"]
+    return _leader(leader) + ("(unreachable)" if leader >= 0 and not partition["available"] else "")
 
 
 STATUS_COLUMNS = [Column("topic"), Column("status"), Column("message")]
@@ -255,7 +261,7 @@ TOPIC_COLUMNS = [
 PARTITION_COLUMNS = [
     Column("topic"),
     Column("partition"),
-    Column("leader", formatter=_leader),
+    Column("leader_cell", "LEADER"),
     Column("leader_epoch", "EPOCH"),
     Column("replicas", formatter=_ids),
     Column("isr", formatter=_ids),
@@ -264,123 +270,6 @@ PARTITION_COLUMNS = [
     Column("high_watermark", "HIGH-WATERMARK"),
     Column("size", "SIZE", size=True),
 ]
-
-
-def _partition_sizes(admin: AdminClient, topics: list[TopicDescription]) -> dict[TopicPartition, int]:
-    """Each led partition's size on disk at its leader, in bytes (DescribeLogDirs to the leaders).
-    A broker that cannot say is warned about; its partitions are left out."""
-    from kctl.client import KafkaError, TopicPartition
-
-    by_leader: dict[int, list[TopicPartition]] = {}
-    for topic in topics:
-        for p in topic.partitions:
-            if p.leader >= 0:
-                by_leader.setdefault(p.leader, []).append(TopicPartition(topic.name, p.partition))
-    sizes: dict[TopicPartition, int] = {}
-    for leader, tps in sorted(by_leader.items()):
-        try:
-            log_dirs = admin.describe_log_dirs([leader], tps)[leader]
-        except KafkaError as error:
-            warn(f"broker {leader}: no partition sizes: {error}")
-            continue
-        for log_dir in log_dirs:
-            if not log_dir.ok:
-                warn(f"broker {leader}: log dir {log_dir.path}: {log_dir.error}")
-            for replica in log_dir.replicas:
-                if not replica.is_future:
-                    sizes[replica.topic_partition] = replica.size
-    return sizes
-
-
-PartitionFilter = Callable[[dict[str, Any], int], bool]
-"""(partition document, the topic's min.insync.replicas) -> whether to show the partition."""
-
-
-def _partition_filter(
-    under_replicated: bool, unavailable: bool, under_min_isr: bool
-) -> PartitionFilter | None:
-    """The partitions to show for kafka-topics.sh's --under-replicated-partitions,
-    --unavailable-partitions and --under-min-isr-partitions (any of those given); None: all."""
-    tests: list[PartitionFilter] = []
-    if under_replicated:
-        tests.append(lambda p, _: len(p["isr"]) < len(p["replicas"]))
-    if unavailable:
-        tests.append(lambda p, _: p["leader"] < 0)
-    if under_min_isr:
-        tests.append(lambda p, min_isr: len(p["isr"]) < min_isr)
-    if not tests:
-        return None
-    return lambda p, min_isr: any(test(p, min_isr) for test in tests)
-
-
-def _min_insync_replicas(topic_configs: Any) -> int:
-    for entry in topic_configs.entries if topic_configs is not None else ():
-        if entry.name == "min.insync.replicas" and entry.value is not None:
-            try:
-                return int(entry.value)
-            except ValueError:
-                break
-    return 1
-
-
-def _describe_documents(
-    admin: AdminClient,
-    topics: list[TopicDescription],
-    keep: PartitionFilter | None = None,
-    all_configs: bool = False,
-) -> list[dict[str, Any]]:
-    # partitions without a leader have no offsets to ask for (and asking would wait for an election)
-    from kctl.client import TopicPartition
-    from kctl.client.admin.overview import partition_document
-
-    tps = [TopicPartition(t.name, p.partition) for t in topics for p in t.partitions if p.leader >= 0]
-    earliest = admin.list_offsets(tps, "earliest") if tps else {}
-    latest = admin.list_offsets(tps, "latest") if tps else {}
-    configs = {c.name: c for c in admin.describe_topic_configs([t.name for t in topics])}
-    sizes = _partition_sizes(admin, topics)
-    documents = []
-    for topic in topics:
-        topic_configs = configs.get(topic.name)
-        if topic_configs is not None and not topic_configs.ok:
-            warn(f"topic {topic.name!r}: cannot describe its configs: {topic_configs.error}")
-        partitions = []
-        for p in topic.partitions:
-            tp = TopicPartition(topic.name, p.partition)
-            start, end = earliest.get(tp), latest.get(tp)
-            for what, result in (("log start offset", start), ("high watermark", end)):
-                if result is not None and not result.ok:
-                    warn(f"partition {tp}: no {what}: {result.error}")
-            partitions.append(
-                {
-                    **partition_document(p),
-                    "log_start_offset": start.offset if start is not None and start.ok else None,
-                    "high_watermark": end.offset if end is not None and end.ok else None,
-                    "size": sizes.get(tp),
-                }
-            )
-        if keep is not None:
-            min_isr = _min_insync_replicas(topic_configs)
-            partitions = [p for p in partitions if keep(p, min_isr)]
-            if not partitions:
-                continue
-        documents.append(
-            {
-                "topic": topic.name,
-                "topic_id": str(topic.topic_id) if topic.topic_id else None,
-                "internal": topic.internal,
-                "partition_count": len(topic.partitions),
-                "replication_factor": topic.replication_factor,
-                "configs": {
-                    e.name: e.value
-                    for e in (topic_configs.non_default() if topic_configs is not None else [])
-                },
-                "partitions": partitions,
-            }
-        )
-        if all_configs:
-            entries = topic_configs.entries if topic_configs is not None else ()
-            documents[-1]["all_configs"] = [e.as_row() for e in entries]
-    return documents
 
 
 CONFIG_COLUMNS = [
@@ -411,7 +300,11 @@ def describe(
         ),
     ] = False,
     unavailable: Annotated[
-        bool, typer.Option("--unavailable", help="Only partitions without a leader (leader -1: offline).")
+        bool,
+        typer.Option(
+            "--unavailable",
+            help="Only partitions without a leader (offline) or whose leader does not answer.",
+        ),
     ] = False,
     under_min_isr: Annotated[
         bool,
@@ -426,6 +319,12 @@ def describe(
             "--all-configs",
             help="Also every config of each topic: value, built-in default, source, read-only "
             "(kafka-configs.sh --describe --all).",
+        ),
+    ] = False,
+    exit_zero: Annotated[
+        bool,
+        typer.Option(
+            "--exit-zero", help="Exit 0 even when a health filter finds partitions (to list them only)."
         ),
     ] = False,
     exact_bytes: BytesOption = False,
@@ -443,12 +342,17 @@ def describe(
     The table format prints a topics table, then a partitions table; json/jsonl print one nested
     object per topic ("partitions" is a list; "configs" maps each config whose value does not come
     from the built-in default to its value; with --all-configs "all_configs" lists every config
-    with its value, default and source, and tables get a third, configs table). Exit status 3 if
-    no named topic exists, 1 if only some do.
+    with its value, default and source, and tables get a third, configs table).
 
     --under-replicated, --unavailable and --under-min-isr (kafka-topics.sh's
     --under-replicated-partitions, --unavailable-partitions, --under-min-isr-partitions; together:
-    partitions matching any) show only those partitions, and only the topics that have one."""
+    partitions matching any) show only those partitions, and only the topics that have one, and
+    fail if any: exit 1 when a partition is found, 0 when none (--exit-zero: 0 either way).
+
+    A broker that does not answer (killed or hung) is waited for at most request.timeout.ms: the
+    others' answers are shown, its partitions with leader ID(unreachable) ("available": false in
+    JSON) and no offsets or size, and stderr names it; the exit status is then 1 (incomplete).
+    Exit status 3 if no named topic exists, 1 if only some do."""
 
     names = _unique(topics or [])
     if all_topics and names:
@@ -457,17 +361,24 @@ def describe(
         raise KctlError("name at least one topic, or give --all", ExitCode.USAGE)
     if internal and not all_topics:
         raise KctlError("--internal goes with --all", ExitCode.USAGE)
+    from kctl.client.admin.topic_report import HealthFilter, topic_report
+
+    health = HealthFilter(under_replicated, unavailable, under_min_isr)
     with admin_session(*cluster) as admin:
         if all_topics:
             results: list[TopicDescription] = admin.list_topics(include_internal=internal)
         else:
             results = admin.describe_topics(names)
-        keep = _partition_filter(under_replicated, unavailable, under_min_isr)
-        documents = _describe_documents(admin, [t for t in results if t.ok], keep, all_configs)
+        report = topic_report(admin, [t for t in results if t.ok], health, all_configs=all_configs)
+    documents = report.documents
     if fmt is OutputFormat.TABLE:
         render_rows(documents, TOPIC_COLUMNS, fmt, title="topics")
         sys.stdout.write("\n")
-        partition_rows = [{"topic": d["topic"], **p} for d in documents for p in d["partitions"]]
+        partition_rows = [
+            {"topic": d["topic"], **p, "leader_cell": _leader_cell(p)}
+            for d in documents
+            for p in d["partitions"]
+        ]
         render_rows(partition_rows, PARTITION_COLUMNS, fmt, title="partitions", exact_sizes=exact_bytes)
         if all_configs:
             sys.stdout.write("\n")
@@ -475,7 +386,13 @@ def describe(
             render_rows(config_rows, CONFIG_COLUMNS, fmt, title="configs")
     else:
         render_documents(documents, fmt)
+    for line in report.warnings:
+        warn(line)
+    for broker_id, reason in report.not_answering.items():
+        warn(f"broker {broker_id} did not answer ({reason}): its partitions have no offsets or sizes")
     _finish(results)
+    if report.incomplete or (report.matched and not exit_zero):
+        raise typer.Exit(ExitCode.FAILURE)
 
 
 # -- delete ----------------------------------------------------------------------------------------
@@ -732,12 +649,15 @@ def trim(
     topic trim-prefix): the log start offset moves up to it.
 
     Prints the plan, one row per partition: the log start offset now, the new one (SPEC resolved as
-    `consume --offset` resolves it, clamped into log start..high watermark), the high watermark and
-    how many offsets fall below the new start (records, unless compaction left gaps). Nothing
+    `consume --offset` resolves it), the high watermark and how many offsets fall below the new
+    start (records, unless compaction left gaps). An offset N or +N past a partition's high
+    watermark is refused (exit 2, nothing deleted) rather than clamped: `--to end` deletes every
+    record; -N beyond the log start and a time before the first record change nothing. Nothing
     changes without --execute, which sends DeleteRecords and reports the log start offset each
     leader answers (status trimmed, unchanged, or Kafka's error name). Exit status 3 if the topic or
     a named partition does not exist, 1 if a partition could not be trimmed."""
     from kctl.client.admin.overview import execute_trim, trim_plan
+    from kctl.client.offsets_spec import OffsetPastEndError
 
     (name,) = _unique([topic])
     point = _point(to, "--to")
@@ -745,7 +665,14 @@ def trim(
         tps, results = _selected_partitions(admin, [name], partitions)
         if not all(r.ok for r in results):
             _finish(results)
-        plan = trim_plan(admin, tps, point)
+        try:
+            plan = trim_plan(admin, tps, point)
+        except OffsetPastEndError as error:
+            where = ", ".join(map(str, error.partitions))
+            raise KctlError(
+                f"--to {to} is past the end of {where}: nothing trimmed (--to end deletes every record)",
+                ExitCode.USAGE,
+            ) from None
         steps = execute_trim(admin, plan) if execute else plan
     rows = []
     for step in steps:

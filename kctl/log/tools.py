@@ -3,10 +3,13 @@ invalid batch, save what was cut, rebuild indexes; a ``.log.swap`` that is not a
 output is set aside as ``.invalid``, never trusted, and counted as cut) and ``purge`` (retention
 rules applied by hand).
 
-Both refuse to touch a directory whose log dir is locked by a running broker, and both can plan
-without changing anything (``dry_run``). On a partition directory both open it as a :class:`Log`, which
-also keeps its producer snapshots consistent (stale or corrupt ``.snapshot`` files are deleted, one is
-written at the log end when the log is closed); neither ever treats a snapshot as a segment."""
+Both refuse to touch a directory whose log dir is locked by a running broker, or one that holds no
+segment file (``NoSegmentsError``: a log directory's root or a mistyped path, where opening a log
+would create one), and both can plan without changing anything (``dry_run``). ``purge`` refuses a
+``before_offset`` past the log end offset (``PurgeTargetError``): every segment would go. On a
+partition directory both open it as a :class:`Log`, which also keeps its producer snapshots
+consistent (stale or corrupt ``.snapshot`` files are deleted, one is written at the log end when
+the log is closed); neither ever treats a snapshot as a segment."""
 
 from __future__ import annotations
 
@@ -32,6 +35,27 @@ CUT_SUFFIX = ".cut"
 
 class DirectoryInUseError(RuntimeError):
     """The partition's log directory is locked by a running broker."""
+
+
+class NoSegmentsError(FileNotFoundError):
+    """The directory holds no segment file: it is not a partition directory (nothing is created)."""
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__(
+            f"{directory} holds no segment file: not a partition directory (e.g. /data/my_topic_0)"
+        )
+
+
+class PurgeTargetError(ValueError):
+    """An offset to purge below that lies past the partition's log end offset: refused, since every
+    segment lies below it (nothing is deleted)."""
+
+    def __init__(self, directory: Path, offset: int, log_end_offset: int) -> None:
+        super().__init__(
+            f"offset {offset} is past the log end offset of {directory} ({log_end_offset}): nothing deleted"
+        )
+        self.offset = offset
+        self.log_end_offset = log_end_offset
 
 
 @dataclass
@@ -95,6 +119,8 @@ def recover(path: Path, *, dry_run: bool = False, config: LogConfig | None = Non
     config = config or LogConfig()
     path = Path(path)
     segments = segment_logs(path)
+    if not segments:
+        raise NoSegmentsError(path)
     partition_dir = path if path.is_dir() else path.parent
     report = RecoverReport(str(path), dry_run, plan_recovery(segments))
     if path.is_dir():
@@ -190,11 +216,17 @@ def purge(
     dry_run: bool = False,
     clock: Clock = SYSTEM_CLOCK,
 ) -> PurgeReport:
-    """Delete whole segments by age, total size, or below an offset — the broker's retention rules."""
+    """Delete whole segments by age, total size, or below an offset — the broker's retention rules.
+    Raises ``NoSegmentsError`` for a directory without segments, ``PurgeTargetError`` for a
+    ``before_offset`` past the log end offset (the log end offset itself deletes every record)."""
     partition_dir = Path(partition_dir)
     if not partition_dir.is_dir():
         raise NotADirectoryError(f"{partition_dir} is not a partition directory")
     summaries = _summaries(partition_dir)
+    if not summaries:
+        raise NoSegmentsError(partition_dir)
+    if before_offset is not None and before_offset > summaries[-1].next_offset:
+        raise PurgeTargetError(partition_dir, before_offset, summaries[-1].next_offset)
     rules = {
         "retention_ms": -1 if retention_ms is None else retention_ms,
         "retention_bytes": -1 if retention_bytes is None else retention_bytes,
@@ -202,8 +234,8 @@ def purge(
     }
     if dry_run:
         decisions = plan_retention(summaries, now_ms=clock.time_ms(), **rules)
-        start = decisions[-1].next_offset if decisions else (summaries[0].base_offset if summaries else 0)
-        end = summaries[-1].next_offset if summaries else 0
+        start = decisions[-1].next_offset if decisions else summaries[0].base_offset
+        end = summaries[-1].next_offset
         return PurgeReport(str(partition_dir), True, decisions, start, end)
     _ensure_not_in_use(partition_dir)
     log = Log(partition_dir, _topic_partition(partition_dir), LogConfig(), needs_recovery=False, clock=clock)

@@ -14,6 +14,7 @@ cluster, over Kafka's admin APIs.
 
 from kctl.client.admin.base import Outcome
 from kctl.client.admin.client import AdminClient
+from kctl.client.admin.cluster import BrokerLogDirs
 from kctl.client.admin.configs import BROKER_RESOURCE, TOPIC_RESOURCE
 from kctl.client.admin.reassignments import PartitionReassignment, PartitionResult
 from kctl.client.admin.records import EARLIEST, LATEST, MAX_TIMESTAMP, OFFSET_SPECS, OffsetSpec
@@ -46,6 +47,7 @@ __all__ = [
     "AdminClient",
     "AdminOperationError",
     "AlterConfigOp",
+    "BrokerLogDirs",
     "ClusterDescription",
     "ConfigEntry",
     "ConfigSource",

@@ -1,7 +1,14 @@
 """The admin client's plumbing, which its operations share: the cluster connection it owns (or
 borrows), deadlines, and the retry engine (``kctl.client.leader_requests``, shared with the consumer's
 offset lookup) — ``_run`` retries the items of an operation that failed retriably, with backoff, until
-the deadline; ``_per_leader`` sends one pipelined request per partition leader."""
+the deadline; ``_per_leader`` sends one pipelined request per partition leader.
+
+An admin client that owns its cluster connection waits for a broker that does not answer at most
+``request.timeout.ms`` (``ClusterClient.give_up_after``), not ``default.api.timeout.ms``: a broker
+killed while it leads partitions is refused at once on every retry but stays in the metadata until
+its ZooKeeper session expires, and an operator's command must answer from the brokers that are up
+(what waits on the silent one fails with ``BrokerNotAnsweringError``, named by
+``cluster.not_answering()``)."""
 
 from __future__ import annotations
 
@@ -32,6 +39,7 @@ class AdminBase:
             self._owns_cluster = False
         else:
             self.cluster = ClusterClient(bootstrap_servers, config, **overrides)
+            self.cluster.give_up_after = self.cluster.config.request_timeout
             self._owns_cluster = True
 
     def __enter__(self) -> Self:

@@ -1,8 +1,14 @@
 """Cluster admin calls: describe the cluster (DescribeCluster, else Metadata: id, controller,
-brokers) and the brokers' log directories (DescribeLogDirs: replicas and their size on disk)."""
+brokers) and the brokers' log directories (DescribeLogDirs: replicas and their size on disk).
+
+``log_dirs_by_broker`` answers for every broker it can: a broker that is not in the cluster, or
+does not answer (given up after ``request.timeout.ms``, see ``kctl.client.admin.base``), gets its
+error in its ``BrokerLogDirs`` while the others' log dirs are still returned;
+``describe_log_dirs`` raises the first such error instead."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Iterable
 from typing import Any
@@ -12,11 +18,26 @@ from kctl.client.admin.results import ClusterDescription, LogDirDescription, Rep
 from kctl.client.errors import (
     BrokerResponseError,
     IncompatibleBrokerError,
+    KafkaError,
 )
 from kctl.client.types import BrokerInfo, TopicPartition
-from kctl.protocol import ApiKey
+from kctl.protocol import ApiKey, ErrorCode
 from kctl.protocol.messages.describe_cluster import DescribeClusterRequest
 from kctl.protocol.messages.describe_log_dirs import DescribableLogDirTopic, DescribeLogDirsRequest
+
+
+@dataclasses.dataclass(frozen=True)
+class BrokerLogDirs:
+    """One broker's log directories, or why it gave none (``error``: BROKER_NOT_AVAILABLE when it
+    is not in the cluster, ``BrokerNotAnsweringError``, or its DescribeLogDirs failed)."""
+
+    broker_id: int
+    log_dirs: tuple[LogDirDescription, ...] = ()
+    error: KafkaError | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
 
 
 class ClusterAdmin(AdminBase):
@@ -61,10 +82,28 @@ class ClusterAdmin(AdminBase):
     ) -> dict[int, list[LogDirDescription]]:
         """The log directories of brokers (DescribeLogDirs, to each broker; all brokers by default)
         and, in each, the replicas of ``topic_partitions`` (all partitions by default) with their
-        size on disk. Raises if a broker cannot be asked by the deadline."""
+        size on disk. Raises the first error of a broker that cannot be asked (``log_dirs_by_broker``
+        answers for the others too)."""
+        answers = self.log_dirs_by_broker(brokers, topic_partitions, timeout=timeout)
+        for answer in answers.values():
+            if answer.error is not None:
+                raise answer.error
+        return {broker_id: list(answer.log_dirs) for broker_id, answer in answers.items()}
+
+    def log_dirs_by_broker(
+        self,
+        brokers: Iterable[int] | None = None,
+        topic_partitions: Iterable[TopicPartition] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> dict[int, BrokerLogDirs]:
+        """Each broker's log directories (DescribeLogDirs; all brokers of the cluster by default),
+        with the replicas of ``topic_partitions`` (all partitions by default) and their size on
+        disk — or the error that broker gave: not in the cluster (at once), not answering (given up
+        after ``request.timeout.ms``), or a failed request."""
         deadline = self._deadline(timeout)
-        if brokers is None:
-            brokers = [b.node_id for b in self.describe_cluster(timeout=deadline.remaining()).brokers]
+        live = [b.node_id for b in self.describe_cluster(timeout=deadline.remaining()).brokers]
+        wanted = live if brokers is None else sorted(set(brokers))
         topics: list[DescribableLogDirTopic] | None = None
         if topic_partitions is not None:
             by_topic: dict[str, list[int]] = {}
@@ -74,7 +113,7 @@ class ClusterAdmin(AdminBase):
                 DescribableLogDirTopic(topic=t, partitions=sorted(set(ps))) for t, ps in by_topic.items()
             ]
             if not topics:
-                return {broker_id: [] for broker_id in brokers}
+                return {broker_id: BrokerLogDirs(broker_id) for broker_id in wanted}
         request = DescribeLogDirsRequest(topics=topics)
 
         def ask(broker_id: int) -> list[LogDirDescription]:
@@ -90,10 +129,22 @@ class ClusterAdmin(AdminBase):
                 )
             return [_log_dir(broker_id, result) for result in r.results]
 
-        return {
-            broker_id: self.cluster.retry(functools.partial(ask, broker_id), deadline=deadline)
-            for broker_id in sorted(set(brokers))
-        }
+        answers: dict[int, BrokerLogDirs] = {}
+        for broker_id in wanted:
+            if broker_id not in live:
+                missing = BrokerResponseError(
+                    ErrorCode.BROKER_NOT_AVAILABLE,
+                    f"broker {broker_id} is not in the cluster (its brokers: {', '.join(map(str, live))})",
+                )
+                answers[broker_id] = BrokerLogDirs(broker_id, error=missing)
+                continue
+            try:
+                dirs = self.cluster.retry(functools.partial(ask, broker_id), deadline=deadline)
+            except KafkaError as error:
+                answers[broker_id] = BrokerLogDirs(broker_id, error=error)
+            else:
+                answers[broker_id] = BrokerLogDirs(broker_id, tuple(dirs))
+        return answers
 
 
 

@@ -2,7 +2,9 @@
 DescribeCluster and Metadata — `kcat -L`, `rpk cluster info`), each partition's offset at a point of
 the shared offset grammar (``partition_offsets``: ListOffsets — `kcat -Q`, `kafka-get-offsets.sh`),
 and trimming partitions up to a point (``trim_plan`` / ``execute_trim``: ListOffsets, then
-DeleteRecords — `kafka-delete-records.sh`, `rpk topic trim-prefix`)."""
+DeleteRecords — `kafka-delete-records.sh`, `rpk topic trim-prefix`). A trim target is never
+clamped to the end: an absolute offset past a partition's high watermark is refused
+(``OffsetPastEndError``) as the broker refuses it (OFFSET_OUT_OF_RANGE); ``end`` deletes everything."""
 
 from __future__ import annotations
 
@@ -163,8 +165,8 @@ def partition_offsets(
 
 @dataclasses.dataclass(frozen=True)
 class TrimStep:
-    """Trimming one partition: its log start offset now, the new one (the point, clamped into
-    [log start, high watermark]), and, once executed, the log start offset the leader reports or
+    """Trimming one partition: its log start offset now, the new one (the point; one before the log
+    start changes nothing), and, once executed, the log start offset the leader reports or
     Kafka's error name."""
 
     topic_partition: TopicPartition
@@ -192,12 +194,17 @@ def trim_plan(
     *,
     now_ms: int | None = None,
 ) -> list[TrimStep]:
-    """What deleting the records below ``point`` would do in each partition (changes nothing)."""
+    """What deleting the records below ``point`` would do in each partition (changes nothing).
+
+    Raises ``OffsetPastEndError`` naming every partition whose high watermark lies before an
+    absolute offset (``N``, ``+N``) of ``point``: such a target is refused, not clamped to the end.
+    ``-N`` beyond the log start and a time before the first record change nothing; a time after
+    the last record names the end, as everywhere in the offset grammar."""
     tps = sorted(set(partitions))
     if not tps:
         return []
     logs = {o.topic_partition: o for o in log_offsets(admin, tps)}
-    targets = resolve_points(point, tps, AdminLookup(admin), now_ms=now_ms)
+    targets = resolve_points(point, tps, AdminLookup(admin), now_ms=now_ms, refuse_past_end=True)
     steps = []
     for tp in tps:
         log = logs[tp]

@@ -1,6 +1,7 @@
 """Partition reassignment plans as kafka-reassign-partitions.sh reads and writes them, with no I/O:
 Kafka's JSON formats, Kafka's replica placement for ``--generate``, the moves a plan makes (what each
-copies), and the progress of a submitted plan (``--verify``).
+copies), the brokers a plan names that are not in the cluster, and the progress of a submitted plan
+(``--verify``).
 
 ::
 
@@ -200,6 +201,20 @@ def moves(
         Move(TopicPartition(*tp), tuple(current[tp]), tuple(plan[tp]), sizes.get(TopicPartition(*tp)))
         for tp in sorted(plan)
     ]
+
+
+def absent_brokers(planned: Iterable[Move], live: Iterable[int]) -> dict[int, list[TopicPartition]]:
+    """The target replicas of the moves that change something which are not brokers of the cluster
+    (``live``: its brokers now), each with the partitions that name it. The controller refuses such
+    a move (INVALID_REPLICA_ASSIGNMENT), so a plan naming one is refused before anything is sent."""
+    known = set(live)
+    absent: dict[int, list[TopicPartition]] = {}
+    for move in planned:
+        if move.changes:
+            for broker in move.target:
+                if broker not in known:
+                    absent.setdefault(broker, []).append(move.topic_partition)
+    return dict(sorted(absent.items()))
 
 
 COMPLETE = "complete"

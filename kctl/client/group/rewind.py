@@ -21,8 +21,10 @@ read with ``parse_offsets_csv`` from the CSV ``kafka-consumer-groups.sh --export
 The partitions: those of ``topics`` (topic -> partitions, None: all of the topic's), or with
 ``all_topics`` every partition the group has committed offsets for; by default ``all_topics``,
 except for ``ToGroup``/``ToOffsets``, which default to the partitions the other group or the given
-offsets name. Each new offset is clamped into ``[log start, log end]``. A group with active members
-is refused (``GroupNotEmptyError``): its members would overwrite the offsets.
+offsets name. A new offset below the log start is clamped to it (with a note); one past the log end
+is refused, never clamped to the end (the partition's ``error``, ``past_end`` set): moving a group
+there skips every record, and a mistyped offset must not do that silently. A group with active
+members is refused (``GroupNotEmptyError``): its members would overwrite the offsets.
 
 The work is split so that the decisions can be checked without a cluster: ``plan_rewind`` gathers
 what the cluster knows and hands it to the pure steps ``select_partitions``, ``rewind_targets`` and
@@ -39,7 +41,7 @@ from kctl.client.admin import OffsetResult
 from kctl.client.errors import BrokerResponseError, KafkaError
 from kctl.client.group.admin import GroupAdmin, GroupNotEmptyError
 from kctl.client.group.coordinator import OffsetAndMetadata
-from kctl.client.offsets_spec import OffsetAndTimestamp, OffsetPoint, PointKind, resolve_points
+from kctl.client.offsets_spec import OffsetAndTimestamp, OffsetPoint, PointKind, past_end, resolve_points
 from kctl.client.types import TopicPartition
 from kctl.protocol import error_name
 
@@ -89,7 +91,8 @@ Strategy = ToPoint | ToCurrent | ShiftBy | ToGroup | ToOffsets
 @dataclasses.dataclass(frozen=True)
 class PlannedOffset:
     """One partition of an offset reset: the committed offset now (None: none), the new one, the
-    log's bounds, and what happened on the way (``note``: e.g. clamped) or went wrong (``error``)."""
+    log's bounds, and what happened on the way (``note``: e.g. clamped) or went wrong (``error``;
+    ``past_end``: the target offset lies past the log end, so it is refused)."""
 
     topic_partition: TopicPartition
     current: int | None
@@ -98,6 +101,7 @@ class PlannedOffset:
     log_end: int | None
     note: str | None = None
     error: str | None = None
+    past_end: bool = False
 
     @property
     def lag_before(self) -> int | None:
@@ -138,6 +142,11 @@ class RewindPlan:
     def failed(self) -> list[PlannedOffset]:
         """The partitions that cannot be reset (they have an ``error``)."""
         return [p for p in self.offsets if p.error is not None]
+
+    @property
+    def past_end(self) -> list[PlannedOffset]:
+        """The partitions refused because their target offset lies past the log end."""
+        return [p for p in self.offsets if p.past_end]
 
     @property
     def executable(self) -> bool:
@@ -305,7 +314,8 @@ def plan_offsets(
 ) -> list[PlannedOffset]:
     """The plan, sorted by partition: each target resolved against the log's bounds (``start``,
     ``end``: ListOffsets earliest/latest of the partitions with a point; ``list_times`` looks up
-    offsets by time) and clamped into ``[log start, log end]``, with a note when clamped."""
+    offsets by time), clamped up to the log start with a note; an offset past the log end is the
+    partition's error (``past_end``), not clamped."""
     partitions = sorted(TopicPartition(*tp) for tp in targets)
     points = {tp: p for tp, p in targets.items() if isinstance(p, OffsetPoint)}
     bounds_error = {
@@ -329,11 +339,14 @@ def plan_offsets(
             plan.append(PlannedOffset(tp, current, None, s, e, error=bounds_error[tp]))
         elif tp in lookup.errors:
             plan.append(PlannedOffset(tp, current, None, s, e, error=lookup.errors[tp]))
+        elif (beyond := past_end(target, start[tp].offset, end[tp].offset)) is not None:
+            error = f"offset {beyond} is past the end of {tp} (high watermark {e}): refused, not clamped"
+            plan.append(PlannedOffset(tp, current, None, s, e, error=error, past_end=True))
         else:
             new = resolved[tp]
             note = None
             if target.kind is PointKind.OFFSET and new != target.value:
-                note = f"{target.value} clamped to the log {'start' if new == s else 'end'}"
+                note = f"{target.value} clamped to the log start"
             elif target.is_time and new == e:
                 note = "no record at or after that time: the log end"
             plan.append(PlannedOffset(tp, current, new, s, e, note=note))
