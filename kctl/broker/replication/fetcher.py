@@ -97,6 +97,7 @@ class ReplicaFetcher:
         self.partitions: dict[TopicPartition, FetchState] = {}
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._closing = False
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(
@@ -115,23 +116,31 @@ class ReplicaFetcher:
         self.partitions.pop(tp, None)
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._task
+        """Stop fetching: the loop ends at its next turn even if a cancellation were lost, the
+        request in flight fails with the channel, and the task is waited for."""
+        self._closing = True
+        self._wakeup.set()
+        task = self._task
+        if task is not None:
+            task.cancel()
         await self.channel.close()
+        if task is not None:
+            await asyncio.wait({task})
 
     # -- the loop ------------------------------------------------------------------------------
     async def _run(self) -> None:
         backoff = self.settings.backoff_ms / 1000
-        while True:
+        while not self._closing:
             now = time.monotonic()
             ready = {tp: s for tp, s in self.partitions.items() if s.delayed_until <= now}
             if not ready:
                 delays = [s.delayed_until - now for s in self.partitions.values()]
                 self._wakeup.clear()
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for returns the result when a
+                # cancellation arrives as the awaited thing completes, and the loop went on
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wakeup.wait(), min(delays) if delays else None)
+                    async with asyncio.timeout(min(delays) if delays else None):
+                        await self._wakeup.wait()
                 continue
             try:
                 to_truncate = {tp: s for tp, s in ready.items() if s.needs_truncation}
@@ -140,6 +149,8 @@ class ReplicaFetcher:
                     continue
                 await self._fetch(ready)
             except ChannelError as error:
+                if self._closing:
+                    return
                 log.info("fetching from broker %d: %s; retrying in %.1f s", self.source_id, error, backoff)
                 await asyncio.sleep(backoff)
             except asyncio.CancelledError:
@@ -386,10 +397,13 @@ class ReplicaFetcherManager:
         self._channel_for = channel_for
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._source_of: dict[TopicPartition, int] = {}
+        self.closed = False
 
     def add_partition(self, partition: Partition, leader_id: int, leader_epoch: int) -> None:
         """Fetch ``partition`` from ``leader_id`` at ``leader_epoch`` (truncating first)."""
         tp = partition.topic_partition
+        if self.closed:
+            return  # stopping: no new fetcher (metadata changes may still arrive meanwhile)
         if self._source_of.get(tp) not in (None, leader_id):
             self.remove_partition(tp)
         fetcher = self.fetchers.get(leader_id)
@@ -420,6 +434,8 @@ class ReplicaFetcherManager:
                 await fetcher.close()
 
     async def close(self) -> None:
+        """Close every fetcher; from now on none is created."""
+        self.closed = True
         fetchers, self.fetchers = list(self.fetchers.values()), {}
         self._source_of.clear()
         await asyncio.gather(*(f.close() for f in fetchers), return_exceptions=True)
