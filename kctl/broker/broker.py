@@ -140,6 +140,9 @@ class Broker:
             self.quotas.start()
             if self.replicated:
                 self.security.check_inter_broker([listener.name for listener in config.listeners])
+            # a restart right after a kill -9: the previous run's registration stays until its
+            # session expires; wait for it (bounded) before listening, rather than exit
+            await asyncio.to_thread(registry.wait_for_stale_registration, self.broker_id)
             limits = ConnectionLimits.from_config(config)  # shared by the listeners
             for listener in config.listeners:
                 server = KafkaServer(
