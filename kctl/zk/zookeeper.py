@@ -283,6 +283,11 @@ class ZooKeeperRegistry(ControllerOpsMixin, TopicOpsMixin, Registry):
             client.handler.spawn(self._notify, SESSION)
         elif state == KazooState.CONNECTED and self._disconnected:
             new_session, self._session_lost, self._disconnected = self._session_lost, False, False
+            log.info(
+                "connection to ZooKeeper at %s is back (%s)",
+                self.connect,
+                "a new session" if new_session else "the same session",
+            )
             if not new_session and self._session_state != SESSION_EXPIRED:
                 self._session_state = SESSION_CONNECTED
             client.handler.spawn(self._after_reconnect, new_session)

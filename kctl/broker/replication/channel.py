@@ -133,17 +133,14 @@ class BrokerChannel:
         try:
             lifetime_ms = await security.authenticate(self._send)
         except (ChannelError, InterBrokerAuthenticationError) as error:
-            log.warning(
-                "authentication to broker %d (%s, %s as %s) failed: %s",
-                self.broker_id,
-                security.listener,
-                security.mechanism,
-                security.username,
-                error,
+            # logged by the caller, rate-limited (the next attempt is about a second away)
+            failure = ChannelError(
+                f"authentication to broker {self.broker_id} ({security.listener}, {security.mechanism} "
+                f"as {security.username}) failed: {error}"
             )
-            self._disconnect(ChannelError(f"authentication to broker {self.broker_id} failed: {error}"))
+            self._disconnect(failure)
             self._failed()
-            raise ChannelError(f"authentication to broker {self.broker_id} failed: {error}") from None
+            raise failure from None
         if lifetime_ms > 0:
             self._renew_at = time.monotonic() + lifetime_ms * 0.85 / 1000
 
