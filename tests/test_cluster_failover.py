@@ -59,8 +59,7 @@ def all_brokers_running(cluster: LocalCluster, view: ClusterView) -> Iterator[No
     yield
     for broker in cluster.brokers.values():
         if not broker.running:
-            view.wait_for_deregistered(broker.broker_id)
-            broker.start()
+            broker.start()  # right after a kill: it waits for its old registration to expire
         else:
             broker.resume()
     view.wait_for(lambda: view.live_brokers() == set(cluster.brokers), "all brokers registered")
@@ -73,19 +72,12 @@ def _new_topic(
     view.wait_for_full_isr(name, partitions)
 
 
-def _restart_when_deregistered(cluster: LocalCluster, view: ClusterView, broker_id: int) -> None:
-    """Restart a SIGKILLed broker once its old session's /brokers/ids/<id> is gone (a broker refuses
-    to start while its id is registered by another session, as Kafka's does)."""
-    view.wait_for_deregistered(broker_id)
-    cluster.restart(broker_id)
-
-
 def _kill_and_restart_leader(cluster: LocalCluster, view: ClusterView, topic: str, partition: int) -> int:
     """SIGKILL the partition's leader, wait for another leader, restart it, wait for a full ISR."""
     leader = view.wait_for_leader(topic, partition).leader
     cluster.kill(leader)
     view.wait_for_leader(topic, partition, not_in={leader})
-    _restart_when_deregistered(cluster, view, leader)
+    cluster.restart(leader)
     view.wait_for_isr(topic, partition, set(view.assignment(topic)[partition]), timeout=60)
     return leader
 
@@ -157,7 +149,7 @@ def test_follower_killed_is_under_replicated_then_catches_up(
         view.wait_for(lambda: _isr_in_metadata(cluster, topic, 0) == rest, "Metadata's ISR without it")
         before = producer.acked_count()
         producer.wait_for_acks(before + 200)  # min.insync.replicas=2 still met
-        _restart_when_deregistered(cluster, view, follower)
+        cluster.restart(follower)
         view.wait_for_isr(topic, 0, rest | {follower}, timeout=60)
         view.wait_for(lambda: _isr_in_metadata(cluster, topic, 0) == rest | {follower}, "Metadata's full ISR")
         producer.wait_for_acks(producer.acked_count() + 100)
@@ -179,7 +171,7 @@ def test_controller_killed_another_takes_over_and_elections_still_work(
     assert successor in cluster.brokers
     for partition in range(3):  # partitions the old controller led are led elsewhere
         view.wait_for_leader(topic, partition, not_in={controller})
-    _restart_when_deregistered(cluster, view, controller)
+    cluster.restart(controller)
     view.wait_for_full_isr(topic, 3, timeout=60)
     # a later election, run by the new controller: kill a leader that is not the controller
     partition, victim = next(
@@ -191,7 +183,7 @@ def test_controller_killed_another_takes_over_and_elections_still_work(
         cluster.kill(victim)
         view.wait_for_leader(topic, partition, not_in={victim})
         producer.wait_for_acks(producer.acked_count() + 100)
-        _restart_when_deregistered(cluster, view, victim)
+        cluster.restart(victim)
         view.wait_for_full_isr(topic, 3, timeout=60)
     finally:
         producer.stop()
@@ -249,7 +241,7 @@ def test_divergent_log_of_a_dead_leader_is_truncated(cluster: LocalCluster, view
     diverged = [v for batch in dead_log for _, _, v in batch["records"] if str(v).startswith("only-")]
     assert len(diverged) == 20, "the dead leader's log should hold the records it alone appended"
     acked += _produce(cluster, topic, [f"new-{n}" for n in range(30)], "all")
-    _restart_when_deregistered(cluster, view, old_leader)
+    cluster.restart(old_leader)
     view.wait_for_isr(topic, 0, set(view.assignment(topic)[0]), timeout=60)
     records = read_partitions(cluster.bootstrap_servers, topic, [0])
     assert check_acked_read_once(acked, records) == []
@@ -268,9 +260,9 @@ def test_two_quick_failovers_converge(cluster: LocalCluster, view: ClusterView) 
         cluster.kill(first)
         second = view.wait_for_leader(topic, 0, not_in={first}).leader
         cluster.kill(second)
-        _restart_when_deregistered(cluster, view, first)
+        cluster.restart(first)
         view.wait_for_leader(topic, 0, not_in={second}, timeout=60)
-        _restart_when_deregistered(cluster, view, second)
+        cluster.restart(second)
         view.wait_for_isr(topic, 0, set(view.assignment(topic)[0]), timeout=60)
         producer.wait_for_acks(producer.acked_count() + 100, timeout=60)
     finally:

@@ -50,11 +50,15 @@ def test_assign_records_only_new_larger_epochs(tmp_path):
     ]
 
 
-def test_assign_replaces_entries_at_or_above_its_start_offset(tmp_path):
-    # an epoch recorded for an append that then failed: the next epoch starts at the same offset
+def test_assign_replaces_entries_at_or_above_its_start_offset(tmp_path, caplog):
+    # an epoch recorded for an append that then failed, or a leader change before anything was
+    # appended: the next epoch starts at the same offset
     cache = cache_with(tmp_path, (0, 0), (1, 10))
+    caplog.set_level("DEBUG", logger="kctl.log")
     assert cache.assign(2, 10)
     assert pairs(cache) == [(0, 0), (2, 10)]
+    # routine (each quick leader change does it on every replica): DEBUG, not WARNING
+    assert [(r.levelname, "replaces entries" in r.getMessage()) for r in caplog.records] == [("DEBUG", True)]
 
 
 def test_end_offset_for_every_case(tmp_path):

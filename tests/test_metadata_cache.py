@@ -34,6 +34,9 @@ class RacingRegistry:
     def live_brokers(self) -> list[object]:
         return []
 
+    def controlled_shutdown_requests(self) -> dict[int, tuple[str, int]]:
+        return {}
+
 
 def test_a_topic_deleted_during_the_refresh_leaves_the_snapshot() -> None:
     cache = MetadataCache(RacingRegistry(["kept", "gone", "also-kept"], {"gone"}))  # type: ignore[arg-type]

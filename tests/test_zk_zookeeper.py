@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -293,6 +294,41 @@ def test_a_broker_id_held_by_another_session_is_in_use(brokers: Brokers) -> None
     one.close()
     two.register_broker(BrokerRegistration(1, "127.0.0.1", 19092))
     assert [b.port for b in two.live_brokers()] == [19092]
+
+
+def test_waiting_for_a_stale_registration_ends_when_its_session_goes(
+    brokers: Brokers, caplog: pytest.LogCaptureFixture
+) -> None:
+    one, two = brokers.open(), brokers.open()
+    two.wait_for_stale_registration(1, timeout_s=0.1)  # nothing registered: at once
+    one.register_broker(BrokerRegistration(1, "127.0.0.1", 9092))
+    one.wait_for_stale_registration(1, timeout_s=0.1)  # its own: at once
+    owner = brokers.raw.exists("/brokers/ids/1").ephemeralOwner
+    outcome: list[object] = []
+    caplog.set_level("INFO", logger="kctl.zk.zookeeper")
+    waiter = threading.Thread(target=lambda: outcome.append(two.wait_for_stale_registration(1, timeout_s=30)))
+    waiter.start()
+    deadline = time.monotonic() + 10
+    while "waiting up to" not in caplog.text and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert waiter.is_alive(), outcome
+    one.close()  # the old session ends: its ephemeral registration goes
+    waiter.join(10)
+    assert not waiter.is_alive() and outcome == [None]
+    waits = [r.getMessage() for r in caplog.records if "waiting up to" in r.getMessage()]
+    assert len(waits) == 1 and f"0x{owner:x}" in waits[0] and "30 s" in waits[0], waits
+    two.register_broker(BrokerRegistration(1, "127.0.0.1", 19092))
+    assert [b.port for b in two.live_brokers()] == [19092]
+
+
+def test_a_registration_that_stays_is_refused_after_the_wait_and_kept(brokers: Brokers) -> None:
+    one, two = brokers.open(), brokers.open()
+    one.register_broker(BrokerRegistration(1, "127.0.0.1", 9092))
+    started = time.monotonic()
+    with pytest.raises(BrokerIdInUseError, match=r"Broker id 1 is already registered .* still after waiting"):
+        two.wait_for_stale_registration(1, timeout_s=0.5)
+    assert 0.5 <= time.monotonic() - started < 5
+    assert [b.port for b in two.live_brokers()] == [9092]  # another live session's node: never deleted
 
 
 def test_controller_election_between_brokers(brokers: Brokers) -> None:

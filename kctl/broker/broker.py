@@ -81,6 +81,7 @@ class Broker:
         self._pending_changes: list[str] = []  # registry change reasons not yet acted on, in order
         self._pending_lock = threading.Lock()
         self._stopped = asyncio.Event()
+        self._stopping = False  # set once the controlled shutdown is over: metadata is no longer followed
 
     # -- lifecycle -----------------------------------------------------------------------------
     async def start(self) -> None:
@@ -139,6 +140,9 @@ class Broker:
             self.quotas.start()
             if self.replicated:
                 self.security.check_inter_broker([listener.name for listener in config.listeners])
+            # a restart right after a kill -9: the previous run's registration stays until its
+            # session expires; wait for it (bounded) before listening, rather than exit
+            await asyncio.to_thread(registry.wait_for_stale_registration, self.broker_id)
             limits = ConnectionLimits.from_config(config)  # shared by the listeners
             for listener in config.listeners:
                 server = KafkaServer(
@@ -300,10 +304,21 @@ class Broker:
 
     async def stop(self) -> None:
         """Stop cleanly: in a cluster, first the controlled shutdown (leadership moves off this
-        broker); then close listeners, flush and checkpoint every log, leave the registry."""
+        broker); then, as Kafka does once it is done, stop following (metadata changes are no longer
+        acted on and the replica fetchers stop, so no leader takes this broker back into an ISR);
+        then close listeners, flush and checkpoint every log, leave the registry."""
         await self._controlled_shutdown()
+        await self._stop_following()
         await self._shutdown()
         self._stopped.set()
+
+    async def _stop_following(self) -> None:
+        self._stopping = True
+        if self.registry is not None:
+            self.registry.remove_listener(self._on_registry_change)
+        replicas: ReplicaManager | None = getattr(self, "replicas", None)
+        if replicas is not None:
+            await replicas.stop_fetching()
 
     async def _shutdown(self) -> None:
         for task in self._tasks:
@@ -338,7 +353,7 @@ class Broker:
         is scheduled, further reasons join it (a controller writing a thousand partition states makes
         a handful of refreshes, each reading everything, not a thousand)."""
         loop = self._loop
-        if loop is None or loop.is_closed():
+        if loop is None or loop.is_closed() or self._stopping:
             return
         with self._pending_lock:
             scheduled = bool(self._pending_changes)
@@ -357,7 +372,7 @@ class Broker:
             self._refresh_metadata(*changes)
 
     def _refresh_metadata(self, *reasons: str) -> None:
-        if self.registry is None:
+        if self.registry is None or self._stopping:
             return
         try:
             if CONFIGS in reasons:

@@ -1,6 +1,6 @@
-"""The broker's in-memory view of cluster metadata (brokers, controller, topics, partition states),
-loaded from the registry and refreshed when the registry reports a change. Request handlers read only
-this cache; they never wait on ZooKeeper."""
+"""The broker's in-memory view of cluster metadata (brokers, controller, topics, partition states, the
+brokers in controlled shutdown), loaded from the registry and refreshed when the registry reports a
+change. Request handlers read only this cache; they never wait on ZooKeeper."""
 
 from __future__ import annotations
 
@@ -22,6 +22,8 @@ class MetadataSnapshot:
     topics: dict[str, TopicRecord] = field(default_factory=dict)
     topic_names: dict[uuid.UUID, str] = field(default_factory=dict)
     states: dict[tuple[str, int], PartitionState] = field(default_factory=dict)
+    #: brokers that asked for a controlled shutdown (a leader never takes them into an ISR)
+    shutting_down: frozenset[int] = frozenset()
 
 
 class MetadataCache:
@@ -50,6 +52,7 @@ class MetadataCache:
             topics=topics,
             topic_names={record.topic_id: name for name, record in topics.items()},
             states=states,
+            shutting_down=frozenset(registry.controlled_shutdown_requests()),
         )
         with self._lock:
             self.snapshot = snapshot
@@ -66,6 +69,10 @@ class MetadataCache:
 
     def brokers(self) -> list[BrokerRegistration]:
         return sorted(self.snapshot.brokers.values(), key=lambda b: b.broker_id)
+
+    def shutting_down(self, broker_id: int) -> bool:
+        """Whether ``broker_id`` asked for a controlled shutdown (as of the last refresh)."""
+        return broker_id in self.snapshot.shutting_down
 
     def topic(self, name: str) -> TopicRecord | None:
         return self.snapshot.topics.get(name)

@@ -341,7 +341,8 @@ class ReplicaManager:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         future = partition.add_ack_waiter(required_offset)
         try:
-            return await asyncio.wait_for(asyncio.shield(future), timeout)
+            async with asyncio.timeout(timeout):  # not wait_for: 3.11's can swallow a cancellation
+                return await asyncio.shield(future)
         except TimeoutError:
             return ErrorCode.REQUEST_TIMED_OUT
         finally:
@@ -382,7 +383,11 @@ class ReplicaManager:
             return  # the read answers OFFSET_OUT_OF_RANGE; the follower truncates
         partition.record_follower_fetch(replica_id, fetch_offset, self._now_ms())
         partition.maybe_advance_high_watermark()
-        if partition.replica_to_add(replica_id) and not partition.isr_update_pending:
+        if (
+            partition.replica_to_add(replica_id)
+            and not partition.isr_update_pending
+            and not self.metadata.shutting_down(replica_id)  # leaving: never back into an ISR
+        ):
             new_isr = tuple(sorted({*partition.isr, replica_id}))
             self._start_isr_update(partition, new_isr, f"broker {replica_id} caught up")
 
@@ -437,7 +442,13 @@ class ReplicaManager:
         )
         registry = self.registry
         assert registry is not None
+        added = set(new_isr) - set(partition.isr)
         try:
+            if added:
+                allowed = await asyncio.to_thread(self._without_shutting_down, registry, state, added)
+                if allowed is None:
+                    return
+                state = allowed
             stored = await asyncio.to_thread(
                 registry.set_partition_state, tp.topic, tp.partition, state, expected_partition_epoch=expected
             )
@@ -464,8 +475,28 @@ class ReplicaManager:
         partition.maybe_advance_high_watermark()
         partition.complete_acks()
 
+    @staticmethod
+    def _without_shutting_down(
+        registry: Registry, state: PartitionState, added: set[int]
+    ) -> PartitionState | None:
+        """``state`` without the ``added`` brokers that asked for a controlled shutdown, read fresh
+        from the registry just before an ISR expansion is written (the metadata cache may not have
+        heard of the request yet); None when nothing is left to add."""
+        leaving = added & set(registry.controlled_shutdown_requests())
+        if not leaving:
+            return state
+        if leaving == added:
+            return None
+        isr = tuple(r for r in state.isr if r not in leaving)
+        return PartitionState(state.leader, state.leader_epoch, isr, state.controller_epoch)
+
+    async def stop_fetching(self) -> None:
+        """Stop every replica fetcher for good (a broker whose controlled shutdown is done: Kafka
+        stops its fetchers then, so that no leader takes it back into an ISR)."""
+        if self.fetchers is not None:
+            await self.fetchers.close()
+
     async def close(self) -> None:
         for task in list(self._tasks):
             task.cancel()
-        if self.fetchers is not None:
-            await self.fetchers.close()
+        await self.stop_fetching()

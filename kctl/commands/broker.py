@@ -62,6 +62,11 @@ def _setup_logging(level: str, log_file: Path | None) -> None:
         logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
     )
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    # kazoo logs each reconnection attempt (about one a second while ZooKeeper is down): at most one
+    # line of each kind a minute, with the count of those held back
+    from kctl.common.ratelimit import RateLimitFilter
+
+    handler.addFilter(RateLimitFilter(("kazoo",)))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -1,2 +1,2 @@
 """Bottom-layer utilities shared by every kctl package (config definitions, the ``TopicPartition``
-value type). Imports nothing else from kctl."""
+value type, rate-limited logging of repeated failures). Imports nothing else from kctl."""

@@ -111,8 +111,23 @@ class BrokerProcess:
             args += ["-X", f"{key}={value}"]
         return args
 
-    def start(self, timeout: float = START_TIMEOUT) -> BrokerProcess:
-        """Start the broker and wait for its address; raises `BrokerStartError` if it does not come up."""
+    def start_timeout(self) -> float:
+        """How long `start` waits by default: START_TIMEOUT, plus, with ZooKeeper, the longest the
+        broker waits for a stale registration of its id (a previous run killed with SIGKILL: its
+        session's timeout and a margin) before it listens."""
+        if "zookeeper.connect" not in self.properties:
+            return START_TIMEOUT
+        from kctl.zk.zookeeper import DEFAULT_SESSION_TIMEOUT_MS, STALE_REGISTRATION_MARGIN_S
+
+        session_ms = int(self.properties.get("zookeeper.session.timeout.ms", DEFAULT_SESSION_TIMEOUT_MS))
+        return START_TIMEOUT + session_ms / 1000 + STALE_REGISTRATION_MARGIN_S
+
+    def start(self, timeout: float | None = None) -> BrokerProcess:
+        """Start the broker and wait for its address (at most ``timeout``, default `start_timeout`);
+        raises `BrokerStartError` if it does not come up. Right after a `kill`, the broker itself
+        waits for its previous run's ZooKeeper registration to expire: nothing to wait for here."""
+        if timeout is None:
+            timeout = self.start_timeout()
         if self.running:
             raise RuntimeError(f"{self!r} is already running")
         guard.check("e2e", "a broker process")
@@ -257,7 +272,7 @@ class BrokerProcess:
             with contextlib.suppress(OSError):
                 self.process.stdout.close()
 
-    def restart(self, *, clean: bool = True, timeout: float = START_TIMEOUT) -> BrokerProcess:
+    def restart(self, *, clean: bool = True, timeout: float | None = None) -> BrokerProcess:
         """Stop (SIGTERM, or SIGKILL with ``clean=False``) and start again on the same port."""
         if clean:
             self.stop()

@@ -177,8 +177,8 @@ class LeaderEpochCache:
         if epoch < 0 or start_offset < 0 or epoch <= self.latest_epoch:
             return False
         keep = bisect_left(self._start_offsets, start_offset)
-        if keep < len(self._epochs):
-            logger.warning(
+        if keep < len(self._epochs):  # routine: a leader change before anything was appended
+            logger.debug(
                 "%s: epoch %d at offset %d replaces entries %s",
                 self.directory.name,
                 epoch,

@@ -175,8 +175,8 @@ class ClusterView:
             self.wait_for_isr(topic, partition, set(replicas), timeout=timeout)
 
     def wait_for_deregistered(self, broker_id: int, *, timeout: float = 60.0) -> None:
-        """Wait until /brokers/ids/<broker_id> is gone (a SIGKILLed broker's session expired): a
-        broker refuses to start while its id is registered by another session, as Kafka's does."""
+        """Wait until /brokers/ids/<broker_id> is gone (a SIGKILLed broker's session expired). A
+        broker started again before that waits for it itself; this is for tests about the expiry."""
         self.wait_for(lambda: broker_id not in self.live_brokers(), f"/brokers/ids/{broker_id} gone", timeout)
 
     def wait_for_controller(self, *, not_in: set[int] = frozenset(), timeout: float = 30.0) -> int:

@@ -14,7 +14,7 @@ faults (a nemesis) for one broker or a `LocalCluster`.
   another value, or two acknowledgements naming one offset).
 - Faults: `kill_and_restart` (SIGKILL one broker, start it again on the same log directory),
   `kill_leader` (SIGKILL a partition's leader in a cluster, wait for a new one, restart the old one
-  once its ZooKeeper registration is gone, wait for a full ISR) and `pause_leader` (SIGSTOP a leader
+  at once, wait for a full ISR) and `pause_leader` (SIGSTOP a leader
   past its session, wait for a new leader and for the writers to go on without it, SIGCONT).
 - `Campaign`: runs faults one after another under the loads (each waits for every writer to make
   progress first, so faults land under load), then stops the writers, reads back, checks.
@@ -370,12 +370,11 @@ def kill_and_restart(broker: BrokerProcess) -> str:
 
 def kill_leader(cluster: LocalCluster, view: ClusterView, topic: str, partition: int, *,
                 timeout: float = 60.0) -> str:  # fmt: skip
-    """SIGKILL ``partition``'s leader, wait for another leader, restart the old one once its
-    registration is gone (a broker refuses to start while its id is registered), wait for a full ISR."""
+    """SIGKILL ``partition``'s leader, wait for another leader, restart the old one (it waits for
+    its previous run's registration to expire itself), wait for a full ISR."""
     leader = view.wait_for_leader(topic, partition, timeout=timeout).leader
     cluster.kill(leader)
     view.wait_for_leader(topic, partition, not_in={leader}, timeout=timeout)
-    view.wait_for_deregistered(leader, timeout=timeout)
     cluster.restart(leader)
     view.wait_for_isr(topic, partition, set(view.assignment(topic)[partition]), timeout=timeout)
     return f"kill -9 broker {leader} (leader of {topic}/{partition})"

@@ -322,6 +322,9 @@ class EmbeddedRegistry(Registry):
             self._brokers[reg.broker_id] = reg
         self._notify(BROKERS)
 
+    def wait_for_stale_registration(self, broker_id: int, timeout_s: float | None = None) -> None:
+        """Nothing to wait for: registrations live in this process's memory."""
+
     def unregister_broker(self, broker_id: int) -> None:
         with self._open():
             if self._brokers.pop(broker_id, None) is None:

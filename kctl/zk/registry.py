@@ -129,6 +129,13 @@ class Registry(ABC):
         BrokerIdInUseError when another session holds the id."""
 
     @abstractmethod
+    def wait_for_stale_registration(self, broker_id: int, timeout_s: float | None = None) -> None:
+        """Before registering: wait (at most ``timeout_s``; by default as long as a dead process's
+        session can take to expire) until no other session holds ``broker_id``'s registration, as
+        a broker restarted right after a kill -9 finds its previous run's. Raises
+        BrokerIdInUseError when it is still held then."""
+
+    @abstractmethod
     def unregister_broker(self, broker_id: int) -> None:
         """Withdraw a registration made by this registry; no-op if there is none."""
 

@@ -8,6 +8,9 @@ mixins of ZooKeeperRegistry). What each znode holds is kctl.zk.znodes' business.
 
 - The connect string is Kafka's ``zookeeper.connect``: ``host:port[,host:port...][/chroot]``. A
   missing chroot path is created at start, as Kafka does.
+- A broker id registered by another session — a previous run killed with SIGKILL, whose session
+  has not expired yet — is waited for (``wait_for_stale_registration``, bounded by the session
+  timeout plus a margin) before the broker registers; never deleted.
 - Every operation needs a connected session; while the connection is down (kazoo SUSPENDED) or
   after close, operations raise RegistryUnavailableError at once instead of waiting.
 - When the session expires (kazoo LOST), ZooKeeper has deleted our ephemeral znodes; when kazoo
@@ -29,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -106,6 +110,9 @@ _UNAVAILABLE = (
 )
 RECONNECT_MAX_DELAY_S = 1.0
 _RETRIES = 10
+STALE_REGISTRATION_MARGIN_S = 5.0
+"""Waited for a stale registration beyond the session timeout: ZooKeeper expires sessions on its
+tick (2 s by default), so a session may outlive its timeout by that much."""
 
 
 def split_connect(connect: str) -> tuple[str, str]:
@@ -277,6 +284,11 @@ class ZooKeeperRegistry(ControllerOpsMixin, TopicOpsMixin, Registry):
             client.handler.spawn(self._notify, SESSION)
         elif state == KazooState.CONNECTED and self._disconnected:
             new_session, self._session_lost, self._disconnected = self._session_lost, False, False
+            log.info(
+                "connection to ZooKeeper at %s is back (%s)",
+                self.connect,
+                "a new session" if new_session else "the same session",
+            )
             if not new_session and self._session_state != SESSION_EXPIRED:
                 self._session_state = SESSION_CONNECTED
             client.handler.spawn(self._after_reconnect, new_session)
@@ -529,6 +541,53 @@ class ZooKeeperRegistry(ControllerOpsMixin, TopicOpsMixin, Registry):
         with self._lock:
             self._registrations[reg.broker_id] = reg
         self._notify(BROKERS)
+
+    def wait_for_stale_registration(self, broker_id: int, timeout_s: float | None = None) -> None:
+        """Wait until no other session holds /brokers/ids/<broker_id>: after a kill -9 the dead
+        process's registration stays until its session expires. Logs once whom it waits for and for
+        how long at most: ``timeout_s``, by default the session timeout plus
+        STALE_REGISTRATION_MARGIN_S (the dead broker's session had the same timeout, and began its
+        last one before this call). Never deletes the node. Raises BrokerIdInUseError when it is
+        still held at the deadline (another broker runs with this id)."""
+        bound = timeout_s
+        if bound is None:
+            bound = self.session_timeout_ms / 1000 + STALE_REGISTRATION_MARGIN_S
+        client = self._zk_client()
+        path = BrokerIdZNode.path(broker_id)
+        started = time.monotonic()
+        waited_for: set[int] = set()
+        with self._zk(f"wait for the registration of broker {broker_id} to go"):
+            while True:
+                gone = threading.Event()
+                stat = client.exists(path, watch=lambda _event, done=gone: done.set())
+                if stat is None or stat.ephemeralOwner in (0, self._session_id):
+                    if waited_for:
+                        log.info(
+                            "the stale registration of broker %d went after %.1f s; registering",
+                            broker_id,
+                            time.monotonic() - started,
+                        )
+                    return
+                owner = stat.ephemeralOwner
+                remaining = started + bound - time.monotonic()
+                if remaining <= 0:
+                    raise BrokerIdInUseError(
+                        f"Broker id {broker_id} is already registered at {path} by another session "
+                        f"(0x{owner:x}), still after waiting {bound:.0f} s for it to expire; is "
+                        "another broker running with this broker.id?"
+                    )
+                if owner not in waited_for:
+                    waited_for.add(owner)
+                    log.info(
+                        "broker id %d is registered at %s by another session (0x%x), as a broker "
+                        "killed without a clean stop leaves it: waiting up to %.0f s for that session "
+                        "to expire before registering",
+                        broker_id,
+                        path,
+                        owner,
+                        remaining,
+                    )
+                gone.wait(min(remaining, 1.0))  # the watch, or a look again every second
 
     def _create_broker_znode(self, reg: BrokerRegistration) -> None:
         """Kafka's checked ephemeral create: a znode left by this very session is ours to update;

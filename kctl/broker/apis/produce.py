@@ -81,7 +81,9 @@ async def _wait_for_replication(
     )
     for (index, partitions, tp, _required), code in zip(waits, codes, strict=True):
         if code != ErrorCode.NONE:
-            log.info("acks=all produce to %s: %s", tp, error_name(code))
+            # leadership moving is routine (the client retries on the new leader); the rest is not
+            level = logging.DEBUG if code == ErrorCode.NOT_LEADER_OR_FOLLOWER else logging.INFO
+            log.log(level, "acks=all produce to %s: %s", tp, error_name(code))
             partitions[index] = _partition_response(partitions[index].index, code)
 
 

@@ -125,6 +125,10 @@ class Controller:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
+        # in a thread: an event still being processed there holds the lock until it is done
+        await asyncio.to_thread(self._resign)
+
+    def _resign(self) -> None:
         with self._lock:
             if self.fence is not None:
                 self.fence = None

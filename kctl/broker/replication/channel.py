@@ -93,11 +93,12 @@ class BrokerChannel:
             delay = self._next_attempt - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
+                if self._closed:
+                    raise ChannelError(f"the channel to broker {self.broker_id} is closed")
             try:
                 tls = self.security.ssl_context if self.security is not None else None
-                reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(self.host, self.port, ssl=tls), self.request_timeout
-                )
+                async with asyncio.timeout(self.request_timeout):
+                    reader, writer = await asyncio.open_connection(self.host, self.port, ssl=tls)
             except (OSError, TimeoutError) as error:
                 self._failed()
                 raise ChannelError(
@@ -132,17 +133,14 @@ class BrokerChannel:
         try:
             lifetime_ms = await security.authenticate(self._send)
         except (ChannelError, InterBrokerAuthenticationError) as error:
-            log.warning(
-                "authentication to broker %d (%s, %s as %s) failed: %s",
-                self.broker_id,
-                security.listener,
-                security.mechanism,
-                security.username,
-                error,
+            # logged by the caller, rate-limited (the next attempt is about a second away)
+            failure = ChannelError(
+                f"authentication to broker {self.broker_id} ({security.listener}, {security.mechanism} "
+                f"as {security.username}) failed: {error}"
             )
-            self._disconnect(ChannelError(f"authentication to broker {self.broker_id} failed: {error}"))
+            self._disconnect(failure)
             self._failed()
-            raise ChannelError(f"authentication to broker {self.broker_id} failed: {error}") from None
+            raise failure from None
         if lifetime_ms > 0:
             self._renew_at = time.monotonic() + lifetime_ms * 0.85 / 1000
 
@@ -178,7 +176,10 @@ class BrokerChannel:
         self._pending[header.correlation_id] = (header, future)
         try:
             writer.write(kp.encode_request(header, body))
-            return await asyncio.wait_for(asyncio.shield(future), timeout or self.request_timeout)
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a cancellation that
+            # arrives with the response, and a replica fetcher being closed went on fetching
+            async with asyncio.timeout(timeout or self.request_timeout):
+                return await asyncio.shield(future)
         except TimeoutError:
             self._disconnect(ChannelError(f"{ApiKey(api_key).name} to broker {self.broker_id} timed out"))
             self._failed()

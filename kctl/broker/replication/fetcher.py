@@ -12,6 +12,10 @@ min(the leader's, its own log end offset). OFFSET_OUT_OF_RANGE asks the leader's
 (ListOffsets as a replica): truncate to a lower leader end, or start over at a higher leader start.
 FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH and connection failures back the
 partition (or the whole fetcher) off for ``replica.fetch.backoff.ms`` until metadata changes it.
+A leader that cannot be reached is logged at WARNING once, then at most once a minute with the count
+of failures, and at INFO when a request to it succeeds again (kctl.common.ratelimit, one state per
+source broker for the whole ``ReplicaFetcherManager``); an unexpected partition error likewise, per
+partition.
 Partitions whose topic names this replica in ``follower.replication.throttled.replicas`` are left
 out of the fetches while ``follower.replication.throttled.rate`` is exceeded
 (kctl.broker.replication.throttle)."""
@@ -28,6 +32,7 @@ from dataclasses import dataclass
 from kctl.broker.partition import Partition
 from kctl.broker.replication.channel import BrokerChannel, ChannelError
 from kctl.broker.replication.throttle import ReplicationQuota, is_throttled
+from kctl.common.ratelimit import RepeatedFailures
 from kctl.log.files import LogStorageError
 from kctl.log.naming import TopicPartition
 from kctl.protocol.errors import ErrorCode, error_name
@@ -90,13 +95,25 @@ def whole_batches(data: memoryview) -> memoryview:
 class ReplicaFetcher:
     """Fetches the partitions this broker follows from one source broker."""
 
-    def __init__(self, source_id: int, channel: BrokerChannel, settings: FetcherSettings) -> None:
+    def __init__(
+        self,
+        source_id: int,
+        channel: BrokerChannel,
+        settings: FetcherSettings,
+        *,
+        unreachable: RepeatedFailures | None = None,
+        partition_errors: RepeatedFailures | None = None,
+    ) -> None:
         self.source_id = source_id
         self.channel = channel
         self.settings = settings
+        #: the lines about this leader not answering, shared by the fetchers of one broker
+        self.unreachable = unreachable if unreachable is not None else RepeatedFailures(log)
+        self.partition_errors = partition_errors if partition_errors is not None else RepeatedFailures(log)
         self.partitions: dict[TopicPartition, FetchState] = {}
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._closing = False
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(
@@ -115,38 +132,56 @@ class ReplicaFetcher:
         self.partitions.pop(tp, None)
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._task
+        """Stop fetching: the loop ends at its next turn even if a cancellation were lost, the
+        request in flight fails with the channel, and the task is waited for."""
+        self._closing = True
+        self._wakeup.set()
+        task = self._task
+        if task is not None:
+            task.cancel()
         await self.channel.close()
+        if task is not None:
+            await asyncio.wait({task})
 
     # -- the loop ------------------------------------------------------------------------------
     async def _run(self) -> None:
         backoff = self.settings.backoff_ms / 1000
-        while True:
+        while not self._closing:
             now = time.monotonic()
             ready = {tp: s for tp, s in self.partitions.items() if s.delayed_until <= now}
             if not ready:
                 delays = [s.delayed_until - now for s in self.partitions.values()]
                 self._wakeup.clear()
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for returns the result when a
+                # cancellation arrives as the awaited thing completes, and the loop went on
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wakeup.wait(), min(delays) if delays else None)
+                    async with asyncio.timeout(min(delays) if delays else None):
+                        await self._wakeup.wait()
                 continue
             try:
                 to_truncate = {tp: s for tp, s in ready.items() if s.needs_truncation}
                 if to_truncate:
                     await self._truncate(to_truncate)
-                    continue
-                await self._fetch(ready)
+                else:
+                    await self._fetch(ready)
+                if self.unreachable.failing(self.source_id):
+                    where = f"broker {self.source_id} at {self._address}"
+                    self.unreachable.recovered(self.source_id, f"{where} reachable")
             except ChannelError as error:
-                log.info("fetching from broker %d: %s; retrying in %.1f s", self.source_id, error, backoff)
+                if self._closing:
+                    return
+                where = f"broker {self.source_id} at {self._address}"
+                self.unreachable.failed(self.source_id, f"cannot reach {where}", error)
                 await asyncio.sleep(backoff)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("replica fetcher for broker %d failed; retrying", self.source_id)
                 await asyncio.sleep(backoff)
+
+    @property
+    def _address(self) -> str:
+        return f"{self.channel.host}:{self.channel.port}"
 
     def _delay(self, state: FetchState) -> None:
         state.delayed_until = time.monotonic() + self.settings.backoff_ms / 1000
@@ -189,8 +224,8 @@ class ReplicaFetcher:
                 if entry is None or not self._current(tp, entry[0]):
                     continue
                 state, _asked = entry
-                if answer.error_code:
-                    log.info("%s: OffsetForLeaderEpoch: %s", tp, error_name(answer.error_code))
+                if answer.error_code:  # the leader has not caught up with the metadata yet: routine
+                    log.debug("%s: OffsetForLeaderEpoch: %s", tp, error_name(answer.error_code))
                     self._delay(state)
                     continue
                 self._apply_epoch_end(state, answer.leader_epoch, answer.end_offset)
@@ -293,11 +328,15 @@ class ReplicaFetcher:
                     if tp in throttled and quota is not None and data.records is not None:
                         quota.record(len(data.records))
                     self._append(state, data.records, data.high_watermark, data.log_start_offset)
+                    if self.partition_errors.failing(tp):
+                        what = f"{tp}: fetching from broker {self.source_id} works"
+                        self.partition_errors.recovered(tp, what)
                 elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
                     out_of_range.append((tp, state))
                 else:
                     if code not in _PARTITION_ERRORS_TO_WAIT_ON:
-                        log.warning("%s: fetch from broker %d: %s", tp, self.source_id, error_name(code))
+                        what = f"{tp}: fetch from broker {self.source_id} fails"
+                        self.partition_errors.failed(tp, what, error_name(code))
                     self._delay(state)
         for tp, state in out_of_range:
             await self._handle_out_of_range(tp, state)
@@ -367,7 +406,7 @@ class ReplicaFetcher:
         for topic in response.topics:
             for answer in topic.partitions:
                 if answer.error_code:
-                    log.info("%s: ListOffsets: %s", tp, error_name(answer.error_code))
+                    log.debug("%s: ListOffsets: %s", tp, error_name(answer.error_code))
                     self._delay(state)
                     return None
                 return int(answer.offset)
@@ -386,10 +425,16 @@ class ReplicaFetcherManager:
         self._channel_for = channel_for
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._source_of: dict[TopicPartition, int] = {}
+        self.closed = False
+        # outlive the fetchers (closed when idle, made again): one outage, one WARNING
+        self._unreachable = RepeatedFailures(log)
+        self._partition_errors = RepeatedFailures(log)
 
     def add_partition(self, partition: Partition, leader_id: int, leader_epoch: int) -> None:
         """Fetch ``partition`` from ``leader_id`` at ``leader_epoch`` (truncating first)."""
         tp = partition.topic_partition
+        if self.closed:
+            return  # stopping: no new fetcher (metadata changes may still arrive meanwhile)
         if self._source_of.get(tp) not in (None, leader_id):
             self.remove_partition(tp)
         fetcher = self.fetchers.get(leader_id)
@@ -398,7 +443,13 @@ class ReplicaFetcherManager:
             if channel is None:
                 log.warning("%s: leader %d has no known endpoint; not fetching", tp, leader_id)
                 return
-            fetcher = self.fetchers[leader_id] = ReplicaFetcher(leader_id, channel, self.settings)
+            fetcher = self.fetchers[leader_id] = ReplicaFetcher(
+                leader_id,
+                channel,
+                self.settings,
+                unreachable=self._unreachable,
+                partition_errors=self._partition_errors,
+            )
             fetcher.start()
         fetcher.add(partition, leader_epoch)
         self._source_of[tp] = leader_id
@@ -429,6 +480,8 @@ class ReplicaFetcherManager:
                 await fetcher.close()
 
     async def close(self) -> None:
+        """Close every fetcher; from now on none is created."""
+        self.closed = True
         fetchers, self.fetchers = list(self.fetchers.values()), {}
         self._source_of.clear()
         await asyncio.gather(*(f.close() for f in fetchers), return_exceptions=True)
