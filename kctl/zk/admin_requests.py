@@ -26,12 +26,21 @@ answers.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kazoo.exceptions import NoNodeError
+
 from kctl.zk.model import RegistryError
+from kctl.zk.registry import ADMIN, AdminRequests
+from kctl.zk.znodes import PreferredReplicaElectionZNode, ReassignPartitionsZNode, ZNodeDecodeError
+from kctl.zk.zookeeper_session import ZooKeeperPart
+
+log = logging.getLogger("kctl.zk.zookeeper")
 
 REASSIGN_PARTITIONS_PATH = "/admin/reassign_partitions"
 PREFERRED_REPLICA_ELECTION_PATH = "/admin/preferred_replica_election"
@@ -306,3 +315,75 @@ def request_election(client: Any, election_type: str, partitions: Iterable[Topic
         request_unclean_election(client, partitions)
     else:
         raise ValueError(f"election type {election_type!r}: one of {', '.join(ELECTION_TYPES)}")
+
+
+class ZooKeeperAdminRequests(ZooKeeperPart, AdminRequests):
+    """The controller's side of the admin znodes, on the registry's shared session."""
+
+    # -- admin requests ----------------------------------------------------------------------------
+    def _read_admin(self, path: str) -> bytes | None:
+        client = self._zk_client()
+        with self._zk(f"read {path}"):
+            try:
+                data, _ = client.get(path)
+            except NoNodeError:
+                return None
+        return data
+
+    def _write_admin(self, path: str, data: bytes | None) -> None:
+        client = self._zk_client()
+        with self._zk(f"write {path}"):
+            if data is None:
+                with contextlib.suppress(NoNodeError):
+                    client.delete(path)
+            else:
+                try:
+                    client.set(path, data)
+                except NoNodeError:
+                    client.create(path, data, makepath=True)
+        self._notify(ADMIN)
+
+    def reassignment_requests(self) -> dict[tuple[str, int], tuple[int, ...]]:
+        data = self._read_admin(ReassignPartitionsZNode.path)
+        if data is None:
+            return {}
+        try:
+            return ReassignPartitionsZNode.decode(data)
+        except ZNodeDecodeError as error:
+            log.warning("ignoring a reassignment request kctl cannot read: %s", error)
+            return {}
+
+    def set_reassignment_requests(self, requests: dict[tuple[str, int], tuple[int, ...]]) -> None:
+        data = ReassignPartitionsZNode.encode(requests) if requests else None
+        self._write_admin(ReassignPartitionsZNode.path, data)
+
+    def preferred_election_requests(self) -> set[tuple[str, int]] | None:
+        data = self._read_admin(PreferredReplicaElectionZNode.path)
+        if data is None:
+            return None
+        try:
+            return PreferredReplicaElectionZNode.decode(data)
+        except ZNodeDecodeError as error:
+            log.warning("ignoring a preferred election request kctl cannot read: %s", error)
+            return set()
+
+    def set_preferred_election_requests(self, partitions: set[tuple[str, int]] | None) -> None:
+        self._write_admin(
+            PreferredReplicaElectionZNode.path,
+            None if partitions is None else PreferredReplicaElectionZNode.encode(partitions),
+        )
+
+    def unclean_election_requests(self) -> set[tuple[str, int]]:
+        client = self._zk_client()
+        with self._zk(f"read {ELECT_LEADERS_PATH}"):
+            try:
+                return pending_unclean_elections(client)
+            except AdminRequestDecodeError as error:
+                log.warning("deleting an unclean election request kctl cannot read: %s", error)
+                withdraw_unclean_elections(client, ())
+                return set()
+
+    def finish_unclean_election_requests(self, partitions: set[tuple[str, int]]) -> None:
+        client = self._zk_client()
+        with self._zk(f"update {ELECT_LEADERS_PATH}"):
+            withdraw_unclean_elections(client, partitions)
