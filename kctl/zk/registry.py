@@ -15,7 +15,8 @@ is typed against that part alone:
 - ``AdminRequests``: what is asked of the controller — partition reassignments, preferred and
   unclean leader elections.
 
-``Registry`` is their composition: one object that is each of these parts, with the lifecycle and
+``Registry`` is their composition: one object that is a TopicStore, a ClusterMembership and a
+ConfigStore, offers the AdminRequests as ``Registry.admin_requests``, and adds the lifecycle and
 the change listeners.
 
 The API is synchronous and thread-safe. Callers that run an event loop call it for admin
@@ -35,13 +36,14 @@ import logging
 import threading
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Protocol, Self
 
 from kctl.zk.model import (
     BrokerRegistration,
     ControllerFence,
+    OngoingReassignment,
     PartitionState,
     PartitionStateUpdate,
     TopicRecord,
@@ -52,10 +54,13 @@ __all__ = [
     "BROKERS",
     "CONFIGS",
     "CONTROLLER",
+    "ELECTION_TYPES",
     "PARTITIONS",
+    "PREFERRED",
     "REASONS",
     "SESSION",
     "TOPICS",
+    "UNCLEAN",
     "AdminRequests",
     "ClusterMembership",
     "ConfigStore",
@@ -85,6 +90,10 @@ SESSION = "session"
 SESSION_CONNECTED, SESSION_SUSPENDED, SESSION_EXPIRED = "connected", "suspended", "expired"
 
 Listener = Callable[[str], None]
+
+PREFERRED, UNCLEAN = "preferred", "unclean"
+"""The election types of AdminRequests.request_elections (ElectLeaders' election types)."""
+ELECTION_TYPES = (PREFERRED, UNCLEAN)
 
 
 class TopicStore(Protocol):
@@ -254,8 +263,11 @@ class ConfigStore(Protocol):
 class AdminRequests(Protocol):
     """What is asked of the controller: partition reassignments (/admin/reassign_partitions),
     preferred leader elections (/admin/preferred_replica_election) and unclean ones
-    (/kctl/elect_leaders). Every change is announced (listeners: ADMIN)."""
+    (/kctl/elect_leaders). The controller reads them and removes what it handled; the
+    AlterPartitionReassignments and ElectLeaders handlers (and Kafka's own tools, through the
+    znodes) add to them, merging with what is there. Every change is announced (listeners: ADMIN)."""
 
+    # -- reassignments -----------------------------------------------------------------------------
     @abstractmethod
     def reassignment_requests(self) -> dict[tuple[str, int], tuple[int, ...]]:
         """/admin/reassign_partitions: (topic, partition) -> the target replicas ({} when none)."""
@@ -263,6 +275,40 @@ class AdminRequests(Protocol):
     @abstractmethod
     def set_reassignment_requests(self, requests: dict[tuple[str, int], tuple[int, ...]]) -> None:
         """Replace /admin/reassign_partitions with ``requests`` (none: delete it)."""
+
+    @abstractmethod
+    def request_reassignments(
+        self, targets: Mapping[tuple[str, int], Iterable[int]]
+    ) -> dict[tuple[str, int], str]:
+        """Add target replica lists to the reassignment requests (an entry for the same partition
+        is replaced). Returns the partitions this registry refuses to move, with why: the embedded
+        registry, a cluster of one, moves no replica (a target equal to the partition's replicas
+        is done already)."""
+
+    @abstractmethod
+    def withdraw_reassignments(self, partitions: Iterable[tuple[str, int]]) -> set[tuple[str, int]]:
+        """Remove the requests of ``partitions`` (the znode goes when none is left); returns the
+        partitions that had one."""
+
+    @abstractmethod
+    def ongoing_reassignments(
+        self, assignments: Mapping[str, Mapping[int, tuple[int, ...]]]
+    ) -> dict[tuple[str, int], OngoingReassignment]:
+        """Every partition of the topics in ``assignments`` (topic -> partition -> current
+        replicas, as the caller knows them) being reassigned: those the controller has started (the
+        replicas, adding and removing replicas the topic holds) and those only requested so far
+        (reported as Kafka does: replicas = target + current, adding = target - current, removing
+        = current - target). Raises RegistryError when a request cannot be read."""
+
+    # -- elections ---------------------------------------------------------------------------------
+    @abstractmethod
+    def request_elections(
+        self, election_type: str, partitions: Iterable[tuple[str, int]]
+    ) -> dict[tuple[str, int], str]:
+        """Ask for leader elections of ``partitions``: PREFERRED (/admin/preferred_replica_election)
+        or UNCLEAN (/kctl/elect_leaders); ValueError for another type. Returns the partitions this
+        registry refuses to elect, with why (the embedded registry, a cluster of one, has no other
+        replica to elect)."""
 
     @abstractmethod
     def preferred_election_requests(self) -> set[tuple[str, int]] | None:
@@ -282,9 +328,10 @@ class AdminRequests(Protocol):
         """Remove the handled ``partitions`` from /kctl/elect_leaders (later requests stay)."""
 
 
-class Registry(TopicStore, ClusterMembership, ConfigStore, AdminRequests, ABC):
-    """Cluster metadata: every part of it (the interfaces above), on one backend. Use as a context
-    manager, or call start() before anything else and close() at the end."""
+class Registry(TopicStore, ClusterMembership, ConfigStore, ABC):
+    """Cluster metadata: every part of it, on one backend — a TopicStore, a ClusterMembership and a
+    ConfigStore itself, and the other parts as properties. Use as a context manager, or call
+    start() before anything else and close() at the end."""
 
     def __init__(self) -> None:
         self._listeners: list[Listener] = []
@@ -319,6 +366,12 @@ class Registry(TopicStore, ClusterMembership, ConfigStore, AdminRequests, ABC):
         in a new session). Listeners hear SESSION when it changes. The embedded registry is always
         connected."""
         return SESSION_CONNECTED
+
+    # -- the other parts ---------------------------------------------------------------------------
+    @property
+    @abstractmethod
+    def admin_requests(self) -> AdminRequests:
+        """The requests to the controller, on this registry's backend."""
 
     # -- change notification -----------------------------------------------------------------------
     def add_listener(self, callback: Listener) -> None:

@@ -4,7 +4,8 @@ decoded), so that kctl and Apache Kafka's own brokers and tools read each other'
 This module owns the bytes. The formats are those Apache Kafka 3.x writes in ZooKeeper mode
 (``core/src/main/scala/kafka/zk/ZkData.scala``): compact JSON objects carrying a ``"version"``
 field, except ``/controller_epoch`` (a bare decimal integer, as Kafka writes it). Decoders accept
-the older versions Kafka still reads. Nothing here talks to ZooKeeper: kctl.zk.zookeeper does.
+the older versions Kafka still reads. Nothing here talks to ZooKeeper: the ZooKeeper registry's
+parts (kctl.zk.zookeeper) do.
 
 ::
 
@@ -29,6 +30,9 @@ the older versions Kafka still reads. Nothing here talks to ZooKeeper: kctl.zk.z
                                                     "partition":0,"replicas":[1,2]}]}
     /admin/preferred_replica_election              {"version":1,"partitions":[{"topic":"t",
                                                     "partition":0}]}
+    /kctl/elect_leaders                            {"version":1,"election_type":"unclean",
+                                                    "partitions":[{"topic":"t","partition":0}]}
+                                                    (kctl's own)
     /kctl/controlled_shutdown/<id> (ephemeral)     {"version":1,"state":"requested"|"done",
                                                     "remaining_partitions":0}  (kctl's own)
 """
@@ -38,7 +42,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kctl.zk.model import (
@@ -64,6 +68,7 @@ __all__ = [
     "ControllerZNode",
     "DeleteTopicsTopicZNode",
     "DeleteTopicsZNode",
+    "ElectLeadersZNode",
     "PreferredReplicaElectionZNode",
     "ReassignPartitionsZNode",
     "TopicPartitionStateZNode",
@@ -445,8 +450,14 @@ class DeleteTopicsTopicZNode:
 
 
 def _partition_list(path: str, data: bytes | None, with_replicas: bool) -> list[dict[str, Any]]:
+    """The ``partitions`` entries of an admin znode; none when the znode has no data or no list
+    (what a request without partitions looks like to the tools that write them)."""
+    if not data:
+        return []
     obj = _loads(path, data)
-    entries = _field(path, obj, "partitions", list)
+    entries = obj.get("partitions", [])
+    if not isinstance(entries, list):
+        raise ZNodeDecodeError(f"{path}: field 'partitions' has the wrong type: {entries!r}")
     out = []
     for entry in entries:
         if not isinstance(entry, dict):
@@ -461,6 +472,10 @@ def _partition_list(path: str, data: bytes | None, with_replicas: bool) -> list[
     return out
 
 
+def _partitions(partitions: Iterable[tuple[str, int]]) -> list[dict[str, Any]]:
+    return [{"topic": t, "partition": p} for t, p in sorted(set(partitions))]
+
+
 class ReassignPartitionsZNode:
     """``/admin/reassign_partitions``: partition reassignments the controller is asked to carry out
     (Kafka's format; the controller removes each entry when its reassignment completes, and the
@@ -469,19 +484,20 @@ class ReassignPartitionsZNode:
     path = "/admin/reassign_partitions"
 
     @staticmethod
-    def encode(requests: Mapping[tuple[str, int], tuple[int, ...]]) -> bytes:
+    def encode(requests: Mapping[tuple[str, int], Iterable[int]]) -> bytes:
         return _dumps(
             {
                 "version": 1,
                 "partitions": [
-                    {"topic": t, "partition": p, "replicas": list(r)}
-                    for (t, p), r in sorted(requests.items())
+                    {"topic": t, "partition": p, "replicas": [int(r) for r in replicas]}
+                    for (t, p), replicas in sorted(requests.items())
                 ],
             }
         )
 
     @classmethod
     def decode(cls, data: bytes | None) -> dict[tuple[str, int], tuple[int, ...]]:
+        """(topic, partition) -> target replicas; {} for no data."""
         return {
             (e["topic"], e["partition"]): tuple(e["replicas"])
             for e in _partition_list(cls.path, data, with_replicas=True)
@@ -490,18 +506,41 @@ class ReassignPartitionsZNode:
 
 class PreferredReplicaElectionZNode:
     """``/admin/preferred_replica_election``: partitions whose leadership should move to their
-    preferred (first) replica (Kafka's format; deleted by the controller once handled)."""
+    preferred (first) replica (Kafka's format; deleted by the controller once handled). A znode
+    without partitions asks for every partition."""
 
     path = "/admin/preferred_replica_election"
 
     @staticmethod
-    def encode(partitions: set[tuple[str, int]]) -> bytes:
-        return _dumps(
-            {"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in sorted(partitions)]}
-        )
+    def encode(partitions: Iterable[tuple[str, int]]) -> bytes:
+        return _dumps({"version": 1, "partitions": _partitions(partitions)})
 
     @classmethod
     def decode(cls, data: bytes | None) -> set[tuple[str, int]]:
+        return {(e["topic"], e["partition"]) for e in _partition_list(cls.path, data, with_replicas=False)}
+
+
+class ElectLeadersZNode:
+    """``/kctl/elect_leaders`` (kctl's own): partitions ElectLeaders asked to elect uncleanly, whatever
+    their topic's ``unclean.leader.election.enable`` says (Kafka's controller took those over an
+    RPC; it has no znode). ``election_type`` is "unclean" ("preferred" is read too, for the same
+    request). The controller removes the partitions it handled, and the znode when none is left."""
+
+    path = "/kctl/elect_leaders"
+    ELECTION_TYPE = "unclean"
+    ELECTION_TYPES = ("preferred", "unclean")
+
+    @classmethod
+    def encode(cls, partitions: Iterable[tuple[str, int]]) -> bytes:
+        document = {"version": 1, "election_type": cls.ELECTION_TYPE, "partitions": _partitions(partitions)}
+        return _dumps(document)
+
+    @classmethod
+    def decode(cls, data: bytes | None) -> set[tuple[str, int]]:
+        if data:
+            election_type = _loads(cls.path, data).get("election_type", "preferred")
+            if election_type not in cls.ELECTION_TYPES:
+                raise ZNodeDecodeError(f"{cls.path}: unknown election_type {election_type!r}")
         return {(e["topic"], e["partition"]) for e in _partition_list(cls.path, data, with_replicas=False)}
 
 

@@ -54,6 +54,7 @@ from kctl.zk.registry import (
     REASONS,
     SESSION,
     TOPICS,
+    AdminRequests,
     ClusterMembership,
     Registry,
 )
@@ -113,6 +114,11 @@ class ZooKeeperRegistry(Registry):
         self._configs = ZooKeeperConfigs(self._session)
         self._admin_requests = ZooKeeperAdminRequests(self._session)
         self._watches = ZooKeeperWatches(self._session)
+
+    # -- the other parts ---------------------------------------------------------------------------
+    @property
+    def admin_requests(self) -> AdminRequests:
+        return self._admin_requests
 
     # -- lifecycle ---------------------------------------------------------------------------------
     @property
@@ -254,25 +260,6 @@ class ZooKeeperRegistry(Registry):
 
     def set_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
         self._configs.set_broker_configs(entity, configs)
-
-    # -- AdminRequests: ZooKeeperAdminRequests -----------------------------------------------------
-    def reassignment_requests(self) -> dict[tuple[str, int], tuple[int, ...]]:
-        return self._admin_requests.reassignment_requests()
-
-    def set_reassignment_requests(self, requests: dict[tuple[str, int], tuple[int, ...]]) -> None:
-        self._admin_requests.set_reassignment_requests(requests)
-
-    def preferred_election_requests(self) -> set[tuple[str, int]] | None:
-        return self._admin_requests.preferred_election_requests()
-
-    def set_preferred_election_requests(self, partitions: set[tuple[str, int]] | None) -> None:
-        self._admin_requests.set_preferred_election_requests(partitions)
-
-    def unclean_election_requests(self) -> set[tuple[str, int]]:
-        return self._admin_requests.unclean_election_requests()
-
-    def finish_unclean_election_requests(self, partitions: set[tuple[str, int]]) -> None:
-        self._admin_requests.finish_unclean_election_requests(partitions)
 
 
 class ZooKeeperBrokers(ZooKeeperPart, ClusterMembership):

@@ -24,7 +24,6 @@ from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
-from kctl.zk.admin_requests import ELECT_LEADERS_PATH
 from kctl.zk.registry import ADMIN, BROKERS, CONFIGS, CONTROLLER, PARTITIONS, TOPICS
 from kctl.zk.znodes import (
     BrokerIdsZNode,
@@ -32,6 +31,7 @@ from kctl.zk.znodes import (
     ConfigEntityChangeNotificationZNode,
     ControlledShutdownZNode,
     ControllerZNode,
+    ElectLeadersZNode,
     PreferredReplicaElectionZNode,
     ReassignPartitionsZNode,
     TopicPartitionStateZNode,
@@ -85,7 +85,7 @@ class ZooKeeperWatches(ZooKeeperPart):
             ChildrenWatch(client, ConfigEntityChangeNotificationZNode.path, self._on_config_changes),
             DataWatch(client, ReassignPartitionsZNode.path, self._data_watcher(ADMIN)),
             DataWatch(client, PreferredReplicaElectionZNode.path, self._data_watcher(ADMIN)),
-            DataWatch(client, ELECT_LEADERS_PATH, self._data_watcher(ADMIN)),
+            DataWatch(client, ElectLeadersZNode.path, self._data_watcher(ADMIN)),
             ChildrenWatch(client, ControlledShutdownZNode.path, self._children_watcher(ADMIN)),
         ]
         with self._lock:
