@@ -50,6 +50,7 @@ from kctl.zk.model import (
     validate_replica_assignment,
     validate_topic_name,
 )
+from kctl.zk.quota_store import FileQuotaStore, QuotaStore
 from kctl.zk.registry import (
     ADMIN,
     BROKERS,
@@ -61,6 +62,7 @@ from kctl.zk.registry import (
     AdminRequests,
     Registry,
 )
+from kctl.zk.security_store import FileSecurityStore, SecurityStore
 
 __all__ = [
     "FORMAT_VERSION",
@@ -127,6 +129,8 @@ class EmbeddedRegistry(Registry):
         self._brokers: dict[int, BrokerRegistration] = {}
         self._controller: int | None = None
         self._admin_requests = EmbeddedAdminRequests(self)
+        self._security_store = FileSecurityStore(self.metadata_dir)
+        self._quota_store = FileQuotaStore(self.metadata_dir)
         self._shutdowns: dict[int, tuple[str, int]] = {}
         self._batch = threading.local()  # depth and dirty flag of this thread's write_batch
         self.writes = 0  # rewrites of the file since start (what a test of batching counts)
@@ -134,6 +138,14 @@ class EmbeddedRegistry(Registry):
     @property
     def admin_requests(self) -> AdminRequests:
         return self._admin_requests
+
+    @property
+    def security_store(self) -> SecurityStore:
+        return self._security_store
+
+    @property
+    def quota_store(self) -> QuotaStore:
+        return self._quota_store
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> None:

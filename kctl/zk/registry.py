@@ -3,21 +3,24 @@ backend stores it, one per part of the metadata.
 
 The registry owns the cluster-wide facts: the cluster id, the live brokers, the controller and its
 epoch, the topics (topic id, replica assignment, config overrides), each partition's state
-(leader, leader epoch, ISR) and the requests made to the controller. Two backends implement it:
-kctl.zk.embedded (one broker, persisted under its data directory) and kctl.zk.zookeeper
-(ZooKeeper, in Kafka's layout). Each part is an interface of its own, and code that needs one part
-is typed against that part alone:
+(leader, leader epoch, ISR), the requests made to the controller, the security metadata and the
+client quotas. Two backends implement it: kctl.zk.embedded (one broker, persisted under its data
+directory) and kctl.zk.zookeeper (ZooKeeper, in Kafka's layout). Each part is an interface of its
+own, and code that needs one part is typed against that part alone:
 
 - ``TopicStore``: the topics and their partitions' states, with the controller's fenced writes;
 - ``ClusterMembership``: the cluster id, the live brokers' registrations, the controller's election
   and epoch, the controlled shutdown requests;
 - ``ConfigStore``: topic config overrides and dynamic broker configs;
 - ``AdminRequests``: what is asked of the controller — partition reassignments, preferred and
-  unclean leader elections.
+  unclean leader elections;
+- ``SecurityStore`` (kctl.zk.security_store): SCRAM credentials and ACLs;
+- ``QuotaStore`` (kctl.zk.quota_store): client quotas.
 
 ``Registry`` is their composition: one object that is a TopicStore, a ClusterMembership and a
-ConfigStore, offers the AdminRequests as ``Registry.admin_requests``, and adds the lifecycle and
-the change listeners.
+ConfigStore, offers the other parts as properties (``admin_requests``, ``security_store``,
+``quota_store``), and adds the lifecycle and the change listeners. The seeds' ZooKeeper consumer is
+a client with a session of its own (kctl.zk.consumer_registry), not a part of the broker's registry.
 
 The API is synchronous and thread-safe. Callers that run an event loop call it for admin
 operations only and keep their own cache, refreshed when a listener reports a change. Listener
@@ -48,6 +51,8 @@ from kctl.zk.model import (
     PartitionStateUpdate,
     TopicRecord,
 )
+from kctl.zk.quota_store import QuotaStore
+from kctl.zk.security_store import SecurityStore
 
 __all__ = [
     "ADMIN",
@@ -330,7 +335,7 @@ class AdminRequests(Protocol):
 
 class Registry(TopicStore, ClusterMembership, ConfigStore, ABC):
     """Cluster metadata: every part of it, on one backend — a TopicStore, a ClusterMembership and a
-    ConfigStore itself, and the other parts as properties. Use as a context manager, or call
+    ConfigStore itself, the other parts as properties. Use as a context manager, or call
     start() before anything else and close() at the end."""
 
     def __init__(self) -> None:
@@ -372,6 +377,16 @@ class Registry(TopicStore, ClusterMembership, ConfigStore, ABC):
     @abstractmethod
     def admin_requests(self) -> AdminRequests:
         """The requests to the controller, on this registry's backend."""
+
+    @property
+    @abstractmethod
+    def security_store(self) -> SecurityStore:
+        """SCRAM credentials and ACLs, on this registry's backend."""
+
+    @property
+    @abstractmethod
+    def quota_store(self) -> QuotaStore:
+        """Client quotas, on this registry's backend."""
 
     # -- change notification -----------------------------------------------------------------------
     def add_listener(self, callback: Listener) -> None:

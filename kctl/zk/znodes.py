@@ -56,11 +56,14 @@ from kctl.zk.model import (
 
 __all__ = [
     "PERSISTENT_PATHS",
+    "AclChangeNotificationSequenceZNode",
+    "AclZNode",
     "BrokerIdZNode",
     "BrokerIdsZNode",
     "ClusterIdZNode",
     "ConfigEntityChangeNotificationSequenceZNode",
     "ConfigEntityChangeNotificationZNode",
+    "ConfigEntityTypeZNode",
     "ConfigEntityZNode",
     "ControlledShutdownBrokerZNode",
     "ControlledShutdownZNode",
@@ -370,18 +373,31 @@ class TopicPartitionStateZNode:
 
 
 # -- configs --------------------------------------------------------------------------------------
+class ConfigEntityTypeZNode:
+    """``/config/<entity type>``: the parent of one type's entities (topics, brokers, users,
+    clients)."""
+
+    @staticmethod
+    def path(entity_type: str) -> str:
+        return f"/config/{entity_type}"
+
+
 class ConfigEntityZNode:
     """``/config/<entity type>/<entity name>``: an entity's config overrides, e.g.
-    ``/config/topics/<topic>``."""
+    ``/config/topics/<topic>``. A user's znode holds its SCRAM credentials and its client quotas
+    (kctl.zk.security_store, kctl.zk.quota_store); a user's client id is the entity
+    ``<user>/clients/<client id>`` of type ``users``."""
 
     TOPICS = "topics"
     BROKERS = "brokers"
+    USERS = "users"
+    CLIENTS = "clients"
     #: The entity name of the cluster-wide default broker configs (``/config/brokers/<default>``).
     DEFAULT_BROKER = "<default>"
 
     @staticmethod
     def path(entity_type: str, entity_name: str) -> str:
-        return f"/config/{entity_type}/{entity_name}"
+        return f"{ConfigEntityTypeZNode.path(entity_type)}/{entity_name}"
 
     @staticmethod
     def encode(configs: Mapping[str, str]) -> bytes:
@@ -572,6 +588,69 @@ class ControlledShutdownBrokerZNode:
         path = cls.path(broker_id)
         obj = _loads(path, data)
         return _field(path, obj, "state", str), int(obj.get("remaining_partitions", -1))
+
+
+# -- ACLs -----------------------------------------------------------------------------------------
+class AclZNode:
+    """``/kafka-acl/<resource type>/<name>`` (literal resource patterns) and
+    ``/kafka-acl-extended/prefixed/<resource type>/<name>`` (prefixed ones): the ACLs of one
+    resource pattern, as Kafka's AclAuthorizer stores them (``ResourceZNode``). An ACL is the JSON
+    object Kafka writes (``principal``, ``permissionType``, ``operation``, ``host``)."""
+
+    LITERAL = "LITERAL"
+    PREFIXED = "PREFIXED"
+    LITERAL_ROOT = "/kafka-acl"
+    PREFIXED_ROOT = "/kafka-acl-extended/prefixed"
+
+    @classmethod
+    def root(cls, pattern_type: str) -> str:
+        """The parent of a pattern type's resource types."""
+        return cls.PREFIXED_ROOT if pattern_type == cls.PREFIXED else cls.LITERAL_ROOT
+
+    @classmethod
+    def path(cls, resource_type: str, pattern_type: str, name: str) -> str:
+        return f"{cls.root(pattern_type)}/{resource_type}/{name}"
+
+    @staticmethod
+    def encode(acls: list[dict[str, str]]) -> bytes:
+        return _dumps({"version": 1, "acls": acls})
+
+    @classmethod
+    def decode(
+        cls, resource_type: str, pattern_type: str, name: str, data: bytes | None
+    ) -> list[dict[str, str]]:
+        """The ACLs; none for a znode without data or without an ``acls`` list."""
+        if not data:
+            return []
+        acls = _loads(cls.path(resource_type, pattern_type, name), data).get("acls")
+        return list(acls) if isinstance(acls, list) else []
+
+
+class AclChangeNotificationSequenceZNode:
+    """``/kafka-acl-changes/acl_changes_<seq>`` (literal patterns: ``"<resource type>:<name>"``) and
+    ``/kafka-acl-extended-changes/acl_changes_<seq>`` (others: a JSON object), persistent
+    sequential: "the ACLs of this resource pattern changed, re-read them" (Kafka's
+    ``LiteralAclChangeStore`` and ``ExtendedAclChangeStore``)."""
+
+    PREFIX = "acl_changes_"
+    LITERAL_PATH = "/kafka-acl-changes"
+    EXTENDED_PATH = "/kafka-acl-extended-changes"
+    PATHS = (LITERAL_PATH, EXTENDED_PATH)
+
+    @classmethod
+    def parent(cls, pattern_type: str) -> str:
+        return cls.LITERAL_PATH if pattern_type == AclZNode.LITERAL else cls.EXTENDED_PATH
+
+    @classmethod
+    def create_path(cls, pattern_type: str) -> str:
+        return f"{cls.parent(pattern_type)}/{cls.PREFIX}"
+
+    @staticmethod
+    def encode(resource_type: str, pattern_type: str, name: str) -> bytes:
+        if pattern_type == AclZNode.LITERAL:
+            return f"{resource_type}:{name}".encode()
+        note = {"version": 1, "resourceType": resource_type, "name": name, "patternType": pattern_type}
+        return _dumps(note)
 
 
 PERSISTENT_PATHS: tuple[str, ...] = (

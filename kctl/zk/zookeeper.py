@@ -9,6 +9,7 @@ session:
 - kctl.zk.zookeeper_topics: topics and partition states, with the controller's fenced writes;
 - kctl.zk.zookeeper_configs: topic config overrides and dynamic broker configs;
 - kctl.zk.admin_requests: the admin znodes (reassignments, preferred and unclean elections);
+- kctl.zk.security_store, kctl.zk.quota_store: SCRAM credentials and ACLs, client quotas;
 - kctl.zk.zookeeper_watches: the watches that turn other processes' changes into listener
   notifications.
 
@@ -46,6 +47,7 @@ from kctl.zk.model import (
     encode_uuid,
     random_kafka_uuid,
 )
+from kctl.zk.quota_store import QuotaStore, ZooKeeperQuotaStore
 from kctl.zk.registry import (
     ADMIN,
     BROKERS,
@@ -58,6 +60,7 @@ from kctl.zk.registry import (
     ClusterMembership,
     Registry,
 )
+from kctl.zk.security_store import SecurityStore, ZooKeeperSecurityStore
 from kctl.zk.znodes import (
     PERSISTENT_PATHS,
     BrokerIdsZNode,
@@ -113,12 +116,22 @@ class ZooKeeperRegistry(Registry):
         self._topics = ZooKeeperTopics(self._session)
         self._configs = ZooKeeperConfigs(self._session)
         self._admin_requests = ZooKeeperAdminRequests(self._session)
+        self._security_store = ZooKeeperSecurityStore(self._session)
+        self._quota_store = ZooKeeperQuotaStore(self._session)
         self._watches = ZooKeeperWatches(self._session)
 
     # -- the other parts ---------------------------------------------------------------------------
     @property
     def admin_requests(self) -> AdminRequests:
         return self._admin_requests
+
+    @property
+    def security_store(self) -> SecurityStore:
+        return self._security_store
+
+    @property
+    def quota_store(self) -> QuotaStore:
+        return self._quota_store
 
     # -- lifecycle ---------------------------------------------------------------------------------
     @property
