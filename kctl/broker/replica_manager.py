@@ -34,7 +34,7 @@ from kctl.protocol.errors import ErrorCode
 from kctl.records.header import InvalidRecordBatch
 from kctl.records.validate import InvalidRecordError, RecordError, RecordValidationError
 from kctl.zk.model import PartitionState, PartitionStateConflictError, RegistryError, TopicRecord
-from kctl.zk.registry import Registry
+from kctl.zk.registry import TopicStore
 
 log = logging.getLogger("kctl.broker.replica_manager")
 
@@ -68,7 +68,7 @@ class ReplicaManager:
         log_manager: LogManager,
         metadata: MetadataCache,
         *,
-        registry: Registry | None = None,
+        registry: TopicStore | None = None,
         fetchers: ReplicaFetcherManager | None = None,
         replicated: bool = False,
         now_ms: Callable[[], int] | None = None,
