@@ -24,6 +24,8 @@ parts (kctl.zk.zookeeper) do.
                                                     "isr":[1,2],"controller_epoch":1}
     /config/topics/<topic>                         {"version":1,"config":{"cleanup.policy":"compact"}}
     /config/brokers/<id>|<default>                 dynamic broker configs, same format
+    /config/users/<u>[/clients/<c>], /config/clients/<c>
+                                                   SCRAM credentials and client quotas, same format
     /config/changes/config_change_<seq> (seq.)     {"version":2,"entity_path":"topics/<topic>"}
     /admin/delete_topics/<topic>                   (no data: a topic marked for deletion)
     /admin/reassign_partitions                     {"version":1,"partitions":[{"topic":"t",
@@ -35,6 +37,12 @@ parts (kctl.zk.zookeeper) do.
                                                     (kctl's own)
     /kctl/controlled_shutdown/<id> (ephemeral)     {"version":1,"state":"requested"|"done",
                                                     "remaining_partitions":0}  (kctl's own)
+    /kafka-acl/<type>/<name>                       {"version":1,"acls":[{"principal":"User:a",
+    /kafka-acl-extended/prefixed/<type>/<name>      "permissionType":"Allow","operation":"Read",
+                                                    "host":"*"}]}
+    /kafka-acl-changes/acl_changes_<seq> (seq.)    Topic:<name>
+    /kafka-acl-extended-changes/acl_changes_<seq>  {"version":1,"resourceType":"Topic","name":..,
+                                                    "patternType":"PREFIXED"}
 """
 
 from __future__ import annotations
