@@ -4,7 +4,10 @@ It owns ``<metadata_dir>/cluster-metadata.json`` — the cluster id, the control
 topics (topic id, replica assignment, config overrides, partition states) — as one JSON document
 with a ``"version"`` field, loaded at start and rewritten atomically after every change (temporary
 file, fsync, rename, fsync of the directory). Broker registrations and controllership are kept in
-memory only: they are ephemeral, as in ZooKeeper, and a restarted broker registers again.
+memory only: they are ephemeral, as in ZooKeeper, and a restarted broker registers again. So are the
+requests to the controller (``EmbeddedAdminRequests``: a cluster of one refuses to move replicas or
+elect leaders). Its security and quota stores are ``security.json`` and ``client-quotas.json`` in
+the same directory (kctl.zk.security_store, kctl.zk.quota_store).
 
 ``write_batch()`` groups the writes a thread makes in a block into one rewrite at its end (a
 CreateTopics of thousands of partitions is one write, not one per slice of partition states); if
