@@ -94,10 +94,10 @@ def test_failover_preferred_election_and_controlled_shutdown(
     # it as they catch up), then a preferred election is requested: broker 1 leads partition 0 again.
     wait_for("ISR expanded", lambda: set(registry.partition_states("t")[0].isr) == {1, 2, 3})
     epoch_before = registry.partition_states("t")[0].leader_epoch
-    registry.set_preferred_election_requests({("t", 0)})
+    registry.admin_requests.set_preferred_election_requests({("t", 0)})
     wait_for("preferred leader", lambda: summary(registry, "t")[0][0] == 1)
     assert summary(registry, "t")[0][1] > epoch_before
-    wait_for("request handled", lambda: registry.preferred_election_requests() is None)
+    wait_for("request handled", lambda: registry.admin_requests.preferred_election_requests() is None)
 
     # SIGTERM broker 1 (it leads partition 0): controlled shutdown moves leadership off it before
     # it exits, to a replica that is alive and in the ISR, and drops it from every ISR.
@@ -127,7 +127,7 @@ def test_reassignment_follows_kafkas_steps(cluster: LocalCluster, registry: ZooK
     # stays in its first step until it is resumed (within its ZooKeeper session timeout).
     cluster.broker(3).pause()
     try:
-        registry.set_reassignment_requests({("r", 0): (2, 3)})
+        registry.admin_requests.set_reassignment_requests({("r", 0): (2, 3)})
 
         # step 1: replicas = target + old, adding/removing visible in the topic znode, new epoch
         def started() -> bool:
@@ -139,7 +139,7 @@ def test_reassignment_follows_kafkas_steps(cluster: LocalCluster, registry: ZooK
         assert record is not None
         assert (record.adding_replicas, record.removing_replicas) == ({0: (3,)}, {0: (1,)})
         assert summary(registry, "r") == {0: (1, 1, (1, 2))}
-        assert registry.reassignment_requests() == {("r", 0): (2, 3)}
+        assert registry.admin_requests.reassignment_requests() == {("r", 0): (2, 3)}
     finally:
         cluster.broker(3).resume()
 
@@ -152,7 +152,7 @@ def test_reassignment_follows_kafkas_steps(cluster: LocalCluster, registry: ZooK
         return done is not None and done.assignment == {0: (2, 3)} and not done.adding_replicas
 
     wait_for("replicas shrunk", finished)
-    wait_for("request removed", lambda: registry.reassignment_requests() == {} or None)
+    wait_for("request removed", lambda: registry.admin_requests.reassignment_requests() == {} or None)
     assert cluster.broker(1).running
 
 

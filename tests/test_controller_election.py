@@ -161,7 +161,7 @@ def test_reassignment_with_the_embedded_registry(registry: EmbeddedRegistry) -> 
     registry.create_topic("t", {0: (1, 2)}, {})
     controller = Controller(1, registry)
     controller.process({"controller"})
-    registry.set_reassignment_requests({("t", 0): (3, 2)})
+    registry.admin_requests.set_reassignment_requests({("t", 0): (3, 2)})
     controller.process({"admin"})
     record = registry.get_topic("t")
     assert record is not None
@@ -178,4 +178,4 @@ def test_reassignment_with_the_embedded_registry(registry: EmbeddedRegistry) -> 
     assert summary(registry, "t") == {0: (3, 2, (2, 3))}
     record = registry.get_topic("t")
     assert record is not None and record.assignment == {0: (3, 2)} and not record.adding_replicas
-    assert registry.reassignment_requests() == {}
+    assert registry.admin_requests.reassignment_requests() == {}

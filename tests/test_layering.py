@@ -8,7 +8,8 @@ import it, and it imports nothing from kctl but itself and the top-level modules
 (the test harness) is the top layer: it may import any layer but kctl.commands, and nothing else
 under kctl/ imports it; the process management it shares with `kctl cluster` lives in
 kctl/localcluster (above kctl.zk, below kctl.commands and kctl.testing). Some packages must also
-stay free of I/O frameworks (FORBIDDEN_EXTERNAL).
+stay free of I/O frameworks, and the broker and the commands reach ZooKeeper only through kctl.zk
+(FORBIDDEN_EXTERNAL).
 Imports under `if TYPE_CHECKING:` count too: they are coupling as well.
 """
 
@@ -66,6 +67,9 @@ FORBIDDEN_EXTERNAL: dict[str, frozenset[str]] = {
     "log": frozenset({"asyncio", "socket", "selectors", "kazoo"}),
     "records": frozenset({"asyncio", "socket", "selectors", "kazoo"}),
     "protocol": frozenset({"asyncio", "socket", "selectors"}),
+    # the registry (kctl.zk) is the only way to ZooKeeper
+    "broker": frozenset({"kazoo"}),
+    "commands": frozenset({"kazoo"}),
 }
 
 

@@ -31,14 +31,9 @@ import kctl
 LIMIT = 800
 KCTL = Path(kctl.__file__).parent
 
-ALLOWED_MIXINS = frozenset(
-    {
-        # removed when the registry composition lands (issue 23 §1)
-        "kctl.zk.zookeeper_controller.ControllerOpsMixin",
-        "kctl.zk.zookeeper_topics.TopicOpsMixin",
-    }
-)
-"""Mixins tolerated for now, by qualified name (module.Class)."""
+ALLOWED_MIXINS: frozenset[str] = frozenset()
+"""Mixins tolerated for now, by qualified name (module.Class): none since the registry's
+composition (issue 23 §1)."""
 
 _NEUTRAL_BASES = frozenset({"object", "ABC", "Generic", "Protocol"})
 """Bases outside kctl that provide no instance state (anything else may provide attributes)."""

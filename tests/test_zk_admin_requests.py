@@ -1,6 +1,6 @@
-"""kctl.zk.admin_requests against a real ZooKeeper: the admin znodes in Kafka's JSON formats, merged
-(never overwritten) by concurrent writers, withdrawn, and the ongoing reassignments read from them and
-from the topic znodes."""
+"""The registry's admin requests against a real ZooKeeper (kctl.zk.admin_requests): the admin znodes
+in Kafka's JSON formats, merged (never overwritten) by concurrent writers, withdrawn, and the ongoing
+reassignments read from them and from the topic znodes; and their one definition (kctl.zk.znodes)."""
 
 from __future__ import annotations
 
@@ -11,24 +11,33 @@ import pytest
 from kazoo.client import KazooClient
 
 from kctl.testing import ZooKeeperServer
-from kctl.zk import admin_requests as ar
+from kctl.zk.model import OngoingReassignment
+from kctl.zk.registry import AdminRequests
+from kctl.zk.znodes import (
+    ElectLeadersZNode,
+    PreferredReplicaElectionZNode,
+    ReassignPartitionsZNode,
+    ZNodeDecodeError,
+)
+from kctl.zk.zookeeper import ZooKeeperRegistry
 
 pytestmark = pytest.mark.zk
 
 
 @pytest.fixture
-def zk(zookeeper: ZooKeeperServer) -> Iterator[KazooClient]:
-    chroot = zookeeper.chroot()
-    root = KazooClient(hosts=zookeeper.hosts)
-    root.start(timeout=10)
-    root.ensure_path(chroot)
-    root.stop()
-    root.close()
-    client = KazooClient(hosts=zookeeper.connect_string(chroot))
-    client.start(timeout=10)
-    yield client
-    client.stop()
-    client.close()
+def registry(zookeeper: ZooKeeperServer) -> Iterator[ZooKeeperRegistry]:
+    with ZooKeeperRegistry(zookeeper.connect_string(zookeeper.chroot()), connection_timeout_ms=10_000) as reg:
+        yield reg
+
+
+@pytest.fixture
+def requests(registry: ZooKeeperRegistry) -> AdminRequests:
+    return registry.admin_requests
+
+
+@pytest.fixture
+def zk(registry: ZooKeeperRegistry) -> KazooClient:
+    return registry.kazoo_client
 
 
 def _json(client: KazooClient, path: str) -> dict:
@@ -36,44 +45,51 @@ def _json(client: KazooClient, path: str) -> dict:
     return json.loads(data)
 
 
-def test_reassignment_requests_merge_into_kafkas_znode(zk: KazooClient) -> None:
-    ar.request_reassignment(zk, {("a", 0): [2, 3]})
-    ar.request_reassignment(zk, {("a", 1): [3], ("a", 0): [1, 3]})  # replaces a-0, keeps nothing else
-    assert _json(zk, "/admin/reassign_partitions") == {
-        "version": 1,
-        "partitions": [
-            {"topic": "a", "partition": 0, "replicas": [1, 3]},
-            {"topic": "a", "partition": 1, "replicas": [3]},
-        ],
-    }
-    assert ar.pending_reassignments(zk) == {("a", 0): (1, 3), ("a", 1): (3,)}
-    assert ar.withdraw_reassignment(zk, [("a", 0), ("b", 5)]) == {("a", 0)}
-    assert ar.pending_reassignments(zk) == {("a", 1): (3,)}
-    assert ar.withdraw_reassignment(zk, [("a", 1)]) == {("a", 1)}
+def test_reassignment_requests_merge_into_kafkas_znode(requests: AdminRequests, zk: KazooClient) -> None:
+    assert requests.request_reassignments({("a", 0): [2, 3]}) == {}
+    requests.request_reassignments({("a", 1): [3], ("a", 0): [1, 3]})  # replaces a-0, keeps nothing else
+    assert zk.get("/admin/reassign_partitions")[0] == (
+        b'{"version":1,"partitions":[{"topic":"a","partition":0,"replicas":[1,3]},'
+        b'{"topic":"a","partition":1,"replicas":[3]}]}'
+    )
+    assert requests.reassignment_requests() == {("a", 0): (1, 3), ("a", 1): (3,)}
+    assert requests.withdraw_reassignments([("a", 0), ("b", 5)]) == {("a", 0)}
+    assert requests.reassignment_requests() == {("a", 1): (3,)}
+    assert requests.withdraw_reassignments([("a", 1)]) == {("a", 1)}
     assert zk.exists("/admin/reassign_partitions") is None  # empty: deleted, as Kafka's controller does
-    assert ar.withdraw_reassignment(zk, [("a", 1)]) == set()
+    assert requests.withdraw_reassignments([("a", 1)]) == set()
 
 
-def test_election_requests(zk: KazooClient) -> None:
-    ar.request_election(zk, "preferred", [("a", 0)])
-    ar.request_election(zk, "preferred", [("a", 1), ("a", 0)])
-    assert _json(zk, "/admin/preferred_replica_election") == {
-        "version": 1,
-        "partitions": [{"topic": "a", "partition": 0}, {"topic": "a", "partition": 1}],
-    }
-    ar.request_election(zk, "unclean", [("b", 2)])
+def test_election_requests(requests: AdminRequests, zk: KazooClient) -> None:
+    assert requests.request_elections("preferred", [("a", 0)]) == {}
+    requests.request_elections("preferred", [("a", 1), ("a", 0)])
+    assert zk.get("/admin/preferred_replica_election")[0] == (
+        b'{"version":1,"partitions":[{"topic":"a","partition":0},{"topic":"a","partition":1}]}'
+    )
+    assert requests.preferred_election_requests() == {("a", 0), ("a", 1)}
+    requests.request_elections("unclean", [("b", 2)])
     assert _json(zk, "/kctl/elect_leaders") == {
         "version": 1,
         "election_type": "unclean",
         "partitions": [{"topic": "b", "partition": 2}],
     }
-    data, _ = zk.get("/kctl/elect_leaders")
-    assert ar.decode_election(data, ar.ELECT_LEADERS_PATH) == ("unclean", {("b", 2)})
+    requests.request_elections("unclean", [("b", 3)])
+    assert requests.unclean_election_requests() == {("b", 2), ("b", 3)}
+    requests.finish_unclean_election_requests({("b", 2)})
+    assert requests.unclean_election_requests() == {("b", 3)}
+    requests.finish_unclean_election_requests({("b", 3)})
+    assert zk.exists("/kctl/elect_leaders") is None
     with pytest.raises(ValueError):
-        ar.request_election(zk, "random", [("a", 0)])
+        requests.request_elections("random", [("a", 0)])
 
 
-def test_ongoing_reassignments_from_both_places(zk: KazooClient) -> None:
+def test_an_unreadable_unclean_request_is_deleted(requests: AdminRequests, zk: KazooClient) -> None:
+    zk.create("/kctl/elect_leaders", b"{not json", makepath=True)
+    assert requests.unclean_election_requests() == set()
+    assert zk.exists("/kctl/elect_leaders") is None
+
+
+def test_ongoing_reassignments_from_both_places(requests: AdminRequests, zk: KazooClient) -> None:
     # started by the controller: the topic znode carries adding/removing replicas (Kafka's TopicZNode v2+)
     zk.create(
         "/brokers/topics/a",
@@ -87,17 +103,22 @@ def test_ongoing_reassignments_from_both_places(zk: KazooClient) -> None:
         ).encode(),
         makepath=True,
     )
-    ar.request_reassignment(zk, {("b", 0): [2, 3]})  # requested, not started
-    ongoing = ar.ongoing_reassignments(zk, {"a": {0: (1, 2, 3), 1: (2,)}, "b": {0: (1, 2)}})
+    requests.request_reassignments({("b", 0): [2, 3]})  # requested, not started
+    ongoing = requests.ongoing_reassignments({"a": {0: (1, 2, 3), 1: (2,)}, "b": {0: (1, 2)}})
     assert ongoing == {
-        ("a", 0): ar.OngoingReassignment("a", 0, (1, 2, 3), (3,), (1,)),
-        ("b", 0): ar.OngoingReassignment("b", 0, (2, 3, 1), (3,), (1,)),
+        ("a", 0): OngoingReassignment("a", 0, (1, 2, 3), (3,), (1,)),
+        ("b", 0): OngoingReassignment("b", 0, (2, 3, 1), (3,), (1,)),
     }
 
 
-def test_undecodable_znodes_are_reported() -> None:
-    with pytest.raises(ar.AdminRequestDecodeError):
-        ar.decode_reassignment(b"{not json")
-    with pytest.raises(ar.AdminRequestDecodeError):
-        ar.decode_reassignment(b'{"version":1,"partitions":[{"topic":"a","partition":0}]}')
-    assert ar.decode_reassignment(ar.encode_reassignment({("x", 3): [5]})) == {("x", 3): (5,)}
+def test_the_admin_znodes_decode_as_kafka_writes_them() -> None:
+    with pytest.raises(ZNodeDecodeError):
+        ReassignPartitionsZNode.decode(b"{not json")
+    with pytest.raises(ZNodeDecodeError):
+        ReassignPartitionsZNode.decode(b'{"version":1,"partitions":[{"topic":"a","partition":0}]}')
+    assert ReassignPartitionsZNode.decode(ReassignPartitionsZNode.encode({("x", 3): [5]})) == {("x", 3): (5,)}
+    assert ReassignPartitionsZNode.decode(b"") == {}  # no data, no partitions: nothing asked
+    assert PreferredReplicaElectionZNode.decode(b'{"version":1}') == set()  # Kafka's "every partition"
+    assert ElectLeadersZNode.decode(ElectLeadersZNode.encode({("t", 1)})) == {("t", 1)}
+    with pytest.raises(ZNodeDecodeError):
+        ElectLeadersZNode.decode(b'{"version":1,"election_type":"random","partitions":[]}')

@@ -1,6 +1,7 @@
 """The embedded registry's own concerns: its one JSON document (format, atomic rewrite, refusal of
-unknown versions and corrupt files) and the lock that keeps a second process off the same
-metadata. Its behaviour as a registry is in test_zk_registry.py, shared with ZooKeeper."""
+unknown versions and corrupt files), the lock that keeps a second process off the same
+metadata, and the admin requests a cluster of one refuses. Its behaviour as a registry is in
+test_zk_registry.py, shared with ZooKeeper."""
 
 from __future__ import annotations
 
@@ -169,3 +170,22 @@ def test_concurrent_changes_are_all_kept(tmp_path: Path) -> None:
         assert len(registry.topics()) == 80
     with EmbeddedRegistry(tmp_path) as registry:
         assert len(registry.topics()) == 80
+
+
+def test_a_cluster_of_one_moves_and_elects_nothing(tmp_path: Path) -> None:
+    with EmbeddedRegistry(tmp_path, fsync=False) as registry:
+        registry.create_topic("t", {0: (0,), 1: (0,)}, {})
+        requests = registry.admin_requests
+        assert requests.request_reassignments({("t", 0): [0], ("t", 1): [1], ("u", 0): [0]}) == {
+            ("t", 1): "an embedded broker cannot move replicas",  # t-0: its replicas already
+            ("u", 0): "an embedded broker cannot move replicas",
+        }
+        assert requests.reassignment_requests() == {}
+        assert requests.withdraw_reassignments([("t", 0)]) == set()
+        assert requests.ongoing_reassignments({"t": {0: (0,), 1: (0,)}}) == {}
+        assert requests.request_elections("unclean", [("t", 0)]) == {("t", 0): "no other replica to elect"}
+        assert requests.request_elections("preferred", [("t", 1)]) == {("t", 1): "no other replica to elect"}
+        with pytest.raises(ValueError):
+            requests.request_elections("random", [("t", 0)])
+        assert requests.unclean_election_requests() == set()
+        assert requests.preferred_election_requests() is None

@@ -99,19 +99,19 @@ def test_stale_partition_epoch_fails_the_whole_batch(
 
 def test_admin_znodes_in_kafkas_format(registries: tuple[ZooKeeperRegistry, ZooKeeperRegistry]) -> None:
     registry, other = registries
-    registry.set_reassignment_requests({("t", 0): (2, 3)})
+    registry.admin_requests.set_reassignment_requests({("t", 0): (2, 3)})
     data, _ = other.kazoo_client.get("/admin/reassign_partitions")
     entry = {"topic": "t", "partition": 0, "replicas": [2, 3]}
     assert json.loads(data) == {"version": 1, "partitions": [entry]}
-    assert other.reassignment_requests() == {("t", 0): (2, 3)}
-    registry.set_reassignment_requests({})
+    assert other.admin_requests.reassignment_requests() == {("t", 0): (2, 3)}
+    registry.admin_requests.set_reassignment_requests({})
     assert other.kazoo_client.exists("/admin/reassign_partitions") is None
 
-    assert other.preferred_election_requests() is None
-    registry.set_preferred_election_requests({("t", 1)})
+    assert other.admin_requests.preferred_election_requests() is None
+    registry.admin_requests.set_preferred_election_requests({("t", 1)})
     data, _ = other.kazoo_client.get("/admin/preferred_replica_election")
     assert json.loads(data) == {"version": 1, "partitions": [{"topic": "t", "partition": 1}]}
-    assert other.preferred_election_requests() == {("t", 1)}
+    assert other.admin_requests.preferred_election_requests() == {("t", 1)}
 
     registry.request_controlled_shutdown(7)
     assert other.controlled_shutdown_requests() == {7: ("requested", -1)}

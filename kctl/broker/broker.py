@@ -36,7 +36,6 @@ from kctl.protocol.errors import ErrorCode
 from kctl.protocol.registry import ApiKey
 from kctl.zk import Registry, open_registry
 from kctl.zk.model import BrokerRegistration, RegistryError, parse_endpoint
-from kctl.zk.quota_store import open_quota_store
 from kctl.zk.registry import (
     CONFIGS,
     CONTROLLER,
@@ -126,14 +125,13 @@ class Broker:
             )
             self.producer_ids = ProducerIdManager(self.broker_id, metadata_dir)
             self.groups = GroupCoordinator(self)
-            self.security = BrokerSecurity.open(
+            self.security = BrokerSecurity(
                 config.effective_properties(),  # the dynamic listener TLS material too
                 config.values,
-                getattr(registry, "kazoo_client", None),
-                metadata_dir,
+                registry.security_store,
             )
             self.quotas = QuotaManager(
-                open_quota_store(getattr(registry, "kazoo_client", None), metadata_dir),
+                registry.quota_store,
                 window_size_ms=config["quota.window.size.seconds"] * 1000,
                 window_count=config["quota.window.num"],
             )

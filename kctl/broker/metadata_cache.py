@@ -7,9 +7,10 @@ from __future__ import annotations
 import threading
 import uuid
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from kctl.zk.model import BrokerRegistration, PartitionState, TopicRecord, UnknownTopicError
-from kctl.zk.registry import Registry
+from kctl.zk.registry import ClusterMembership, TopicStore
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
@@ -26,8 +27,13 @@ class MetadataSnapshot:
     shutting_down: frozenset[int] = frozenset()
 
 
+class MetadataSource(TopicStore, ClusterMembership, Protocol):
+    """The parts of the registry the cache is loaded from: the topics and their partition states,
+    the brokers and the controller."""
+
+
 class MetadataCache:
-    def __init__(self, registry: Registry) -> None:
+    def __init__(self, registry: MetadataSource) -> None:
         self._registry = registry
         self._lock = threading.Lock()
         self.snapshot = MetadataSnapshot(cluster_id="", controller_id=None)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from kctl.broker.errors import ApiError
 from kctl.broker.metadata_cache import MetadataCache
@@ -34,7 +35,12 @@ from kctl.protocol.errors import ErrorCode
 from kctl.records.header import InvalidRecordBatch
 from kctl.records.validate import InvalidRecordError, RecordError, RecordValidationError
 from kctl.zk.model import PartitionState, PartitionStateConflictError, RegistryError, TopicRecord
-from kctl.zk.registry import Registry
+from kctl.zk.registry import ClusterMembership, TopicStore
+
+
+class ReplicaRegistry(TopicStore, ClusterMembership, Protocol):
+    """What the replica manager uses of the registry: partition states (ISR changes) and the
+    controlled shutdown requests (no ISR expansion to a broker that is leaving)."""
 
 log = logging.getLogger("kctl.broker.replica_manager")
 
@@ -68,7 +74,7 @@ class ReplicaManager:
         log_manager: LogManager,
         metadata: MetadataCache,
         *,
-        registry: Registry | None = None,
+        registry: ReplicaRegistry | None = None,
         fetchers: ReplicaFetcherManager | None = None,
         replicated: bool = False,
         now_ms: Callable[[], int] | None = None,
@@ -477,7 +483,7 @@ class ReplicaManager:
 
     @staticmethod
     def _without_shutting_down(
-        registry: Registry, state: PartitionState, added: set[int]
+        registry: ReplicaRegistry, state: PartitionState, added: set[int]
     ) -> PartitionState | None:
         """``state`` without the ``added`` brokers that asked for a controlled shutdown, read fresh
         from the registry just before an ISR expansion is written (the metadata cache may not have

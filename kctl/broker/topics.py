@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from kctl.broker.config import BrokerConfig
 from kctl.broker.controller.placement import InvalidReplicationFactorError, assign_replicas
@@ -31,7 +32,7 @@ from kctl.log.manager import LogManager
 from kctl.log.naming import TopicPartition, validate_topic_name
 from kctl.protocol.errors import ErrorCode
 from kctl.zk.model import InvalidPartitionsError, TopicExistsError, TopicRecord, UnknownTopicError
-from kctl.zk.registry import Registry
+from kctl.zk.registry import ConfigStore, TopicStore
 
 MAX_PARTITIONS = 100_000
 #: new partitions one CreateTopics or CreatePartitions request may ask for, all topics together
@@ -97,11 +98,15 @@ def discard_logs(logs: LogManager, created: list[TopicPartition]) -> None:
         logs.delete_log(tp)
 
 
+class TopicRegistry(TopicStore, ConfigStore, Protocol):
+    """The parts of the registry topic administration writes: topics and their configs."""
+
+
 class TopicAdmin:
     def __init__(
         self,
         config: BrokerConfig,
-        registry: Registry,
+        registry: TopicRegistry,
         metadata: MetadataCache,
         broker_id: int,
         *,

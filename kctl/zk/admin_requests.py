@@ -1,308 +1,219 @@
-"""Admin requests to the controller through znodes (docs/architecture.md, cluster design decision 8):
-their encoding in Kafka's JSON formats and the functions that read and write them with a kazoo client.
+"""Admin requests to the controller in ZooKeeper: the ZooKeeper registry's AdminRequests
+(kctl.zk.registry; the embedded registry keeps its own in memory, kctl.zk.embedded), on the
+registry's shared session (kctl.zk.zookeeper_session).
 
 ::
 
-    /admin/reassign_partitions        {"version":1,"partitions":[{"topic":"t","partition":0,
-                                        "replicas":[2,3]}]}         (Kafka's ReassignPartitionsZNode)
-    /admin/preferred_replica_election {"version":1,"partitions":[{"topic":"t","partition":0}]}
-                                                                     (Kafka's PreferredReplicaElectionZNode)
-    /kctl/elect_leaders               {"version":1,"election_type":"unclean",
-                                        "partitions":[{"topic":"t","partition":0}]}   (kctl's own)
+    /admin/reassign_partitions        target replicas by partition   (Kafka's ReassignPartitionsZNode)
+    /admin/preferred_replica_election partitions to lead again from
+                                      their preferred replica        (Kafka's PreferredReplicaElectionZNode)
+    /kctl/elect_leaders               partitions to elect uncleanly  (kctl's own)
 
-Whoever asks (the AlterPartitionReassignments / ElectLeaders handlers, or Kafka's own ZooKeeper-mode
-tools) writes the znode; the controller watches it, executes the request and deletes the znode (or
-rewrites it without the entries it finished). Writers *merge* into an existing znode with a
-conditional write on its version, so two requests never overwrite each other. ``/kctl/elect_leaders``
-is kctl's: unclean elections have no znode in Kafka (its controller took them over an RPC); the
-controller elects, for each listed partition without a leader, the first live replica (ISR := [it]),
-whatever ``unclean.leader.election.enable`` says, then deletes the znode. ``election_type`` is
-``"unclean"`` (``"preferred"`` is accepted too and means the same as the Kafka znode).
+The bytes are kctl.zk.znodes' (one definition per znode). Whoever asks (the
+AlterPartitionReassignments / ElectLeaders handlers, or Kafka's own ZooKeeper-mode tools) writes the
+znode; the controller watches it, executes the request and deletes the znode (or rewrites it
+without the entries it finished). Requests *merge* into an existing znode with a conditional write
+on its version, so two requests never overwrite each other.
 
-An ongoing reassignment is visible in the topic znode (``adding_replicas``/``removing_replicas``,
-Kafka's TopicZNode v2+); `ongoing_reassignments` reads both places, as ListPartitionReassignments
-answers.
+An ongoing reassignment is visible in two places: requested in /admin/reassign_partitions, and
+started in the topic znode (``adding_replicas``/``removing_replicas``, Kafka's TopicZNode v2+);
+kctl.zk.model's ``describe_ongoing`` combines them as ListPartitionReassignments answers.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+import contextlib
+import logging
+from collections.abc import Callable, Iterable, Mapping
 
-from kctl.zk.model import RegistryError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-REASSIGN_PARTITIONS_PATH = "/admin/reassign_partitions"
-PREFERRED_REPLICA_ELECTION_PATH = "/admin/preferred_replica_election"
-ELECT_LEADERS_PATH = "/kctl/elect_leaders"
-ELECTION_TYPES = ("preferred", "unclean")
+from kctl.zk.model import OngoingReassignment, RegistryError, describe_ongoing
+from kctl.zk.registry import ADMIN, ELECTION_TYPES, PREFERRED, UNCLEAN, AdminRequests
+from kctl.zk.znodes import (
+    ElectLeadersZNode,
+    PreferredReplicaElectionZNode,
+    ReassignPartitionsZNode,
+    TopicZNode,
+    ZNodeDecodeError,
+)
+from kctl.zk.zookeeper_session import ZooKeeperPart, collect
 
-TopicPartitionKey = tuple[str, int]
+__all__ = ["ZooKeeperAdminRequests"]
 
+log = logging.getLogger("kctl.zk.zookeeper")
 
-class AdminRequestDecodeError(RegistryError):
-    """An admin znode whose data is not in the expected format."""
-
-
-def _loads(path: str, data: bytes | None) -> dict[str, Any]:
-    if not data:
-        return {"version": 1, "partitions": []}
-    try:
-        value = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise AdminRequestDecodeError(f"{path} is not JSON: {error}") from None
-    if not isinstance(value, dict) or not isinstance(value.get("partitions", []), list):
-        raise AdminRequestDecodeError(f"{path} has no partition list: {value!r}")
-    return value
+Key = tuple[str, int]
+Replicas = dict[int, tuple[int, ...]]
+_UPDATE_ATTEMPTS = 20
 
 
-def _dumps(value: Mapping[str, Any]) -> bytes:
-    return json.dumps(value, separators=(",", ":")).encode()
+class ZooKeeperAdminRequests(ZooKeeperPart, AdminRequests):
+    """The admin znodes, read and written on the registry's shared session."""
 
+    # -- plumbing ----------------------------------------------------------------------------------
+    def _read(self, path: str) -> bytes | None:
+        client = self._zk_client()
+        with self._zk(f"read {path}"):
+            try:
+                data, _ = client.get(path)
+            except NoNodeError:
+                return None
+        return data
 
-def _key(entry: Mapping[str, Any], path: str) -> TopicPartitionKey:
-    try:
-        return str(entry["topic"]), int(entry["partition"])
-    except (KeyError, TypeError, ValueError):
-        raise AdminRequestDecodeError(f"{path}: bad partition entry {entry!r}") from None
-
-
-# -- encode / decode ------------------------------------------------------------------------------
-def encode_reassignment(reassignment: Mapping[TopicPartitionKey, Iterable[int]]) -> bytes:
-    """/admin/reassign_partitions: target replicas by partition, in Kafka's format."""
-    partitions = [
-        {"topic": topic, "partition": partition, "replicas": [int(r) for r in replicas]}
-        for (topic, partition), replicas in sorted(reassignment.items())
-    ]
-    return _dumps({"version": 1, "partitions": partitions})
-
-
-def decode_reassignment(data: bytes | None) -> dict[TopicPartitionKey, tuple[int, ...]]:
-    value = _loads(REASSIGN_PARTITIONS_PATH, data)
-    result: dict[TopicPartitionKey, tuple[int, ...]] = {}
-    for entry in value.get("partitions", []):
-        replicas = entry.get("replicas") if isinstance(entry, dict) else None
-        if not isinstance(replicas, list):
-            raise AdminRequestDecodeError(f"{REASSIGN_PARTITIONS_PATH}: no replicas in {entry!r}")
-        result[_key(entry, REASSIGN_PARTITIONS_PATH)] = tuple(int(r) for r in replicas)
-    return result
-
-
-def encode_election(partitions: Iterable[TopicPartitionKey], election_type: str | None = None) -> bytes:
-    """/admin/preferred_replica_election (``election_type`` None) or /kctl/elect_leaders."""
-    value: dict[str, Any] = {"version": 1}
-    if election_type is not None:
-        if election_type not in ELECTION_TYPES:
-            raise ValueError(f"election type {election_type!r}: one of {', '.join(ELECTION_TYPES)}")
-        value["election_type"] = election_type
-    value["partitions"] = [{"topic": t, "partition": p} for t, p in sorted(set(partitions))]
-    return _dumps(value)
-
-
-def decode_election(
-    data: bytes | None, path: str = PREFERRED_REPLICA_ELECTION_PATH
-) -> tuple[str, set[TopicPartitionKey]]:
-    """(election type, partitions) of an election znode; the Kafka znode's type is "preferred"."""
-    value = _loads(path, data)
-    election_type = str(value.get("election_type", "preferred"))
-    if election_type not in ELECTION_TYPES:
-        raise AdminRequestDecodeError(f"{path}: unknown election_type {election_type!r}")
-    return election_type, {_key(e, path) for e in value.get("partitions", [])}
-
-
-def decode_topic_reassignment(
-    data: bytes | None,
-) -> tuple[dict[int, tuple[int, ...]], dict[int, tuple[int, ...]]]:
-    """The ``adding_replicas`` and ``removing_replicas`` of a topic znode (Kafka's TopicZNode v2+),
-    partition -> broker ids; empty for older versions."""
-    try:
-        value = json.loads(data or b"{}")
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise AdminRequestDecodeError(f"topic znode is not JSON: {error}") from None
-
-    def field(name: str) -> dict[int, tuple[int, ...]]:
-        raw = value.get(name) or {}
-        return {int(p): tuple(int(r) for r in rs) for p, rs in raw.items() if rs}
-
-    return field("adding_replicas"), field("removing_replicas")
-
-
-# -- kazoo operations -------------------------------------------------------------------------------
-def _update(client: Any, path: str, change: Any, attempts: int = 20) -> bytes | None:
-    """Read ``path``, apply ``change(data or None) -> new data or None (delete)`` and write it back
-    conditionally on the version read (create when absent), retrying on a concurrent change."""
-    from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
-
-    for _ in range(attempts):
-        try:
-            data, stat = client.get(path)
-        except NoNodeError:
-            data, stat = None, None
-        new = change(data)
-        try:
-            if new is None:
-                if stat is not None:
-                    client.delete(path, version=stat.version)
-            elif stat is None:
-                client.create(path, new, makepath=True)
+    def _write(self, path: str, data: bytes | None) -> None:
+        client = self._zk_client()
+        with self._zk(f"write {path}"):
+            if data is None:
+                with contextlib.suppress(NoNodeError):
+                    client.delete(path)
             else:
-                client.set(path, new, version=stat.version)
-            return new
-        except (BadVersionError, NodeExistsError, NoNodeError):
-            continue
-    raise RegistryError(f"{path} kept changing under {attempts} attempts to update it")
+                try:
+                    client.set(path, data)
+                except NoNodeError:
+                    client.create(path, data, makepath=True)
+        self._notify(ADMIN)
 
+    def _update(self, path: str, change: Callable[[bytes | None], bytes | None]) -> None:
+        """Read ``path``, apply ``change(data or None) -> new data or None (delete)`` and write it
+        back conditionally on the version read (create when absent), retrying on a concurrent
+        change. Listeners hear ADMIN when something was written."""
+        client = self._zk_client()
+        with self._zk(f"update {path}"):
+            for _ in range(_UPDATE_ATTEMPTS):
+                try:
+                    data, stat = client.get(path)
+                except NoNodeError:
+                    data, stat = None, None
+                new = change(data)
+                try:
+                    if new is None:
+                        if stat is None:
+                            return
+                        client.delete(path, version=stat.version)
+                    elif stat is None:
+                        client.create(path, new, makepath=True)
+                    else:
+                        client.set(path, new, version=stat.version)
+                except (BadVersionError, NodeExistsError, NoNodeError):
+                    continue
+                break
+            else:
+                raise RegistryError(f"{path} kept changing under {_UPDATE_ATTEMPTS} attempts to update it")
+        self._notify(ADMIN)
 
-def request_reassignment(client: Any, reassignment: Mapping[TopicPartitionKey, Iterable[int]]) -> None:
-    """Add target replica lists to /admin/reassign_partitions (an entry for the same partition is
-    replaced)."""
-    targets = {key: tuple(replicas) for key, replicas in reassignment.items()}
-
-    def change(data: bytes | None) -> bytes:
-        return encode_reassignment({**decode_reassignment(data), **targets})
-
-    _update(client, REASSIGN_PARTITIONS_PATH, change)
-
-
-def withdraw_reassignment(client: Any, partitions: Iterable[TopicPartitionKey]) -> set[TopicPartitionKey]:
-    """Remove entries from /admin/reassign_partitions (deleting it when empty); returns the
-    partitions that had one."""
-    wanted = set(partitions)
-    removed: set[TopicPartitionKey] = set()
-
-    def change(data: bytes | None) -> bytes | None:
-        current = decode_reassignment(data)
-        removed.clear()
-        removed.update(wanted & set(current))
-        rest = {k: v for k, v in current.items() if k not in wanted}
+    # -- reassignments -----------------------------------------------------------------------------
+    def reassignment_requests(self) -> dict[Key, tuple[int, ...]]:
+        data = self._read(ReassignPartitionsZNode.path)
         if data is None:
-            return None
-        return encode_reassignment(rest) if rest else None
+            return {}
+        try:
+            return ReassignPartitionsZNode.decode(data)
+        except ZNodeDecodeError as error:
+            log.warning("ignoring a reassignment request kctl cannot read: %s", error)
+            return {}
 
-    _update(client, REASSIGN_PARTITIONS_PATH, change)
-    return removed
+    def set_reassignment_requests(self, requests: dict[Key, tuple[int, ...]]) -> None:
+        data = ReassignPartitionsZNode.encode(requests) if requests else None
+        self._write(ReassignPartitionsZNode.path, data)
 
+    def request_reassignments(self, targets: Mapping[Key, Iterable[int]]) -> dict[Key, str]:
+        wanted = {key: tuple(replicas) for key, replicas in targets.items()}
 
-def pending_reassignments(client: Any) -> dict[TopicPartitionKey, tuple[int, ...]]:
-    """The entries of /admin/reassign_partitions (requested, not finished)."""
-    from kazoo.exceptions import NoNodeError
+        def change(data: bytes | None) -> bytes:
+            return ReassignPartitionsZNode.encode({**ReassignPartitionsZNode.decode(data), **wanted})
 
-    try:
-        data, _ = client.get(REASSIGN_PARTITIONS_PATH)
-    except NoNodeError:
+        if wanted:
+            self._update(ReassignPartitionsZNode.path, change)
         return {}
-    return decode_reassignment(data)
 
+    def withdraw_reassignments(self, partitions: Iterable[Key]) -> set[Key]:
+        wanted = set(partitions)
+        removed: set[Key] = set()
 
-@dataclass(frozen=True)
-class OngoingReassignment:
-    """A partition being reassigned: its replicas now (``replicas``: old and new together while it
-    runs), the replicas being added and those being removed."""
+        def change(data: bytes | None) -> bytes | None:
+            current = ReassignPartitionsZNode.decode(data)
+            removed.clear()
+            removed.update(wanted & set(current))
+            rest = {k: v for k, v in current.items() if k not in wanted}
+            return ReassignPartitionsZNode.encode(rest) if data is not None and rest else None
 
-    topic: str
-    partition: int
-    replicas: tuple[int, ...]
-    adding_replicas: tuple[int, ...]
-    removing_replicas: tuple[int, ...]
+        self._update(ReassignPartitionsZNode.path, change)
+        return removed
 
+    def ongoing_reassignments(
+        self, assignments: Mapping[str, Mapping[int, tuple[int, ...]]]
+    ) -> dict[Key, OngoingReassignment]:
+        requested = ReassignPartitionsZNode.decode(self._read(ReassignPartitionsZNode.path))
+        topics = list(assignments)
+        client = self._zk_client()
+        with self._zk("read the topics' reassignments"):
+            results = collect([client.get_async(TopicZNode.path(t)) for t in topics], self._op_timeout)
+        started: dict[str, tuple[Replicas, Replicas, Replicas]] = {}
+        for topic, result in zip(topics, results, strict=True):
+            if result is None:
+                continue  # deleted meanwhile
+            try:
+                _, replicas = TopicZNode.decode(topic, result[0])
+                started[topic] = (replicas, *TopicZNode.decode_reassignment(topic, result[0]))
+            except ZNodeDecodeError as error:
+                log.warning("ignoring the reassignment of a topic kctl cannot read: %s", error)
+        return describe_ongoing(requested, started, assignments)
 
-def topic_reassignment(
-    client: Any, topic: str
-) -> tuple[dict[int, tuple[int, ...]], dict[int, tuple[int, ...]]]:
-    """(adding_replicas, removing_replicas) of a topic's znode; empty when it has none."""
-    from kazoo.exceptions import NoNodeError
+    # -- elections ---------------------------------------------------------------------------------
+    def request_elections(self, election_type: str, partitions: Iterable[Key]) -> dict[Key, str]:
+        wanted = set(partitions)
+        znode: type[PreferredReplicaElectionZNode | ElectLeadersZNode]
+        if election_type == PREFERRED:
+            znode = PreferredReplicaElectionZNode
+        elif election_type == UNCLEAN:
+            znode = ElectLeadersZNode
+        else:
+            raise ValueError(f"election type {election_type!r}: one of {', '.join(ELECTION_TYPES)}")
 
-    try:
-        data, _ = client.get(f"/brokers/topics/{topic}")
-    except NoNodeError:
-        return {}, {}
-    return decode_topic_reassignment(data)
+        def change(data: bytes | None) -> bytes:
+            return znode.encode(znode.decode(data) | wanted)
 
+        if wanted:  # (a preferred election request without partitions would ask for all of them)
+            self._update(znode.path, change)
+        return {}
 
-def ongoing_reassignments(
-    client: Any, assignments: Mapping[str, Mapping[int, tuple[int, ...]]]
-) -> dict[TopicPartitionKey, OngoingReassignment]:
-    """Every partition being reassigned: those the controller has started (adding/removing replicas in
-    the topic znode) and those still only requested in /admin/reassign_partitions (reported as Kafka
-    does: replicas = current + target, adding = target - current, removing = current - target).
-    ``assignments``: each topic's current replica assignment (topic -> partition -> replicas)."""
-    result: dict[TopicPartitionKey, OngoingReassignment] = {}
-    for (topic, partition), target in pending_reassignments(client).items():
-        current = tuple(assignments.get(topic, {}).get(partition, ()))
-        adding = tuple(r for r in target if r not in current)
-        removing = tuple(r for r in current if r not in target)
-        replicas = tuple(dict.fromkeys([*target, *current]))
-        result[topic, partition] = OngoingReassignment(topic, partition, replicas, adding, removing)
-    for topic, current_assignment in assignments.items():
-        adding_map, removing_map = topic_reassignment(client, topic)
-        for partition in sorted(set(adding_map) | set(removing_map)):
-            result[topic, partition] = OngoingReassignment(
-                topic,
-                partition,
-                tuple(current_assignment.get(partition, ())),
-                adding_map.get(partition, ()),
-                removing_map.get(partition, ()),
-            )
-    return result
-
-
-def request_preferred_election(client: Any, partitions: Iterable[TopicPartitionKey]) -> None:
-    """Add partitions to /admin/preferred_replica_election."""
-    wanted = set(partitions)
-
-    def change(data: bytes | None) -> bytes:
-        _, current = decode_election(data)
-        return encode_election(current | wanted)
-
-    _update(client, PREFERRED_REPLICA_ELECTION_PATH, change)
-
-
-def request_unclean_election(client: Any, partitions: Iterable[TopicPartitionKey]) -> None:
-    """Add partitions to /kctl/elect_leaders (election_type "unclean")."""
-    wanted = set(partitions)
-
-    def change(data: bytes | None) -> bytes:
-        _, current = decode_election(data, ELECT_LEADERS_PATH)
-        return encode_election(current | wanted, "unclean")
-
-    _update(client, ELECT_LEADERS_PATH, change)
-
-
-def pending_unclean_elections(client: Any) -> set[TopicPartitionKey]:
-    """The partitions listed in /kctl/elect_leaders (empty when there is none)."""
-    from kazoo.exceptions import NoNodeError
-
-    try:
-        data, _ = client.get(ELECT_LEADERS_PATH)
-    except NoNodeError:
-        return set()
-    return decode_election(data, ELECT_LEADERS_PATH)[1]
-
-
-def withdraw_unclean_elections(client: Any, partitions: Iterable[TopicPartitionKey]) -> None:
-    """Remove handled partitions from /kctl/elect_leaders (deleting it when none is left); a
-    request added meanwhile stays. A znode that does not decode is deleted."""
-    handled = set(partitions)
-
-    def change(data: bytes | None) -> bytes | None:
+    def preferred_election_requests(self) -> set[Key] | None:
+        data = self._read(PreferredReplicaElectionZNode.path)
         if data is None:
             return None
         try:
-            _, current = decode_election(data, ELECT_LEADERS_PATH)
-        except AdminRequestDecodeError:
-            return None
-        rest = current - handled
-        return encode_election(rest, "unclean") if rest else None
+            return PreferredReplicaElectionZNode.decode(data)
+        except ZNodeDecodeError as error:
+            log.warning("ignoring a preferred election request kctl cannot read: %s", error)
+            return set()
 
-    _update(client, ELECT_LEADERS_PATH, change)
+    def set_preferred_election_requests(self, partitions: set[Key] | None) -> None:
+        self._write(
+            PreferredReplicaElectionZNode.path,
+            None if partitions is None else PreferredReplicaElectionZNode.encode(partitions),
+        )
 
+    def unclean_election_requests(self) -> set[Key]:
+        data = self._read(ElectLeadersZNode.path)
+        try:
+            return ElectLeadersZNode.decode(data)
+        except ZNodeDecodeError as error:
+            log.warning("deleting an unclean election request kctl cannot read: %s", error)
+            self.finish_unclean_election_requests(set())
+            return set()
 
-def request_election(client: Any, election_type: str, partitions: Iterable[TopicPartitionKey]) -> None:
-    """Preferred: /admin/preferred_replica_election; unclean: /kctl/elect_leaders."""
-    if election_type == "preferred":
-        request_preferred_election(client, partitions)
-    elif election_type == "unclean":
-        request_unclean_election(client, partitions)
-    else:
-        raise ValueError(f"election type {election_type!r}: one of {', '.join(ELECTION_TYPES)}")
+    def finish_unclean_election_requests(self, partitions: set[Key]) -> None:
+        """Remove the handled ``partitions`` (a request added meanwhile stays); a znode that does
+        not decode is deleted."""
+
+        def change(data: bytes | None) -> bytes | None:
+            if data is None:
+                return None
+            try:
+                rest = ElectLeadersZNode.decode(data) - partitions
+            except ZNodeDecodeError:
+                return None
+            return ElectLeadersZNode.encode(rest) if rest else None
+
+        self._update(ElectLeadersZNode.path, change)

@@ -4,7 +4,10 @@ It owns ``<metadata_dir>/cluster-metadata.json`` — the cluster id, the control
 topics (topic id, replica assignment, config overrides, partition states) — as one JSON document
 with a ``"version"`` field, loaded at start and rewritten atomically after every change (temporary
 file, fsync, rename, fsync of the directory). Broker registrations and controllership are kept in
-memory only: they are ephemeral, as in ZooKeeper, and a restarted broker registers again.
+memory only: they are ephemeral, as in ZooKeeper, and a restarted broker registers again. So are the
+requests to the controller (``EmbeddedAdminRequests``: a cluster of one refuses to move replicas or
+elect leaders). Its security and quota stores are ``security.json`` and ``client-quotas.json`` in
+the same directory (kctl.zk.security_store, kctl.zk.quota_store).
 
 ``write_batch()`` groups the writes a thread makes in a block into one rewrite at its end (a
 CreateTopics of thousands of partitions is one write, not one per slice of partition states); if
@@ -24,7 +27,7 @@ import json
 import os
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +35,7 @@ from kctl.zk.model import (
     BrokerRegistration,
     ControllerFence,
     ControllerMovedError,
+    OngoingReassignment,
     PartitionState,
     PartitionStateConflictError,
     PartitionStateUpdate,
@@ -42,15 +46,34 @@ from kctl.zk.model import (
     UnknownTopicError,
     check_topic_collisions,
     decode_uuid,
+    describe_ongoing,
     encode_uuid,
     random_kafka_uuid,
     validate_new_partitions,
     validate_replica_assignment,
     validate_topic_name,
 )
-from kctl.zk.registry import ADMIN, BROKERS, CONFIGS, CONTROLLER, PARTITIONS, TOPICS, Registry
+from kctl.zk.quota_store import FileQuotaStore, QuotaStore
+from kctl.zk.registry import (
+    ADMIN,
+    BROKERS,
+    CONFIGS,
+    CONTROLLER,
+    ELECTION_TYPES,
+    PARTITIONS,
+    TOPICS,
+    AdminRequests,
+    Registry,
+)
+from kctl.zk.security_store import FileSecurityStore, SecurityStore
 
-__all__ = ["FORMAT_VERSION", "LOCK_FILE_NAME", "METADATA_FILE_NAME", "EmbeddedRegistry"]
+__all__ = [
+    "FORMAT_VERSION",
+    "LOCK_FILE_NAME",
+    "METADATA_FILE_NAME",
+    "EmbeddedAdminRequests",
+    "EmbeddedRegistry",
+]
 
 METADATA_FILE_NAME = "cluster-metadata.json"
 LOCK_FILE_NAME = "cluster-metadata.lock"
@@ -108,13 +131,24 @@ class EmbeddedRegistry(Registry):
         self._topics: dict[str, _Topic] = {}
         self._brokers: dict[int, BrokerRegistration] = {}
         self._controller: int | None = None
-        # The controller's requests live in memory only (a cluster of one has nothing to reassign
-        # or move; they exist so that the controller runs the same code in both modes).
-        self._reassignments: dict[tuple[str, int], tuple[int, ...]] = {}
-        self._preferred: set[tuple[str, int]] | None = None
+        self._admin_requests = EmbeddedAdminRequests(self)
+        self._security_store = FileSecurityStore(self.metadata_dir)
+        self._quota_store = FileQuotaStore(self.metadata_dir)
         self._shutdowns: dict[int, tuple[str, int]] = {}
         self._batch = threading.local()  # depth and dirty flag of this thread's write_batch
         self.writes = 0  # rewrites of the file since start (what a test of batching counts)
+
+    @property
+    def admin_requests(self) -> AdminRequests:
+        return self._admin_requests
+
+    @property
+    def security_store(self) -> SecurityStore:
+        return self._security_store
+
+    @property
+    def quota_store(self) -> QuotaStore:
+        return self._quota_store
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> None:
@@ -598,30 +632,6 @@ class EmbeddedRegistry(Registry):
         self._notify(TOPICS)
         return record
 
-    def reassignment_requests(self) -> dict[tuple[str, int], tuple[int, ...]]:
-        with self._open():
-            return dict(self._reassignments)
-
-    def set_reassignment_requests(self, requests: dict[tuple[str, int], tuple[int, ...]]) -> None:
-        with self._open():
-            self._reassignments = {k: tuple(v) for k, v in requests.items()}
-        self._notify(ADMIN)
-
-    def preferred_election_requests(self) -> set[tuple[str, int]] | None:
-        with self._open():
-            return None if self._preferred is None else set(self._preferred)
-
-    def set_preferred_election_requests(self, partitions: set[tuple[str, int]] | None) -> None:
-        with self._open():
-            self._preferred = None if partitions is None else set(partitions)
-        self._notify(ADMIN)
-
-    def unclean_election_requests(self) -> set[tuple[str, int]]:
-        return set()  # a cluster of one: its only replica always leads
-
-    def finish_unclean_election_requests(self, partitions: set[tuple[str, int]]) -> None:
-        return None
-
     # -- controlled shutdown -----------------------------------------------------------------------
     def request_controlled_shutdown(self, broker_id: int) -> None:
         with self._open():
@@ -636,6 +646,83 @@ class EmbeddedRegistry(Registry):
         with self._open():
             if broker_id in self._shutdowns:
                 self._shutdowns[broker_id] = ("done", remaining_partitions)
+
+
+class EmbeddedAdminRequests(AdminRequests):
+    """The embedded registry's requests to the controller, in memory only. A cluster of one has no
+    replica to move and no other replica to elect: the requests exist so that the controller runs
+    the same code in both modes, and what clients ask (AlterPartitionReassignments, ElectLeaders)
+    is refused — but a reassignment to the replicas a partition has, which is done already."""
+
+    def __init__(self, registry: EmbeddedRegistry) -> None:
+        self._registry = registry
+        self._reassignments: dict[tuple[str, int], tuple[int, ...]] = {}
+        self._preferred: set[tuple[str, int]] | None = None
+
+    # -- reassignments -----------------------------------------------------------------------------
+    def reassignment_requests(self) -> dict[tuple[str, int], tuple[int, ...]]:
+        with self._registry._open():
+            return dict(self._reassignments)
+
+    def set_reassignment_requests(self, requests: dict[tuple[str, int], tuple[int, ...]]) -> None:
+        with self._registry._open():
+            self._reassignments = {k: tuple(v) for k, v in requests.items()}
+        self._registry._notify(ADMIN)
+
+    def request_reassignments(
+        self, targets: Mapping[tuple[str, int], Iterable[int]]
+    ) -> dict[tuple[str, int], str]:
+        refused: dict[tuple[str, int], str] = {}
+        with self._registry._open():
+            for (topic, partition), replicas in targets.items():
+                entry = self._registry._topics.get(topic)
+                if entry is None or tuple(replicas) != entry.assignment.get(partition):
+                    refused[topic, partition] = "an embedded broker cannot move replicas"
+        return refused
+
+    def withdraw_reassignments(self, partitions: Iterable[tuple[str, int]]) -> set[tuple[str, int]]:
+        with self._registry._open():
+            removed = set(partitions) & set(self._reassignments)
+            for key in removed:
+                del self._reassignments[key]
+        if removed:
+            self._registry._notify(ADMIN)
+        return removed
+
+    def ongoing_reassignments(
+        self, assignments: Mapping[str, Mapping[int, tuple[int, ...]]]
+    ) -> dict[tuple[str, int], OngoingReassignment]:
+        with self._registry._open():
+            requested = dict(self._reassignments)
+            started = {
+                name: (dict(topic.assignment), dict(topic.adding_replicas), dict(topic.removing_replicas))
+                for name in assignments
+                if (topic := self._registry._topics.get(name)) is not None
+            }
+        return describe_ongoing(requested, started, assignments)
+
+    # -- elections ---------------------------------------------------------------------------------
+    def request_elections(
+        self, election_type: str, partitions: Iterable[tuple[str, int]]
+    ) -> dict[tuple[str, int], str]:
+        if election_type not in ELECTION_TYPES:
+            raise ValueError(f"election type {election_type!r}: one of {', '.join(ELECTION_TYPES)}")
+        return {key: "no other replica to elect" for key in partitions}
+
+    def preferred_election_requests(self) -> set[tuple[str, int]] | None:
+        with self._registry._open():
+            return None if self._preferred is None else set(self._preferred)
+
+    def set_preferred_election_requests(self, partitions: set[tuple[str, int]] | None) -> None:
+        with self._registry._open():
+            self._preferred = None if partitions is None else set(partitions)
+        self._registry._notify(ADMIN)
+
+    def unclean_election_requests(self) -> set[tuple[str, int]]:
+        return set()  # a cluster of one: its only replica always leads
+
+    def finish_unclean_election_requests(self, partitions: set[tuple[str, int]]) -> None:
+        return None
 
 
 def _int_key(item: tuple[str, Any]) -> int:

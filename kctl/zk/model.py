@@ -2,9 +2,10 @@
 
 This module owns the vocabulary shared by both registry backends (embedded and ZooKeeper) and by
 their callers: a broker's registration, a topic's replica assignment, topic id and config
-overrides, a partition's leader/ISR state, Kafka's identifier encodings (cluster id and topic id
-as 22-character URL-safe base64 without padding), and the validation of topic names and replica
-assignments that Kafka's admin code applies before anything is written. It has no I/O.
+overrides, a partition's leader/ISR state, an ongoing reassignment, Kafka's identifier encodings
+(cluster id and topic id as 22-character URL-safe base64 without padding), and the validation of
+topic names and replica assignments that Kafka's admin code applies before anything is written.
+It has no I/O.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ __all__ = [
     "InvalidPartitionsError",
     "InvalidReplicaAssignmentError",
     "InvalidTopicError",
+    "OngoingReassignment",
     "PartitionState",
     "PartitionStateConflictError",
     "PartitionStateUpdate",
@@ -34,6 +36,7 @@ __all__ = [
     "UnknownTopicError",
     "check_topic_collisions",
     "decode_uuid",
+    "describe_ongoing",
     "encode_uuid",
     "parse_endpoint",
     "random_kafka_uuid",
@@ -229,6 +232,51 @@ class TopicRecord:
     def replication_factor(self) -> int:
         """The number of replicas of partition 0 (Kafka keeps it equal across partitions)."""
         return len(self.assignment[0]) if 0 in self.assignment else 0
+
+
+@dataclass(frozen=True)
+class OngoingReassignment:
+    """A partition being reassigned, as ListPartitionReassignments reports it: its replicas now
+    (``replicas``: old and new together while it runs), the replicas being added and those being
+    removed."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
+
+
+def describe_ongoing(
+    requested: Mapping[tuple[str, int], tuple[int, ...]],
+    started: Mapping[str, tuple[Mapping[int, tuple[int, ...]], ...]],
+    assignments: Mapping[str, Mapping[int, tuple[int, ...]]],
+) -> dict[tuple[str, int], OngoingReassignment]:
+    """The ongoing reassignments of the topics in ``assignments`` (each topic's replicas as the
+    caller knows them): those ``requested`` (target replicas by partition; reported as Kafka does:
+    replicas = target + current, adding = target - current, removing = current - target) and
+    those the controller has ``started``, which win (topic -> (replicas, adding_replicas,
+    removing_replicas) as the topic holds them)."""
+    result: dict[tuple[str, int], OngoingReassignment] = {}
+    for (topic, partition), target in requested.items():
+        current = tuple(assignments.get(topic, {}).get(partition, ()))
+        adding = tuple(r for r in target if r not in current)
+        removing = tuple(r for r in current if r not in target)
+        replicas = tuple(dict.fromkeys([*target, *current]))
+        result[topic, partition] = OngoingReassignment(topic, partition, replicas, adding, removing)
+    for topic, current_assignment in assignments.items():
+        if topic not in started:
+            continue
+        stored, adding_map, removing_map = started[topic]
+        for partition in sorted(set(adding_map) | set(removing_map)):
+            result[topic, partition] = OngoingReassignment(
+                topic,
+                partition,
+                tuple(stored.get(partition, current_assignment.get(partition, ()))),
+                tuple(adding_map.get(partition, ())),
+                tuple(removing_map.get(partition, ())),
+            )
+    return result
 
 
 # -- validation -----------------------------------------------------------------------------------

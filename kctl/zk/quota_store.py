@@ -1,11 +1,12 @@
 """Where client quotas live: in Kafka's ZooKeeper layout in cluster mode, and in one JSON file under
-the data directory otherwise.
+the data directory otherwise; the registry offers the one of its backend (``Registry.quota_store``).
 
 An entity is a user, a client id, or a user and a client id; either name may be the default
 (``None`` here, ``<default>`` in ZooKeeper). Names are sanitized as Kafka sanitizes them (URL
 encoding, so ``User:CN=a,O=b`` and client ids with ``/`` make valid znode names).
 
-ZooKeeper (what Kafka's brokers and ``kafka-configs.sh`` read and write):
+ZooKeeper (what Kafka's brokers and ``kafka-configs.sh`` read and write; the bytes are
+kctl.zk.znodes': ConfigEntityZNode and its change notifications):
 
 - ``/config/users/<user>`` ``{"version":1,"config":{"producer_byte_rate":"1024"}}`` — the same znode
   holds the user's SCRAM credentials (kctl.zk.security_store), which quota writes leave alone;
@@ -27,14 +28,26 @@ import threading
 import urllib.parse
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+from kctl.zk.znodes import (
+    ConfigEntityChangeNotificationSequenceZNode,
+    ConfigEntityChangeNotificationZNode,
+    ConfigEntityTypeZNode,
+    ConfigEntityZNode,
+    ZNodeDecodeError,
+)
+
+if TYPE_CHECKING:  # kazoo is only loaded by the ZooKeeper registry
+    from kazoo.client import KazooClient
+    from kazoo.protocol.states import ZnodeStat
+
+    from kctl.zk.zookeeper_session import ZooKeeperSession
 
 USER = "user"
 CLIENT_ID = "client-id"
 DEFAULT_NAME = "<default>"
 QUOTAS_FILE_NAME = "client-quotas.json"
-CONFIG_PATH = "/config"
-CONFIG_CHANGES_PATH = "/config/changes"
 
 #: (user, client id): None is "not part of the entity"; DEFAULT_NAME is the entity's default
 QuotaEntity = tuple[str | None, str | None]
@@ -114,6 +127,8 @@ def _quota_values(config: Mapping[str, Any]) -> QuotaValues:
 
 
 class QuotaStore(Protocol):
+    """Client quotas (``Registry.quota_store``): a FileQuotaStore or a ZooKeeperQuotaStore."""
+
     def all_quotas(self) -> dict[QuotaEntity, QuotaValues]: ...
     def alter(self, entity: QuotaEntity, ops: QuotaOps) -> None: ...
     def watch(self, callback: Callable[[], None]) -> None: ...
@@ -178,26 +193,33 @@ class FileQuotaStore:
 
 
 class ZooKeeperQuotaStore:
-    """Quotas in ZooKeeper (Kafka's layout) on a kazoo client: the broker's registry client."""
+    """Quotas in ZooKeeper (Kafka's layout, znodes defined in kctl.zk.znodes) on the broker's
+    registry's session (``ZooKeeperRegistry.quota_store``)."""
 
-    def __init__(self, client: Any) -> None:
-        self._zk = client
+    def __init__(self, session: ZooKeeperSession) -> None:
+        self._session = session
+
+    @property
+    def _zk(self) -> KazooClient:
+        return self._session.kazoo
 
     def close(self) -> None:
         pass
 
-    def _read(self, path: str) -> tuple[dict[str, Any] | None, Any]:
+    def _config(self, path: str) -> tuple[dict[str, str], ZnodeStat | None]:
+        """The ``config`` map of an entity (``path``: ``users/<u>``, ...) and its znode's stat (None
+        when there is no znode)."""
         from kazoo.exceptions import NoNodeError
 
+        entity_type, _, entity_name = path.partition("/")
         try:
-            data, stat = self._zk.get(path)
+            data, stat = self._zk.get(ConfigEntityZNode.path(entity_type, entity_name))
         except NoNodeError:
-            return None, None
+            return {}, None
         try:
-            obj = json.loads(data.decode("utf-8")) if data else {}
-        except ValueError:
-            obj = {}
-        return (obj if isinstance(obj, dict) else {}), stat
+            return ConfigEntityZNode.decode(entity_type, entity_name, data), stat
+        except ZNodeDecodeError:
+            return {}, stat
 
     def _children(self, path: str) -> list[str]:
         from kazoo.exceptions import NoNodeError
@@ -208,17 +230,19 @@ class ZooKeeperQuotaStore:
             return []
 
     def all_quotas(self) -> dict[QuotaEntity, QuotaValues]:
-        paths = [f"clients/{c}" for c in self._children(f"{CONFIG_PATH}/clients")]
-        for user in self._children(f"{CONFIG_PATH}/users"):
-            paths.append(f"users/{user}")
+        users, clients = ConfigEntityZNode.USERS, ConfigEntityZNode.CLIENTS
+        paths = [f"{clients}/{c}" for c in self._children(ConfigEntityTypeZNode.path(clients))]
+        for user in self._children(ConfigEntityTypeZNode.path(users)):
+            paths.append(f"{users}/{user}")
             paths += [
-                f"users/{user}/clients/{c}" for c in self._children(f"{CONFIG_PATH}/users/{user}/clients")
+                f"{users}/{user}/{clients}/{c}"
+                for c in self._children(ConfigEntityZNode.path(users, f"{user}/{clients}"))
             ]
         out = {}
         for path in paths:
             entity = parse_entity_path(path)
-            data, _ = self._read(f"{CONFIG_PATH}/{path}")
-            values = _quota_values((data or {}).get("config") or {})
+            config, _ = self._config(path)
+            values = _quota_values(config)
             if entity is not None and values:
                 out[entity] = values
         return out
@@ -227,11 +251,12 @@ class ZooKeeperQuotaStore:
         from kazoo.exceptions import BadVersionError, NodeExistsError
 
         path = entity_path(entity)
-        znode = f"{CONFIG_PATH}/{path}"
+        entity_type, _, entity_name = path.partition("/")
+        znode = ConfigEntityZNode.path(entity_type, entity_name)
         while True:
-            data, stat = self._read(znode)
-            config = _apply(dict((data or {}).get("config") or {}), ops)
-            body = json.dumps({"version": 1, "config": config}, separators=(",", ":")).encode()
+            current, stat = self._config(path)
+            config = _apply(current, ops)
+            body = ConfigEntityZNode.encode(config)
             try:
                 if stat is None:
                     if not config:
@@ -242,19 +267,39 @@ class ZooKeeperQuotaStore:
             except (BadVersionError, NodeExistsError):
                 continue
             break
-        notification = json.dumps({"version": 2, "entity_path": path}, separators=(",", ":")).encode()
-        self._zk.create(f"{CONFIG_CHANGES_PATH}/config_change_", notification, sequence=True, makepath=True)
+        notification = ConfigEntityChangeNotificationSequenceZNode
+        self._zk.create(
+            notification.create_path,
+            notification.encode(entity_type, entity_name),
+            sequence=True,
+            makepath=True,
+        )
 
     def watch(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` (on kazoo's thread) when a config change notification about a user or a
         client id appears (topic and broker config changes are left alone)."""
+        from kazoo.exceptions import NoNodeError
         from kazoo.recipe.watchers import ChildrenWatch
 
-        self._zk.ensure_path(CONFIG_CHANGES_PATH)
+        changes = ConfigEntityChangeNotificationZNode.path
+        notification = ConfigEntityChangeNotificationSequenceZNode
+        self._zk.ensure_path(changes)
         seen: list[str] = []  # [the newest notification handled] once the first call has passed
 
+        def about_quotas(child: str) -> bool:
+            """Whether a notification is about a user or a client id (or is gone: maybe)."""
+            try:
+                data, _ = self._zk.get(f"{changes}/{child}")
+            except NoNodeError:
+                return True
+            try:
+                entity_type, _ = notification.decode(data)
+            except ZNodeDecodeError:
+                return False
+            return entity_type in (ConfigEntityZNode.USERS, ConfigEntityZNode.CLIENTS)
+
         def on_children(children: list[str]) -> None:
-            ordered = sorted(c for c in children if c.startswith("config_change_"))
+            ordered = sorted(c for c in children if c.startswith(notification.PREFIX))
             if not seen:  # the first call: what was there before this broker started
                 seen.append(ordered[-1] if ordered else "")
                 return
@@ -263,17 +308,8 @@ class ZooKeeperQuotaStore:
             if fresh:
                 seen[0] = fresh[-1]
             for child in fresh:
-                data, _ = self._read(f"{CONFIG_CHANGES_PATH}/{child}")
-                path = str((data or {}).get("entity_path", ""))
-                if data is None or path.startswith(("users/", "clients/")):
+                if about_quotas(child):
                     callback()
                     return
 
-        ChildrenWatch(self._zk, CONFIG_CHANGES_PATH, on_children)
-
-
-def open_quota_store(zookeeper_client: Any | None, metadata_dir: Path) -> QuotaStore:
-    """The broker's store: on its ZooKeeper session in cluster mode, the JSON file otherwise."""
-    if zookeeper_client is not None:
-        return ZooKeeperQuotaStore(zookeeper_client)
-    return FileQuotaStore(metadata_dir)
+        ChildrenWatch(self._zk, changes, on_children)

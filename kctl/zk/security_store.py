@@ -1,7 +1,9 @@
 """Where the security metadata lives: SCRAM credentials and ACLs, in Kafka's ZooKeeper layout in
-cluster mode and in one JSON file under the data directory otherwise.
+cluster mode and in one JSON file under the data directory otherwise; the registry offers the one
+of its backend (``Registry.security_store``).
 
-ZooKeeper (what Kafka's brokers and ``kafka-configs.sh`` / ``kafka-acls.sh`` read and write):
+ZooKeeper (what Kafka's brokers and ``kafka-configs.sh`` / ``kafka-acls.sh`` read and write; the
+bytes are kctl.zk.znodes': ConfigEntityZNode, AclZNode and their change notifications):
 
 - ``/config/users/<user>``: ``{"version":1,"config":{"SCRAM-SHA-512":"salt=...,stored_key=...,
   server_key=...,iterations=4096"}}`` plus a ``/config/changes/config_change_<seq>`` notification
@@ -26,7 +28,22 @@ import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+from kctl.zk.znodes import (
+    AclChangeNotificationSequenceZNode,
+    AclZNode,
+    ConfigEntityChangeNotificationSequenceZNode,
+    ConfigEntityTypeZNode,
+    ConfigEntityZNode,
+    ZNodeDecodeError,
+)
+
+if TYPE_CHECKING:  # kazoo is only loaded by the ZooKeeper registry
+    from kazoo.client import KazooClient
+    from kazoo.protocol.states import ZnodeStat
+
+    from kctl.zk.zookeeper_session import ZooKeeperSession
 
 #: (resource type name, pattern type name, resource name): ("Topic", "LITERAL", "orders")
 ResourceKey = tuple[str, str, str]
@@ -35,15 +52,12 @@ AclEntry = dict[str, str]
 AclUpdate = Callable[[list[AclEntry]], list[AclEntry]]
 
 SECURITY_FILE_NAME = "security.json"
-USERS_PATH = "/config/users"
-CONFIG_CHANGES_PATH = "/config/changes"
-ACL_PATH = "/kafka-acl"
-ACL_EXTENDED_PATH = "/kafka-acl-extended/prefixed"
-ACL_CHANGES_PATH = "/kafka-acl-changes"
-ACL_EXTENDED_CHANGES_PATH = "/kafka-acl-extended-changes"
 
 
 class SecurityStore(Protocol):
+    """SCRAM credentials and ACLs (``Registry.security_store``): a FileSecurityStore or a
+    ZooKeeperSecurityStore."""
+
     def user_credentials(self, user: str) -> dict[str, str]: ...
     def users(self) -> dict[str, dict[str, str]]: ...
     def set_user_credential(self, user: str, mechanism: str, credential: str | None) -> bool: ...
@@ -136,53 +150,53 @@ class FileSecurityStore:
 
 
 class ZooKeeperSecurityStore:
-    """Credentials and ACLs in ZooKeeper (Kafka's layout), on a kazoo client: the broker's registry
-    client, or one of its own (``connect``) for tools."""
+    """Credentials and ACLs in ZooKeeper (Kafka's layout, znodes defined in kctl.zk.znodes) on a
+    ZooKeeper session: the broker's registry's (``ZooKeeperRegistry.security_store``), or one of
+    its own (``connect``) for tools."""
 
-    def __init__(self, client: Any, *, owns_client: bool = False) -> None:
-        self._zk = client
-        self._owns_client = owns_client
-        self._watching = False
+    def __init__(self, session: ZooKeeperSession, *, owns_session: bool = False) -> None:
+        self._session = session
+        self._owns_session = owns_session
 
     @classmethod
     def connect(cls, connect: str, *, timeout: float = 10.0) -> ZooKeeperSecurityStore:
         """A store on a new session to ``connect`` (``host:port[,...][/chroot]``)."""
-        from kazoo.client import KazooClient
+        from kctl.zk.zookeeper_session import ZooKeeperSession
 
-        client = KazooClient(hosts=connect, timeout=timeout)
-        client.start(timeout=timeout)
-        return cls(client, owns_client=True)
+        return cls(ZooKeeperSession.plain(connect, timeout=timeout), owns_session=True)
+
+    @property
+    def _zk(self) -> KazooClient:
+        return self._session.kazoo
 
     def close(self) -> None:
-        if self._owns_client:
+        if self._owns_session:
             with contextlib.suppress(Exception):
-                self._zk.stop()
-                self._zk.close()
+                self._session.close()
 
     # -- users ---------------------------------------------------------------------------------
-    def _read_json(self, path: str) -> tuple[dict[str, Any] | None, Any]:
+    def _user_config(self, user: str) -> tuple[dict[str, str], ZnodeStat | None]:
+        """The user's ``config`` map and its znode's stat (None when there is no znode)."""
         from kazoo.exceptions import NoNodeError
 
         try:
-            data, stat = self._zk.get(path)
+            data, stat = self._zk.get(ConfigEntityZNode.path(ConfigEntityZNode.USERS, user))
         except NoNodeError:
-            return None, None
+            return {}, None
         try:
-            return (json.loads(data.decode("utf-8")) if data else {}), stat
-        except ValueError:
+            return ConfigEntityZNode.decode(ConfigEntityZNode.USERS, user, data), stat
+        except ZNodeDecodeError:
             return {}, stat
 
     def user_credentials(self, user: str) -> dict[str, str]:
-        data, _ = self._read_json(f"{USERS_PATH}/{user}")
-        if not data:
-            return {}
-        return {k: v for k, v in (data.get("config") or {}).items() if k.startswith("SCRAM-")}
+        config, _ = self._user_config(user)
+        return {k: v for k, v in config.items() if k.startswith("SCRAM-")}
 
     def users(self) -> dict[str, dict[str, str]]:
         from kazoo.exceptions import NoNodeError
 
         try:
-            names = self._zk.get_children(USERS_PATH)
+            names = self._zk.get_children(ConfigEntityTypeZNode.path(ConfigEntityZNode.USERS))
         except NoNodeError:
             return {}
         out = {}
@@ -195,16 +209,15 @@ class ZooKeeperSecurityStore:
     def set_user_credential(self, user: str, mechanism: str, credential: str | None) -> bool:
         from kazoo.exceptions import BadVersionError, NodeExistsError
 
-        path = f"{USERS_PATH}/{user}"
+        path = ConfigEntityZNode.path(ConfigEntityZNode.USERS, user)
         while True:
-            data, stat = self._read_json(path)
-            config = dict((data or {}).get("config") or {})
+            config, stat = self._user_config(user)
             if credential is None:
                 if config.pop(mechanism, None) is None:
                     return False
             else:
                 config[mechanism] = credential
-            body = json.dumps({"version": 1, "config": config}).encode()
+            body = ConfigEntityZNode.encode(config)
             try:
                 if stat is None:
                     self._zk.create(path, body, makepath=True)
@@ -213,22 +226,36 @@ class ZooKeeperSecurityStore:
             except (BadVersionError, NodeExistsError):
                 continue
             break
-        notification = json.dumps({"version": 2, "entity_path": f"users/{user}"}).encode()
-        self._zk.create(f"{CONFIG_CHANGES_PATH}/config_change_", notification, sequence=True, makepath=True)
+        notification = ConfigEntityChangeNotificationSequenceZNode
+        self._zk.create(
+            notification.create_path,
+            notification.encode(ConfigEntityZNode.USERS, user),
+            sequence=True,
+            makepath=True,
+        )
         return True
 
     # -- ACLs ----------------------------------------------------------------------------------
-    @staticmethod
-    def _acl_path(key: ResourceKey) -> str:
+    def _acls(self, key: ResourceKey) -> tuple[list[AclEntry], ZnodeStat | None]:
+        """The ACLs of a resource pattern and its znode's stat (None when there is no znode)."""
+        from kazoo.exceptions import NoNodeError
+
         resource_type, pattern_type, name = key
-        base = ACL_EXTENDED_PATH if pattern_type == "PREFIXED" else ACL_PATH
-        return f"{base}/{resource_type}/{name}"
+        try:
+            data, stat = self._zk.get(AclZNode.path(resource_type, pattern_type, name))
+        except NoNodeError:
+            return [], None
+        try:
+            return AclZNode.decode(resource_type, pattern_type, name, data), stat
+        except ZNodeDecodeError:
+            return [], stat
 
     def all_acls(self) -> dict[ResourceKey, list[AclEntry]]:
         from kazoo.exceptions import NoNodeError
 
         out: dict[ResourceKey, list[AclEntry]] = {}
-        for base, pattern_type in ((ACL_PATH, "LITERAL"), (ACL_EXTENDED_PATH, "PREFIXED")):
+        for pattern_type in (AclZNode.LITERAL, AclZNode.PREFIXED):
+            base = AclZNode.root(pattern_type)
             try:
                 types = self._zk.get_children(base)
             except NoNodeError:
@@ -239,19 +266,21 @@ class ZooKeeperSecurityStore:
                 except NoNodeError:
                     continue
                 for name in names:
-                    data, _ = self._read_json(f"{base}/{resource_type}/{name}")
-                    if data and data.get("acls"):
-                        out[(resource_type, pattern_type, name)] = list(data["acls"])
+                    key = (resource_type, pattern_type, name)
+                    acls, _ = self._acls(key)
+                    if acls:
+                        out[key] = acls
         return out
 
     def update_acls(self, key: ResourceKey, update: AclUpdate) -> None:
         from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-        path = self._acl_path(key)
+        resource_type, pattern_type, name = key
+        path = AclZNode.path(resource_type, pattern_type, name)
         while True:
-            data, stat = self._read_json(path)
-            acls = update(list((data or {}).get("acls") or []))
-            body = json.dumps({"version": 1, "acls": acls}).encode()
+            current, stat = self._acls(key)
+            acls = update(current)
+            body = AclZNode.encode(acls)
             try:
                 if stat is None:
                     if not acls:
@@ -264,21 +293,16 @@ class ZooKeeperSecurityStore:
             except (BadVersionError, NodeExistsError, NoNodeError):
                 continue
             break
-        resource_type, pattern_type, name = key
-        if pattern_type == "PREFIXED":
-            change_path = ACL_EXTENDED_CHANGES_PATH
-            note = json.dumps(
-                {"version": 1, "resourceType": resource_type, "name": name, "patternType": pattern_type}
-            ).encode()
-        else:
-            change_path, note = ACL_CHANGES_PATH, f"{resource_type}:{name}".encode()
-        self._zk.create(f"{change_path}/acl_changes_", note, sequence=True, makepath=True)
+        note = AclChangeNotificationSequenceZNode.encode(resource_type, pattern_type, name)
+        self._zk.create(
+            AclChangeNotificationSequenceZNode.create_path(pattern_type), note, sequence=True, makepath=True
+        )
 
     def watch_acls(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` (on kazoo's thread) whenever a change notification appears."""
         from kazoo.recipe.watchers import ChildrenWatch
 
-        for path in (ACL_CHANGES_PATH, ACL_EXTENDED_CHANGES_PATH):
+        for path in AclChangeNotificationSequenceZNode.PATHS:
             self._zk.ensure_path(path)
             first = [True]
 
@@ -289,10 +313,3 @@ class ZooKeeperSecurityStore:
                 callback()
 
             ChildrenWatch(self._zk, path, on_children)
-
-
-def open_security_store(zookeeper_client: Any | None, metadata_dir: Path) -> SecurityStore:
-    """The broker's store: on its ZooKeeper session in cluster mode, the JSON file otherwise."""
-    if zookeeper_client is not None:
-        return ZooKeeperSecurityStore(zookeeper_client)
-    return FileSecurityStore(metadata_dir)

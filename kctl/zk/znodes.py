@@ -4,7 +4,8 @@ decoded), so that kctl and Apache Kafka's own brokers and tools read each other'
 This module owns the bytes. The formats are those Apache Kafka 3.x writes in ZooKeeper mode
 (``core/src/main/scala/kafka/zk/ZkData.scala``): compact JSON objects carrying a ``"version"``
 field, except ``/controller_epoch`` (a bare decimal integer, as Kafka writes it). Decoders accept
-the older versions Kafka still reads. Nothing here talks to ZooKeeper: kctl.zk.zookeeper does.
+the older versions Kafka still reads. Nothing here talks to ZooKeeper: the ZooKeeper registry's
+parts (kctl.zk.zookeeper) do.
 
 ::
 
@@ -23,14 +24,25 @@ the older versions Kafka still reads. Nothing here talks to ZooKeeper: kctl.zk.z
                                                     "isr":[1,2],"controller_epoch":1}
     /config/topics/<topic>                         {"version":1,"config":{"cleanup.policy":"compact"}}
     /config/brokers/<id>|<default>                 dynamic broker configs, same format
+    /config/users/<u>[/clients/<c>], /config/clients/<c>
+                                                   SCRAM credentials and client quotas, same format
     /config/changes/config_change_<seq> (seq.)     {"version":2,"entity_path":"topics/<topic>"}
     /admin/delete_topics/<topic>                   (no data: a topic marked for deletion)
     /admin/reassign_partitions                     {"version":1,"partitions":[{"topic":"t",
                                                     "partition":0,"replicas":[1,2]}]}
     /admin/preferred_replica_election              {"version":1,"partitions":[{"topic":"t",
                                                     "partition":0}]}
+    /kctl/elect_leaders                            {"version":1,"election_type":"unclean",
+                                                    "partitions":[{"topic":"t","partition":0}]}
+                                                    (kctl's own)
     /kctl/controlled_shutdown/<id> (ephemeral)     {"version":1,"state":"requested"|"done",
                                                     "remaining_partitions":0}  (kctl's own)
+    /kafka-acl/<type>/<name>                       {"version":1,"acls":[{"principal":"User:a",
+    /kafka-acl-extended/prefixed/<type>/<name>      "permissionType":"Allow","operation":"Read",
+                                                    "host":"*"}]}
+    /kafka-acl-changes/acl_changes_<seq> (seq.)    Topic:<name>
+    /kafka-acl-extended-changes/acl_changes_<seq>  {"version":1,"resourceType":"Topic","name":..,
+                                                    "patternType":"PREFIXED"}
 """
 
 from __future__ import annotations
@@ -38,7 +50,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kctl.zk.model import (
@@ -52,11 +64,14 @@ from kctl.zk.model import (
 
 __all__ = [
     "PERSISTENT_PATHS",
+    "AclChangeNotificationSequenceZNode",
+    "AclZNode",
     "BrokerIdZNode",
     "BrokerIdsZNode",
     "ClusterIdZNode",
     "ConfigEntityChangeNotificationSequenceZNode",
     "ConfigEntityChangeNotificationZNode",
+    "ConfigEntityTypeZNode",
     "ConfigEntityZNode",
     "ControlledShutdownBrokerZNode",
     "ControlledShutdownZNode",
@@ -64,6 +79,7 @@ __all__ = [
     "ControllerZNode",
     "DeleteTopicsTopicZNode",
     "DeleteTopicsZNode",
+    "ElectLeadersZNode",
     "PreferredReplicaElectionZNode",
     "ReassignPartitionsZNode",
     "TopicPartitionStateZNode",
@@ -374,18 +390,31 @@ class TopicPartitionStateZNode:
 
 
 # -- configs --------------------------------------------------------------------------------------
+class ConfigEntityTypeZNode:
+    """``/config/<entity type>``: the parent of one type's entities (topics, brokers, users,
+    clients)."""
+
+    @staticmethod
+    def path(entity_type: str) -> str:
+        return f"/config/{entity_type}"
+
+
 class ConfigEntityZNode:
     """``/config/<entity type>/<entity name>``: an entity's config overrides, e.g.
-    ``/config/topics/<topic>``."""
+    ``/config/topics/<topic>``. A user's znode holds its SCRAM credentials and its client quotas
+    (kctl.zk.security_store, kctl.zk.quota_store); a user's client id is the entity
+    ``<user>/clients/<client id>`` of type ``users``."""
 
     TOPICS = "topics"
     BROKERS = "brokers"
+    USERS = "users"
+    CLIENTS = "clients"
     #: The entity name of the cluster-wide default broker configs (``/config/brokers/<default>``).
     DEFAULT_BROKER = "<default>"
 
     @staticmethod
     def path(entity_type: str, entity_name: str) -> str:
-        return f"/config/{entity_type}/{entity_name}"
+        return f"{ConfigEntityTypeZNode.path(entity_type)}/{entity_name}"
 
     @staticmethod
     def encode(configs: Mapping[str, str]) -> bytes:
@@ -454,8 +483,14 @@ class DeleteTopicsTopicZNode:
 
 
 def _partition_list(path: str, data: bytes | None, with_replicas: bool) -> list[dict[str, Any]]:
+    """The ``partitions`` entries of an admin znode; none when the znode has no data or no list
+    (what a request without partitions looks like to the tools that write them)."""
+    if not data:
+        return []
     obj = _loads(path, data)
-    entries = _field(path, obj, "partitions", list)
+    entries = obj.get("partitions", [])
+    if not isinstance(entries, list):
+        raise ZNodeDecodeError(f"{path}: field 'partitions' has the wrong type: {entries!r}")
     out = []
     for entry in entries:
         if not isinstance(entry, dict):
@@ -470,6 +505,10 @@ def _partition_list(path: str, data: bytes | None, with_replicas: bool) -> list[
     return out
 
 
+def _partitions(partitions: Iterable[tuple[str, int]]) -> list[dict[str, Any]]:
+    return [{"topic": t, "partition": p} for t, p in sorted(set(partitions))]
+
+
 class ReassignPartitionsZNode:
     """``/admin/reassign_partitions``: partition reassignments the controller is asked to carry out
     (Kafka's format; the controller removes each entry when its reassignment completes, and the
@@ -478,19 +517,20 @@ class ReassignPartitionsZNode:
     path = "/admin/reassign_partitions"
 
     @staticmethod
-    def encode(requests: Mapping[tuple[str, int], tuple[int, ...]]) -> bytes:
+    def encode(requests: Mapping[tuple[str, int], Iterable[int]]) -> bytes:
         return _dumps(
             {
                 "version": 1,
                 "partitions": [
-                    {"topic": t, "partition": p, "replicas": list(r)}
-                    for (t, p), r in sorted(requests.items())
+                    {"topic": t, "partition": p, "replicas": [int(r) for r in replicas]}
+                    for (t, p), replicas in sorted(requests.items())
                 ],
             }
         )
 
     @classmethod
     def decode(cls, data: bytes | None) -> dict[tuple[str, int], tuple[int, ...]]:
+        """(topic, partition) -> target replicas; {} for no data."""
         return {
             (e["topic"], e["partition"]): tuple(e["replicas"])
             for e in _partition_list(cls.path, data, with_replicas=True)
@@ -499,18 +539,41 @@ class ReassignPartitionsZNode:
 
 class PreferredReplicaElectionZNode:
     """``/admin/preferred_replica_election``: partitions whose leadership should move to their
-    preferred (first) replica (Kafka's format; deleted by the controller once handled)."""
+    preferred (first) replica (Kafka's format; deleted by the controller once handled). A znode
+    without partitions asks for every partition."""
 
     path = "/admin/preferred_replica_election"
 
     @staticmethod
-    def encode(partitions: set[tuple[str, int]]) -> bytes:
-        return _dumps(
-            {"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in sorted(partitions)]}
-        )
+    def encode(partitions: Iterable[tuple[str, int]]) -> bytes:
+        return _dumps({"version": 1, "partitions": _partitions(partitions)})
 
     @classmethod
     def decode(cls, data: bytes | None) -> set[tuple[str, int]]:
+        return {(e["topic"], e["partition"]) for e in _partition_list(cls.path, data, with_replicas=False)}
+
+
+class ElectLeadersZNode:
+    """``/kctl/elect_leaders`` (kctl's own): partitions ElectLeaders asked to elect uncleanly, whatever
+    their topic's ``unclean.leader.election.enable`` says (Kafka's controller took those over an
+    RPC; it has no znode). ``election_type`` is "unclean" ("preferred" is read too, for the same
+    request). The controller removes the partitions it handled, and the znode when none is left."""
+
+    path = "/kctl/elect_leaders"
+    ELECTION_TYPE = "unclean"
+    ELECTION_TYPES = ("preferred", "unclean")
+
+    @classmethod
+    def encode(cls, partitions: Iterable[tuple[str, int]]) -> bytes:
+        document = {"version": 1, "election_type": cls.ELECTION_TYPE, "partitions": _partitions(partitions)}
+        return _dumps(document)
+
+    @classmethod
+    def decode(cls, data: bytes | None) -> set[tuple[str, int]]:
+        if data:
+            election_type = _loads(cls.path, data).get("election_type", "preferred")
+            if election_type not in cls.ELECTION_TYPES:
+                raise ZNodeDecodeError(f"{cls.path}: unknown election_type {election_type!r}")
         return {(e["topic"], e["partition"]) for e in _partition_list(cls.path, data, with_replicas=False)}
 
 
@@ -542,6 +605,69 @@ class ControlledShutdownBrokerZNode:
         path = cls.path(broker_id)
         obj = _loads(path, data)
         return _field(path, obj, "state", str), int(obj.get("remaining_partitions", -1))
+
+
+# -- ACLs -----------------------------------------------------------------------------------------
+class AclZNode:
+    """``/kafka-acl/<resource type>/<name>`` (literal resource patterns) and
+    ``/kafka-acl-extended/prefixed/<resource type>/<name>`` (prefixed ones): the ACLs of one
+    resource pattern, as Kafka's AclAuthorizer stores them (``ResourceZNode``). An ACL is the JSON
+    object Kafka writes (``principal``, ``permissionType``, ``operation``, ``host``)."""
+
+    LITERAL = "LITERAL"
+    PREFIXED = "PREFIXED"
+    LITERAL_ROOT = "/kafka-acl"
+    PREFIXED_ROOT = "/kafka-acl-extended/prefixed"
+
+    @classmethod
+    def root(cls, pattern_type: str) -> str:
+        """The parent of a pattern type's resource types."""
+        return cls.PREFIXED_ROOT if pattern_type == cls.PREFIXED else cls.LITERAL_ROOT
+
+    @classmethod
+    def path(cls, resource_type: str, pattern_type: str, name: str) -> str:
+        return f"{cls.root(pattern_type)}/{resource_type}/{name}"
+
+    @staticmethod
+    def encode(acls: list[dict[str, str]]) -> bytes:
+        return _dumps({"version": 1, "acls": acls})
+
+    @classmethod
+    def decode(
+        cls, resource_type: str, pattern_type: str, name: str, data: bytes | None
+    ) -> list[dict[str, str]]:
+        """The ACLs; none for a znode without data or without an ``acls`` list."""
+        if not data:
+            return []
+        acls = _loads(cls.path(resource_type, pattern_type, name), data).get("acls")
+        return list(acls) if isinstance(acls, list) else []
+
+
+class AclChangeNotificationSequenceZNode:
+    """``/kafka-acl-changes/acl_changes_<seq>`` (literal patterns: ``"<resource type>:<name>"``) and
+    ``/kafka-acl-extended-changes/acl_changes_<seq>`` (others: a JSON object), persistent
+    sequential: "the ACLs of this resource pattern changed, re-read them" (Kafka's
+    ``LiteralAclChangeStore`` and ``ExtendedAclChangeStore``)."""
+
+    PREFIX = "acl_changes_"
+    LITERAL_PATH = "/kafka-acl-changes"
+    EXTENDED_PATH = "/kafka-acl-extended-changes"
+    PATHS = (LITERAL_PATH, EXTENDED_PATH)
+
+    @classmethod
+    def parent(cls, pattern_type: str) -> str:
+        return cls.LITERAL_PATH if pattern_type == AclZNode.LITERAL else cls.EXTENDED_PATH
+
+    @classmethod
+    def create_path(cls, pattern_type: str) -> str:
+        return f"{cls.parent(pattern_type)}/{cls.PREFIX}"
+
+    @staticmethod
+    def encode(resource_type: str, pattern_type: str, name: str) -> bytes:
+        if pattern_type == AclZNode.LITERAL:
+            return f"{resource_type}:{name}".encode()
+        note = {"version": 1, "resourceType": resource_type, "name": name, "patternType": pattern_type}
+        return _dumps(note)
 
 
 PERSISTENT_PATHS: tuple[str, ...] = (

@@ -1,10 +1,19 @@
 """The ZooKeeper registry: cluster metadata in ZooKeeper, in Apache Kafka's layout (kazoo).
 
-This module owns the conversation with ZooKeeper: the session, the ephemeral broker registration
-and controller election, and the watches that turn other processes' changes into listener
-notifications. The reads and writes of topics, configs and partition states are in
-kctl.zk.zookeeper_topics, the controller's fenced writes in kctl.zk.zookeeper_controller (both
-mixins of ZooKeeperRegistry). What each znode holds is kctl.zk.znodes' business.
+``ZooKeeperRegistry`` is the composition of the parts of kctl.zk.registry on one ZooKeeper session
+(kctl.zk.zookeeper_session), each part a class of its own that reaches ZooKeeper only through that
+session:
+
+- ``ZooKeeperBrokers`` (here): the cluster id, the ephemeral broker registrations, Kafka's
+  controller election and kctl's controlled shutdown requests (/kctl/controlled_shutdown/<id>);
+- kctl.zk.zookeeper_topics: topics and partition states, with the controller's fenced writes;
+- kctl.zk.zookeeper_configs: topic config overrides and dynamic broker configs;
+- kctl.zk.admin_requests: the admin znodes (reassignments, preferred and unclean elections);
+- kctl.zk.security_store, kctl.zk.quota_store: SCRAM credentials and ACLs, client quotas;
+- kctl.zk.zookeeper_watches: the watches that turn other processes' changes into listener
+  notifications.
+
+What each znode holds is kctl.zk.znodes' business.
 
 - The connect string is Kafka's ``zookeeper.connect``: ``host:port[,host:port...][/chroot]``. A
   missing chroot path is created at start, as Kafka does.
@@ -17,14 +26,6 @@ mixins of ZooKeeperRegistry). What each znode holds is kctl.zk.znodes' business.
   has a new session, the broker registrations made through this registry are created again and
   listeners hear every reason. Controllership is not re-taken: the CONTROLLER notification lets
   the broker run for it again, as Kafka's brokers do.
-- Watches: children of /brokers/ids ("brokers") and /brokers/topics ("topics"), the data of each
-  /brokers/topics/<topic> ("topics": partitions added), of /controller ("controller"), of each
-  partition state znode ("partitions"), and the children of /config/changes ("configs"; Kafka's
-  config change notifications, which set_topic_configs writes and purges after 15 minutes).
-- Topic deletion is done directly (the topic's znodes, its partition states, its config overrides,
-  and any /admin/delete_topics marker), not by marking the topic and waiting for a controller.
-- A topic without a topic id (written by Kafka before 2.8, or by hand) gets one on first read, as
-  Kafka's controller assigns them.
 """
 
 from __future__ import annotations
@@ -33,100 +34,72 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
-from typing import Any
+import uuid
 
-from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import (
-    BadVersionError,
-    ConnectionClosedError,
-    ConnectionLoss,
-    KazooException,
-    NodeExistsError,
-    NoNodeError,
-    OperationTimeoutError,
-    SessionExpiredError,
-)
-from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
-from kazoo.recipe.watchers import ChildrenWatch, DataWatch
-from kazoo.retry import KazooRetry
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from kctl.zk import admin_requests
+from kctl.zk.admin_requests import ZooKeeperAdminRequests
 from kctl.zk.model import (
     BrokerIdInUseError,
     BrokerRegistration,
     ControllerFence,
+    PartitionState,
+    PartitionStateUpdate,
     RegistryError,
-    RegistryUnavailableError,
+    TopicRecord,
     encode_uuid,
     random_kafka_uuid,
 )
+from kctl.zk.quota_store import QuotaStore, ZooKeeperQuotaStore
 from kctl.zk.registry import (
     ADMIN,
     BROKERS,
-    CONFIGS,
     CONTROLLER,
     PARTITIONS,
     REASONS,
     SESSION,
-    SESSION_CONNECTED,
-    SESSION_EXPIRED,
-    SESSION_SUSPENDED,
     TOPICS,
+    AdminRequests,
+    ClusterMembership,
     Registry,
 )
+from kctl.zk.security_store import SecurityStore, ZooKeeperSecurityStore
 from kctl.zk.znodes import (
     PERSISTENT_PATHS,
     BrokerIdsZNode,
     BrokerIdZNode,
     ClusterIdZNode,
-    ConfigEntityChangeNotificationSequenceZNode,
-    ConfigEntityChangeNotificationZNode,
+    ControlledShutdownBrokerZNode,
     ControlledShutdownZNode,
     ControllerEpochZNode,
     ControllerZNode,
-    PreferredReplicaElectionZNode,
-    ReassignPartitionsZNode,
-    TopicPartitionStateZNode,
-    TopicsZNode,
-    TopicZNode,
     ZNodeDecodeError,
 )
-from kctl.zk.zookeeper_controller import ControllerOpsMixin
-from kctl.zk.zookeeper_topics import TopicOpsMixin, collect
+from kctl.zk.zookeeper_configs import ZooKeeperConfigs
+from kctl.zk.zookeeper_session import (
+    DEFAULT_SESSION_TIMEOUT_MS,
+    ZooKeeperPart,
+    ZooKeeperSession,
+    collect,
+    split_connect,
+)
+from kctl.zk.zookeeper_topics import ZooKeeperTopics
+from kctl.zk.zookeeper_watches import ZooKeeperWatches
 
-__all__ = ["DEFAULT_SESSION_TIMEOUT_MS", "ZooKeeperRegistry", "split_connect"]
+__all__ = ["DEFAULT_SESSION_TIMEOUT_MS", "ZooKeeperBrokers", "ZooKeeperRegistry", "split_connect"]
 
 log = logging.getLogger("kctl.zk.zookeeper")
 
-DEFAULT_SESSION_TIMEOUT_MS = 18_000  # Kafka's zookeeper.session.timeout.ms
-_UNAVAILABLE = (
-    ConnectionLoss,
-    SessionExpiredError,
-    ConnectionClosedError,
-    OperationTimeoutError,
-    KazooTimeoutError,
-)
-RECONNECT_MAX_DELAY_S = 1.0
 _RETRIES = 10
 STALE_REGISTRATION_MARGIN_S = 5.0
 """Waited for a stale registration beyond the session timeout: ZooKeeper expires sessions on its
 tick (2 s by default), so a session may outlive its timeout by that much."""
 
 
-def split_connect(connect: str) -> tuple[str, str]:
-    """Kafka's ``zookeeper.connect`` -> (``host:port,...``, chroot or "")."""
-    hosts, slash, chroot = connect.strip().partition("/")
-    if not hosts:
-        raise ValueError(f"{connect!r} names no ZooKeeper host")
-    chroot = ("/" + chroot.strip("/")) if slash and chroot.strip("/") else ""
-    return hosts, chroot
-
-
-
-class ZooKeeperRegistry(ControllerOpsMixin, TopicOpsMixin, Registry):
-    """Cluster metadata in ZooKeeper at ``connect`` (Kafka's ``zookeeper.connect``)."""
+class ZooKeeperRegistry(Registry):
+    """Cluster metadata in ZooKeeper at ``connect`` (Kafka's ``zookeeper.connect``): one session,
+    shared by the parts this registry is made of."""
 
     def __init__(
         self,
@@ -136,385 +109,212 @@ class ZooKeeperRegistry(ControllerOpsMixin, TopicOpsMixin, Registry):
         connection_timeout_ms: int | None = None,
     ) -> None:
         super().__init__()
-        self.connect = connect
-        self._hosts, self._chroot = split_connect(connect)
-        self.session_timeout_ms = session_timeout_ms
-        self.connection_timeout_ms = (
-            session_timeout_ms if connection_timeout_ms is None else connection_timeout_ms
+        self._session = ZooKeeperSession(
+            connect,
+            session_timeout_ms=session_timeout_ms,
+            connection_timeout_ms=connection_timeout_ms,
+            notify=self._notify,
+            on_reconnect=self._after_reconnect,
         )
-        self._op_timeout = max(session_timeout_ms, self.connection_timeout_ms) / 1000
-        self._lock = threading.RLock()
-        self._start_lock = threading.Lock()
-        self._client: KazooClient | None = None
-        self._closed = False
-        self._session_lost = False
-        self._disconnected = False
-        self._session_state = SESSION_CONNECTED
-        self._cluster_id: str | None = None
-        self._registrations: dict[int, BrokerRegistration] = {}
-        self._fence: ControllerFence | None = None
-        self._shutdown_requests: set[int] = set()
-        # topic (or topic partition) -> (generation token, its one-shot watch function)
-        self._topic_watches: dict[str, tuple[object, Callable[[WatchedEvent], None]]] = {}
-        self._state_watches: dict[tuple[str, int], tuple[object, Callable[[WatchedEvent], None]]] = {}
-        self._watches: list[object] = []
-        self._topics_watched = False
-        self._config_changes_watched = False
-        self._last_config_change = -1
+        self.connect = connect
+        self.session_timeout_ms = session_timeout_ms
+        self.connection_timeout_ms = self._session.connection_timeout_ms
+        self._brokers = ZooKeeperBrokers(self._session)
+        self._topics = ZooKeeperTopics(self._session)
+        self._configs = ZooKeeperConfigs(self._session)
+        self._admin_requests = ZooKeeperAdminRequests(self._session)
+        self._security_store = ZooKeeperSecurityStore(self._session)
+        self._quota_store = ZooKeeperQuotaStore(self._session)
+        self._watches = ZooKeeperWatches(self._session)
+
+    # -- the other parts ---------------------------------------------------------------------------
+    @property
+    def admin_requests(self) -> AdminRequests:
+        return self._admin_requests
+
+    @property
+    def security_store(self) -> SecurityStore:
+        return self._security_store
+
+    @property
+    def quota_store(self) -> QuotaStore:
+        return self._quota_store
 
     # -- lifecycle ---------------------------------------------------------------------------------
     @property
     def kazoo_client(self) -> KazooClient:
-        """The underlying KazooClient (for tools and tests)."""
-        if self._client is None:
-            raise RegistryUnavailableError(f"the ZooKeeper registry for {self.connect} is not started")
-        return self._client
+        """The underlying KazooClient (for tests)."""
+        return self._session.kazoo
 
     def start(self) -> None:
-        with self._start_lock:  # not self._lock, which is never held across a ZooKeeper call
-            if self._client is not None:
-                return
-            if self._closed:
-                raise RegistryUnavailableError(f"the ZooKeeper registry for {self.connect} is closed")
-            if self._chroot:
-                self._create_chroot()
-            client = self._new_client(self.connect)
-            self._connect(client)
-            self._client = client
-            client.add_listener(self._on_state_change)
+        if not self._session.start():
+            return
         try:
-            with self._zk("create the top-level paths"):
+            with self._session.guard("create the top-level paths"):
+                client = self._session.client()
                 for path in PERSISTENT_PATHS:
                     client.ensure_path(path)
-            self._start_watches()
+            self._watches.start()
         except BaseException:
             self.close()
             raise
 
-    def _new_client(self, hosts: str) -> KazooClient:
-        """A kazoo client that never gives up reconnecting and tries at least every second (kazoo's
-        default backoff grows to an hour), so a broker is back soon after ZooKeeper is."""
-        retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=RECONNECT_MAX_DELAY_S)
-        return KazooClient(hosts=hosts, timeout=self.session_timeout_ms / 1000, connection_retry=retry)
-
-    def _connect(self, client: KazooClient) -> None:
-        try:
-            client.start(timeout=self.connection_timeout_ms / 1000)
-        except KazooTimeoutError:
-            raise RegistryUnavailableError(
-                f"could not connect to ZooKeeper at {self._hosts} within "
-                f"{self.connection_timeout_ms} ms (zookeeper.connect={self.connect})"
-            ) from None
-
-    def _create_chroot(self) -> None:
-        bootstrap = self._new_client(self._hosts)
-        self._connect(bootstrap)
-        try:
-            with self._zk(f"create the chroot {self._chroot}"):
-                bootstrap.ensure_path(self._chroot)
-        finally:
-            bootstrap.stop()
-            bootstrap.close()
-
     def close(self) -> None:
-        with self._lock:
-            client, self._client = self._client, None
-            self._closed = True
-            self._registrations.clear()
-            self._topic_watches.clear()
-            self._state_watches.clear()
-            self._watches.clear()
-        if client is not None:
-            client.remove_listener(self._on_state_change)
-            with contextlib.suppress(KazooException):
-                client.stop()  # ends the session: ZooKeeper deletes our ephemeral znodes now
-            client.close()
-
-    def _zk_client(self) -> KazooClient:
-        client = self._client
-        if client is None:
-            state = "closed" if self._closed else "not started"
-            raise RegistryUnavailableError(f"the ZooKeeper registry for {self.connect} is {state}")
-        if not client.connected:
-            raise RegistryUnavailableError(
-                f"not connected to ZooKeeper at {self.connect} (connection state {client.state}); "
-                "retry when the connection is back"
-            )
-        return client
-
-    @contextlib.contextmanager
-    def _zk(self, action: str) -> Iterator[None]:
-        """Turn kazoo's connection errors into RegistryUnavailableError, naming what failed."""
-        try:
-            yield
-        except _UNAVAILABLE as error:
-            raise RegistryUnavailableError(
-                f"ZooKeeper at {self.connect} unavailable while trying to {action}: "
-                f"{type(error).__name__} {error}".rstrip()
-            ) from error
-        except RegistryError:
-            raise
-        except KazooException as error:
-            raise RegistryError(f"ZooKeeper error while trying to {action}: {error!r}") from error
-
-    @property
-    def _session_id(self) -> int:
-        client = self._zk_client()
-        return client.client_id[0] if client.client_id else 0
-
-    # -- session -----------------------------------------------------------------------------------
-    def _on_state_change(self, state: str) -> None:
-        """kazoo's connection thread: never block here."""
-        client = self._client
-        if client is None or self._closed:
-            return
-        if state == KazooState.LOST:
-            log.warning("ZooKeeper session to %s expired", self.connect)
-            self._session_lost = self._disconnected = True
-            self._session_state = SESSION_EXPIRED
-            self._fence = None
-            # Our broker registrations and controllership went with the session.
-            client.handler.spawn(self._notify, CONTROLLER)
-            client.handler.spawn(self._notify, SESSION)
-        elif state == KazooState.SUSPENDED:
-            log.warning("connection to ZooKeeper at %s suspended", self.connect)
-            self._disconnected = True
-            if self._session_state != SESSION_EXPIRED:
-                self._session_state = SESSION_SUSPENDED
-            client.handler.spawn(self._notify, SESSION)
-        elif state == KazooState.CONNECTED and self._disconnected:
-            new_session, self._session_lost, self._disconnected = self._session_lost, False, False
-            log.info(
-                "connection to ZooKeeper at %s is back (%s)",
-                self.connect,
-                "a new session" if new_session else "the same session",
-            )
-            if not new_session and self._session_state != SESSION_EXPIRED:
-                self._session_state = SESSION_CONNECTED
-            client.handler.spawn(self._after_reconnect, new_session)
+        self._brokers.forget()
+        self._watches.clear()
+        self._session.close()
 
     def session_state(self) -> str:
-        return self._session_state
+        return self._session.state
 
     def _after_reconnect(self, new_session: bool) -> None:
         """Set the topic and partition-state watches again (kazoo dropped them with the connection)
         and, in a new session, register again what this registry had registered. Listeners then
         hear that anything may have changed meanwhile (with a new session: the controller too, as
         ours, if any, went with the old session)."""
-        registered = True
-        if new_session:
-            with self._lock:
-                registrations = list(self._registrations.values())
-            for registration in registrations:
-                try:
-                    self._create_broker_znode(registration)
-                    log.info("re-registered broker %d after session expiry", registration.broker_id)
-                except RegistryError:
-                    log.exception("could not re-register broker %d", registration.broker_id)
-                    registered = False
+        registered = self._brokers.register_again() if new_session else True
         try:
-            with self._lock:
-                topics = list(self._topic_watches)
-                keys = list(self._state_watches)
-            self._arm_now(topics, keys)
+            self._watches.arm_again()
         except RegistryError:
             log.warning("could not set the watches again; they will be on the next reconnection")
         if new_session and registered:
-            self._session_state = SESSION_CONNECTED  # only once registered again
+            self._session.restored()  # only once registered again
         for reason in (*REASONS, SESSION) if new_session else (TOPICS, PARTITIONS, SESSION):
             self._notify(reason)
 
-    # -- watches -----------------------------------------------------------------------------------
-    # /brokers/ids, /brokers/topics, /controller and /config/changes use kazoo's watch recipes. The
-    # many topic and partition-state znodes use plain one-shot ZooKeeper watches, set again after
-    # each event and, all at once, after a reconnection: no thread or blocking call per znode.
-    # Watch set-up is not a change; only later events are announced to listeners.
-    def _start_watches(self) -> None:
-        client = self._zk_client()
-        watches = [
-            ChildrenWatch(client, BrokerIdsZNode.path, self._children_watcher(BROKERS)),
-            ChildrenWatch(client, TopicsZNode.path, self._on_topics),
-            DataWatch(client, ControllerZNode.path, self._controller_watcher()),
-            ChildrenWatch(client, ConfigEntityChangeNotificationZNode.path, self._on_config_changes),
-            DataWatch(client, ReassignPartitionsZNode.path, self._data_watcher(ADMIN)),
-            DataWatch(client, PreferredReplicaElectionZNode.path, self._data_watcher(ADMIN)),
-            DataWatch(client, admin_requests.ELECT_LEADERS_PATH, self._data_watcher(ADMIN)),
-            ChildrenWatch(client, ControlledShutdownZNode.path, self._children_watcher(ADMIN)),
-        ]
+    # -- ClusterMembership: ZooKeeperBrokers -------------------------------------------------------
+    def cluster_id(self) -> str:
+        return self._brokers.cluster_id()
+
+    def register_broker(self, reg: BrokerRegistration) -> None:
+        self._brokers.register_broker(reg)
+
+    def wait_for_stale_registration(self, broker_id: int, timeout_s: float | None = None) -> None:
+        self._brokers.wait_for_stale_registration(broker_id, timeout_s)
+
+    def unregister_broker(self, broker_id: int) -> None:
+        self._brokers.unregister_broker(broker_id)
+
+    def live_brokers(self) -> list[BrokerRegistration]:
+        return self._brokers.live_brokers()
+
+    def try_become_controller(self, broker_id: int) -> bool:
+        return self._brokers.try_become_controller(broker_id)
+
+    def controller_fence(self) -> ControllerFence | None:
+        return self._brokers.controller_fence()
+
+    def resign_controller(self) -> None:
+        self._brokers.resign_controller()
+
+    def controller_id(self) -> int | None:
+        return self._brokers.controller_id()
+
+    def controller_epoch(self) -> int:
+        return self._brokers.controller_epoch()
+
+    def request_controlled_shutdown(self, broker_id: int) -> None:
+        self._brokers.request_controlled_shutdown(broker_id)
+
+    def controlled_shutdown_requests(self) -> dict[int, tuple[str, int]]:
+        return self._brokers.controlled_shutdown_requests()
+
+    def answer_controlled_shutdown(self, broker_id: int, remaining_partitions: int) -> None:
+        self._brokers.answer_controlled_shutdown(broker_id, remaining_partitions)
+
+    # -- TopicStore: ZooKeeperTopics ---------------------------------------------------------------
+    def create_topic(
+        self,
+        name: str,
+        assignment: dict[int, tuple[int, ...]],
+        configs: dict[str, str],
+        topic_id: uuid.UUID | None = None,
+    ) -> TopicRecord:
+        return self._topics.create_topic(name, assignment, configs, topic_id)
+
+    def delete_topic(self, name: str) -> None:
+        self._topics.delete_topic(name)
+
+    def add_partitions(self, name: str, new_assignment: dict[int, tuple[int, ...]]) -> TopicRecord:
+        return self._topics.add_partitions(name, new_assignment)
+
+    def topics(self) -> dict[str, TopicRecord]:
+        return self._topics.topics()
+
+    def get_topic(self, name: str) -> TopicRecord | None:
+        return self._topics.get_topic(name)
+
+    def set_topic_assignment(
+        self,
+        name: str,
+        assignment: dict[int, tuple[int, ...]],
+        adding_replicas: dict[int, tuple[int, ...]],
+        removing_replicas: dict[int, tuple[int, ...]],
+        fence: ControllerFence,
+    ) -> TopicRecord:
+        return self._topics.set_topic_assignment(name, assignment, adding_replicas, removing_replicas, fence)
+
+    def set_partition_state(
+        self,
+        topic: str,
+        partition: int,
+        state: PartitionState,
+        *,
+        expected_partition_epoch: int | None = None,
+    ) -> PartitionState:
+        return self._topics.set_partition_state(
+            topic, partition, state, expected_partition_epoch=expected_partition_epoch
+        )
+
+    def set_partition_states(
+        self, updates: list[PartitionStateUpdate], fence: ControllerFence
+    ) -> dict[tuple[str, int], PartitionState]:
+        return self._topics.set_partition_states(updates, fence)
+
+    def partition_states(self, topic: str) -> dict[int, PartitionState]:
+        return self._topics.partition_states(topic)
+
+    # -- ConfigStore: ZooKeeperConfigs -------------------------------------------------------------
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        self._configs.set_topic_configs(name, configs)
+
+    def broker_configs(self, entity: str) -> dict[str, str]:
+        return self._configs.broker_configs(entity)
+
+    def set_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
+        self._configs.set_broker_configs(entity, configs)
+
+
+class ZooKeeperBrokers(ZooKeeperPart, ClusterMembership):
+    """The cluster id, the live brokers, the controller and the controlled shutdown requests: the
+    session-bound facts (registrations, controllership and shutdown requests are ephemeral znodes
+    of the session)."""
+
+    def __init__(self, session: ZooKeeperSession) -> None:
+        super().__init__(session)
+        self._lock = threading.RLock()
+        self._cluster_id: str | None = None
+        self._registrations: dict[int, BrokerRegistration] = {}
+
+    def forget(self) -> None:
+        """Forget the registrations (the registry is closing: they go with the session)."""
         with self._lock:
-            self._watches = watches
-            topics = list(self._topic_watches)
-        self._arm_now(topics, [])
+            self._registrations.clear()
 
-    def _children_watcher(self, reason: str) -> Callable[[list[str]], bool | None]:
-        first = [True]
-
-        def watcher(children: list[str]) -> bool | None:
-            if self._closed:
-                return False
-            if first[0]:
-                first[0] = False
-            else:
-                self._notify(reason)
-            return None
-
-        return watcher
-
-    def _controller_watcher(self) -> Callable[[bytes | None, ZnodeStat | None, Any], bool | None]:
-        return self._data_watcher(CONTROLLER)
-
-    def _data_watcher(self, reason: str) -> Callable[[bytes | None, ZnodeStat | None, Any], bool | None]:
-        first = [True]
-
-        def watcher(data: bytes | None, stat: ZnodeStat | None, event: Any = None) -> bool | None:
-            if self._closed:
-                return False
-            if first[0]:
-                first[0] = False
-            else:
-                self._notify(reason)
-            return None
-
-        return watcher
-
-    def _on_topics(self, children: list[str]) -> bool | None:
-        """/brokers/topics changed: watch the new topics' znodes, forget the deleted ones. (The
-        first call comes from start(), which then sets the topics' watches itself.)"""
-        if self._closed or self._client is None:
-            return False
-        new: list[str] = []
-        with self._lock:  # never held across a ZooKeeper call: those may wait out a disconnection
-            first, self._topics_watched = not self._topics_watched, True
-            known = set(self._topic_watches)
-            for topic in set(children) - known:
-                token = object()
-                self._topic_watches[topic] = (token, self._topic_watcher(topic, token))
-                new.append(topic)
-            for topic in known - set(children):
-                self._forget_topic(topic)
-        if not first:
-            for topic in new:
-                self._arm_topic(topic)
-            self._notify(TOPICS)
-        return None
-
-    def _forget_topic(self, topic: str, token: object | None = None) -> None:
-        """Stop watching ``topic`` (only if its watches are ``token``'s generation, if given)."""
+    def register_again(self) -> bool:
+        """In a new session: register again what this registry had registered (ZooKeeper deleted it
+        with the old session). False when some registration could not be made."""
+        registered = True
         with self._lock:
-            entry = self._topic_watches.get(topic)
-            if entry is None or (token is not None and entry[0] is not token):
-                return
-            del self._topic_watches[topic]
-            for key in [k for k in self._state_watches if k[0] == topic]:
-                del self._state_watches[key]
-
-    def _topic_watcher(self, topic: str, token: object) -> Callable[[WatchedEvent], None]:
-        """The one-shot watch on /brokers/topics/<topic> (partitions added)."""
-
-        def watcher(event: WatchedEvent) -> None:
-            entry = self._topic_watches.get(topic)
-            if self._closed or entry is None or entry[0] is not token or event.type == EventType.NONE:
-                return  # NONE: the connection dropped; _after_reconnect sets the watch again
-            if event.type == EventType.DELETED:
-                self._forget_topic(topic, token)
-            else:
-                self._arm_topic(topic)
-            self._notify(TOPICS)
-
-        return watcher
-
-    def _state_watcher(self, key: tuple[str, int], token: object) -> Callable[[WatchedEvent], None]:
-        """The one-shot watch on a partition state znode (which may not exist yet)."""
-
-        def watcher(event: WatchedEvent) -> None:
-            entry = self._state_watches.get(key)
-            if self._closed or entry is None or entry[0] is not token or event.type == EventType.NONE:
-                return
-            self._arm_state(key)
-            self._notify(PARTITIONS)
-
-        return watcher
-
-    def _arm_topic(self, topic: str, *, follow: bool = True) -> Any:
-        """Read /brokers/topics/<topic> with a watch; with ``follow``, its partitions' states get
-        watched when the data arrives (else the caller does it). Returns kazoo's async result (None
-        if there is nothing to watch)."""
-        client = self._client
-        with self._lock:
-            entry = self._topic_watches.get(topic)
-        if client is None or self._closed or entry is None:
-            return None
-        token, watcher = entry
-        result = client.get_async(TopicZNode.path(topic), watch=watcher)
-        if follow:
-            result.rawlink(lambda done: self._on_topic_data(topic, token, done))
-        return result
-
-    def _arm_state(self, key: tuple[str, int]) -> Any:
-        client = self._client
-        with self._lock:
-            entry = self._state_watches.get(key)
-        if client is None or self._closed or entry is None:
-            return None
-        return client.exists_async(TopicPartitionStateZNode.path(*key), watch=entry[1])
-
-    def _on_topic_data(self, topic: str, token: object, result: Any) -> list[Any]:
-        """A topic znode was read: watch the states of partitions not watched yet. Returns the
-        async results of the new watches (for _arm_now to wait for)."""
-        if self._closed:
-            return []
-        if not result.successful():
-            if isinstance(result.exception, NoNodeError):
-                self._forget_topic(topic, token)
-            return []  # a connection error: _after_reconnect sets the watches again
-        try:
-            _, assignment = TopicZNode.decode(topic, result.value[0])
-        except ZNodeDecodeError:
-            log.warning("ignoring malformed topic znode %s", TopicZNode.path(topic))
-            return []
-        new: list[tuple[str, int]] = []
-        with self._lock:
-            entry = self._topic_watches.get(topic)
-            if entry is None or entry[0] is not token:
-                return []
-            for partition in assignment:
-                key = (topic, partition)
-                if key not in self._state_watches:
-                    self._state_watches[key] = (token, self._state_watcher(key, token))
-                    new.append(key)
-        return [r for r in (self._arm_state(key) for key in new) if r is not None]
-
-    def _arm_now(self, topics: list[str], keys: list[tuple[str, int]]) -> None:
-        """Set the watches of ``topics`` (and their partition states) and of ``keys``, and wait
-        until ZooKeeper has them all: no change after this returns goes unnoticed."""
-        pending = [r for r in (self._arm_state(key) for key in keys) if r is not None]
-        reads = []
-        for topic in topics:
-            with self._lock:
-                entry = self._topic_watches.get(topic)
-            result = self._arm_topic(topic, follow=False)
-            if entry is not None and result is not None:
-                reads.append((topic, entry[0], result))
-        with self._zk("watch the topics"):
-            for topic, token, result in reads:
-                with contextlib.suppress(NoNodeError):
-                    result.get(timeout=self._op_timeout)
-                pending += self._on_topic_data(topic, token, result)
-            collect(pending, self._op_timeout)
-
-    def _on_config_changes(self, children: list[str]) -> bool | None:
-        """A new /config/changes/config_change_<seq>: some entity's configs changed."""
-        if self._closed:
-            return False
-        numbers = [ConfigEntityChangeNotificationSequenceZNode.sequence_number(c) for c in children]
-        newest = max((n for n in numbers if n is not None), default=-1)
-        with self._lock:
-            first, self._config_changes_watched = not self._config_changes_watched, True
-            changed = newest > self._last_config_change
-            self._last_config_change = max(newest, self._last_config_change)
-        if changed and not first:
-            self._notify(CONFIGS)
-        return None
+            registrations = list(self._registrations.values())
+        for registration in registrations:
+            try:
+                self._create_broker_znode(registration)
+                log.info("re-registered broker %d after session expiry", registration.broker_id)
+            except RegistryError:
+                log.exception("could not re-register broker %d", registration.broker_id)
+                registered = False
+        return registered
 
     # -- cluster -----------------------------------------------------------------------------------
     def cluster_id(self) -> str:
@@ -545,13 +345,12 @@ class ZooKeeperRegistry(ControllerOpsMixin, TopicOpsMixin, Registry):
     def wait_for_stale_registration(self, broker_id: int, timeout_s: float | None = None) -> None:
         """Wait until no other session holds /brokers/ids/<broker_id>: after a kill -9 the dead
         process's registration stays until its session expires. Logs once whom it waits for and for
-        how long at most: ``timeout_s``, by default the session timeout plus
-        STALE_REGISTRATION_MARGIN_S (the dead broker's session had the same timeout, and began its
-        last one before this call). Never deletes the node. Raises BrokerIdInUseError when it is
-        still held at the deadline (another broker runs with this id)."""
-        bound = timeout_s
-        if bound is None:
-            bound = self.session_timeout_ms / 1000 + STALE_REGISTRATION_MARGIN_S
+        how long at most (``timeout_s``, by default the session timeout plus
+        STALE_REGISTRATION_MARGIN_S: the dead broker's session had the same timeout and began
+        before this call). Never deletes the node. Raises BrokerIdInUseError when it is still held
+        at the deadline (another broker runs with this id)."""
+        if timeout_s is None:
+            timeout_s = self._session.session_timeout_ms / 1000 + STALE_REGISTRATION_MARGIN_S
         client = self._zk_client()
         path = BrokerIdZNode.path(broker_id)
         started = time.monotonic()
@@ -569,11 +368,11 @@ class ZooKeeperRegistry(ControllerOpsMixin, TopicOpsMixin, Registry):
                         )
                     return
                 owner = stat.ephemeralOwner
-                remaining = started + bound - time.monotonic()
+                remaining = started + timeout_s - time.monotonic()
                 if remaining <= 0:
                     raise BrokerIdInUseError(
                         f"Broker id {broker_id} is already registered at {path} by another session "
-                        f"(0x{owner:x}), still after waiting {bound:.0f} s for it to expire; is "
+                        f"(0x{owner:x}), still after waiting {timeout_s:.0f} s for it to expire; is "
                         "another broker running with this broker.id?"
                     )
                 if owner not in waited_for:
@@ -725,3 +524,41 @@ class ZooKeeperRegistry(ControllerOpsMixin, TopicOpsMixin, Registry):
             except NoNodeError:
                 return 0
         return ControllerEpochZNode.decode(data)
+
+    # -- controlled shutdown -----------------------------------------------------------------------
+    def request_controlled_shutdown(self, broker_id: int) -> None:
+        client = self._zk_client()
+        path = ControlledShutdownBrokerZNode.path(broker_id)
+        data = ControlledShutdownBrokerZNode.encode(ControlledShutdownBrokerZNode.REQUESTED)
+        with self._zk(f"request the controlled shutdown of broker {broker_id}"):
+            with contextlib.suppress(NoNodeError):
+                _, stat = client.get(path)
+                if stat.ephemeralOwner == self._session_id:
+                    client.delete(path)  # a retry: ask again
+            client.create(path, data, ephemeral=True, makepath=True)
+        self._notify(ADMIN)
+
+    def controlled_shutdown_requests(self) -> dict[int, tuple[str, int]]:
+        client = self._zk_client()
+        with self._zk("read the controlled shutdown requests"):
+            ids = sorted(int(c) for c in client.get_children(ControlledShutdownZNode.path) if c.isdigit())
+            results = collect(
+                [client.get_async(ControlledShutdownBrokerZNode.path(i)) for i in ids], self._op_timeout
+            )
+        requests: dict[int, tuple[str, int]] = {}
+        for broker_id, result in zip(ids, results, strict=True):
+            if result is None:
+                continue
+            try:
+                requests[broker_id] = ControlledShutdownBrokerZNode.decode(broker_id, result[0])
+            except ZNodeDecodeError as error:
+                log.warning("ignoring a controlled shutdown request kctl cannot read: %s", error)
+        return requests
+
+    def answer_controlled_shutdown(self, broker_id: int, remaining_partitions: int) -> None:
+        client = self._zk_client()
+        path = ControlledShutdownBrokerZNode.path(broker_id)
+        data = ControlledShutdownBrokerZNode.encode(ControlledShutdownBrokerZNode.DONE, remaining_partitions)
+        action = f"answer the controlled shutdown of broker {broker_id}"
+        with self._zk(action), contextlib.suppress(NoNodeError):
+            client.set(path, data)

@@ -1,26 +1,40 @@
-"""The ZooKeeper registry's topic operations (a mixin of kctl.zk.zookeeper.ZooKeeperRegistry):
-creating, deleting and growing topics in /brokers/topics, their topic ids, their config overrides
-in /config/topics with Kafka's change notifications (/config/changes, purged after 15 minutes),
-and the reads and version-checked writes of partition states. The session, watches and broker
-registrations are in kctl.zk.zookeeper; the controller's fenced writes in
-kctl.zk.zookeeper_controller."""
+"""The ZooKeeper registry's topics and partition states (kctl.zk.registry.TopicStore, on the
+registry's shared session: kctl.zk.zookeeper_session).
+
+This module owns the reads and writes of /brokers/topics: creating, deleting and growing topics,
+their topic ids (a topic written without one, by Kafka before 2.8 or by hand, gets one on first
+read, as Kafka's controller assigns them), the reads and version-checked writes of partition
+states, and the controller's fenced writes of states and replica assignments (one multi-op behind a
+check of /controller_epoch's version, Kafka's ``checkControllerAndUpdate``). A topic's config
+overrides are read with it and written with it at creation; changing them is
+kctl.zk.zookeeper_configs' business. Topic deletion is done directly (the topic's znodes, its
+partition states, its config overrides, and any /admin/delete_topics marker), not by marking the
+topic and waiting for a controller."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import time
 import uuid
-from collections.abc import Callable, Sequence
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.exceptions import (
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    RolledBackError,
+    RuntimeInconsistency,
+)
 from kazoo.protocol.states import ZnodeStat
 
 from kctl.zk.model import (
+    ControllerFence,
+    ControllerMovedError,
     PartitionState,
     PartitionStateConflictError,
+    PartitionStateUpdate,
     RegistryError,
     TopicExistsError,
     TopicRecord,
@@ -32,11 +46,10 @@ from kctl.zk.model import (
     validate_replica_assignment,
     validate_topic_name,
 )
-from kctl.zk.registry import CONFIGS, PARTITIONS, TOPICS
+from kctl.zk.registry import PARTITIONS, TOPICS, TopicStore
 from kctl.zk.znodes import (
-    ConfigEntityChangeNotificationSequenceZNode,
-    ConfigEntityChangeNotificationZNode,
     ConfigEntityZNode,
+    ControllerEpochZNode,
     DeleteTopicsTopicZNode,
     TopicPartitionStateZNode,
     TopicPartitionsZNode,
@@ -45,32 +58,17 @@ from kctl.zk.znodes import (
     TopicZNode,
     ZNodeDecodeError,
 )
+from kctl.zk.zookeeper_session import ZooKeeperPart, collect
 
-__all__ = ["TopicOpsMixin", "collect"]
+__all__ = ["ZooKeeperTopics"]
 
 log = logging.getLogger("kctl.zk.zookeeper")
 
 _RETRIES = 10
 
 
-def collect(results: Sequence[Any], timeout: float) -> list[Any]:
-    """The values of kazoo async ``results``, None for a znode that does not exist."""
-    out: list[Any] = []
-    for result in results:
-        try:
-            out.append(result.get(timeout=timeout))
-        except NoNodeError:
-            out.append(None)
-    return out
-
-
-class TopicOpsMixin:
-    """What ZooKeeperRegistry provides to these methods."""
-
-    _op_timeout: float
-    _zk_client: Callable[[], KazooClient]
-    _zk: Callable[[str], contextlib.AbstractContextManager[None]]
-    _notify: Callable[[str], None]
+class ZooKeeperTopics(ZooKeeperPart, TopicStore):
+    """Topics and partition states in /brokers/topics (Kafka's layout)."""
 
     # -- topics ------------------------------------------------------------------------------------
     def create_topic(
@@ -232,85 +230,6 @@ class TopicOpsMixin:
             return {}
         return ConfigEntityZNode.decode(ConfigEntityZNode.TOPICS, name, data)
 
-    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        """Kafka's ``changeTopicConfig``: overwrite /config/topics/<topic>, then announce it with a
-        /config/changes/config_change_ notification (and purge expired notifications)."""
-        client = self._zk_client()
-        config_path = ConfigEntityZNode.path(ConfigEntityZNode.TOPICS, name)
-        data = ConfigEntityZNode.encode(configs)
-        with self._zk(f"set the configs of topic {name}"):
-            if client.exists(TopicZNode.path(name)) is None:
-                raise UnknownTopicError(f"Topic '{name}' does not exist.")
-            try:
-                client.set(config_path, data)
-            except NoNodeError:
-                try:
-                    client.create(config_path, data, makepath=True)
-                except NodeExistsError:
-                    client.set(config_path, data)
-            created = client.create(
-                ConfigEntityChangeNotificationSequenceZNode.create_path,
-                ConfigEntityChangeNotificationSequenceZNode.encode(ConfigEntityZNode.TOPICS, name),
-                sequence=True,
-            )
-            self._purge_config_changes(client, created)
-        self._notify(CONFIGS)
-
-    # -- dynamic broker configs (Kafka's /config/brokers/<id> and /config/brokers/<default>) ----------
-    def broker_configs(self, entity: str) -> dict[str, str]:
-        client = self._zk_client()
-        with self._zk(f"read the configs of broker {entity}"):
-            try:
-                data, _ = client.get(ConfigEntityZNode.path(ConfigEntityZNode.BROKERS, entity))
-            except NoNodeError:
-                return {}
-        return ConfigEntityZNode.decode(ConfigEntityZNode.BROKERS, entity, data)
-
-    def set_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
-        """Kafka's ``changeBrokerConfig``: overwrite /config/brokers/<entity>, then announce it with
-        a /config/changes notification for ``brokers/<entity>``."""
-        client = self._zk_client()
-        path = ConfigEntityZNode.path(ConfigEntityZNode.BROKERS, entity)
-        data = ConfigEntityZNode.encode(configs)
-        with self._zk(f"set the configs of broker {entity}"):
-            try:
-                client.set(path, data)
-            except NoNodeError:
-                try:
-                    client.create(path, data, makepath=True)
-                except NodeExistsError:
-                    client.set(path, data)
-            created = client.create(
-                ConfigEntityChangeNotificationSequenceZNode.create_path,
-                ConfigEntityChangeNotificationSequenceZNode.encode(ConfigEntityZNode.BROKERS, entity),
-                sequence=True,
-                makepath=True,
-            )
-            self._purge_config_changes(client, created)
-        self._notify(CONFIGS)
-
-    def _purge_config_changes(self, client: KazooClient, newest: str) -> None:
-        """Delete notifications older than Kafka's 15-minute expiry, oldest first."""
-        newest_number = ConfigEntityChangeNotificationSequenceZNode.sequence_number(newest.rsplit("/", 1)[-1])
-        children = client.get_children(ConfigEntityChangeNotificationZNode.path)
-        numbered = sorted(
-            (n, c)
-            for c in children
-            if (n := ConfigEntityChangeNotificationSequenceZNode.sequence_number(c)) is not None
-            and newest_number is not None
-            and n < newest_number
-        )
-        expired_before = time.time() * 1000 - ConfigEntityChangeNotificationSequenceZNode.EXPIRATION_MS
-        for _, child in numbered:
-            path = f"{ConfigEntityChangeNotificationZNode.path}/{child}"
-            stat = client.exists(path)
-            if stat is None:
-                continue
-            if stat.ctime >= expired_before:
-                break
-            with contextlib.suppress(NoNodeError):
-                client.delete(path)
-
     # -- partition state ---------------------------------------------------------------------------
     def set_partition_state(
         self,
@@ -409,3 +328,109 @@ class TopicOpsMixin:
             except ZNodeDecodeError as error:
                 log.warning("ignoring a partition state kctl cannot read: %s", error)
         return states
+
+    # -- fenced controller writes ------------------------------------------------------------------
+    def _fenced_commit(self, client: KazooClient, fence: ControllerFence, ops: list[Any]) -> list[Any]:
+        """Commit ``ops`` (functions adding operations to a transaction) behind a check of
+        /controller_epoch's version. Raises ControllerMovedError when that check fails; returns
+        the results of ``ops`` otherwise (some may be exceptions: the caller decides)."""
+        transaction = client.transaction()
+        transaction.check(ControllerEpochZNode.path, fence.epoch_zk_version)
+        for op in ops:
+            op(transaction)
+        results = transaction.commit()
+        if isinstance(results[0], (BadVersionError, NoNodeError)):
+            self._fence = None if self._fence == fence else self._fence
+            raise ControllerMovedError(
+                f"controller epoch {fence.epoch} is no longer current (/controller_epoch moved on "
+                f"from version {fence.epoch_zk_version}): another broker is the controller"
+            )
+        return results[1:]
+
+    def set_partition_states(
+        self, updates: list[PartitionStateUpdate], fence: ControllerFence
+    ) -> dict[tuple[str, int], PartitionState]:
+        if not updates:
+            return {}
+        client = self._zk_client()
+        with self._zk(f"write {len(updates)} partition state(s)"):
+            for update in updates:
+                if update.expected_partition_epoch < 0:
+                    for parent in (
+                        TopicPartitionsZNode.path(update.topic),
+                        TopicPartitionZNode.path(update.topic, update.partition),
+                    ):
+                        try:
+                            client.create(parent)
+                        except NodeExistsError:
+                            pass
+                        except NoNodeError:
+                            raise UnknownTopicError(f"Topic '{update.topic}' does not exist.") from None
+            ops: list[Any] = []
+            for update in updates:
+                path = TopicPartitionStateZNode.path(update.topic, update.partition)
+                data = TopicPartitionStateZNode.encode(update.state)
+                if update.expected_partition_epoch < 0:
+                    ops.append(lambda t, path=path, data=data: t.create(path, data))
+                else:
+                    ops.append(
+                        lambda t, path=path, data=data, v=update.expected_partition_epoch: t.set_data(
+                            path, data, version=v
+                        )
+                    )
+            results = self._fenced_commit(client, fence, ops)
+        failed = [(u, r) for u, r in zip(updates, results, strict=True) if isinstance(r, Exception)]
+        # the op that failed; the others report being rolled back (before it) or not run (after it)
+        real = [(u, r) for u, r in failed if not isinstance(r, (RolledBackError, RuntimeInconsistency))]
+        if real:
+            update, error = real[0]
+            where = f"{update.topic}-{update.partition}"
+            if isinstance(error, NoNodeError) and update.expected_partition_epoch < 0:
+                raise UnknownTopicError(f"Partition {where} does not exist.")
+            raise PartitionStateConflictError(
+                f"Partition {where} is not at partition epoch {update.expected_partition_epoch} "
+                f"({type(error).__name__})"
+            )
+        stored: dict[tuple[str, int], PartitionState] = {}
+        for update, result in zip(updates, results, strict=True):
+            version = 0 if update.expected_partition_epoch < 0 else result.version
+            state = update.state
+            stored[(update.topic, update.partition)] = PartitionState(
+                state.leader, state.leader_epoch, state.isr, state.controller_epoch, version
+            )
+        self._notify(PARTITIONS)
+        return stored
+
+    def set_topic_assignment(
+        self,
+        name: str,
+        assignment: dict[int, tuple[int, ...]],
+        adding_replicas: dict[int, tuple[int, ...]],
+        removing_replicas: dict[int, tuple[int, ...]],
+        fence: ControllerFence,
+    ) -> TopicRecord:
+        client = self._zk_client()
+        path = TopicZNode.path(name)
+        with self._zk(f"reassign replicas of topic {name}"):
+            for _ in range(_RETRIES):
+                try:
+                    data, stat = client.get(path)
+                except NoNodeError:
+                    raise UnknownTopicError(f"Topic '{name}' does not exist.") from None
+                topic_id, current = TopicZNode.decode(name, data)
+                if sorted(current) != sorted(assignment):
+                    raise RegistryError(f"{name}: a reassignment cannot change the partitions")
+                topic_id = topic_id or random_kafka_uuid()
+                encoded = TopicZNode.encode(topic_id, assignment, adding_replicas, removing_replicas)
+                (result,) = self._fenced_commit(
+                    client, fence, [lambda t, e=encoded, v=stat.version: t.set_data(path, e, version=v)]
+                )
+                if isinstance(result, NoNodeError):
+                    raise UnknownTopicError(f"Topic '{name}' does not exist.")
+                if not isinstance(result, Exception):
+                    break
+            else:
+                raise RegistryError(f"could not reassign {name}: {path} kept changing")
+            configs = self._read_configs(client, name)
+        self._notify(TOPICS)
+        return TopicRecord(name, topic_id, assignment, configs, adding_replicas, removing_replicas)

@@ -4,18 +4,19 @@ Versions: v0 only (flexible; v1, which may refuse replication factor changes, is
 the controller answers (others: NOT_CONTROLLER at the top). Each partition
 is checked as Kafka's controller does — UNKNOWN_TOPIC_OR_PARTITION; INVALID_REPLICA_ASSIGNMENT for an
 empty or duplicated replica list or a broker that is not alive — then the targets are added to
-/admin/reassign_partitions (Kafka's format, kctl.zk.admin_requests), which the controller executes
-(union of old and new replicas, wait for the new ones in the ISR, leader from the new set, shrink).
-``replicas`` null cancels: the partition's entry is withdrawn from the znode and, when the controller
-has started it (adding/removing replicas in the topic znode), a reassignment back to the original
+the registry's reassignment requests (ZooKeeper: /admin/reassign_partitions, Kafka's format), which
+the controller executes (union of old and new replicas, wait for the new ones in the ISR, leader from
+the new set, shrink). ``replicas`` null cancels: the partition's request is withdrawn and, when the
+controller has started it (adding/removing replicas in the topic), a reassignment back to the original
 replicas is requested; NO_REASSIGNMENT_IN_PROGRESS when there is neither. The answer does not wait for
-the data to move (ListPartitionReassignments shows progress). An embedded (ZooKeeper-less) broker
-accepts only its current assignment (nothing to move)."""
+the data to move (ListPartitionReassignments shows progress). A target the registry refuses is
+INVALID_REPLICA_ASSIGNMENT: an embedded (ZooKeeper-less) broker accepts only its current assignment
+(nothing to move)."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.security.acls import cluster_action_denied
@@ -28,8 +29,7 @@ from kctl.protocol.messages.alter_partition_reassignments import (
     ReassignableTopicResponse,
 )
 from kctl.protocol.registry import ApiKey
-from kctl.zk import admin_requests
-from kctl.zk.model import RegistryError
+from kctl.zk.model import RegistryError, RegistryUnavailableError
 
 if TYPE_CHECKING:
     from kctl.broker.broker import Broker
@@ -56,28 +56,37 @@ def _check(broker: Broker, topic: str, partition: int, replicas: list[int] | Non
 
 
 def _submit(
-    client: Any, broker: Broker, targets: dict[Key, list[int]], cancels: list[Key]
+    broker: Broker, targets: dict[Key, list[int]], cancels: list[Key]
 ) -> dict[Key, tuple[int, str | None]]:
-    """Write the znode changes (blocking: run in a thread); returns the outcome of each cancel."""
-    if targets:
-        admin_requests.request_reassignment(client, targets)
+    """Ask the registry (blocking: run in a thread); returns the outcome of each partition asked."""
+    registry = broker.registry
+    if registry is None:
+        raise RegistryUnavailableError("the broker is stopping")
+    requests = registry.admin_requests
+    refused = requests.request_reassignments(targets) if targets else {}
+    outcomes: dict[Key, tuple[int, str | None]] = {
+        key: (ErrorCode.INVALID_REPLICA_ASSIGNMENT, reason) for key, reason in refused.items()
+    }
     if not cancels:
-        return {}
-    withdrawn = admin_requests.withdraw_reassignment(client, cancels)
-    started = {topic: admin_requests.topic_reassignment(client, topic) for topic, _ in cancels}
+        return outcomes
+    withdrawn = requests.withdraw_reassignments(cancels)
+    started = {topic: registry.get_topic(topic) for topic in dict.fromkeys(topic for topic, _ in cancels)}
     back: dict[Key, tuple[int, ...]] = {}
     for topic, partition in cancels:
-        adding, removing = started[topic]
+        stored = started[topic]
+        adding = stored.adding_replicas if stored is not None else {}
+        removing = stored.removing_replicas if stored is not None else {}
         if partition in adding or partition in removing:
             record = broker.metadata.topic(topic)
             current = record.assignment.get(partition, ()) if record is not None else ()
             back[topic, partition] = tuple(r for r in current if r not in adding.get(partition, ()))
     if back:
-        admin_requests.request_reassignment(client, back)
-    return {
-        key: (0, None) if key in back or key in withdrawn else (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)
-        for key in cancels
-    }
+        requests.request_reassignments(back)
+    for key in cancels:
+        outcomes[key] = (
+            (0, None) if key in back or key in withdrawn else (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)
+        )
+    return outcomes
 
 
 @api_handler(ApiKey.ALTER_PARTITION_REASSIGNMENTS, versions=(0, 0))
@@ -122,20 +131,9 @@ async def handle(
                     cancels.append(key)
                 else:
                     targets[key] = list(p.replicas)
-    client = getattr(broker.registry, "kazoo_client", None)
-    if client is None:  # embedded: a cluster of one, nothing can move
-        for key, replicas in targets.items():
-            record = broker.metadata.topic(key[0])
-            if record is None or tuple(replicas) != record.assignment.get(key[1]):
-                results[key] = (
-                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                    "an embedded broker cannot move replicas",
-                )
-        for key in cancels:
-            results[key] = (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)
-    elif targets or cancels:
+    if targets or cancels:
         try:
-            results.update(await asyncio.to_thread(_submit, client, broker, targets, cancels))
+            results.update(await asyncio.to_thread(_submit, broker, targets, cancels))
         except RegistryError as error:
             for key in [*targets, *cancels]:
                 results[key] = (ErrorCode.UNKNOWN_SERVER_ERROR, str(error))

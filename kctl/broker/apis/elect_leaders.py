@@ -5,17 +5,18 @@ controller answers (others: NOT_CONTROLLER). Each partition is checked first —
 ELECTION_NOT_NEEDED when the preferred replica leads already (preferred) or the partition has a leader
 (unclean); PREFERRED_LEADER_NOT_AVAILABLE when the preferred replica is not alive or not in the ISR;
 ELIGIBLE_LEADERS_NOT_AVAILABLE when no replica is alive (unclean) — then the eligible ones are handed
-to the controller's event loop through ZooKeeper (/admin/preferred_replica_election, or kctl's
-/kctl/elect_leaders for unclean elections: kctl.zk.admin_requests), and the answer waits, until the
-request's timeout, for the partition states to show the new leader (else REQUEST_TIMED_OUT), as
-Kafka's controller answers from its purgatory. An embedded (ZooKeeper-less) broker is a cluster of
-one: it never needs an election."""
+to the controller's event loop through the registry's election requests (ZooKeeper:
+/admin/preferred_replica_election, or kctl's /kctl/elect_leaders for unclean elections), and the
+answer waits, until the request's timeout, for the partition states to show the new leader (else
+REQUEST_TIMED_OUT), as Kafka's controller answers from its purgatory. A partition the registry
+refuses to elect is ELIGIBLE_LEADERS_NOT_AVAILABLE: an embedded (ZooKeeper-less) broker is a cluster
+of one, it never needs an election."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.security.acls import cluster_action_denied
@@ -29,8 +30,9 @@ from kctl.protocol.messages.elect_leaders import (
     ReplicaElectionResult,
 )
 from kctl.protocol.registry import ApiKey
-from kctl.zk import admin_requests
-from kctl.zk.model import RegistryError
+from kctl.zk.model import RegistryError, RegistryUnavailableError
+from kctl.zk.registry import PREFERRED as PREFERRED_ELECTION
+from kctl.zk.registry import UNCLEAN as UNCLEAN_ELECTION
 
 if TYPE_CHECKING:
     from kctl.broker.broker import Broker
@@ -82,8 +84,14 @@ def _elected(broker: Broker, topic: str, partition: int, unclean: bool) -> bool:
     return state.leader == record.assignment[partition][0]
 
 
-def _kazoo(broker: Broker) -> Any:
-    return getattr(broker.registry, "kazoo_client", None)
+def _request(broker: Broker, unclean: bool, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], str]:
+    """Ask the registry for the elections (blocking: run in a thread); returns the partitions it
+    refuses, with why."""
+    registry = broker.registry
+    if registry is None:
+        raise RegistryUnavailableError("the broker is stopping")
+    election_type = UNCLEAN_ELECTION if unclean else PREFERRED_ELECTION
+    return registry.admin_requests.request_elections(election_type, partitions)
 
 
 @api_handler(ApiKey.ELECT_LEADERS, versions=(0, 2))
@@ -110,21 +118,17 @@ async def handle(
         wanted = _requested(broker, request)
         results = {tp: _check(broker, *tp, unclean) for tp in wanted}
         eligible = [tp for tp, (code, _) in results.items() if code == 0]
-        client = _kazoo(broker)
-        if eligible and client is None:
-            for tp in eligible:  # unreachable in practice: a cluster of one never needs an election
-                results[tp] = (ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, "no other replica to elect")
-        elif eligible:
+        if eligible:
             try:
-                await asyncio.to_thread(
-                    admin_requests.request_election, client, "unclean" if unclean else "preferred", eligible
-                )
+                refused = await asyncio.to_thread(_request, broker, unclean, eligible)
             except RegistryError as error:
                 for tp in eligible:
                     results[tp] = (ErrorCode.UNKNOWN_SERVER_ERROR, str(error))
             else:
+                for tp, reason in refused.items():
+                    results[tp] = (ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, reason)
                 deadline = time.monotonic() + max(request.timeout_ms, 0) / 1000
-                waiting = set(eligible)
+                waiting = set(eligible) - set(refused)
                 while waiting:
                     waiting = {tp for tp in waiting if not _elected(broker, *tp, unclean)}
                     if not waiting or time.monotonic() >= deadline:

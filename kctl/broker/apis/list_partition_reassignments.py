@@ -2,9 +2,10 @@
 
 Versions: v0 only (the only version; flexible). Only the controller answers (others: NOT_CONTROLLER at
 the top). A partition
-is being reassigned when the controller has started it (adding/removing replicas in its topic znode)
-or it is still waiting in /admin/reassign_partitions (kctl.zk.admin_requests.ongoing_reassignments);
-``topics`` null lists every one. An embedded (ZooKeeper-less) broker never has one."""
+is being reassigned when the controller has started it (adding/removing replicas in its topic) or it
+is still waiting in the registry's reassignment requests (ZooKeeper: /admin/reassign_partitions;
+the registry's AdminRequests.ongoing_reassignments); ``topics`` null lists every one. An embedded
+(ZooKeeper-less) broker never has one."""
 
 from __future__ import annotations
 
@@ -22,12 +23,21 @@ from kctl.protocol.messages.list_partition_reassignments import (
     OngoingTopicReassignment,
 )
 from kctl.protocol.registry import ApiKey
-from kctl.zk import admin_requests
-from kctl.zk.model import RegistryError
+from kctl.zk.model import OngoingReassignment, RegistryError, RegistryUnavailableError
 
 if TYPE_CHECKING:
     from kctl.broker.broker import Broker
     from kctl.broker.server import RequestContext
+
+
+def _ongoing(
+    broker: Broker, assignments: dict[str, dict[int, tuple[int, ...]]]
+) -> dict[tuple[str, int], OngoingReassignment]:
+    """Read the ongoing reassignments from the registry (blocking: run in a thread)."""
+    registry = broker.registry
+    if registry is None:
+        raise RegistryUnavailableError("the broker is stopping")
+    return registry.admin_requests.ongoing_reassignments(assignments)
 
 
 @api_handler(ApiKey.LIST_PARTITION_REASSIGNMENTS, versions=(0, 0))
@@ -46,12 +56,9 @@ async def handle(
             error_message="this broker is not the controller",
             topics=[],
         )
-    client = getattr(broker.registry, "kazoo_client", None)
-    if client is None:
-        return ListPartitionReassignmentsResponse(throttle_time_ms=0, error_code=0, topics=[])
     assignments = {name: record.assignment for name, record in broker.metadata.topics().items()}
     try:
-        ongoing = await asyncio.to_thread(admin_requests.ongoing_reassignments, client, assignments)
+        ongoing = await asyncio.to_thread(_ongoing, broker, assignments)
     except RegistryError as error:
         return ListPartitionReassignmentsResponse(
             throttle_time_ms=0, error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=str(error), topics=[]

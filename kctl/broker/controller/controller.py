@@ -208,8 +208,8 @@ class Controller:
         view = self.read_view()
         epoch = fence.epoch
         live = view.live
-        preferred_requests = self.registry.preferred_election_requests()
-        unclean_requests = self.registry.unclean_election_requests()
+        preferred_requests = self.registry.admin_requests.preferred_election_requests()
+        unclean_requests = self.registry.admin_requests.unclean_election_requests()
         for name, record in view.topics.items():
             for partition, replicas in record.assignment.items():
                 key = (name, partition)
@@ -250,9 +250,9 @@ class Controller:
         self._reassigner.step(view, fence)
         self._write(view, fence)
         if preferred_requests is not None:
-            self.registry.set_preferred_election_requests(None)
+            self.registry.admin_requests.set_preferred_election_requests(None)
         if unclean_requests:
-            self.registry.finish_unclean_election_requests(unclean_requests)
+            self.registry.admin_requests.finish_unclean_election_requests(unclean_requests)
         self._reassigner.finish(view, fence)
         self._answer_shutdowns(view)
 

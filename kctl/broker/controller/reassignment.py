@@ -46,7 +46,7 @@ class Reassigner:
         registry = self.controller.registry
         self._completed.clear()
         self._dropped.clear()
-        self._requests = registry.reassignment_requests()
+        self._requests = registry.admin_requests.reassignment_requests()
         started: dict[str, tuple[dict[int, tuple[int, ...]], ...]] = {}
         for key, target in sorted(self._requests.items()):
             name, partition = key
@@ -102,7 +102,7 @@ class Reassigner:
             view.topics[name] = registry.set_topic_assignment(name, assignment, adding, removing, fence)
         handled = {**self._completed, **{k: self._requests[k] for k in self._dropped}}
         if handled:
-            current = registry.reassignment_requests()
-            registry.set_reassignment_requests(
+            current = registry.admin_requests.reassignment_requests()
+            registry.admin_requests.set_reassignment_requests(
                 {k: v for k, v in current.items() if handled.get(k) != tuple(v)}
             )

@@ -6,13 +6,12 @@ inter-broker listener (TLS, SASL credentials)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from kctl.broker.security.acls import Authorizer
 from kctl.broker.security.inter_broker import InterBrokerSecurity, inter_broker_security
 from kctl.broker.security.listeners import ListenerSecurity, SecurityConfigError, listener_security
-from kctl.zk.security_store import SecurityStore, open_security_store
+from kctl.zk.security_store import SecurityStore
 
 
 class BrokerSecurity:
@@ -30,16 +29,6 @@ class BrokerSecurity:
             super_users=super_users,
             allow_if_no_acl=bool(values.get("allow.everyone.if.no.acl.found")),
         )
-
-    @classmethod
-    def open(
-        cls,
-        properties: Mapping[str, Any],
-        values: Mapping[str, Any],
-        zookeeper_client: Any | None,
-        metadata_dir: Path,
-    ) -> BrokerSecurity:
-        return cls(properties, values, open_security_store(zookeeper_client, metadata_dir))
 
     def listener(self, name: str) -> ListenerSecurity:
         return listener_security(self._properties, self._values, name)

@@ -31,7 +31,7 @@ from kctl.client.group.coordinator import OffsetAndMetadata
 from kctl.client.types import TopicPartition
 from kctl.client.zkgroup.config import KAFKA, OFFSET_STORAGES, ZOOKEEPER
 from kctl.protocol import ErrorCode, error_name
-from kctl.zk.consumer_registry import ConsumerRegistry
+from kctl.zk.consumer_registry import ConsumerGroupStore
 
 __all__ = [
     "PROTOCOL_TYPE",
@@ -50,7 +50,7 @@ ASSIGNOR = "range"
 class ZkGroupAdmin(GroupAdmin):
     """``GroupAdmin`` over the ZooKeeper consumers' registry ``zk`` (log offsets from ``admin``)."""
 
-    def __init__(self, admin: AdminClient | ClusterClient, zk: ConsumerRegistry) -> None:
+    def __init__(self, admin: AdminClient | ClusterClient, zk: ConsumerGroupStore) -> None:
         super().__init__(admin)
         self.zk = zk
 

@@ -16,7 +16,7 @@ from kctl.client.errors import BrokerResponseError
 from kctl.client.group.admin import GroupAdmin
 from kctl.client.types import TopicPartition
 from kctl.client.zkgroup.config import KAFKA, ZOOKEEPER
-from kctl.zk.consumer_registry import ConsumerRegistry
+from kctl.zk.consumer_registry import ConsumerGroupStore
 
 __all__ = ["OffsetStore"]
 
@@ -25,7 +25,7 @@ class OffsetStore:
     """The committed offsets of ``group`` in ``stores`` (a subset of zookeeper, kafka)."""
 
     def __init__(
-        self, group: str, stores: Iterable[str], zk: ConsumerRegistry, cluster: ClusterClient
+        self, group: str, stores: Iterable[str], zk: ConsumerGroupStore, cluster: ClusterClient
     ) -> None:
         self.group = group
         self.stores = tuple(stores)

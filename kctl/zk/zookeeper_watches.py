@@ -1,0 +1,264 @@
+"""The ZooKeeper registry's watches: how changes made by other processes become listener
+notifications (kctl.zk.registry's reasons), on the registry's shared session
+(kctl.zk.zookeeper_session).
+
+- kazoo's watch recipes on the children of /brokers/ids ("brokers") and /brokers/topics ("topics"),
+  the data of /controller ("controller"), the children of /config/changes ("configs": Kafka's
+  config change notifications), the admin znodes and the controlled shutdown requests ("admin");
+- plain one-shot ZooKeeper watches on the many topic znodes ("topics": partitions added) and
+  partition state znodes ("partitions"), set again after each event and, all at once, after a
+  reconnection (kazoo drops them with the connection): no thread or blocking call per znode.
+
+Setting a watch is not a change: only later events are announced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from kazoo.exceptions import NoNodeError
+from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from kctl.zk.registry import ADMIN, BROKERS, CONFIGS, CONTROLLER, PARTITIONS, TOPICS
+from kctl.zk.znodes import (
+    BrokerIdsZNode,
+    ConfigEntityChangeNotificationSequenceZNode,
+    ConfigEntityChangeNotificationZNode,
+    ControlledShutdownZNode,
+    ControllerZNode,
+    ElectLeadersZNode,
+    PreferredReplicaElectionZNode,
+    ReassignPartitionsZNode,
+    TopicPartitionStateZNode,
+    TopicsZNode,
+    TopicZNode,
+    ZNodeDecodeError,
+)
+from kctl.zk.zookeeper_session import ZooKeeperPart, ZooKeeperSession, collect
+
+__all__ = ["ZooKeeperWatches"]
+
+log = logging.getLogger("kctl.zk.zookeeper")
+
+
+class ZooKeeperWatches(ZooKeeperPart):
+    """The watches of one registry's session."""
+
+    def __init__(self, session: ZooKeeperSession) -> None:
+        super().__init__(session)
+        self._lock = threading.RLock()  # never held across a ZooKeeper call
+        # topic (or topic partition) -> (generation token, its one-shot watch function)
+        self._topic_watches: dict[str, tuple[object, Callable[[WatchedEvent], None]]] = {}
+        self._state_watches: dict[tuple[str, int], tuple[object, Callable[[WatchedEvent], None]]] = {}
+        self._watches: list[object] = []
+        self._topics_watched = False
+        self._config_changes_watched = False
+        self._last_config_change = -1
+
+    def clear(self) -> None:
+        """Forget every watch (the registry is closing)."""
+        with self._lock:
+            self._topic_watches.clear()
+            self._state_watches.clear()
+            self._watches.clear()
+
+    def arm_again(self) -> None:
+        """After a reconnection: set the topic and partition-state watches again (kazoo dropped them
+        with the connection). Raises RegistryError when ZooKeeper is gone again."""
+        with self._lock:
+            topics = list(self._topic_watches)
+            keys = list(self._state_watches)
+        self._arm_now(topics, keys)
+
+    def start(self) -> None:
+        """Set every watch (at the registry's start); no change after this returns goes unnoticed."""
+        client = self._zk_client()
+        watches = [
+            ChildrenWatch(client, BrokerIdsZNode.path, self._children_watcher(BROKERS)),
+            ChildrenWatch(client, TopicsZNode.path, self._on_topics),
+            DataWatch(client, ControllerZNode.path, self._controller_watcher()),
+            ChildrenWatch(client, ConfigEntityChangeNotificationZNode.path, self._on_config_changes),
+            DataWatch(client, ReassignPartitionsZNode.path, self._data_watcher(ADMIN)),
+            DataWatch(client, PreferredReplicaElectionZNode.path, self._data_watcher(ADMIN)),
+            DataWatch(client, ElectLeadersZNode.path, self._data_watcher(ADMIN)),
+            ChildrenWatch(client, ControlledShutdownZNode.path, self._children_watcher(ADMIN)),
+        ]
+        with self._lock:
+            self._watches = watches
+            topics = list(self._topic_watches)
+        self._arm_now(topics, [])
+
+    def _children_watcher(self, reason: str) -> Callable[[list[str]], bool | None]:
+        first = [True]
+
+        def watcher(children: list[str]) -> bool | None:
+            if self._session.closed:
+                return False
+            if first[0]:
+                first[0] = False
+            else:
+                self._notify(reason)
+            return None
+
+        return watcher
+
+    def _controller_watcher(self) -> Callable[[bytes | None, ZnodeStat | None, Any], bool | None]:
+        return self._data_watcher(CONTROLLER)
+
+    def _data_watcher(self, reason: str) -> Callable[[bytes | None, ZnodeStat | None, Any], bool | None]:
+        first = [True]
+
+        def watcher(data: bytes | None, stat: ZnodeStat | None, event: Any = None) -> bool | None:
+            if self._session.closed:
+                return False
+            if first[0]:
+                first[0] = False
+            else:
+                self._notify(reason)
+            return None
+
+        return watcher
+
+    def _on_topics(self, children: list[str]) -> bool | None:
+        """/brokers/topics changed: watch the new topics' znodes, forget the deleted ones. (The
+        first call comes from start(), which then sets the topics' watches itself.)"""
+        if self._session.current is None:
+            return False
+        new: list[str] = []
+        with self._lock:  # never held across a ZooKeeper call: those may wait out a disconnection
+            first, self._topics_watched = not self._topics_watched, True
+            known = set(self._topic_watches)
+            for topic in set(children) - known:
+                token = object()
+                self._topic_watches[topic] = (token, self._topic_watcher(topic, token))
+                new.append(topic)
+            for topic in known - set(children):
+                self._forget_topic(topic)
+        if not first:
+            for topic in new:
+                self._arm_topic(topic)
+            self._notify(TOPICS)
+        return None
+
+    def _forget_topic(self, topic: str, token: object | None = None) -> None:
+        """Stop watching ``topic`` (only if its watches are ``token``'s generation, if given)."""
+        with self._lock:
+            entry = self._topic_watches.get(topic)
+            if entry is None or (token is not None and entry[0] is not token):
+                return
+            del self._topic_watches[topic]
+            for key in [k for k in self._state_watches if k[0] == topic]:
+                del self._state_watches[key]
+
+    def _topic_watcher(self, topic: str, token: object) -> Callable[[WatchedEvent], None]:
+        """The one-shot watch on /brokers/topics/<topic> (partitions added)."""
+
+        def watcher(event: WatchedEvent) -> None:
+            entry = self._topic_watches.get(topic)
+            if self._session.closed or entry is None or entry[0] is not token or event.type == EventType.NONE:
+                return  # NONE: the connection dropped; _after_reconnect sets the watch again
+            if event.type == EventType.DELETED:
+                self._forget_topic(topic, token)
+            else:
+                self._arm_topic(topic)
+            self._notify(TOPICS)
+
+        return watcher
+
+    def _state_watcher(self, key: tuple[str, int], token: object) -> Callable[[WatchedEvent], None]:
+        """The one-shot watch on a partition state znode (which may not exist yet)."""
+
+        def watcher(event: WatchedEvent) -> None:
+            entry = self._state_watches.get(key)
+            if self._session.closed or entry is None or entry[0] is not token or event.type == EventType.NONE:
+                return
+            self._arm_state(key)
+            self._notify(PARTITIONS)
+
+        return watcher
+
+    def _arm_topic(self, topic: str, *, follow: bool = True) -> Any:
+        """Read /brokers/topics/<topic> with a watch; with ``follow``, its partitions' states get
+        watched when the data arrives (else the caller does it). Returns kazoo's async result (None
+        if there is nothing to watch)."""
+        client = self._session.current
+        with self._lock:
+            entry = self._topic_watches.get(topic)
+        if client is None or entry is None:
+            return None
+        token, watcher = entry
+        result = client.get_async(TopicZNode.path(topic), watch=watcher)
+        if follow:
+            result.rawlink(lambda done: self._on_topic_data(topic, token, done))
+        return result
+
+    def _arm_state(self, key: tuple[str, int]) -> Any:
+        client = self._session.current
+        with self._lock:
+            entry = self._state_watches.get(key)
+        if client is None or entry is None:
+            return None
+        return client.exists_async(TopicPartitionStateZNode.path(*key), watch=entry[1])
+
+    def _on_topic_data(self, topic: str, token: object, result: Any) -> list[Any]:
+        """A topic znode was read: watch the states of partitions not watched yet. Returns the
+        async results of the new watches (for _arm_now to wait for)."""
+        if self._session.closed:
+            return []
+        if not result.successful():
+            if isinstance(result.exception, NoNodeError):
+                self._forget_topic(topic, token)
+            return []  # a connection error: _after_reconnect sets the watches again
+        try:
+            _, assignment = TopicZNode.decode(topic, result.value[0])
+        except ZNodeDecodeError:
+            log.warning("ignoring malformed topic znode %s", TopicZNode.path(topic))
+            return []
+        new: list[tuple[str, int]] = []
+        with self._lock:
+            entry = self._topic_watches.get(topic)
+            if entry is None or entry[0] is not token:
+                return []
+            for partition in assignment:
+                key = (topic, partition)
+                if key not in self._state_watches:
+                    self._state_watches[key] = (token, self._state_watcher(key, token))
+                    new.append(key)
+        return [r for r in (self._arm_state(key) for key in new) if r is not None]
+
+    def _arm_now(self, topics: list[str], keys: list[tuple[str, int]]) -> None:
+        """Set the watches of ``topics`` (and their partition states) and of ``keys``, and wait
+        until ZooKeeper has them all: no change after this returns goes unnoticed."""
+        pending = [r for r in (self._arm_state(key) for key in keys) if r is not None]
+        reads = []
+        for topic in topics:
+            with self._lock:
+                entry = self._topic_watches.get(topic)
+            result = self._arm_topic(topic, follow=False)
+            if entry is not None and result is not None:
+                reads.append((topic, entry[0], result))
+        with self._zk("watch the topics"):
+            for topic, token, result in reads:
+                with contextlib.suppress(NoNodeError):
+                    result.get(timeout=self._op_timeout)
+                pending += self._on_topic_data(topic, token, result)
+            collect(pending, self._op_timeout)
+
+    def _on_config_changes(self, children: list[str]) -> bool | None:
+        """A new /config/changes/config_change_<seq>: some entity's configs changed."""
+        if self._session.closed:
+            return False
+        numbers = [ConfigEntityChangeNotificationSequenceZNode.sequence_number(c) for c in children]
+        newest = max((n for n in numbers if n is not None), default=-1)
+        with self._lock:
+            first, self._config_changes_watched = not self._config_changes_watched, True
+            changed = newest > self._last_config_change
+            self._last_config_change = max(newest, self._last_config_change)
+        if changed and not first:
+            self._notify(CONFIGS)
+        return None
