@@ -1,8 +1,9 @@
 """A local cluster's life for real (a ZooKeeper server and three `kctl broker start` processes, as
 `kctl cluster up` starts them): `up` refusing a running cluster before announcing anything, the
-current cluster every command defaults to, `stop`/`start` of one broker, a rolling restart under an
-acks=all load, a broker restarted by hand (`kctl broker start --daemon` with the recorded
-configuration) shown with its real pid and stopped by `down`, and `start` of a stopped cluster.
+current cluster every command defaults to, `stop`/`start` of one broker, `start` of a killed broker
+(once its old registration has expired), a rolling restart under an acks=all load, a broker
+restarted by hand (`kctl broker start --daemon` with the recorded configuration) shown with its real
+pid and stopped by `down`, and `start` of a stopped cluster.
 
 One cluster serves the module; the tests run in file order, each leaving it running with every
 broker up (the last ones stop it). Every kctl command runs with a kctl state directory of the
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -27,6 +29,7 @@ from kctl.localcluster.launcher import load_state, process_alive
 pytestmark = [pytest.mark.e2e, pytest.mark.zk, pytest.mark.slow]
 
 STEP_TIMEOUT = "60"  # generous: a controlled shutdown on a loaded 2-core machine
+SESSION_TIMEOUT_MS = 6000  # how long a killed broker stays registered
 
 
 def wait_until(check: Any, timeout: float = 60.0, what: str = "condition") -> Any:
@@ -64,7 +67,10 @@ class Cluster:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     base = tmp_path_factory.mktemp("lifecycle")
     handle = Cluster(base / "kctl-cluster", base / "state", "")
-    result = handle.kctl("cluster", "up", "--brokers", "3", "--dir", str(handle.directory))
+    result = handle.kctl(
+        "cluster", "up", "--brokers", "3", "--dir", str(handle.directory),
+        "-X", f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}",
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr
     handle.bootstrap = result.stdout.strip()
     try:
@@ -140,6 +146,19 @@ def test_stop_and_start_one_broker(cluster: Cluster) -> None:
     nothing = cluster.cluster("start")
     assert nothing.returncode == 0
     assert "already running: ZooKeeper, broker 1, broker 2, broker 3" in nothing.stderr
+
+
+def test_start_after_a_kill_waits_for_the_killed_brokers_registration_to_expire(cluster: Cluster) -> None:
+    before = cluster.pids()
+    os.kill(before[2], signal.SIGKILL)  # its ZooKeeper session outlives it, SESSION_TIMEOUT_MS
+    # gone, reaped too (a zombie's pid would still be in its pid file as a running broker's)
+    wait_until(lambda: not Path(f"/proc/{before[2]}").exists(), what="broker 2 to die")
+    started = cluster.cluster("start", "--broker", "2", "--timeout", STEP_TIMEOUT)
+    assert started.returncode == 0, started.stderr
+    assert "broker 2 is still registered by the session" in started.stderr
+    assert "waiting for that session to expire" in started.stderr
+    assert cluster.pids()[2] != before[2]
+    assert all(row["alive"] for row in cluster.status().values())
 
 
 def test_rolling_restart_under_an_acks_all_load(cluster: Cluster) -> None:

@@ -216,12 +216,14 @@ def start(
 
     Prints the bootstrap list on stdout, as `up` does, and makes the cluster the current one.
     Nothing running is touched: after `kctl cluster stop` or `down`, this starts the whole cluster.
+    A broker killed uncleanly is still registered in ZooKeeper until its session expires: its
+    start waits for that (said on stderr).
     Exit status 0 also when everything was running already; 1 if a process does not come up (what
     this command started is stopped again); 3 when DIR holds no cluster or no such broker."""
     from kctl.localcluster.launcher import start as start_processes
 
     with _cluster_errors():
-        report = start_processes(directory, broker_ids, timeout)
+        report = start_processes(directory, broker_ids, timeout, info)
     for process in report.started:
         info(f"started {process.name} (pid {process.pid}, {process.address})")
     if not report.started:
@@ -315,7 +317,7 @@ def _restart(directory: Path, broker_ids: list[int] | None, timeout: float) -> l
 
     began = time.monotonic()
     with _cluster_errors():
-        stopped, started = restart_processes(directory, broker_ids, timeout)
+        stopped, started = restart_processes(directory, broker_ids, timeout, info)
     if started is None:
         _report_stop(stopped, directory)  # raises: something could not be stopped
     assert started is not None

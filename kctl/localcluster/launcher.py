@@ -24,7 +24,7 @@ import dataclasses
 import os
 import signal
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +81,7 @@ __all__ = [
     "stop_process",
     "up",
     "wait_registered",
+    "wait_unregistered",
     "zookeeper_client",
 ]
 
@@ -304,6 +305,35 @@ def wait_registered(
         client.close()
 
 
+def wait_unregistered(
+    state: ClusterState, broker_id: int, timeout: float, on_wait: Callable[[str], None] | None = None
+) -> None:
+    """Poll until ``broker_id`` is not registered in /brokers/ids (call it when no process of it
+    runs: a registration left is a killed process's, gone when its session expires);
+    `ClusterStartError` at the deadline."""
+    deadline = time.monotonic() + timeout
+    told = False
+    while True:
+        try:
+            session = registrations(state).get(broker_id)
+        except Exception:  # ZooKeeper not answering: the broker's start will say so
+            return
+        if session is None:
+            return
+        if not told and on_wait is not None:
+            on_wait(
+                f"broker {broker_id} is still registered by the session {session:#x} of a process "
+                "that no longer runs: waiting for that session to expire"
+            )
+            told = True
+        if time.monotonic() >= deadline:
+            raise ClusterStartError(
+                f"broker {broker_id}: the registration of its previous process (ZooKeeper session "
+                f"{session:#x}) did not expire within {timeout:g} s"
+            )
+        time.sleep(0.2)  # polling interval, bounded by the deadline
+
+
 def controller_id(state: ClusterState) -> int | None:
     """The broker id in /controller, None when there is none or ZooKeeper does not answer."""
     from kazoo.exceptions import KazooException, NoNodeError
@@ -370,10 +400,15 @@ def _status_of(process: ProcessState, pid: int | None, alive: bool) -> ProcessSt
 
 
 def start(
-    directory: Path, broker_ids: Sequence[int] | None = None, timeout: float = REGISTER_TIMEOUT_S
+    directory: Path,
+    broker_ids: Sequence[int] | None = None,
+    timeout: float = REGISTER_TIMEOUT_S,
+    on_wait: Callable[[str], None] | None = None,
 ) -> StartReport:
     """Start, with the recorded configuration, ZooKeeper when it does not run and each broker of
-    ``broker_ids`` (default: all) that does not run; wait until those are registered. On a failure,
+    ``broker_ids`` (default: all) that does not run; wait until those are registered. A broker whose
+    previous process is gone but still registered (killed: its ZooKeeper session lives on until it
+    expires) is started once that registration has expired (``on_wait`` is told). On a failure,
     what this call started is stopped again and the error raised (`ClusterStartError`,
     kctl.localcluster's `ZooKeeperStartError` and `BrokerStartError`)."""
     observed = observe(directory)
@@ -394,6 +429,7 @@ def start(
             if observed.brokers[broker_id] is not None:
                 already.append(f"broker {broker_id}")
                 continue
+            wait_unregistered(state, broker_id, timeout, on_wait)
             process = cluster.broker(broker_id)
             process.start(timeout)
             stops.append(process.stop)
@@ -527,7 +563,10 @@ def down(directory: Path, timeout: float = STOP_TIMEOUT_S) -> StopReport:
 
 
 def restart(
-    directory: Path, broker_ids: Sequence[int] | None = None, timeout: float = STOP_TIMEOUT_S
+    directory: Path,
+    broker_ids: Sequence[int] | None = None,
+    timeout: float = STOP_TIMEOUT_S,
+    on_wait: Callable[[str], None] | None = None,
 ) -> tuple[StopReport, StartReport | None]:
     """Stop the brokers of ``broker_ids`` (default: all; SIGTERM, waiting for each), then start them
     again (ZooKeeper too when it does not run). When one cannot be stopped nothing is started (the
@@ -535,7 +574,7 @@ def restart(
     stopped = stop(directory, broker_ids, timeout, zookeeper=False)
     if stopped.failed:
         return stopped, None
-    return stopped, start(directory, broker_ids, timeout)
+    return stopped, start(directory, broker_ids, timeout, on_wait)
 
 
 def stop_process(pid: int, mark: str, timeout: float = STOP_TIMEOUT_S) -> bool:

@@ -28,6 +28,7 @@ from kctl.localcluster.launcher import (
     recorded_cluster,
     registrations,
     wait_registered,
+    wait_unregistered,
     zookeeper_client,
 )
 from kctl.localcluster.processes import signal_process, wait_exit
@@ -178,6 +179,10 @@ def _restart_one(
         raise failed(problem)
     if not wait_exit(old_pid, timeout):
         raise failed(f"pid {old_pid} did not exit within {timeout:g} s of SIGTERM (controlled shutdown)")
+    try:
+        wait_unregistered(state, broker_id, timeout)  # a clean stop closed its session already
+    except ClusterStartError as error:
+        raise failed(str(error)) from None
     step(broker_id, "starting")
     process = recorded_cluster(state).broker(broker_id)
     try:
