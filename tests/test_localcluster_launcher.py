@@ -7,11 +7,14 @@ Python programs that look like a broker or ZooKeeper to the launcher."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
+import struct
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -236,18 +239,57 @@ def test_down_names_a_broker_it_cannot_stop_and_leaves_zookeeper_running(
 ) -> None:
     zookeeper = fakes.zookeeper()
     stopped = fakes.broker(1)
-    with socket.socket() as unknown:  # broker 2's address answers, but no process of it is to be found
-        unknown.bind(("127.0.0.1", 0))
-        unknown.listen()
-        _recorded(tmp_path, zookeeper, [stopped, DEAD], [free_port(), unknown.getsockname()[1]])
+    with _answering_like_kafka() as port:  # broker 2's address answers, but no process of it is found
+        _recorded(tmp_path, zookeeper, [stopped, DEAD], [free_port(), port])
         result = _kctl("cluster", "down", "--dir", str(tmp_path), "--timeout", "10")
     assert result.returncode == 1
     assert f"stopped broker 1 (pid {stopped})" in result.stderr
-    assert "could not stop broker 2: 127.0.0.1:" in result.stderr
-    assert "still accepts connections" in result.stderr
+    assert f"could not stop broker 2: a Kafka broker still answers on 127.0.0.1:{port}" in result.stderr
     assert f"could not stop ZooKeeper (pid {zookeeper}): left running" in result.stderr
     assert result.stderr.splitlines()[-1] == "kctl: error: not stopped: broker 2, ZooKeeper"
     assert not process_alive(stopped) and process_alive(zookeeper, "ZooKeeperServerMain")
+
+
+@contextlib.contextmanager
+def _answering_like_kafka() -> Iterator[int]:
+    """A port where something answers requests as a Kafka broker does (a response frame carrying
+    the request's correlation id), in a thread; yields the port."""
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.2)
+    done = threading.Event()
+
+    def serve() -> None:
+        while not done.is_set():
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.settimeout(5)
+                size = struct.unpack(">i", conn.recv(4))[0]
+                request = b""
+                while len(request) < size:
+                    request += conn.recv(size - len(request))
+                correlation_id = request[4:8]
+                conn.sendall(struct.pack(">i", 6) + correlation_id + b"\0\0")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield server.getsockname()[1]
+    finally:
+        done.set()
+        thread.join(timeout=5)
+        server.close()
+
+
+def test_a_port_another_program_took_is_not_a_broker(tmp_path: Path, fakes: Fakes) -> None:
+    zookeeper = fakes.zookeeper()
+    with socket.create_server(("127.0.0.1", 0)) as other:  # accepts connections, answers nothing
+        _recorded(tmp_path, zookeeper, [DEAD], [other.getsockname()[1]])
+        report = down(tmp_path, timeout=10)
+    assert report.failed == [] and report.not_running == ["broker 1"]
+    assert [p.name for p in report.stopped] == ["ZooKeeper"] and not process_alive(zookeeper)
 
 
 def test_stop_reports_a_broker_that_does_not_exit_and_kills_nothing(tmp_path: Path, fakes: Fakes) -> None:

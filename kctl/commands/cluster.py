@@ -410,11 +410,11 @@ def down(
     shutdown: its leaderships move to the others first), then ZooKeeper; each is waited for.
 
     Every broker of the cluster is stopped, found by what runs (see `status`), also one restarted
-    by hand. A broker that cannot be stopped — or whose address still answers although no process
-    of it was found — is named, ZooKeeper is left running (the brokers still up would hang without
-    it), and the exit status is 1. The directory stays (data, logs, cluster.json): `kctl cluster
-    start --dir DIR` starts it again. The cluster stops being the current one. Exit status 3 when
-    DIR holds no cluster."""
+    by hand. A broker that cannot be stopped — or whose address still answers as a Kafka broker
+    although no process of it was found — is named, ZooKeeper is left running (the brokers still
+    up would hang without it), and the exit status is 1. The directory stays (data, logs,
+    cluster.json): `kctl cluster start --dir DIR` starts it again. The cluster stops being the
+    current one. Exit status 3 when DIR holds no cluster."""
     from kctl.client.current_cluster import clear_current_cluster
     from kctl.localcluster.launcher import down as stop_cluster
 

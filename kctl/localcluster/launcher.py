@@ -13,8 +13,8 @@ with SIGTERM (each does a controlled shutdown) and waits for each to exit; ``res
 What runs is found by kctl.localcluster.processes (the broker holding its log dir's lock, the pid
 file ``kctl broker start`` writes, the recorded pid), so a broker restarted by hand is shown with its
 real pid, written back to cluster.json, and stopped by ``down()``. A broker that cannot be stopped,
-or whose address still answers although no process of it was found, is reported, and ZooKeeper is
-then left running so that the brokers still up do not hang without it.
+or whose address still answers as a Kafka broker although no process of it was found, is reported,
+and ZooKeeper is then left running so that the brokers still up do not hang without it.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from kctl.localcluster.processes import (
     BROKER_MARK,
     ZOOKEEPER_MARK,
     broker_pid,
-    listening,
+    kafka_answers,
     process_alive,
     signal_process,
     wait_exit,
@@ -507,8 +507,8 @@ def stop(
     """Stop each broker of ``broker_ids`` (default: all) that runs, one at a time, with SIGTERM (a
     controlled shutdown), waiting up to ``timeout`` for each to exit (then SIGKILL when ``kill``).
     ZooKeeper (``zookeeper``; default: when no broker was named) is stopped last, and only when
-    every broker of the cluster is stopped. A broker whose address still answers although no
-    process of it was found is a failure too (it may run where kctl cannot see it)."""
+    every broker of the cluster is stopped. A broker whose address still answers as a Kafka broker
+    although no process of it was found is a failure too (it may run where kctl cannot see it)."""
     observed = observe(directory)
     state = observed.state
     wanted = _selected(state, broker_ids)
@@ -523,13 +523,13 @@ def stop(
     for broker_id in wanted:
         recorded = state.broker(broker_id)
         log_dir = state.broker_log_dir(broker_id)
-        if broker_pid(log_dir, recorded.pid) is None and listening(recorded.host, recorded.port):
+        if broker_pid(log_dir, recorded.pid) is None and kafka_answers(recorded.host, recorded.port):
             report.failed.append(
                 StopFailure(
                     recorded.name,
                     None,
-                    f"{recorded.address} still accepts connections, but no broker process of {log_dir} "
-                    "was found (started where kctl cannot see it, or another program took the port?)",
+                    f"a Kafka broker still answers on {recorded.address}, but no process of {log_dir} "
+                    "was found (started where kctl cannot see it?)",
                 )
             )
     if zookeeper is None:

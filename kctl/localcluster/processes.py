@@ -13,8 +13,8 @@ A broker is found through its log dir, first of:
 
 ZooKeeper is the recorded pid when it still runs ``ZooKeeperServerMain`` with the cluster's
 ``zoo.cfg``. A pid is alive when ``/proc/<pid>`` exists and is not a zombie (our own exited children
-are reaped on the way). ``listening(host, port)`` says whether anything accepts connections on an
-address: what ``kctl cluster down`` checks after stopping every broker it found.
+are reaped on the way). ``kafka_answers(host, port)`` asks an address whether a Kafka broker answers
+there: what ``kctl cluster down`` checks after stopping every broker it found.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import contextlib
 import os
 import signal
 import socket
+import struct
 import time
 from pathlib import Path
 
@@ -105,13 +106,28 @@ def zookeeper_pid(config_file: Path, recorded: int) -> int | None:
     return None
 
 
-def listening(host: str, port: int, timeout: float = 1.0) -> bool:
-    """Whether something accepts TCP connections on ``host:port``."""
+PROBE_CORRELATION_ID = 0x6B63746C  # "kctl"
+
+
+def kafka_answers(host: str, port: int, timeout: float = 2.0) -> bool:
+    """Whether a Kafka broker answers on ``host:port``: an ApiVersions v0 request (raw bytes: this
+    layer does not speak the protocol otherwise) gets a response carrying its correlation id. Another
+    program that took the port does not."""
+    client_id = b"kctl-cluster"
+    request = struct.pack(">hhih", 18, 0, PROBE_CORRELATION_ID, len(client_id)) + client_id
     try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.settimeout(timeout)
+            sock.sendall(struct.pack(">i", len(request)) + request)
+            head = b""
+            while len(head) < 8:
+                chunk = sock.recv(8 - len(head))
+                if not chunk:
+                    return False
+                head += chunk
     except OSError:
         return False
+    return struct.unpack(">ii", head)[1] == PROBE_CORRELATION_ID
 
 
 def signal_process(pid: int, signum: int) -> str | None:
