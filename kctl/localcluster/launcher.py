@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import os
 import signal
 import time
@@ -89,6 +90,11 @@ DEFAULT_DIRECTORY = Path("kctl-cluster")
 REGISTER_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 60.0
 KILL_WAIT_S = 10.0  # how long a SIGKILLed process may take to go
+
+
+_QUIET = logging.getLogger("kctl.localcluster.kazoo")
+_QUIET.addHandler(logging.NullHandler())
+_QUIET.propagate = False
 
 
 class ClusterStartError(RuntimeError):
@@ -236,10 +242,11 @@ def _pid(process: Any) -> int:
 
 # -- ZooKeeper: registrations and the controller --------------------------------------------------
 def zookeeper_client(state: ClusterState, timeout: float = 5.0) -> Any:
-    """A started kazoo client on the cluster's ZooKeeper, in its chroot (the caller stops it)."""
+    """A started kazoo client on the cluster's ZooKeeper, in its chroot (the caller stops it). Its
+    log is kept quiet: a ZooKeeper that does not answer is reported by the callers, in one line."""
     from kazoo.client import KazooClient
 
-    client = KazooClient(hosts=state.zookeeper_connect, timeout=10.0)
+    client = KazooClient(hosts=state.zookeeper_connect, timeout=10.0, logger=_QUIET)
     client.start(timeout=timeout)
     return client
 
