@@ -7,7 +7,7 @@ _kctl_subcommands() {
         'kctl broker') echo 'start stop list log-dirs config' ;;
         'kctl broker log-dirs') echo 'describe move' ;;
         'kctl broker config') echo 'describe alter' ;;
-        'kctl cluster') echo 'up status down list info' ;;
+        'kctl cluster') echo 'up status start stop restart down list info' ;;
         'kctl config') echo 'show' ;;
         'kctl group') echo 'list describe rewind delete migrate' ;;
         'kctl log') echo 'dump verify recover purge' ;;
@@ -25,7 +25,7 @@ _kctl_subcommands() {
 
 _kctl_is_subcommand() {
     case "$1 $2" in
-        'kctl broker'|'kctl cluster'|'kctl config'|'kctl consume'|'kctl group'|'kctl log'|'kctl mirror'|'kctl partition'|'kctl perf'|'kctl produce'|'kctl spark'|'kctl topic'|'kctl zk'|'kctl user'|'kctl acl'|'kctl quota'|'kctl transactions'|'kctl man'|'kctl broker start'|'kctl broker stop'|'kctl broker list'|'kctl broker log-dirs'|'kctl broker config'|'kctl broker log-dirs describe'|'kctl broker log-dirs move'|'kctl broker config describe'|'kctl broker config alter'|'kctl cluster up'|'kctl cluster status'|'kctl cluster down'|'kctl cluster list'|'kctl cluster info'|'kctl config show'|'kctl group list'|'kctl group describe'|'kctl group rewind'|'kctl group delete'|'kctl group migrate'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge'|'kctl partition reassign'|'kctl partition elect-leaders'|'kctl perf produce'|'kctl perf consume'|'kctl spark load'|'kctl topic create'|'kctl topic list'|'kctl topic describe'|'kctl topic delete'|'kctl topic alter'|'kctl topic offsets'|'kctl topic trim'|'kctl zk ls'|'kctl zk get'|'kctl zk tree'|'kctl zk brokers'|'kctl zk topics'|'kctl zk consumers'|'kctl user create'|'kctl user delete'|'kctl user list'|'kctl acl add'|'kctl acl list'|'kctl acl remove'|'kctl quota describe'|'kctl quota alter'|'kctl transactions describe-producers'|'kctl transactions list'|'kctl transactions describe') return 0 ;;
+        'kctl broker'|'kctl cluster'|'kctl config'|'kctl consume'|'kctl group'|'kctl log'|'kctl mirror'|'kctl partition'|'kctl perf'|'kctl produce'|'kctl spark'|'kctl topic'|'kctl zk'|'kctl user'|'kctl acl'|'kctl quota'|'kctl transactions'|'kctl man'|'kctl broker start'|'kctl broker stop'|'kctl broker list'|'kctl broker log-dirs'|'kctl broker config'|'kctl broker log-dirs describe'|'kctl broker log-dirs move'|'kctl broker config describe'|'kctl broker config alter'|'kctl cluster up'|'kctl cluster status'|'kctl cluster start'|'kctl cluster stop'|'kctl cluster restart'|'kctl cluster down'|'kctl cluster list'|'kctl cluster info'|'kctl config show'|'kctl group list'|'kctl group describe'|'kctl group rewind'|'kctl group delete'|'kctl group migrate'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge'|'kctl partition reassign'|'kctl partition elect-leaders'|'kctl perf produce'|'kctl perf consume'|'kctl spark load'|'kctl topic create'|'kctl topic list'|'kctl topic describe'|'kctl topic delete'|'kctl topic alter'|'kctl topic offsets'|'kctl topic trim'|'kctl zk ls'|'kctl zk get'|'kctl zk tree'|'kctl zk brokers'|'kctl zk topics'|'kctl zk consumers'|'kctl user create'|'kctl user delete'|'kctl user list'|'kctl acl add'|'kctl acl list'|'kctl acl remove'|'kctl quota describe'|'kctl quota alter'|'kctl transactions describe-producers'|'kctl transactions list'|'kctl transactions describe') return 0 ;;
     esac
     return 1
 }
@@ -46,6 +46,9 @@ _kctl_options() {
         'kctl cluster') echo '-h --help' ;;
         'kctl cluster up') echo '-n --brokers -d --dir --base-port -X --timeout -h --help' ;;
         'kctl cluster status') echo '-d --dir -f --format -h --help' ;;
+        'kctl cluster start') echo '--broker -d --dir --timeout -h --help' ;;
+        'kctl cluster stop') echo '--broker -d --dir --timeout -h --help' ;;
+        'kctl cluster restart') echo '--broker --rolling -d --dir --timeout -f --format -h --help' ;;
         'kctl cluster down') echo '-d --dir --timeout -h --help' ;;
         'kctl cluster list') echo '--clusters -f --format -h --help' ;;
         'kctl cluster info') echo '-t --topic -i --internal -f --format -c --config -X -b --bootstrap-server -h --help' ;;
@@ -164,6 +167,16 @@ _kctl_option_value() {
         'kctl cluster up --timeout') echo 'any' ;;
         'kctl cluster status -d'|'kctl cluster status --dir') echo 'dir' ;;
         'kctl cluster status -f'|'kctl cluster status --format') echo 'choice table json jsonl' ;;
+        'kctl cluster start --broker') echo 'any' ;;
+        'kctl cluster start -d'|'kctl cluster start --dir') echo 'dir' ;;
+        'kctl cluster start --timeout') echo 'any' ;;
+        'kctl cluster stop --broker') echo 'any' ;;
+        'kctl cluster stop -d'|'kctl cluster stop --dir') echo 'dir' ;;
+        'kctl cluster stop --timeout') echo 'any' ;;
+        'kctl cluster restart --broker') echo 'any' ;;
+        'kctl cluster restart -d'|'kctl cluster restart --dir') echo 'dir' ;;
+        'kctl cluster restart --timeout') echo 'any' ;;
+        'kctl cluster restart -f'|'kctl cluster restart --format') echo 'choice table json jsonl' ;;
         'kctl cluster down -d'|'kctl cluster down --dir') echo 'dir' ;;
         'kctl cluster down --timeout') echo 'any' ;;
         'kctl cluster list --clusters') echo 'file' ;;

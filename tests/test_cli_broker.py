@@ -1,11 +1,14 @@
-"""`kctl broker start --daemon` / `kctl broker stop`, retention on the broker's schedule, configuration."""
+"""`kctl broker start --daemon` / `kctl broker stop`, retention on the broker's schedule, configuration,
+and a broker that cannot start saying why in one line (foreground and daemon alike)."""
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -169,3 +172,42 @@ def test_broker_configs_show_value_default_and_source(broker_factory) -> None:  
     assert {r["broker_id"] for r in rows.values()} == {broker.broker_id}
     missing = kctl("broker", "config", "describe", "--broker", "42", "-b", broker.bootstrap)
     assert missing.returncode == 3 and "no broker 42" in missing.stderr
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    """A port something else listens on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield sock.getsockname()[1]
+
+
+START_FAILURES = {
+    # listener -> (exit status, the one line on stderr after "kctl: error: ")
+    "in use": (1, "cannot start the broker: error while attempting to bind on address ('127.0.0.1', {port}): "
+               "address already in use"),
+    "typo": (2, "invalid broker configuration: listener PLAINTEX is not in listener.security.protocol.map"),
+}  # fmt: skip
+
+
+@pytest.mark.e2e  # runs `kctl broker start` (foreground and --daemon) to its failure
+@pytest.mark.parametrize("daemon", [False, True], ids=["foreground", "daemon"])
+@pytest.mark.parametrize("case", sorted(START_FAILURES))
+def test_a_broker_that_cannot_start_says_why_in_one_line(
+    tmp_path: Path, taken_port: int, daemon: bool, case: str
+) -> None:
+    listener = {"in use": f"PLAINTEXT://127.0.0.1:{taken_port}", "typo": "PLAINTEX://127.0.0.1:0"}[case]
+    data = tmp_path / "data"
+    log_file = data / "kctl-broker.log"
+    mode = ["--daemon"] if daemon else ["--log-file", str(log_file)]
+    result = kctl("broker", "start", *mode, "-X", f"listeners={listener}", "-X", f"log.dirs={data}")
+    code, reason = START_FAILURES[case]
+    assert result.returncode == code, result.stderr
+    assert result.stderr.splitlines() == [f"kctl: error: {reason.format(port=taken_port)}"]
+    assert result.stdout == ""
+    log = log_file.read_text()
+    assert "Traceback" not in log, log
+    if daemon:  # the daemon's log says it too, in one line
+        assert reason.format(port=taken_port) in log
+    assert not (data / "kctl-broker.pid").exists()  # the failed broker's pid file is gone

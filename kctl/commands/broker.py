@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -73,7 +74,7 @@ def _setup_logging(level: str, log_file: Path | None) -> None:
     logging.getLogger("kazoo").setLevel(logging.WARNING)
 
 
-async def _run(config, ready_fd: int | None) -> None:
+async def _run(config, on_ready: Callable[[str], None] | None) -> None:
     import asyncio
 
     from kctl.broker.broker import Broker
@@ -85,9 +86,8 @@ async def _run(config, ready_fd: int | None) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
     address = ",".join(broker.bootstrap_addresses)
-    if ready_fd is not None:
-        os.write(ready_fd, (address + "\n").encode())
-        os.close(ready_fd)
+    if on_ready is not None:
+        on_ready(address)
     else:
         print(address, flush=True)
         info(f"broker {config.broker_id} ready on {address} (Ctrl-C or SIGTERM to stop)")
@@ -136,20 +136,41 @@ def start(
 
     try:
         asyncio.run(_run(config, None))
-    except OSError as error:
-        raise KctlError(f"cannot start the broker: {error}") from None
     except Exception as error:
-        if type(error).__name__ in (
-            "LogDirLockedError",
-            "InconsistentMetadataError",
-            "BrokerIdInUseError",
-            "RegistryUnavailableError",
-            "RegistryError",  # e.g. the embedded metadata held by another broker on this directory
-        ):
-            raise KctlError(str(error)) from None
-        raise
+        failure = _start_failure(error, config)
+        if failure is None:
+            raise
+        raise failure from None
     finally:
         _remove_own_pid_file(pid_path)
+
+
+_START_ERRORS = (
+    "LogDirLockedError",
+    "InconsistentMetadataError",
+    "BrokerIdInUseError",
+    "RegistryUnavailableError",
+    "RegistryError",  # e.g. the embedded metadata held by another broker on this directory
+)
+
+
+def _start_failure(error: BaseException, config: Any) -> KctlError | None:
+    """Why a broker did not start, in one line, with the exit status: the same in the foreground
+    and from a daemon. None for an unexpected error (a bug: its traceback is wanted)."""
+    import socket
+
+    name = type(error).__name__
+    if name == "SecurityConfigError":  # e.g. a listener whose name no security protocol maps
+        return KctlError(f"invalid broker configuration: {error}", ExitCode.USAGE)
+    if isinstance(error, socket.gaierror):
+        hosts = ", ".join(str(listener) for listener in config.listeners)
+        reason = f"cannot resolve a listener's host ({hosts}): {error.strerror}"
+        return KctlError(f"cannot start the broker: {reason}")
+    if isinstance(error, OSError):
+        return KctlError(f"cannot start the broker: {error.strerror or error}")
+    if name in _START_ERRORS:
+        return KctlError(str(error))
+    return None
 
 
 def _running_pid(pid_path: Path) -> int | None:
@@ -183,39 +204,70 @@ def _remove_own_pid_file(pid_path: Path) -> None:
             pid_path.unlink()
 
 
+FAILED_PREFIX = "failed "
+"""How the daemon tells the parent on their pipe that it did not start: ``failed <exit code> <reason>``
+(a ready daemon writes its address instead)."""
+
+
 def _start_daemon(config, pid_path: Path, log_file: Path, log_level: str) -> None:
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # the daemon
         os.close(read_fd)
-        os.setsid()
-        null = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1, 2):
-            os.dup2(null, fd)
-        _setup_logging(log_level, log_file)
-        pid_path.write_text(f"{os.getpid()}\n")
-        code = 0
-        import asyncio
-
-        try:
-            asyncio.run(_run(config, write_fd))
-        except BaseException:
-            logging.getLogger("kctl.broker").exception("the broker failed")
-            code = 1
-        finally:
-            _remove_own_pid_file(pid_path)
-        os._exit(code)
+        os._exit(_daemon(config, pid_path, log_file, log_level, write_fd))
     os.close(write_fd)
     with os.fdopen(read_fd, "rb") as ready:
-        line = ready.readline().decode().strip()
-    if not line:
-        _, _status = os.waitpid(pid, 0)
-        raise KctlError(f"the broker did not start (see {log_file})")
+        line = ready.readline().decode(errors="replace").strip()
+    if not line or line.startswith(FAILED_PREFIX):
+        os.waitpid(pid, 0)
+        code, _, reason = line.removeprefix(FAILED_PREFIX).partition(" ")
+        if not reason:
+            raise KctlError(f"the broker did not start (see {log_file})")
+        raise KctlError(reason, ExitCode(int(code)) if code.isdigit() else ExitCode.FAILURE)
     print(line, flush=True)
     info(
         f"broker {config.broker_id} running in the background "
         f"(pid {pid}, log {log_file}, pid file {pid_path})"
     )
+
+
+def _daemon(config, pid_path: Path, log_file: Path, log_level: str, ready_fd: int) -> int:
+    """The daemon's life (in the forked child): the broker until it stops; its exit status. A
+    broker that does not start says why in one line, in its log and on the pipe to the parent."""
+    os.setsid()
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    log = logging.getLogger("kctl.broker")
+    ready = False
+
+    def tell_parent(line: str) -> None:
+        nonlocal ready
+        with contextlib.suppress(OSError):  # the parent is gone: nobody to tell
+            os.write(ready_fd, (line + "\n").encode())
+        os.close(ready_fd)
+        ready = True
+
+    try:
+        _setup_logging(log_level, log_file)
+        pid_path.write_text(f"{os.getpid()}\n")
+        import asyncio
+
+        asyncio.run(_run(config, tell_parent))
+    except BaseException as error:
+        failure = _start_failure(error, config) if isinstance(error, Exception) and not ready else None
+        if failure is not None:
+            log.error("%s", failure)  # the reason, not a traceback: nothing in kctl went wrong
+        else:
+            log.exception("the broker failed")
+            what = f"unexpected {type(error).__name__}: {error}"
+            failure = KctlError(f"the broker did not start: {what} (traceback in {log_file})")
+        if not ready:
+            tell_parent(f"{FAILED_PREFIX}{int(failure.exit_code)} {failure}")
+        return 1
+    finally:
+        _remove_own_pid_file(pid_path)
+    return 0
 
 
 @app.command("stop")

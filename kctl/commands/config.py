@@ -10,16 +10,18 @@ import typer
 
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
+    BOOTSTRAP_SERVERS_KEY,
     DEFAULT_BOOTSTRAP_SERVER,
     DEFAULT_FORMAT,
     BootstrapServerOption,
     ConfigFileOption,
     ConfigOverrideOption,
+    ConfigSource,
     FormatOption,
     ResolvedConfig,
     load_config,
 )
-from kctl.commands.output import render_rows
+from kctl.commands.output import info, render_rows
 from kctl.common.config_def import ConfigDef, ConfigError
 
 app = typer.Typer(help="Inspect how kctl resolves its configuration.", no_args_is_help=True)
@@ -87,6 +89,17 @@ def definition_rows(
     return rows
 
 
+def _say_where_the_bootstrap_default_is_from(config: ResolvedConfig) -> None:
+    entry = config.values.get(BOOTSTRAP_SERVERS_KEY)
+    if entry is None or entry.source is not ConfigSource.LOCAL_CLUSTER:
+        return
+    from kctl.client.current_cluster import current_cluster, current_cluster_path
+
+    current = current_cluster()
+    if current is not None:
+        info(f"bootstrap.servers: {current.describe()}; state in {current_cluster_path()}")
+
+
 @app.command("show")
 def show(
     fmt: FormatOption = DEFAULT_FORMAT,
@@ -109,7 +122,9 @@ def show(
 ) -> None:
     """Show the effective configuration: each key, its value, and where the value came from.
 
-    Sources, lowest to highest precedence: default (built in), file (--config), env
+    Sources, lowest to highest precedence: default (built in), local-cluster (bootstrap.servers
+    of the current local cluster, which `kctl cluster up` sets and `kctl cluster down` clears;
+    said on stderr), clusters (a named cluster's properties), file (--config), env
     (KCTL_BOOTSTRAP_SERVER), -X (overrides, later ones win) and option (--bootstrap-server given
     on the command line).
 
@@ -133,10 +148,12 @@ def show(
         kind = kinds[0]
         client = kind in ("producer", "consumer")
         resolved = load_config(config_file, overrides, bootstrap_server=bootstrap_server if client else None)
+        _say_where_the_bootstrap_default_is_from(resolved)
         rows = definition_rows(definition(kind), resolved, show_secrets)
         render_rows(rows, ["key", "value", "default", "source"], fmt)
         return
     config = load_config(config_file, overrides, bootstrap_server=bootstrap_server)
+    _say_where_the_bootstrap_default_is_from(config)
     rows = [
         {
             "key": entry.key,

@@ -77,6 +77,21 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
         ("A ZooKeeper server and three brokers on this machine", "kctl cluster up --brokers 3"),
     ),
     "kctl cluster status": (("Is the local cluster running?", "kctl cluster status -f json"),),
+    "kctl cluster start": (
+        ("Start the stopped brokers (or the whole stopped cluster) again", "kctl cluster start"),
+        ("Start broker 2 only", "kctl cluster start --broker 2"),
+    ),
+    "kctl cluster stop": (
+        ("Stop broker 2 (a controlled shutdown)", "kctl cluster stop --broker 2"),
+        ("Stop every broker, then ZooKeeper", "kctl cluster stop"),
+    ),
+    "kctl cluster restart": (
+        ("Restart broker 2 with its recorded configuration", "kctl cluster restart --broker 2"),
+        (
+            "One broker at a time, the controller last, until no partition is under-replicated after each",
+            "kctl cluster restart --rolling --timeout 120",
+        ),
+    ),
     "kctl cluster down": (("Stop the local cluster", "kctl cluster down"),),
     "kctl cluster list": (("The named clusters of the clusters file", "kctl cluster list"),),
     "kctl cluster info": (

@@ -8,9 +8,9 @@ GROUP_HELP: dict[str, tuple[str, bool]] = {
         False,
     ),
     "cluster": (
-        "Start, show and stop a local cluster (a ZooKeeper server and N brokers on this "
-        "machine); list the named clusters; show a running cluster's brokers and "
-        "partitions (info).",
+        "Start, stop, restart (also rolling) and show a local cluster (a ZooKeeper server"
+        " and N brokers on this machine); list the named clusters; show a running "
+        "cluster's brokers and partitions (info).",
         False,
     ),
     "config": (

@@ -24,8 +24,9 @@ last) and passes them as one `ClusterOptions` argument, `cluster`::
 `--clusters FILE` on `kctl`, KCTL_CLUSTERS, `~/.config/kctl/clusters.toml`): its bootstrap servers
 replace the name, and its client properties are a layer just above the command's defaults.
 
-Configuration precedence, lowest to highest: `defaults` given by the command < the named cluster's
-properties < the `--config`
+Configuration precedence, lowest to highest: `defaults` given by the command (the bootstrap default
+being the current local cluster, `kctl.client.current_cluster`, when `kctl cluster up` set one, else
+127.0.0.1:9092) < the named cluster's properties < the `--config`
 file (Java .properties) < the KCTL_BOOTSTRAP_SERVER environment variable < `-X key=value`
 overrides (later ones win) < an explicit `--bootstrap-server` on the command line. Only
 `bootstrap.servers` comes from the environment or from `--bootstrap-server`; every resolved key
@@ -78,6 +79,7 @@ class ConfigSource(enum.StrEnum):
     """Where a configuration value came from (shown by `kctl config show`)."""
 
     DEFAULT = "default"
+    LOCAL_CLUSTER = "local-cluster"
     CLUSTERS = "clusters"
     FILE = "file"
     ENV = "env"
@@ -312,6 +314,17 @@ def known_properties(
     return properties
 
 
+def default_bootstrap(default: str = DEFAULT_BOOTSTRAP_SERVER) -> tuple[str, ConfigSource]:
+    """The bootstrap servers used when none is given (no -b, no KCTL_BOOTSTRAP_SERVER): the current
+    local cluster's (`kctl cluster up`; kctl.client.current_cluster), else ``default``."""
+    from kctl.client.current_cluster import current_cluster
+
+    current = current_cluster()
+    if current is None:
+        return default, ConfigSource.DEFAULT
+    return current.bootstrap_servers, ConfigSource.LOCAL_CLUSTER
+
+
 def load_config(
     config_file: Path | str | None,
     overrides: Sequence[str] | None,
@@ -323,8 +336,9 @@ def load_config(
     """Merge `defaults` < `config_file` < `overrides` (`-X key=value`), keeping each key's source.
 
     `bootstrap_server` (the `--bootstrap-server` value) sets `bootstrap.servers` at the layer its
-    source calls for: its default below the file, KCTL_BOOTSTRAP_SERVER above the file and below
-    `-X`, an explicit option above everything (a plain str counts as explicit). With
+    source calls for: its default (the current local cluster's when there is one) below the file,
+    KCTL_BOOTSTRAP_SERVER above the file and below `-X`, an explicit option above everything (a
+    plain str counts as explicit). With
     `allowed_keys`, any other key in the file or in `-X` is a usage error (exit 2), as is a
     malformed `-X`; a missing file is NOT_FOUND (exit 3), as is a missing clusters file named by
     `--clusters` or KCTL_CLUSTERS when `bootstrap_server` names a cluster (an invalid one: exit 2).
@@ -336,7 +350,9 @@ def load_config(
 
     bootstrap_source = getattr(bootstrap_server, "source", ConfigSource.OPTION)
     cluster_properties: Mapping[str, str] = {}
-    if bootstrap_server is not None:
+    if bootstrap_server is not None and bootstrap_source is ConfigSource.DEFAULT:
+        bootstrap_server, bootstrap_source = default_bootstrap(str(bootstrap_server))
+    elif bootstrap_server is not None:
         # here, not at the top: importing kctl.client costs the offline tools and --help their start-up
         from kctl.client.clusters_file import ClustersFileError, ClustersFileNotFoundError, resolve_cluster
 
@@ -359,6 +375,7 @@ def load_config(
     for key, value in (defaults or {}).items():
         put(key, str(value), ConfigSource.DEFAULT)
     put_bootstrap(ConfigSource.DEFAULT)
+    put_bootstrap(ConfigSource.LOCAL_CLUSTER)
     for key, value in cluster_properties.items():
         put(key, value, ConfigSource.CLUSTERS)
     if config_file is not None:

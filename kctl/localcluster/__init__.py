@@ -1,7 +1,10 @@
 """Local processes of a kctl cluster on this machine: a real ZooKeeper server (`ZooKeeperServer`),
-a real ``kctl broker start`` process (`BrokerProcess`), a `LocalCluster` of both, and the launcher
-behind ``kctl cluster up/status/down`` (kctl.localcluster.launcher: detached processes whose pids and
-ports are kept in a state file). kctl.testing (the test harness) and kctl.commands build on it.
+a real ``kctl broker start`` process (`BrokerProcess`), a `LocalCluster` of both, and what is behind
+``kctl cluster up/start/stop/restart/status/down``: the launcher (kctl.localcluster.launcher:
+detached processes whose ports, pids and configuration are kept in a state file,
+kctl.localcluster.state), finding which of them run whoever started them (kctl.localcluster.processes)
+and the rolling restart (kctl.localcluster.rolling). kctl.testing (the test harness) and
+kctl.commands build on it.
 
 `guard` is the check the test harness arms so that a test starts only the processes its markers
 declare; outside pytest it checks nothing.

@@ -30,16 +30,25 @@ other fixtures), from a module holding `BrokerProcess`, `LocalCluster` or `start
 (``e2e``) from a module named ``test_e2e_*``; so ``pytest -m "not e2e and not zk"`` runs the unit
 tests alone. A test that starts a broker or ZooKeeper without its marker fails
 (`kctl.localcluster.guard`), so a missing marker cannot go unnoticed.
+
+kctl's user state (the current local cluster `kctl cluster up` remembers,
+`kctl.client.current_cluster`) never touches the user's home: the session points ``KCTL_STATE_DIR``
+at a temporary directory, and every test gets an empty one of its own (the autouse fixture
+``kctl_state_dir``), so that a cluster one test brings up is never another test's default.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kctl.client.current_cluster import STATE_DIR_ENV
 from kctl.localcluster import guard
 from kctl.localcluster.broker import BrokerProcess
 from kctl.localcluster.cluster import LocalCluster
@@ -76,9 +85,30 @@ BrokerFactory = Callable[..., BrokerProcess]
 ClusterFactory = Callable[..., LocalCluster]
 
 
+_session_state_dir: str | None = None
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    global _session_state_dir
     for name, description in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {description}")
+    # kctl's user state goes to a temporary directory, never the user's home (module docstring)
+    _session_state_dir = tempfile.mkdtemp(prefix="kctl-state-")
+    os.environ[STATE_DIR_ENV] = _session_state_dir
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _session_state_dir is not None:
+        shutil.rmtree(_session_state_dir, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def kctl_state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty kctl state directory (``KCTL_STATE_DIR``) for each test: no current local cluster
+    unless the test brings one up."""
+    directory = tmp_path_factory.mktemp("kctl-state")
+    monkeypatch.setenv(STATE_DIR_ENV, str(directory))
+    return directory
 
 
 def _holds(module: object, objects: tuple[object, ...]) -> bool:

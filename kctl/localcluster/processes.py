@@ -1,0 +1,153 @@
+"""Which processes of a local cluster actually run, whoever started them: by what runs, not by the
+pids ``kctl cluster up`` recorded (a broker restarted by hand with ``kctl broker start`` has a pid of
+its own).
+
+A broker is found through its log dir, first of:
+
+1. the process holding the log dir's lock (the ``flock`` on ``<log dir>/.lock`` every running broker
+   holds, read from ``/proc/locks``): this is the broker, however it was started;
+2. the pid in ``<log dir>/kctl-broker.pid``, written by ``kctl broker start`` (foreground and
+   ``--daemon``) before it takes the lock and removed after it released it, when that pid runs a
+   ``kctl broker start``;
+3. the pid recorded in cluster.json, when it still runs a ``kctl broker start`` naming that log dir.
+
+ZooKeeper is the recorded pid when it still runs ``ZooKeeperServerMain`` with the cluster's
+``zoo.cfg``. A pid is alive when ``/proc/<pid>`` exists and is not a zombie (our own exited children
+are reaped on the way). ``kafka_answers(host, port)`` asks an address whether a Kafka broker answers
+there: what ``kctl cluster down`` checks after stopping every broker it found.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import struct
+import time
+from pathlib import Path
+
+ZOOKEEPER_MARK = "ZooKeeperServerMain"
+BROKER_MARK = "kctl broker start"
+LOCK_FILE = ".lock"  # kctl.log.manager.LOCK_FILE (this layer may not import kctl.log)
+PID_FILE = "kctl-broker.pid"  # what `kctl broker start` writes in its first log dir
+POLL_S = 0.05  # polling interval of the waits below, each bounded by its deadline
+
+
+def command_line(pid: int) -> str | None:
+    """The command line of a live (not zombie) ``pid``, its arguments joined by blanks; None when
+    it does not run."""
+    if pid <= 0:
+        return None
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # reap it if it is our own exited child
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return None
+    if stat.rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+        return None
+    return cmdline
+
+
+def process_alive(pid: int, mark: str = "") -> bool:
+    """Whether ``pid`` runs (not a zombie) and its command line contains ``mark`` (guards against a
+    pid reused by another program)."""
+    cmdline = command_line(pid)
+    return cmdline is not None and mark in cmdline
+
+
+def lock_holders(path: Path) -> list[int]:
+    """The pids holding a lock (``flock`` or POSIX) on the file ``path``, from ``/proc/locks``."""
+    try:
+        st = path.stat()
+        table = Path("/proc/locks").read_text()
+    except OSError:
+        return []
+    wanted = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    pids = []
+    for line in table.splitlines():
+        fields = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 10782 fe:00:9982482 0 EOF"; waiters have "->" after the number
+        if len(fields) >= 6 and fields[1] != "->" and fields[5] == wanted:
+            with contextlib.suppress(ValueError):
+                pids.append(int(fields[4]))
+    return pids
+
+
+def read_pid_file(path: Path) -> int | None:
+    """The pid in ``path``, None when there is no such file or no pid in it."""
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def broker_pid(log_dir: Path, recorded: int = -1) -> int | None:
+    """The pid of the broker running on ``log_dir`` (see the module docstring), None when none runs."""
+    for pid in lock_holders(log_dir / LOCK_FILE):
+        if process_alive(pid, BROKER_MARK):  # not another tool holding the lock (`kctl log ...`)
+            return pid
+    from_file = read_pid_file(log_dir / PID_FILE)
+    if from_file is not None and process_alive(from_file, BROKER_MARK):
+        return from_file
+    cmdline = command_line(recorded)
+    if cmdline is not None and BROKER_MARK in cmdline and str(log_dir) in cmdline:
+        return recorded
+    return None
+
+
+def zookeeper_pid(config_file: Path, recorded: int) -> int | None:
+    """The recorded ZooKeeper pid when it still runs ZooKeeper with ``config_file``, else None."""
+    cmdline = command_line(recorded)
+    if cmdline is not None and ZOOKEEPER_MARK in cmdline and str(config_file) in cmdline:
+        return recorded
+    return None
+
+
+PROBE_CORRELATION_ID = 0x6B63746C  # "kctl"
+
+
+def kafka_answers(host: str, port: int, timeout: float = 2.0) -> bool:
+    """Whether a Kafka broker answers on ``host:port``: an ApiVersions v0 request (raw bytes: this
+    layer does not speak the protocol otherwise) gets a response carrying its correlation id. Another
+    program that took the port does not."""
+    client_id = b"kctl-cluster"
+    request = struct.pack(">hhih", 18, 0, PROBE_CORRELATION_ID, len(client_id)) + client_id
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.settimeout(timeout)
+            sock.sendall(struct.pack(">i", len(request)) + request)
+            head = b""
+            while len(head) < 8:
+                chunk = sock.recv(8 - len(head))
+                if not chunk:
+                    return False
+                head += chunk
+    except OSError:
+        return False
+    return struct.unpack(">ii", head)[1] == PROBE_CORRELATION_ID
+
+
+def signal_process(pid: int, signum: int) -> str | None:
+    """Send ``signum`` (after SIGCONT: a stopped process cannot handle SIGTERM); None when sent or
+    the process is gone, else why it could not be (e.g. not permitted)."""
+    try:
+        os.kill(pid, signal.SIGCONT)
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        return None
+    except PermissionError as error:
+        return f"cannot signal pid {pid}: {error.strerror}"
+    return None
+
+
+def wait_exit(pid: int, timeout: float) -> bool:
+    """Poll until ``pid`` no longer runs or ``timeout`` passes; whether it exited."""
+    deadline = time.monotonic() + timeout
+    while command_line(pid) is not None:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(POLL_S)
+    return True
