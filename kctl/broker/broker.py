@@ -79,7 +79,6 @@ class Broker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending_changes: list[str] = []  # registry change reasons not yet acted on, in order
         self._pending_lock = threading.Lock()
-        self._stopped = asyncio.Event()
         self._stopping = False  # set once the controlled shutdown is over: metadata is no longer followed
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -297,9 +296,6 @@ class Broker:
     def is_controller(self) -> bool:
         return self.metadata.controller_id == self.broker_id
 
-    async def serve_forever(self) -> None:
-        await self._stopped.wait()
-
     async def stop(self) -> None:
         """Stop cleanly: in a cluster, first the controlled shutdown (leadership moves off this
         broker); then, as Kafka does once it is done, stop following (metadata changes are no longer
@@ -308,7 +304,6 @@ class Broker:
         await self._controlled_shutdown()
         await self._stop_following()
         await self._shutdown()
-        self._stopped.set()
 
     async def _stop_following(self) -> None:
         self._stopping = True
