@@ -9,7 +9,10 @@ offset over the ISR (the leader's own included) and never decreases; a follower 
 the leader's log end offset is caught up at that fetch's time, and one whose fetch reaches the log
 end offset the leader had at its previous fetch is caught up as of that previous fetch; a follower
 not caught up for ``replica.lag.time.max.ms`` leaves the ISR; one that is not in the ISR joins it when
-its log end offset reaches the high watermark (and the start of the current leader epoch).
+its log end offset reaches the high watermark (and the start of the current leader epoch). While
+that expansion is being written, the high watermark is computed over the ISR with the joining
+replicas (Kafka's "maximal ISR"): otherwise it could pass a joining replica's log end offset, and the
+replica would enter the ISR without records already acknowledged — then lose them if elected.
 
 In embedded mode (``replicated`` False) there is one replica and the log's high watermark follows its
 log end offset on every append."""
@@ -48,6 +51,7 @@ class Partition:
         "controller_epoch",
         "followers",
         "isr",
+        "isr_pending_additions",
         "isr_update_pending",
         "leader_epoch",
         "leader_epoch_start_offset",
@@ -86,6 +90,7 @@ class Partition:
         self.leader_epoch_start_offset = log.log_end_offset
         self.followers: dict[int, FollowerState] = {}
         self.isr_update_pending = False
+        self.isr_pending_additions: tuple[int, ...] = ()  # joining the ISR, the write in flight
         self._waiters: list[asyncio.Future[None]] = []
         self._acks: list[tuple[int, asyncio.Future[AckResult]]] = []
 
@@ -135,6 +140,7 @@ class Partition:
                 if replica != self.broker_id
             }
             self.isr_update_pending = False
+            self.isr_pending_additions = ()
         self.maybe_advance_high_watermark()
 
     def make_follower(
@@ -152,6 +158,7 @@ class Partition:
         self.update_state(isr, replicas, partition_epoch, controller_epoch)
         self.followers = {}
         self.isr_update_pending = False
+        self.isr_pending_additions = ()
         self.fail_acks(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         self.notify_append()
 
@@ -209,7 +216,7 @@ class Partition:
             return False
         log = self.log
         new = log.log_end_offset
-        for replica in self.isr:
+        for replica in (*self.isr, *self.isr_pending_additions):
             if replica == self.broker_id:
                 continue
             follower = self.followers.get(replica)

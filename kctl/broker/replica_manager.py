@@ -433,6 +433,8 @@ class ReplicaManager:
         if self.registry is None or self.fenced:
             return
         partition.isr_update_pending = True
+        # the high watermark counts joining replicas until the write is done (maximal ISR)
+        partition.isr_pending_additions = tuple(r for r in new_isr if r not in partition.isr)
         task = asyncio.get_running_loop().create_task(self._update_isr(partition, new_isr, why))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -468,6 +470,7 @@ class ReplicaManager:
             return
         finally:
             partition.isr_update_pending = False
+            partition.isr_pending_additions = ()
         if (
             self.partitions.get(tp) is not partition
             or not partition.is_leader
