@@ -91,6 +91,7 @@ class ReplicaManager:
         self._now_ms = now_ms or (lambda: int(asyncio.get_running_loop().time() * 1000))
         self._on_isr_conflict = on_isr_conflict
         self._tasks: set[asyncio.Task[None]] = set()
+        self._shutdown_read: asyncio.Future[set[int]] | None = None  # shared by ISR expansions
         self._creating: set[TopicPartition] = set()  # logs a task is creating
         self._created: set[TopicPartition] = set()  # logs it created, not yet taken up by sync()
         self.after_background_create: Callable[[], None] = self.sync
@@ -453,7 +454,8 @@ class ReplicaManager:
         added = set(new_isr) - set(partition.isr)
         try:
             if added:
-                allowed = await asyncio.to_thread(self._without_shutting_down, registry, state, added)
+                leaving = await self._shutting_down_brokers(registry)
+                allowed = self._without_shutting_down(leaving, state, added)
                 if allowed is None:
                     return
                 state = allowed
@@ -484,14 +486,25 @@ class ReplicaManager:
         partition.maybe_advance_high_watermark()
         partition.complete_acks()
 
+    async def _shutting_down_brokers(self, registry: ReplicaRegistry) -> set[int]:
+        """The brokers that asked for a controlled shutdown, read from the registry (the metadata
+        cache may not have heard of a request yet). Expansions decided while a read is in flight
+        share it: a wide topic's hundreds of followers catching up at once cost one read, not one
+        each."""
+        pending = self._shutdown_read
+        if pending is None or pending.done():
+            pending = self._shutdown_read = asyncio.ensure_future(
+                asyncio.to_thread(lambda: set(registry.controlled_shutdown_requests()))
+            )
+        return await asyncio.shield(pending)
+
     @staticmethod
     def _without_shutting_down(
-        registry: ReplicaRegistry, state: PartitionState, added: set[int]
+        leaving_brokers: set[int], state: PartitionState, added: set[int]
     ) -> PartitionState | None:
-        """``state`` without the ``added`` brokers that asked for a controlled shutdown, read fresh
-        from the registry just before an ISR expansion is written (the metadata cache may not have
-        heard of the request yet); None when nothing is left to add."""
-        leaving = added & set(registry.controlled_shutdown_requests())
+        """``state`` without the ``added`` brokers that asked for a controlled shutdown; None when
+        nothing is left to add."""
+        leaving = added & leaving_brokers
         if not leaving:
             return state
         if leaving == added:
