@@ -8,7 +8,6 @@ answered by the controller). As everywhere in kctl, nothing moves without ``--ex
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
 import sys
@@ -89,26 +88,12 @@ def _write_plan(plan: dict[str, Any], fmt: OutputFormat) -> None:
 
 def _sizes(admin: AdminClient, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
     """Each partition's size at its leader (DescribeLogDirs); unknown ones are left out."""
-    from kctl.client import KafkaError, TopicPartition
+    from kctl.client.admin.partition_sizes import partition_sizes
 
-    leaders: dict[int, list[TopicPartition]] = {}
-    for topic in admin.describe_topics(sorted({tp.topic for tp in tps})):
-        for p in topic.partitions if topic.ok else ():
-            tp = TopicPartition(topic.name, p.partition)
-            if p.leader >= 0 and tp in tps:
-                leaders.setdefault(p.leader, []).append(tp)
-    sizes: dict[TopicPartition, int] = {}
-    for leader, wanted in sorted(leaders.items()):
-        try:
-            log_dirs = admin.describe_log_dirs([leader], wanted)[leader]
-        except KafkaError as error:
-            warn(f"broker {leader}: no partition sizes: {error}")
-            continue
-        for log_dir in log_dirs:
-            for replica in log_dir.replicas:
-                if not replica.is_future:
-                    sizes[replica.topic_partition] = replica.size
-    return sizes
+    found = partition_sizes(admin, tps)
+    for leader, error in found.failed.items():
+        warn(f"broker {leader}: no partition sizes: {error}")
+    return found.sizes
 
 
 MOVE_COLUMNS = [
@@ -381,35 +366,18 @@ def _show_or_execute(
 
 
 def _set_throttle(admin: AdminClient, changing: list[Any], throttle: int) -> None:
-    """Kafka's throttle of a reassignment: the topics' leader/follower.replication.throttled.replicas
-    (the current replicas serve, the added ones fetch) and the brokers' throttled rates."""
-    from kctl.client.admin.reassignments import throttled_replicas
+    """Kafka's throttle of a reassignment (kctl.client.admin.reassign_throttle), refusals warned about."""
+    from kctl.client.admin.reassign_throttle import set_reassignment_throttle
 
-    topic_configs = throttled_replicas((m.topic_partition, m.current, m.target) for m in changing)
-    for topic, configs in sorted(topic_configs.items()):
-        result = admin.alter_configs(topic, set={k: v for k, v in configs.items() if v})
-        if not result.ok:
-            warn(f"topic {topic}: throttled replicas not set: {result.error}: {result.error_message}")
-    involved = {b for m in changing for b in (*m.current, *m.target)}
-    for result in admin.set_replication_throttle(involved, throttle):
-        if not result.ok:
-            detail = f": {result.error_message}" if result.error_message else ""
-            warn(f"broker {result.name}: throttle not set: {result.error}{detail}")
-    info(f"replication throttle {throttle} B/s on brokers {_ids(sorted(involved))}")
-
-
-def _clear_throttle(admin: AdminClient, plan: Assignment) -> None:
-    """Kafka's --verify once the plan is complete: remove the topics' throttled replicas and the
-    brokers' throttled rates."""
-    from kctl.client import KafkaError
-    from kctl.client.admin.reassignments import THROTTLED_REPLICAS_CONFIGS
-
-    with contextlib.suppress(KafkaError):
-        for topic in sorted({tp.topic for tp in plan}):
-            admin.alter_configs(topic, delete=THROTTLED_REPLICAS_CONFIGS)
-        brokers = {b for r in plan.values() for b in r}
-        brokers |= {b.node_id for b in admin.describe_cluster().brokers}
-        admin.set_replication_throttle(brokers, None)
+    outcome = set_reassignment_throttle(
+        admin, ((m.topic_partition, m.current, m.target) for m in changing), throttle
+    )
+    for topic, result in outcome.topic_failures:
+        warn(f"topic {topic}: throttled replicas not set: {result.error}: {result.error_message}")
+    for result in outcome.broker_failures:
+        detail = f": {result.error_message}" if result.error_message else ""
+        warn(f"broker {result.name}: throttle not set: {result.error}{detail}")
+    info(f"replication throttle {throttle} B/s on brokers {_ids(outcome.brokers)}")
 
 
 VERIFY_COLUMNS = [
@@ -425,6 +393,7 @@ VERIFY_COLUMNS = [
 
 def _verify(admin: AdminClient, plan: Assignment, current: Assignment, fmt: OutputFormat) -> None:
     from kctl.client.admin.reassign_plan import COMPLETE, IN_PROGRESS, verify
+    from kctl.client.admin.reassign_throttle import clear_reassignment_throttle
 
     ongoing = admin.list_partition_reassignments(list(plan))
     states = verify(plan, current, ongoing)
@@ -447,7 +416,7 @@ def _verify(admin: AdminClient, plan: Assignment, current: Assignment, fmt: Outp
     running_count = sum(1 for s in states.values() if s == IN_PROGRESS)
     info(f"{done} of {len(states)} partitions complete, {running_count} in progress")
     if done == len(states):
-        _clear_throttle(admin, plan)  # Kafka's --verify removes the throttle once done
+        clear_reassignment_throttle(admin, plan)  # Kafka's --verify removes the throttle once done
         return
     raise typer.Exit(ExitCode.FAILURE)
 
