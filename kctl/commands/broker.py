@@ -521,71 +521,39 @@ def move_log_dirs(
     Exit status 3 if the broker is not in the cluster, hosts none of the named partitions or the
     destination is not one of its log dirs (nothing moves); 1 if the broker refuses a move or the
     wait runs out."""
-    from kctl.client import TopicPartition
+    from kctl.client.admin.log_dir_moves import (
+        LogDirMoveError,
+        plan_log_dir_moves,
+        start_log_dir_moves,
+        wait_for_log_dir_moves,
+    )
     from kctl.commands.clients import admin_session
-    from kctl.protocol.errors import error_name
-
-    def where(dirs: list[Any]) -> dict[TopicPartition, str]:
-        return {r.topic_partition: d.path for d in dirs for r in d.replicas if not r.is_future}
 
     with admin_session(config_file, overrides, bootstrap_server) as admin:
-        brokers = sorted(b.node_id for b in admin.describe_cluster().brokers)
-        if broker not in brokers:
-            raise KctlError(
-                f"no broker {broker} in the cluster (its brokers: {', '.join(map(str, brokers))})",
-                ExitCode.NOT_FOUND,
-            )
-        dirs = admin.describe_log_dirs([broker])[broker]
-        if to not in {d.path for d in dirs}:
-            raise KctlError(
-                f"{to} is not a log dir of broker {broker} ({', '.join(d.path for d in dirs)})",
-                ExitCode.NOT_FOUND,
-            )
-        current = {tp: path for tp, path in where(dirs).items() if tp.topic == topic}
-        wanted = sorted(
-            current if partitions is None else {TopicPartition(topic, p) for p in partitions}, key=lambda t: t
-        )
-        missing = [tp for tp in wanted if tp not in current]
-        if not wanted or missing:
-            raise KctlError(
-                f"broker {broker} hosts no replica of {missing[0] if missing else topic}", ExitCode.NOT_FOUND
-            )
-        status = {tp: ("in place" if current[tp] == to else "planned") for tp in wanted}
-        moving = [tp for tp in wanted if current[tp] != to]
-        if execute and moving:
-            codes = admin.alter_replica_log_dirs(broker, {tp: to for tp in moving})
-            for tp in moving:
-                code = codes.get(tp, 0)
-                status[tp] = error_name(code) if code else "moving"
-            deadline = time.monotonic() + wait
-            while wait > 0 and any(status[tp] == "moving" for tp in moving):
-                described = admin.describe_log_dirs([broker])[broker]
-                futures = {r.topic_partition for d in described for r in d.replicas if r.is_future}
-                placed = where(described)
-                for tp in moving:
-                    if status[tp] == "moving" and placed.get(tp) == to and tp not in futures:
-                        status[tp] = "moved"
-                if time.monotonic() >= deadline:
-                    break
-                time.sleep(0.2)  # polling interval, bounded by --wait
+        try:
+            plan = plan_log_dir_moves(admin, broker, topic, to, partitions)
+        except LogDirMoveError as error:
+            raise KctlError(str(error), ExitCode.NOT_FOUND) from None
+        if execute and plan.moving:
+            start_log_dir_moves(admin, plan)
+            wait_for_log_dir_moves(admin, plan, wait)
     rows = [
         {
             "broker": broker,
             "topic": tp.topic,
             "partition": tp.partition,
-            "from": current[tp],
+            "from": plan.current[tp],
             "to": to,
-            "status": status[tp],
+            "status": plan.status[tp],
         }
-        for tp in wanted
+        for tp in plan.wanted
     ]
     render_rows(rows, MOVE_COLUMNS, fmt)
-    if not execute and moving:
+    if not execute and plan.moving:
         info("dry run: nothing moved; add --execute to start the moves")
-    failed = [tp for tp in moving if status[tp] not in ("planned", "moving", "moved")]
-    if failed:
-        raise KctlError(f"broker {broker} refused to move {', '.join(map(str, failed))}")
-    if execute and wait > 0 and any(status[tp] == "moving" for tp in moving):
+    if plan.refused:
+        raise KctlError(f"broker {broker} refused to move {', '.join(map(str, plan.refused))}")
+    if execute and wait > 0 and plan.in_progress:
         raise KctlError(f"the moves did not finish within {wait:g} s (still in progress)")
 
 
