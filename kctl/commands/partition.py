@@ -19,13 +19,11 @@ import typer
 from kctl.commands.clients import admin_session
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
-    DEFAULT_BOOTSTRAP_SERVER,
     DEFAULT_FORMAT,
-    BootstrapServerOption,
     BytesOption,
-    ConfigFileOption,
-    ConfigOverrideOption,
+    ClusterOptions,
     FormatOption,
+    cluster_options,
 )
 from kctl.commands.output import Column, OutputFormat, info, render_rows, warn
 
@@ -127,6 +125,7 @@ def _move_row(move: Move, status: str, message: str | None = None) -> dict[str, 
 
 # -- reassign --------------------------------------------------------------------------------------
 @app.command("reassign")
+@cluster_options
 def reassign(
     generate_plan: Annotated[
         bool, typer.Option("--generate", help="Propose a plan moving the topics to --broker-list.")
@@ -188,9 +187,8 @@ def reassign(
     ] = None,
     exact_bytes: BytesOption = False,
     fmt: FormatOption = DEFAULT_FORMAT,
-    config_file: ConfigFileOption = None,
-    overrides: ConfigOverrideOption = None,
-    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+    *,
+    cluster: ClusterOptions,
 ) -> None:
     """Move partition replicas between brokers, as kafka-reassign-partitions.sh.
 
@@ -227,7 +225,7 @@ def reassign(
     if generate_plan:
         if plan_file is not None:
             raise KctlError("--generate takes --topics-to-move-json-file/--topic, not a plan", ExitCode.USAGE)
-        _generate(topics_file, topics, broker_list, seed, fmt, config_file, overrides, bootstrap_server)
+        _generate(topics_file, topics, broker_list, seed, fmt, cluster)
         return
     if topics_file is not None or topics or broker_list is not None or seed is not None:
         raise KctlError(
@@ -239,7 +237,7 @@ def reassign(
         plan = parse_plan(_read(plan_file, "reassignment file"))
     except PlanError as error:
         raise KctlError(str(error), ExitCode.USAGE) from None
-    with admin_session(config_file, overrides, bootstrap_server) as admin:
+    with admin_session(*cluster) as admin:
         current = _flat(_current_assignment(admin, sorted({tp.topic for tp in plan})))
         if verify_plan:
             _verify(admin, plan, current, fmt)
@@ -255,9 +253,7 @@ def _generate(
     broker_list: str | None,
     seed: int | None,
     fmt: OutputFormat,
-    config_file: Path | None,
-    overrides: list[str] | None,
-    bootstrap_server: str,
+    cluster: ClusterOptions,
 ) -> None:
     from kctl.client.admin.reassign_plan import PlanError, format_plan, generate, parse_topics_to_move
 
@@ -272,7 +268,7 @@ def _generate(
     if not names:
         raise KctlError("--generate needs --topics-to-move-json-file or --topic", ExitCode.USAGE)
     brokers = _broker_list(broker_list)
-    with admin_session(config_file, overrides, bootstrap_server) as admin:
+    with admin_session(*cluster) as admin:
         current = _current_assignment(admin, names)
         live = {b.node_id for b in admin.describe_cluster().brokers}
     unknown = [b for b in brokers if b not in live]
@@ -449,6 +445,7 @@ def _cancel(admin: AdminClient, plan: Assignment, fmt: OutputFormat) -> None:
 
 # -- elect-leaders ---------------------------------------------------------------------------------
 @app.command("elect-leaders")
+@cluster_options
 def elect_leaders(
     election_type: Annotated[
         str,
@@ -479,9 +476,8 @@ def elect_leaders(
         ),
     ] = None,
     fmt: FormatOption = DEFAULT_FORMAT,
-    config_file: ConfigFileOption = None,
-    overrides: ConfigOverrideOption = None,
-    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+    *,
+    cluster: ClusterOptions,
 ) -> None:
     """Elect partition leaders, as kafka-leader-election.sh (ElectLeaders, to the controller).
 
@@ -500,7 +496,7 @@ def elect_leaders(
     wanted: list[TopicPartition] | None = None
     if json_file is not None:
         wanted = _election_file(json_file)
-    with admin_session(config_file, overrides, bootstrap_server) as admin:
+    with admin_session(*cluster) as admin:
         if topic is not None and partition is not None:
             wanted = [TopicPartition(topic, partition)]
         elif topic is not None:
