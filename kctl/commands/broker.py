@@ -17,13 +17,13 @@ import typer
 
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
-    DEFAULT_BOOTSTRAP_SERVER,
     DEFAULT_FORMAT,
-    BootstrapServerOption,
     BytesOption,
+    ClusterOptions,
     ConfigFileOption,
     ConfigOverrideOption,
     FormatOption,
+    cluster_options,
     load_config,
 )
 from kctl.commands.output import Column, OutputFormat, info, render_documents, render_rows, warn
@@ -342,30 +342,30 @@ LogDirTopicsOption = Annotated[
 
 
 @log_dirs_app.callback(invoke_without_command=True)
+@cluster_options
 def log_dirs(
     ctx: typer.Context,
     brokers: BrokersOption = None,
     topics: LogDirTopicsOption = None,
     exact_bytes: BytesOption = False,
     fmt: FormatOption = DEFAULT_FORMAT,
-    config_file: ConfigFileOption = None,
-    overrides: ConfigOverrideOption = None,
-    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+    *,
+    cluster: ClusterOptions,
 ) -> None:
     """Show the brokers' log directories (as `log-dirs describe`), or run a subcommand."""
     if ctx.invoked_subcommand is None:
-        _describe_log_dirs(brokers, topics, exact_bytes, fmt, config_file, overrides, bootstrap_server)
+        _describe_log_dirs(brokers, topics, exact_bytes, fmt, cluster)
 
 
 @log_dirs_app.command("describe")
+@cluster_options
 def describe_log_dirs(
     brokers: BrokersOption = None,
     topics: LogDirTopicsOption = None,
     exact_bytes: BytesOption = False,
     fmt: FormatOption = DEFAULT_FORMAT,
-    config_file: ConfigFileOption = None,
-    overrides: ConfigOverrideOption = None,
-    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+    *,
+    cluster: ClusterOptions,
 ) -> None:
     """Show the brokers' log directories: the partition replicas in each, their size on disk and the
     volume's usable and total bytes (Kafka's DescribeLogDirs, as kafka-log-dirs.sh --describe).
@@ -378,7 +378,7 @@ def describe_log_dirs(
     and with error NETWORK_EXCEPTION (REQUEST_TIMED_OUT), stderr names it, and the others are shown.
     Exit status 1 if a log dir is offline or a broker did not answer, 3 if no named topic exists or
     no --broker named is in the cluster."""
-    _describe_log_dirs(brokers, topics, exact_bytes, fmt, config_file, overrides, bootstrap_server)
+    _describe_log_dirs(brokers, topics, exact_bytes, fmt, cluster)
 
 
 def _describe_log_dirs(
@@ -386,14 +386,12 @@ def _describe_log_dirs(
     topics: list[str] | None,
     exact_bytes: bool,
     fmt: OutputFormat,
-    config_file: Path | None,
-    overrides: list[str] | None,
-    bootstrap_server: str,
+    cluster: ClusterOptions,
 ) -> None:
     from kctl.client import TopicPartition
     from kctl.commands.clients import admin_session
 
-    with admin_session(config_file, overrides, bootstrap_server) as admin:
+    with admin_session(*cluster) as admin:
         wanted: list[TopicPartition] | None = None
         missing_topics: list[str] = []
         if topics:
@@ -491,6 +489,7 @@ MOVE_COLUMNS = ["broker", "topic", "partition", "from", "to", "status"]
 
 
 @log_dirs_app.command("move")
+@cluster_options
 def move_log_dirs(
     broker: Annotated[int, typer.Option("--broker", metavar="ID", help="The broker hosting the replicas.")],
     topic: Annotated[str, typer.Option("--topic", "-t", metavar="TOPIC", help="The topic.")],
@@ -509,9 +508,8 @@ def move_log_dirs(
         typer.Option("--wait", metavar="SECONDS", help="With --execute: wait up to this long for them."),
     ] = 0.0,
     fmt: FormatOption = DEFAULT_FORMAT,
-    config_file: ConfigFileOption = None,
-    overrides: ConfigOverrideOption = None,
-    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+    *,
+    cluster: ClusterOptions,
 ) -> None:
     """Move a topic's replicas on one broker to another of its log dirs (AlterReplicaLogDirs, as
     kafka-reassign-partitions.sh with log dirs): print the plan, and with --execute start the moves.
@@ -521,71 +519,39 @@ def move_log_dirs(
     Exit status 3 if the broker is not in the cluster, hosts none of the named partitions or the
     destination is not one of its log dirs (nothing moves); 1 if the broker refuses a move or the
     wait runs out."""
-    from kctl.client import TopicPartition
+    from kctl.client.admin.log_dir_moves import (
+        LogDirMoveError,
+        plan_log_dir_moves,
+        start_log_dir_moves,
+        wait_for_log_dir_moves,
+    )
     from kctl.commands.clients import admin_session
-    from kctl.protocol.errors import error_name
 
-    def where(dirs: list[Any]) -> dict[TopicPartition, str]:
-        return {r.topic_partition: d.path for d in dirs for r in d.replicas if not r.is_future}
-
-    with admin_session(config_file, overrides, bootstrap_server) as admin:
-        brokers = sorted(b.node_id for b in admin.describe_cluster().brokers)
-        if broker not in brokers:
-            raise KctlError(
-                f"no broker {broker} in the cluster (its brokers: {', '.join(map(str, brokers))})",
-                ExitCode.NOT_FOUND,
-            )
-        dirs = admin.describe_log_dirs([broker])[broker]
-        if to not in {d.path for d in dirs}:
-            raise KctlError(
-                f"{to} is not a log dir of broker {broker} ({', '.join(d.path for d in dirs)})",
-                ExitCode.NOT_FOUND,
-            )
-        current = {tp: path for tp, path in where(dirs).items() if tp.topic == topic}
-        wanted = sorted(
-            current if partitions is None else {TopicPartition(topic, p) for p in partitions}, key=lambda t: t
-        )
-        missing = [tp for tp in wanted if tp not in current]
-        if not wanted or missing:
-            raise KctlError(
-                f"broker {broker} hosts no replica of {missing[0] if missing else topic}", ExitCode.NOT_FOUND
-            )
-        status = {tp: ("in place" if current[tp] == to else "planned") for tp in wanted}
-        moving = [tp for tp in wanted if current[tp] != to]
-        if execute and moving:
-            codes = admin.alter_replica_log_dirs(broker, {tp: to for tp in moving})
-            for tp in moving:
-                code = codes.get(tp, 0)
-                status[tp] = error_name(code) if code else "moving"
-            deadline = time.monotonic() + wait
-            while wait > 0 and any(status[tp] == "moving" for tp in moving):
-                described = admin.describe_log_dirs([broker])[broker]
-                futures = {r.topic_partition for d in described for r in d.replicas if r.is_future}
-                placed = where(described)
-                for tp in moving:
-                    if status[tp] == "moving" and placed.get(tp) == to and tp not in futures:
-                        status[tp] = "moved"
-                if time.monotonic() >= deadline:
-                    break
-                time.sleep(0.2)  # polling interval, bounded by --wait
+    with admin_session(*cluster) as admin:
+        try:
+            plan = plan_log_dir_moves(admin, broker, topic, to, partitions)
+        except LogDirMoveError as error:
+            raise KctlError(str(error), ExitCode.NOT_FOUND) from None
+        if execute and plan.moving:
+            start_log_dir_moves(admin, plan)
+            wait_for_log_dir_moves(admin, plan, wait)
     rows = [
         {
             "broker": broker,
             "topic": tp.topic,
             "partition": tp.partition,
-            "from": current[tp],
+            "from": plan.current[tp],
             "to": to,
-            "status": status[tp],
+            "status": plan.status[tp],
         }
-        for tp in wanted
+        for tp in plan.wanted
     ]
     render_rows(rows, MOVE_COLUMNS, fmt)
-    if not execute and moving:
+    if not execute and plan.moving:
         info("dry run: nothing moved; add --execute to start the moves")
-    failed = [tp for tp in moving if status[tp] not in ("planned", "moving", "moved")]
-    if failed:
-        raise KctlError(f"broker {broker} refused to move {', '.join(map(str, failed))}")
-    if execute and wait > 0 and any(status[tp] == "moving" for tp in moving):
+    if plan.refused:
+        raise KctlError(f"broker {broker} refused to move {', '.join(map(str, plan.refused))}")
+    if execute and wait > 0 and plan.in_progress:
         raise KctlError(f"the moves did not finish within {wait:g} s (still in progress)")
 
 
@@ -601,11 +567,11 @@ BROKER_COLUMNS = [
 
 
 @app.command("list")
+@cluster_options
 def list_brokers(
     fmt: FormatOption = DEFAULT_FORMAT,
-    config_file: ConfigFileOption = None,
-    overrides: ConfigOverrideOption = None,
-    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+    *,
+    cluster: ClusterOptions,
 ) -> None:
     """List the live brokers of a running cluster: id, endpoint (host:port), rack, the controller
     (*), and how many partitions each leads and hosts (replicas, internal topics included), from
@@ -614,7 +580,7 @@ def list_brokers(
     Talks to a running cluster (-b); --config/-X take client properties here."""
     from kctl.commands.clients import admin_session
 
-    with admin_session(config_file, overrides, bootstrap_server) as admin:
+    with admin_session(*cluster) as admin:
         cluster = admin.describe_cluster()
         topics = admin.list_topics(include_internal=True)
     leads: dict[int, int] = {}
@@ -687,6 +653,7 @@ def _entity(broker_id: int | None, default: bool) -> int | None:
 
 
 @config_app.command("describe")
+@cluster_options
 def config_describe(
     broker_id: BrokerIdOption = None,
     default: DefaultOption = False,
@@ -695,9 +662,8 @@ def config_describe(
         typer.Option("--all", help="Every config with its value and source (default: the dynamic ones)."),
     ] = False,
     fmt: FormatOption = DEFAULT_FORMAT,
-    config_file: ConfigFileOption = None,
-    overrides: ConfigOverrideOption = None,
-    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+    *,
+    cluster: ClusterOptions,
 ) -> None:
     """Show a broker's dynamic configs (set with `kctl broker config alter`), or with --all every config
     with its value, built-in default, source (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
@@ -706,7 +672,7 @@ def config_describe(
     from kctl.commands.clients import admin_session
 
     wanted = _entity(broker_id, default)
-    with admin_session(config_file, overrides, bootstrap_server) as admin:
+    with admin_session(*cluster) as admin:
         if wanted is None and not default:
             wanted = admin.describe_cluster().brokers[0].node_id
         elif wanted is not None:
@@ -722,6 +688,7 @@ def config_describe(
 
 
 @config_app.command("alter")
+@cluster_options
 def config_alter(
     broker_id: BrokerIdOption = None,
     default: DefaultOption = False,
@@ -738,9 +705,8 @@ def config_alter(
         typer.Option("--execute", help="Apply the changes (without it: validate them and show the plan)."),
     ] = False,
     fmt: FormatOption = DEFAULT_FORMAT,
-    config_file: ConfigFileOption = None,
-    overrides: ConfigOverrideOption = None,
-    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+    *,
+    cluster: ClusterOptions,
 ) -> None:
     """Set or remove dynamic broker configs of one broker (--broker ID) or cluster-wide (--default),
     as kafka-configs.sh --entity-type brokers --alter does. Without --execute the broker validates
@@ -766,7 +732,7 @@ def config_alter(
     if not changes and not deletes:
         raise KctlError("nothing to change: give --set or --delete", ExitCode.USAGE)
     label = "<default>" if wanted is None else str(wanted)
-    with admin_session(config_file, overrides, bootstrap_server) as admin:
+    with admin_session(*cluster) as admin:
         current = {e.name: e for e in admin.describe_broker_configs(wanted)}
         result = admin.alter_broker_configs(wanted, changes, deletes, validate_only=not execute)
     rows = [

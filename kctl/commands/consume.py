@@ -33,11 +33,8 @@ from kctl.commands.clients import (
 )
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
-    DEFAULT_BOOTSTRAP_SERVER,
-    BootstrapServerOption,
     ClusterOptions,
-    ConfigFileOption,
-    ConfigOverrideOption,
+    cluster_options,
     known_properties,
     load_config,
 )
@@ -327,6 +324,7 @@ class PipeWatch:
 
 # -- the command -----------------------------------------------------------------------------------
 @app.callback()
+@cluster_options
 def consume(
     topics: Annotated[
         list[str] | None,
@@ -430,9 +428,8 @@ def consume(
         ),
     ] = "",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary on stderr at the end.")] = False,
-    config_file: ConfigFileOption = None,
-    overrides: ConfigOverrideOption = None,
-    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+    *,
+    cluster: ClusterOptions,
 ) -> None:
     """Read records from topics and write them to stdout as they arrive.
 
@@ -499,13 +496,10 @@ def consume(
             raise KctlError("--group cannot be combined with a range or --partition", ExitCode.USAGE)
         if names and pattern is not None:
             raise KctlError("with --group, name topics or give --pattern, not both", ExitCode.USAGE)
-        bootstrap, properties = group_properties(
-            config_file, overrides, bootstrap_server, group, offset, zookeeper
-        )
+        bootstrap, properties = group_properties(*cluster, group, offset, zookeeper)
         if until_end and properties.get("zookeeper.connect"):
             raise KctlError("--until end needs a broker-coordinated group, not ZooKeeper", ExitCode.USAGE)
         if zookeeper is not None:  # the brokers registered there, unless named
-            cluster = ClusterOptions(config_file, overrides, bootstrap_server)
             found = zookeeper_bootstrap(cluster, zookeeper)
             bootstrap = bootstrap if found is cluster else found.bootstrap_server
         writer = make_writer(fmt, names)
@@ -526,7 +520,7 @@ def consume(
             drained = " (drained to the end offsets)" if until_end else ""
             info(f"consumed {count} record{'s' if count != 1 else ''} as a member of group {group}{drained}")
         return
-    bootstrap, config = consumer_config(config_file, overrides, bootstrap_server)
+    bootstrap, config = consumer_config(*cluster)
     consumer = connect(Consumer, bootstrap, config)
     count = 0
     with client_errors(), consumer:

@@ -154,6 +154,22 @@ BytesOption = Annotated[
         help="Sizes in tables as exact bytes (default: human-readable, e.g. 1.5MiB; JSON has bytes).",
     ),
 ]
+CompressionOption = Annotated[
+    Compression | None,
+    typer.Option(
+        "--compression",
+        "-z",
+        metavar="CODEC",
+        help="none, gzip, snappy, lz4 or zstd (compression.type).",
+        case_sensitive=False,
+    ),
+]
+"""A producing command's --compression (`kctl produce`, `kctl perf produce`): compression.type."""
+AcksOption = Annotated[
+    Acks | None,
+    typer.Option("--acks", "-a", metavar="ACKS", help="all (default), 1 or 0 (acks).", case_sensitive=False),
+]
+"""A producing command's --acks (`kctl produce`, `kctl perf produce`): acks."""
 ConfigFileOption = Annotated[
     Path | None,
     typer.Option(

@@ -8,7 +8,6 @@ answered by the controller). As everywhere in kctl, nothing moves without ``--ex
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
 import sys
@@ -20,13 +19,11 @@ import typer
 from kctl.commands.clients import admin_session
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
-    DEFAULT_BOOTSTRAP_SERVER,
     DEFAULT_FORMAT,
-    BootstrapServerOption,
     BytesOption,
-    ConfigFileOption,
-    ConfigOverrideOption,
+    ClusterOptions,
     FormatOption,
+    cluster_options,
 )
 from kctl.commands.output import Column, OutputFormat, info, render_rows, warn
 
@@ -89,26 +86,12 @@ def _write_plan(plan: dict[str, Any], fmt: OutputFormat) -> None:
 
 def _sizes(admin: AdminClient, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
     """Each partition's size at its leader (DescribeLogDirs); unknown ones are left out."""
-    from kctl.client import KafkaError, TopicPartition
+    from kctl.client.admin.partition_sizes import partition_sizes
 
-    leaders: dict[int, list[TopicPartition]] = {}
-    for topic in admin.describe_topics(sorted({tp.topic for tp in tps})):
-        for p in topic.partitions if topic.ok else ():
-            tp = TopicPartition(topic.name, p.partition)
-            if p.leader >= 0 and tp in tps:
-                leaders.setdefault(p.leader, []).append(tp)
-    sizes: dict[TopicPartition, int] = {}
-    for leader, wanted in sorted(leaders.items()):
-        try:
-            log_dirs = admin.describe_log_dirs([leader], wanted)[leader]
-        except KafkaError as error:
-            warn(f"broker {leader}: no partition sizes: {error}")
-            continue
-        for log_dir in log_dirs:
-            for replica in log_dir.replicas:
-                if not replica.is_future:
-                    sizes[replica.topic_partition] = replica.size
-    return sizes
+    found = partition_sizes(admin, tps)
+    for leader, error in found.failed.items():
+        warn(f"broker {leader}: no partition sizes: {error}")
+    return found.sizes
 
 
 MOVE_COLUMNS = [
@@ -142,6 +125,7 @@ def _move_row(move: Move, status: str, message: str | None = None) -> dict[str, 
 
 # -- reassign --------------------------------------------------------------------------------------
 @app.command("reassign")
+@cluster_options
 def reassign(
     generate_plan: Annotated[
         bool, typer.Option("--generate", help="Propose a plan moving the topics to --broker-list.")
@@ -203,9 +187,8 @@ def reassign(
     ] = None,
     exact_bytes: BytesOption = False,
     fmt: FormatOption = DEFAULT_FORMAT,
-    config_file: ConfigFileOption = None,
-    overrides: ConfigOverrideOption = None,
-    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+    *,
+    cluster: ClusterOptions,
 ) -> None:
     """Move partition replicas between brokers, as kafka-reassign-partitions.sh.
 
@@ -242,7 +225,7 @@ def reassign(
     if generate_plan:
         if plan_file is not None:
             raise KctlError("--generate takes --topics-to-move-json-file/--topic, not a plan", ExitCode.USAGE)
-        _generate(topics_file, topics, broker_list, seed, fmt, config_file, overrides, bootstrap_server)
+        _generate(topics_file, topics, broker_list, seed, fmt, cluster)
         return
     if topics_file is not None or topics or broker_list is not None or seed is not None:
         raise KctlError(
@@ -254,7 +237,7 @@ def reassign(
         plan = parse_plan(_read(plan_file, "reassignment file"))
     except PlanError as error:
         raise KctlError(str(error), ExitCode.USAGE) from None
-    with admin_session(config_file, overrides, bootstrap_server) as admin:
+    with admin_session(*cluster) as admin:
         current = _flat(_current_assignment(admin, sorted({tp.topic for tp in plan})))
         if verify_plan:
             _verify(admin, plan, current, fmt)
@@ -270,9 +253,7 @@ def _generate(
     broker_list: str | None,
     seed: int | None,
     fmt: OutputFormat,
-    config_file: Path | None,
-    overrides: list[str] | None,
-    bootstrap_server: str,
+    cluster: ClusterOptions,
 ) -> None:
     from kctl.client.admin.reassign_plan import PlanError, format_plan, generate, parse_topics_to_move
 
@@ -287,7 +268,7 @@ def _generate(
     if not names:
         raise KctlError("--generate needs --topics-to-move-json-file or --topic", ExitCode.USAGE)
     brokers = _broker_list(broker_list)
-    with admin_session(config_file, overrides, bootstrap_server) as admin:
+    with admin_session(*cluster) as admin:
         current = _current_assignment(admin, names)
         live = {b.node_id for b in admin.describe_cluster().brokers}
     unknown = [b for b in brokers if b not in live]
@@ -381,35 +362,18 @@ def _show_or_execute(
 
 
 def _set_throttle(admin: AdminClient, changing: list[Any], throttle: int) -> None:
-    """Kafka's throttle of a reassignment: the topics' leader/follower.replication.throttled.replicas
-    (the current replicas serve, the added ones fetch) and the brokers' throttled rates."""
-    from kctl.client.admin.reassignments import throttled_replicas
+    """Kafka's throttle of a reassignment (kctl.client.admin.reassign_throttle), refusals warned about."""
+    from kctl.client.admin.reassign_throttle import set_reassignment_throttle
 
-    topic_configs = throttled_replicas((m.topic_partition, m.current, m.target) for m in changing)
-    for topic, configs in sorted(topic_configs.items()):
-        result = admin.alter_configs(topic, set={k: v for k, v in configs.items() if v})
-        if not result.ok:
-            warn(f"topic {topic}: throttled replicas not set: {result.error}: {result.error_message}")
-    involved = {b for m in changing for b in (*m.current, *m.target)}
-    for result in admin.set_replication_throttle(involved, throttle):
-        if not result.ok:
-            detail = f": {result.error_message}" if result.error_message else ""
-            warn(f"broker {result.name}: throttle not set: {result.error}{detail}")
-    info(f"replication throttle {throttle} B/s on brokers {_ids(sorted(involved))}")
-
-
-def _clear_throttle(admin: AdminClient, plan: Assignment) -> None:
-    """Kafka's --verify once the plan is complete: remove the topics' throttled replicas and the
-    brokers' throttled rates."""
-    from kctl.client import KafkaError
-    from kctl.client.admin.reassignments import THROTTLED_REPLICAS_CONFIGS
-
-    with contextlib.suppress(KafkaError):
-        for topic in sorted({tp.topic for tp in plan}):
-            admin.alter_configs(topic, delete=THROTTLED_REPLICAS_CONFIGS)
-        brokers = {b for r in plan.values() for b in r}
-        brokers |= {b.node_id for b in admin.describe_cluster().brokers}
-        admin.set_replication_throttle(brokers, None)
+    outcome = set_reassignment_throttle(
+        admin, ((m.topic_partition, m.current, m.target) for m in changing), throttle
+    )
+    for topic, result in outcome.topic_failures:
+        warn(f"topic {topic}: throttled replicas not set: {result.error}: {result.error_message}")
+    for result in outcome.broker_failures:
+        detail = f": {result.error_message}" if result.error_message else ""
+        warn(f"broker {result.name}: throttle not set: {result.error}{detail}")
+    info(f"replication throttle {throttle} B/s on brokers {_ids(outcome.brokers)}")
 
 
 VERIFY_COLUMNS = [
@@ -425,6 +389,7 @@ VERIFY_COLUMNS = [
 
 def _verify(admin: AdminClient, plan: Assignment, current: Assignment, fmt: OutputFormat) -> None:
     from kctl.client.admin.reassign_plan import COMPLETE, IN_PROGRESS, verify
+    from kctl.client.admin.reassign_throttle import clear_reassignment_throttle
 
     ongoing = admin.list_partition_reassignments(list(plan))
     states = verify(plan, current, ongoing)
@@ -447,7 +412,7 @@ def _verify(admin: AdminClient, plan: Assignment, current: Assignment, fmt: Outp
     running_count = sum(1 for s in states.values() if s == IN_PROGRESS)
     info(f"{done} of {len(states)} partitions complete, {running_count} in progress")
     if done == len(states):
-        _clear_throttle(admin, plan)  # Kafka's --verify removes the throttle once done
+        clear_reassignment_throttle(admin, plan)  # Kafka's --verify removes the throttle once done
         return
     raise typer.Exit(ExitCode.FAILURE)
 
@@ -480,6 +445,7 @@ def _cancel(admin: AdminClient, plan: Assignment, fmt: OutputFormat) -> None:
 
 # -- elect-leaders ---------------------------------------------------------------------------------
 @app.command("elect-leaders")
+@cluster_options
 def elect_leaders(
     election_type: Annotated[
         str,
@@ -510,9 +476,8 @@ def elect_leaders(
         ),
     ] = None,
     fmt: FormatOption = DEFAULT_FORMAT,
-    config_file: ConfigFileOption = None,
-    overrides: ConfigOverrideOption = None,
-    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+    *,
+    cluster: ClusterOptions,
 ) -> None:
     """Elect partition leaders, as kafka-leader-election.sh (ElectLeaders, to the controller).
 
@@ -531,7 +496,7 @@ def elect_leaders(
     wanted: list[TopicPartition] | None = None
     if json_file is not None:
         wanted = _election_file(json_file)
-    with admin_session(config_file, overrides, bootstrap_server) as admin:
+    with admin_session(*cluster) as admin:
         if topic is not None and partition is not None:
             wanted = [TopicPartition(topic, partition)]
         elif topic is not None:

@@ -20,9 +20,9 @@ from kctl.commands.clients import client_errors, connect, consumer_config, produ
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
     DEFAULT_FORMAT,
-    Acks,
+    AcksOption,
     ClusterOptions,
-    Compression,
+    CompressionOption,
     cluster_options,
 )
 from kctl.commands.output import OutputFormat, progress, render_object, warn
@@ -296,22 +296,8 @@ def produce(
             show_default=False,
         ),
     ] = None,
-    acks: Annotated[
-        Acks | None,
-        typer.Option(
-            "--acks", "-a", metavar="ACKS", help="all (default), 1 or 0 (acks).", case_sensitive=False
-        ),
-    ] = None,
-    compression: Annotated[
-        Compression | None,
-        typer.Option(
-            "--compression",
-            "-z",
-            metavar="CODEC",
-            help="none, gzip, snappy, lz4 or zstd (compression.type).",
-            case_sensitive=False,
-        ),
-    ] = None,
+    acks: AcksOption = None,
+    compression: CompressionOption = None,
     interval: IntervalOption = "5s",
     latency_every: LatencyEveryOption = None,
     quiet: QuietOption = False,

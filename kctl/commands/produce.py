@@ -23,12 +23,10 @@ import typer
 from kctl.commands.clients import connect, producer_config, require_topic
 from kctl.commands.errors import ExitCode, KctlError
 from kctl.commands.options import (
-    DEFAULT_BOOTSTRAP_SERVER,
-    Acks,
-    BootstrapServerOption,
-    Compression,
-    ConfigFileOption,
-    ConfigOverrideOption,
+    AcksOption,
+    ClusterOptions,
+    CompressionOption,
+    cluster_options,
 )
 from kctl.commands.output import OutputFormat, info, stderr_console
 
@@ -145,6 +143,7 @@ def _topic_and_files(
 
 
 @app.callback()
+@cluster_options
 def produce(
     topic: Annotated[
         str | None,
@@ -237,22 +236,8 @@ def produce(
         bool,
         typer.Option("--keep-timestamp", help='jsonl: keep each record\'s "timestamp" (default: now).'),
     ] = False,
-    compression: Annotated[
-        Compression | None,
-        typer.Option(
-            "--compression",
-            "-z",
-            metavar="CODEC",
-            help="none, gzip, snappy, lz4 or zstd (compression.type).",
-            case_sensitive=False,
-        ),
-    ] = None,
-    acks: Annotated[
-        Acks | None,
-        typer.Option(
-            "--acks", "-a", metavar="ACKS", help="all (default), 1 or 0 (acks).", case_sensitive=False
-        ),
-    ] = None,
+    compression: CompressionOption = None,
+    acks: AcksOption = None,
     print_offsets: Annotated[
         bool,
         typer.Option("--print-offsets", help="Write where each record went to stdout, in input order."),
@@ -267,9 +252,8 @@ def produce(
         ),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary on stderr at the end.")] = False,
-    config_file: ConfigFileOption = None,
-    overrides: ConfigOverrideOption = None,
-    bootstrap_server: BootstrapServerOption = DEFAULT_BOOTSTRAP_SERVER,
+    *,
+    cluster: ClusterOptions,
 ) -> None:
     """Send records read from stdin to a topic, and wait until each one is acknowledged.
 
@@ -357,7 +341,7 @@ def produce(
         explicit["compression.type"] = compression.value
     if acks is not None:
         explicit["acks"] = acks.value
-    bootstrap, config = producer_config(config_file, overrides, bootstrap_server, explicit)
+    bootstrap, config = producer_config(*cluster, explicit)
     require_topic(bootstrap, config, topic, partition)
 
     parse: Parser

@@ -30,6 +30,7 @@ from typing import Any
 
 from kctl.client.admin.client import AdminClient
 from kctl.client.admin.overview import partition_document
+from kctl.client.admin.partition_sizes import leader_partition_sizes, leaders_of
 from kctl.client.admin.results import TopicConfigs, TopicDescription
 from kctl.client.types import TopicPartition
 
@@ -155,33 +156,20 @@ def _topic_document(
 def _partition_sizes(
     admin: AdminClient, topics: Sequence[TopicDescription], report: TopicReport
 ) -> dict[TopicPartition, int]:
-    """Each led partition's size on disk at its leader, in bytes (one DescribeLogDirs per leader).
-    A leader that cannot say is a warning (unless it did not answer: the caller names those);
-    its partitions are left out."""
-    by_leader: dict[int, list[TopicPartition]] = {}
-    for topic in topics:
-        for p in topic.partitions:
-            if p.leader >= 0:
-                by_leader.setdefault(p.leader, []).append(TopicPartition(topic.name, p.partition))
-    if not by_leader:
-        return {}
-    wanted = [tp for tps in by_leader.values() for tp in tps]
-    answers = admin.log_dirs_by_broker(sorted(by_leader), wanted)
+    """Each led partition's size on disk at its leader, in bytes (``partition_sizes``). A leader
+    that cannot say is a warning (unless it did not answer: the caller names those); its
+    partitions are left out."""
+    found = leader_partition_sizes(admin, leaders_of(topics))
     silent = admin.cluster.not_answering()
-    sizes: dict[TopicPartition, int] = {}
-    for leader, answer in sorted(answers.items()):
-        if answer.error is not None:
-            if leader not in silent:
-                report.warnings.append(f"broker {leader}: no partition sizes: {answer.error}")
-            continue
-        led = set(by_leader[leader])
-        for log_dir in answer.log_dirs:
-            if not log_dir.ok:
-                report.warnings.append(f"broker {leader}: log dir {log_dir.path}: {log_dir.error}")
-            for replica in log_dir.replicas:
-                if not replica.is_future and replica.topic_partition in led:
-                    sizes[replica.topic_partition] = replica.size
-    return sizes
+    problems: dict[int, list[str]] = {}
+    for leader, error in found.failed.items():
+        if leader not in silent:
+            problems.setdefault(leader, []).append(f"broker {leader}: no partition sizes: {error}")
+    for leader, log_dir in found.offline_dirs:
+        problems.setdefault(leader, []).append(f"broker {leader}: log dir {log_dir.path}: {log_dir.error}")
+    for leader in sorted(problems):
+        report.warnings.extend(problems[leader])
+    return found.sizes
 
 
 def _min_insync_replicas(topic_configs: TopicConfigs | None) -> int:
