@@ -19,7 +19,7 @@ import typer.main
 from kctl.commands import app as app_module
 from kctl.commands.examples import EXAMPLES
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("gen_docs", REPO / "scripts" / "gen_docs.py")
 assert _spec is not None and _spec.loader is not None
 gen_docs = importlib.util.module_from_spec(_spec)

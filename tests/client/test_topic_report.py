@@ -1,6 +1,6 @@
 """What `kctl topic describe` reports (kctl.client.admin.topic_report) without a broker: the health
 filters, and how a leader that did not answer leaves its partitions marked rather than failing the
-whole answer. The same against real brokers, killed: tests/test_cli_cluster_health.py."""
+whole answer. The same against real brokers, killed: tests/cli/test_cli_cluster_health.py."""
 
 from __future__ import annotations
 

@@ -350,7 +350,7 @@ class ChildMember:
             [sys.executable, __file__, bootstrap, group, topic, name, props],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
         )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 needs_man = pytest.mark.skipif(shutil.which("man") is None, reason="man is not installed")
 
 

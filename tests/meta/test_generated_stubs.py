@@ -15,7 +15,7 @@ import pytest
 
 from kctl.protocol.types import is_struct_type, schema_of
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("gen_stubs", REPO / "scripts" / "gen_protocol_stubs.py")
 assert _spec is not None and _spec.loader is not None
 gen_stubs = importlib.util.module_from_spec(_spec)

@@ -19,7 +19,7 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
-KCTL = Path(__file__).resolve().parent.parent / "kctl"
+KCTL = Path(__file__).resolve().parents[2] / "kctl"
 
 TOP_LEVEL = frozenset({"__init__", "properties"})
 EVERYTHING = frozenset(
@@ -144,7 +144,7 @@ def violations(kctl_dir: Path) -> list[str]:
         elif layer in ALLOWED:
             allowed = ALLOWED[layer] | TOP_LEVEL
         else:
-            problems.append(f"{rel}: '{layer}' is not in the layering table of tests/test_layering.py")
+            problems.append(f"{rel}: '{layer}' is not in the layering table of tests/meta/test_layering.py")
             continue
         forbidden = FORBIDDEN_EXTERNAL.get(layer, frozenset())
         for imp in imports_of(path, kctl_dir):

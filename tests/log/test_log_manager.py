@@ -127,7 +127,7 @@ WRITER = textwrap.dedent(
 
 
 def test_kill_9_loses_no_acknowledged_record(tmp_path):
-    tests_dir = os.path.dirname(__file__)
+    tests_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     script = WRITER.format(tests=tests_dir, log_dir=str(tmp_path))
     process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     acknowledged = -1

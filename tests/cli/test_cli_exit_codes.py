@@ -26,7 +26,7 @@ from raw_kafka import unique
 from kctl.commands.errors import ExitCode
 from kctl.testing import BrokerProcess
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 ADMIN_PASSWORD = "admin-secret"
 TIMEOUT = 60.0
 

@@ -44,7 +44,7 @@ from conftest import make_batch
 
 from kctl.testing import BrokerProcess, ZooKeeperServer
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 TIMEOUT = 60.0
 
@@ -64,13 +64,13 @@ RUN = (
 
 NOT_RUN = {
     "Partitions: reassignment and leader election": "moves replicas between brokers 2, 3 and 4: "
-    "tests/test_cluster_reassign.py and test_e2e_cluster_cli.py run them on clusters",
+    "tests/cluster/test_cluster_reassign.py and test_e2e_cluster_cli.py run them on clusters",
     "Security: TLS, SASL and ACLs": "needs certificates and a SASL_SSL listener at broker1.example.com: "
-    "tests/test_e2e_security*.py",
-    "Mirror maker: `kctl mirror`": "needs two or three clusters: tests/test_mirror_e2e.py",
-    "Performance tests": "a million records each: a benchmark (tests/test_cli_perf.py runs them small)",
+    "tests/*/test_e2e_security*.py",
+    "Mirror maker: `kctl mirror`": "needs two or three clusters: tests/mirror/test_mirror_e2e.py",
+    "Performance tests": "a million records each: a benchmark (tests/cli/test_cli_perf.py runs them small)",
     "Peers: kctl beside Apache Kafka (and Tansu)": "benchmarks against Apache Kafka",
-    "Spark: the `kctl` data source and `kctl spark load`": "needs Spark: tests/test_spark_load.py",
+    "Spark: the `kctl` data source and `kctl spark load`": "needs Spark: tests/e2e/test_spark_load.py",
     "Development": "runs the test suite and the benchmarks",
 }
 """Sections whose examples this module does not run, and why."""
@@ -81,10 +81,10 @@ kcat lines do not run here."""
 
 SKIP = {
     ("Broker", "kctl broker start"): "starts a broker in the foreground or as a daemon in ./data: "
-    "tests/test_cli_broker.py",
-    ("Broker", "kctl broker stop"): "stops the daemon of ./data: tests/test_cli_broker.py",
+    "tests/cli/test_cli_broker.py",
+    ("Broker", "kctl broker stop"): "stops the daemon of ./data: tests/cli/test_cli_broker.py",
     ("Topics", "kctl topic trim"): "its exit statuses are being reworked (issue 25, in parallel): "
-    "tests/test_cli_topic_offsets.py",
+    "tests/cli/test_cli_topic_offsets.py",
     ("Local clusters", "kctl cluster up"): "the cluster's life cycle runs in test_readme_cluster_block",
     ("Local clusters", "kctl cluster status"): "the cluster's life cycle runs in test_readme_cluster_block",
     ("Local clusters", "kctl cluster down"): "the cluster's life cycle runs in test_readme_cluster_block",
@@ -94,9 +94,9 @@ SKIP = {
     (
         "Offline log tools (no broker needed)",
         "kctl log dump /data/my_topic_0/00000000000000001234.snapshot",
-    ): ("names a producer snapshot at offset 1234: tests/test_cli_log.py dumps one"),
+    ): ("names a producer snapshot at offset 1234: tests/cli/test_cli_log.py dumps one"),
     ("Offline log tools (no broker needed)", "kctl log dump /old-kafka/"): (
-        "needs segments an old broker wrote: tests/test_records_legacy.py"
+        "needs segments an old broker wrote: tests/records/test_records_legacy.py"
     ),
     ("Shell completions and man pages", "cp "): "installs into the user's shell configuration",
 }

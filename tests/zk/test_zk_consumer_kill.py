@@ -15,10 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import test_zk_consumer
-from test_zk_consumer import ZkCluster, wait_for
+import zk_support
+from zk_support import ZkCluster, wait_for
 
-zk_cluster = test_zk_consumer.zk_cluster  # the fixture, shared
+zk_cluster = zk_support.zk_cluster  # the fixture, shared
 
 
 class ConsumeProcess:

@@ -18,7 +18,7 @@ from kafka.structs import OffsetAndMetadata
 
 from kctl.testing import free_port
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

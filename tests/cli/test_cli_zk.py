@@ -11,8 +11,8 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 import pytest
-import test_zk_consumer
-from test_zk_consumer import Runner, ZkCluster, wait_for
+import zk_support
+from zk_support import Runner, ZkCluster, wait_for
 
 from kctl.client import AdminClient
 from kctl.client.group import GroupAdmin
@@ -21,8 +21,8 @@ from kctl.zk.consumer_registry import ConsumerRegistry
 if TYPE_CHECKING:
     from kctl.testing import ZooKeeperServer
 
-zk_cluster = test_zk_consumer.zk_cluster  # the fixtures, shared
-runners = test_zk_consumer.runners
+zk_cluster = zk_support.zk_cluster  # the fixtures, shared
+runners = zk_support.runners
 
 
 def kctl(
