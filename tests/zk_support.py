@@ -13,6 +13,7 @@ import pytest
 
 from kctl.client import AdminClient, NewTopic, Producer, TopicPartition
 from kctl.client.zkgroup import ZkGroupConsumer
+from kctl.testing import wait_for
 from kctl.zk.consumer_registry import ConsumerRegistry
 
 if TYPE_CHECKING:  # only annotations: the unit tests of the modules importing this stay unmarked (no e2e/zk)
@@ -20,17 +21,6 @@ if TYPE_CHECKING:  # only annotations: the unit tests of the modules importing t
 
 Record = tuple[float, str, TopicPartition, int]
 """(monotonic time received, consumer id, partition, offset)."""
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(0.05)  # polling interval, bounded by the deadline
 
 
 class ZkCluster:
@@ -46,7 +36,7 @@ class ZkCluster:
             [result] = admin.create_topics([NewTopic(name, partitions, 1)])
             assert result.ok, result
         with self.registry() as zk:
-            wait_for(lambda: zk.partitions(name), 10, f"topic {name} in ZooKeeper")
+            wait_for(lambda: zk.partitions(name), f"topic {name} in ZooKeeper", 10)
 
     def produce(self, topic: str, partitions: int, count: int, start: int = 0) -> None:
         with Producer(self.bootstrap, {"linger.ms": "0"}) as producer:

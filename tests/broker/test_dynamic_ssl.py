@@ -19,14 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from raw_kafka import kctl, wait_until
+from raw_kafka import kctl
 
 from kctl.broker.security.listeners import listener_security
 from kctl.client import AdminClient
 from kctl.protocol import ApiKey, ErrorCode, RequestHeader, decode_response, encode_request
 from kctl.protocol.configs import ConfigSource
 from kctl.protocol.messages.metadata import MetadataRequest
-from kctl.testing import BrokerProcess
+from kctl.testing import BrokerProcess, wait_for
 
 pytest.importorskip("cryptography")
 from kctl.testing import certs as security_certs
@@ -271,10 +271,10 @@ def test_zookeeper_notification_reloads(zookeeper: Any, broker_factory: Any, tmp
 
     try:
         store(str(tmp_path / "missing.pem"))
-        wait_until(lambda: _dynamic_of(setup, 3).get(PREFIXED) is not None, what="the stored config")
+        wait_for(lambda: _dynamic_of(setup, 3).get(PREFIXED) is not None, "the stored config", 10)
         assert setup.served_serial() == _serial(first)  # not loadable: the listener keeps its material
         store(str(renewed.keystore))
-        wait_until(lambda: setup.served_serial() == _serial(renewed), what="the reloaded keystore")
+        wait_for(lambda: setup.served_serial() == _serial(renewed), "the reloaded keystore", 10)
     finally:
         zk.stop()
         zk.close()

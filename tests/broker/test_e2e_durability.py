@@ -26,13 +26,12 @@ from raw_kafka import (
     log_size,
     produce,
     unique,
-    wait_until,
 )
 
 import kctl.protocol as kp
 from kctl.protocol.messages.init_producer_id import InitProducerIdRequest
 from kctl.records.builder import RecordBatchBuilder
-from kctl.testing import BrokerProcess
+from kctl.testing import BrokerProcess, wait_for
 
 T0 = 1_700_000_000_000
 SEGMENT_BYTES = 64 * 1024  # small segments: production rolls several, recovery sees more than one
@@ -219,7 +218,7 @@ def test_sigkill_during_production_loses_no_acknowledged_record(tmp_path: Path) 
             stderr=open(tmp_path / "producer.err", "wb"),  # noqa: SIM115 - closed with the process
         )
         collector = AckCollector(producer)
-        wait_until(lambda: len(collector.acks) >= 5000 or producer.poll() is not None, 60, "5000 acks")
+        wait_for(lambda: len(collector.acks) >= 5000 or producer.poll() is not None, "5000 acks", 60)
         assert producer.poll() is None, (tmp_path / "producer.err").read_text()
 
         assert broker.kill() == -9  # SIGKILL while the producer keeps sending
@@ -322,7 +321,7 @@ def test_idempotent_producer_runs_through_sigkill_and_restart_exactly_once(tmp_p
     thread = threading.Thread(target=produce_all, daemon=True)
     thread.start()
     try:
-        wait_until(lambda: len(reports) >= 4000, 60, "4000 acknowledgements")
+        wait_for(lambda: len(reports) >= 4000, "4000 acknowledgements", 60)
         assert broker.kill() == -9
         broker.start()
         thread.join(timeout=90)
@@ -407,10 +406,10 @@ def test_the_broker_forgets_producers_silent_past_producer_id_expiration(tmp_pat
         refused = produce(broker.bootstrap, topic, 0, batch(50), acks=-1)
         assert refused.error_code == kp.ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
         gap = batch(50)  # its timestamp is now: it will not itself count as expired
-        accepted = wait_until(
+        accepted = wait_for(
             lambda: produce(broker.bootstrap, topic, 0, gap, acks=-1).error_code == 0,
+            "the producer to expire",
             timeout=30,
-            what="the producer to expire",
         )
         assert accepted
         assert [value for _, _, value in read_partition(broker, topic, 0)] == ["seq-0", "seq-50"]

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from raw_kafka import kcat, kctl, run, unique, wait_until
+from raw_kafka import kcat, kctl, run, unique
 
 from kctl.client import AdminClient, KafkaAuthenticationError, KafkaConnectionError
 from kctl.client.connection import BrokerConnection
@@ -27,7 +27,7 @@ from kctl.client.security import SecuritySettings
 from kctl.protocol import ApiKey, ErrorCode
 from kctl.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 from kctl.protocol.messages.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
-from kctl.testing import BrokerProcess
+from kctl.testing import BrokerProcess, wait_for
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 kafka = pytest.importorskip("kafka")
@@ -677,7 +677,7 @@ def test_a_denied_request_is_logged_once_with_principal_operation_resource_and_c
             response = conn.request(ApiKey.DESCRIBE_GROUPS, DescribeGroupsRequest(groups=[group]), 0)
             assert response.groups[0].error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
     # the broker writes its log as it handles the requests; the answers came after the lines
-    lines = wait_until(lambda: _denials(setup, f"Group:LITERAL:{group}"), what="the denial in the log")
+    lines = wait_for(lambda: _denials(setup, f"Group:LITERAL:{group}"), "the denial in the log", 10)
     [line] = lines
     assert " INFO kctl.broker.authorizer: Principal = User:carol is Denied Operation = Describe " in line
     assert "from host = 127.0.0.1 " in line and "for request = DescribeGroups" in line
@@ -713,7 +713,7 @@ def test_an_expired_session_is_closed(setup: Setup) -> None:
             return True
         return False
 
-    wait_until(refused, timeout=10, what="the expired session to be closed")
+    wait_for(refused, "the expired session to be closed", timeout=10)
     assert conn.closed
 
 

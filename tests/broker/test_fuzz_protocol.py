@@ -14,9 +14,9 @@ import struct
 from collections.abc import Iterator
 
 import pytest
-from raw_kafka import assert_broker_healthy, create_topic, wait_until
+from raw_kafka import assert_broker_healthy, create_topic
 
-from kctl.testing import BrokerProcess
+from kctl.testing import BrokerProcess, wait_for
 from kctl.testing.fuzz import (
     Fuzzer,
     corpus,
@@ -99,7 +99,7 @@ def test_a_seeded_fuzz_run_leaves_the_broker_healthy(target: BrokerProcess) -> N
     # the fuzzer's connections are closed: so are the broker's sockets (log files of topics the
     # fuzzed requests created may stay open)
     pid = target.pid
-    wait_until(lambda: process_sockets(pid) <= start_sockets, what="the broker's sockets closed")
+    wait_for(lambda: process_sockets(pid) <= start_sockets, "the broker's sockets closed", 10)
     log = target.log_file.read_text(errors="replace")
     assert "Traceback" not in log, log[log.index("Traceback") - 2000 : log.index("Traceback") + 3000]
     assert_broker_healthy(target)

@@ -34,7 +34,7 @@ from group_clients import (
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 from kafka.structs import OffsetAndMetadata
-from raw_kafka import RawConnection, create_topic, kcat, running_broker, unique, wait_until
+from raw_kafka import RawConnection, create_topic, kcat, running_broker, unique
 
 import kctl.protocol as kp
 from kctl.localcluster.broker import START_TIMEOUT, BrokerProcess
@@ -46,6 +46,7 @@ from kctl.protocol.messages.offset_commit import (
     OffsetCommitRequestTopic,
 )
 from kctl.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRequestGroup
+from kctl.testing import wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -175,10 +176,10 @@ def test_committed_offsets_survive_a_broker_restart(own_broker: BrokerProcess, c
     broker.restart(clean=clean)
     assert broker.bootstrap == bootstrap
     check(f"after a {'clean' if clean else 'kill -9'} restart")
-    listed = wait_until(
+    listed = wait_for(
         lambda: (found := group_listing(admin(bootstrap))) and set(groups.values()) <= set(found) and found,
-        TIMEOUT,
         "ListGroups to show the reloaded groups",
+        TIMEOUT,
     )
     assert {listed[g].state for g in groups.values()} == {ck.ConsumerGroupState.EMPTY}
 
@@ -212,7 +213,7 @@ def test_a_member_keeps_consuming_exactly_once_across_a_broker_kill(
     try:
         ledger.wait_consumed(produced)
         ends = end_offsets(bootstrap, topic, partitions)
-        wait_until(lambda: ck_committed(bootstrap, group, topic, partitions) == ends, TIMEOUT, "commits")
+        wait_for(lambda: ck_committed(bootstrap, group, topic, partitions) == ends, "commits", TIMEOUT)
         owned, revocations = ledger.snapshot(), ledger.revocations[member.name]
         broker.restart(clean=False)
         ledger.note("broker killed and restarted")
@@ -278,12 +279,12 @@ def test_offset_fetch_during_the_reload_after_a_kill_answers_load_in_progress_ne
     broker, partitions, rounds = own_broker, 100, 30
     topic, group = new_topic(broker.bootstrap, partitions), unique("reload")
     with RawConnection(broker.bootstrap) as conn:
-        wait_until(
+        wait_for(
             lambda: (
                 conn.request(kp.ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(key=group)).error_code == 0
             ),
-            TIMEOUT,
             "the coordinator",
+            TIMEOUT,
         )
         for round_ in range(1, rounds + 1):
             raw_commit(conn, group, topic, dict.fromkeys(range(partitions), round_), "m" * 3000)
@@ -380,10 +381,10 @@ def test_admin_lists_describes_and_deletes_groups(broker: BrokerProcess) -> None
         produced = produce(bootstrap, topic, partitions, 20, "a")
         ledger.wait_consumed(produced)
 
-        description = wait_until(
+        description = wait_for(
             lambda: (d := describe(client, group)).state == ck.ConsumerGroupState.STABLE and d,
-            TIMEOUT,
             "a Stable group",
+            TIMEOUT,
         )
         assert not description.is_simple_consumer_group
         assert description.partition_assignor == "range"
@@ -412,10 +413,10 @@ def test_admin_lists_describes_and_deletes_groups(broker: BrokerProcess) -> None
         stop_all(members)
     assert not ledger.errors, ledger.errors
 
-    description = wait_until(
+    description = wait_for(
         lambda: (d := describe(client, group)).state == ck.ConsumerGroupState.EMPTY and d,
-        TIMEOUT,
         "an Empty group after both members left",
+        TIMEOUT,
     )
     assert description.members == []
     assert group_listing(client)[group].state == ck.ConsumerGroupState.EMPTY
@@ -518,13 +519,13 @@ def test_kafka_python_admin_describes_deletes_offsets_and_removes_a_static_membe
             )
         ledger.wait_settled([m.name for m in members])
 
-        listed = wait_until(
+        listed = wait_for(
             lambda: next(
                 (g for g in client.list_groups() if g["group_id"] == group and g["group_state"] == "Stable"),
                 None,
             ),
-            TIMEOUT,
             "ListGroups to show the Stable group",
+            TIMEOUT,
         )
         assert listed["protocol_type"] == "consumer", listed
         described = client.describe_groups([group])[group]

@@ -22,7 +22,7 @@ from group_clients import BROKER_PROPERTIES
 from kafka import KafkaConsumer
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from kafka.errors import InconsistentGroupProtocolError
-from raw_kafka import RawConnection, assert_broker_healthy, create_topic, running_broker, unique, wait_until
+from raw_kafka import RawConnection, assert_broker_healthy, create_topic, running_broker, unique
 
 import kctl.protocol as kp
 from kctl.protocol.errors import ErrorCode
@@ -36,7 +36,7 @@ from kctl.protocol.messages.offset_commit import (
     OffsetCommitRequestTopic,
 )
 from kctl.protocol.messages.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
-from kctl.testing import BrokerProcess
+from kctl.testing import BrokerProcess, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -90,13 +90,13 @@ class Member:
             )
             return response.error_code == ErrorCode.NONE and response.port == self.conn.sock.getpeername()[1]
 
-        wait_until(found, 10, f"the coordinator of {self.group}")
-        wait_until(
+        wait_for(found, f"the coordinator of {self.group}", 10)
+        wait_for(
             lambda: (
                 self.heartbeat(generation=-1, member_id="probe", static=False) == ErrorCode.UNKNOWN_MEMBER_ID
             ),
-            10,
             "the coordinator to load the group's partition",
+            10,
         )
 
     def close(self) -> None:
@@ -318,7 +318,7 @@ def test_foreign_protocols_are_refused_and_a_shared_one_rebalances_both_members(
     )
     with ThreadPoolExecutor(2) as pool:
         second_join = pool.submit(second.join, protocols=("roundrobin", "range"), topic=topic)
-        wait_until(lambda: first.heartbeat() == ErrorCode.REBALANCE_IN_PROGRESS, 10, "REBALANCE_IN_PROGRESS")
+        wait_for(lambda: first.heartbeat() == ErrorCode.REBALANCE_IN_PROGRESS, "REBALANCE_IN_PROGRESS", 10)
         # what a client does in its revoke callback: commit with the generation it still has
         assert first.commit(topic, 3) == ErrorCode.NONE
         rejoined = first.join(topic=topic, protocols=("range",))
@@ -423,7 +423,7 @@ def test_a_member_waiting_in_join_group_longer_than_its_session_is_not_expired(
     with ThreadPoolExecutor(1) as pool:
         joining = pool.submit(new.join, session_ms=session_ms, rebalance_ms=rebalance_ms)
         started = time.monotonic()
-        wait_until(lambda: old.heartbeat() == ErrorCode.REBALANCE_IN_PROGRESS, 10, "a rebalance")
+        wait_for(lambda: old.heartbeat() == ErrorCode.REBALANCE_IN_PROGRESS, "a rebalance", 10)
         # the old member stays alive (heartbeats) but takes twice the new member's session to rejoin
         while time.monotonic() - started < 2 * session_ms / 1000:
             assert old.heartbeat() == ErrorCode.REBALANCE_IN_PROGRESS
@@ -454,7 +454,7 @@ def test_a_static_leader_rejoining_is_not_asked_to_assign_without_the_member_lis
     follower = new_member(broker, members, group, instance_id="follow")
     with ThreadPoolExecutor(1) as pool:
         following = pool.submit(follower.join, member_id="")
-        wait_until(lambda: leader.heartbeat() == ErrorCode.REBALANCE_IN_PROGRESS, 10, "a rebalance")
+        wait_for(lambda: leader.heartbeat() == ErrorCode.REBALANCE_IN_PROGRESS, "a rebalance", 10)
         rejoined = leader.join()
         assert following.result(timeout=15).generation_id == rejoined.generation_id == 2
         assert rejoined.leader == leader.member_id

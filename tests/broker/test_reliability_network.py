@@ -39,7 +39,6 @@ from raw_kafka import (
     produce,
     record_batch,
     unique,
-    wait_until,
 )
 
 import kctl.protocol as kp
@@ -52,7 +51,7 @@ from kctl.protocol.messages.create_partitions import CreatePartitionsRequest, Cr
 from kctl.protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest
 from kctl.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from kctl.protocol.messages.find_coordinator import FindCoordinatorRequest
-from kctl.testing import BrokerProcess
+from kctl.testing import BrokerProcess, wait_for
 from kctl.zk.embedded import EmbeddedRegistry
 from kctl.zk.model import BrokerRegistration
 
@@ -147,7 +146,7 @@ def test_sigterm_during_a_large_create_topics_stops_the_broker_cleanly(tmp_path:
             header = creator.header(kp.ApiKey.CREATE_TOPICS, 5)
             creator.send(kp.encode_request(header, _create_topics_body({unique("doomed"): 10_000})))
             # the broker is creating logs: a probe on another connection shows it has started
-            wait_until(lambda: any((broker.data_dir).glob("doomed-*_0")), what="the first log created")
+            wait_for(lambda: any((broker.data_dir).glob("doomed-*_0")), "the first log created", 10)
             assert broker.process is not None
             broker.process.send_signal(signal.SIGTERM)
             assert broker.process.wait(timeout=60) == 0, broker.log_tail()
@@ -242,11 +241,11 @@ def test_orphaned_long_polls_are_cancelled(debug_broker: BrokerProcess) -> None:
             conn.send(kp.encode_request(conn.header(kp.ApiKey.FETCH, 12), body))
             if i % 2:  # half of them reset the connection, half close it
                 conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        wait_until(lambda: _parked(broker) == clients, what="every fetch parked")
+        wait_for(lambda: _parked(broker) == clients, "every fetch parked", 10)
     finally:
         for conn in connections:
             conn.close()
-    wait_until(lambda: _parked(broker) == 0, what="the orphaned fetches cancelled")
+    wait_for(lambda: _parked(broker) == 0, "the orphaned fetches cancelled", 10)
     assert produce(broker.bootstrap, topic, 0, record_batch(3)).error_code == NONE
     assert_broker_healthy(broker)
 
@@ -299,7 +298,7 @@ def test_an_announced_frame_size_allocates_nothing_until_its_bytes_arrive(shared
         for conn in connections:  # the size and 300 KiB of the frame (a large frame), then nothing
             conn.send(struct.pack(">i", announced) + bytes(300 * 1024))
         _probe(shared)  # the broker has read what came before the probe's connection
-        wait_until(lambda: _fds(shared) >= 5, what="the connections accepted")
+        wait_for(lambda: _fds(shared) >= 5, "the connections accepted", 10)
         grown = _rss(shared) - before
         # 5 x 100 MiB announced; what arrived is 1.5 MiB (the buffers start at 2 MiB each)
         assert grown < 64 * 1024 * 1024, f"RSS grew by {grown >> 20} MiB"
@@ -391,7 +390,7 @@ def test_max_connections_and_max_connections_per_ip(broker_factory: Any) -> None
         assert fifth.closed_by_peer(timeout=PROBE_DEADLINE)
         fifth.close()
         kept.pop().close()  # room again once one goes
-        again = wait_until(lambda: _admitted(broker), what="a connection admitted again")
+        again = wait_for(lambda: _admitted(broker), "a connection admitted again", 10)
         again.close()
     finally:
         for conn in kept:
@@ -468,9 +467,10 @@ def test_a_full_disk_answers_coordinator_not_available_and_sigterm_stops_cleanly
             filler.unlink()
             broker.start()  # space again: the coordinator comes
             with RawConnection(broker.bootstrap) as conn:
-                answer = wait_until(
+                answer = wait_for(
                     lambda: (a := _find_coordinator(conn, "on-a-full-disk")).error_code == NONE and a,
-                    what="the coordinator",
+                    "the coordinator",
+                    10,
                 )
                 assert answer.node_id == 0
         finally:

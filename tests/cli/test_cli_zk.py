@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import zk_support
-from zk_support import Runner, ZkCluster, wait_for
+from zk_support import Runner, ZkCluster
 
 from kctl.client import AdminClient
 from kctl.client.group import GroupAdmin
+from kctl.testing import wait_for
 from kctl.zk.consumer_registry import ConsumerRegistry
 
 if TYPE_CHECKING:
@@ -54,7 +55,9 @@ def test_group_and_zk_commands_on_a_zookeeper_mode_group(
     runners.append(Runner(zk_cluster, group, [topic]))
     with zk_cluster.registry() as zk:
         wait_for(
-            lambda: zk.committed_offsets(group) == {(topic, 0): 5, (topic, 1): 5}, 30, "offsets committed"
+            lambda: zk.committed_offsets(group) == {(topic, 0): 5, (topic, 1): 5},
+            "offsets committed",
+            30,
         )
 
     [described] = as_json(kctl(zk_cluster, "group", "describe", group, "-f", "json"))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
@@ -27,6 +26,7 @@ from kctl.protocol import ApiKey, ErrorCode
 from kctl.protocol.messages.alter_partition_reassignments import AlterPartitionReassignmentsRequest
 from kctl.protocol.messages.elect_leaders import ElectLeadersRequest, TopicPartitions
 from kctl.protocol.messages.list_partition_reassignments import ListPartitionReassignmentsRequest
+from kctl.testing import wait_for
 
 kctl = partial(run_kctl, timeout=180)  # cluster commands wait for brokers
 
@@ -36,16 +36,6 @@ if TYPE_CHECKING:
 pytestmark = [pytest.mark.e2e, pytest.mark.zk]
 
 SESSION_TIMEOUT_MS = 4000
-
-
-def wait_until(check: Any, timeout: float = 30.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Cluster:
@@ -81,7 +71,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     result = kctl(
         "cluster", "up", "--brokers", "3", "--dir", str(directory),
         "-X", f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}",
-    )  # fmt: skip
+    )
     assert result.returncode == 0, result.stderr
     handle = Cluster(directory, result.stdout.strip())
     try:
@@ -176,7 +166,7 @@ def test_alter_partition_reassignments_writes_kafkas_znode(cluster: Cluster) -> 
                 or topic_znode["partitions"]["0"] == target
             )
 
-        wait_until(seen, what="the reassignment in ZooKeeper")
+        wait_for(seen, "the reassignment in ZooKeeper")
         listed = admin.list_partition_reassignments()
         if TopicPartition("moving", 0) in listed:
             assert set(listed[TopicPartition("moving", 0)].replicas) == set(target)
@@ -201,9 +191,9 @@ def test_elect_leaders_asks_the_controller_through_kafkas_znode(cluster: Cluster
         state = json.loads(data)
         state.update(leader=p.replicas[1], leader_epoch=state["leader_epoch"] + 1)
         cluster.zk.set(path, json.dumps(state).encode(), version=stat.version)
-        wait_until(
+        wait_for(
             lambda: admin.describe_topics(["spread"])[0].partitions[0].leader == p.replicas[1],
-            what="the moved leadership in Metadata",
+            "the moved leadership in Metadata",
         )
         [result] = admin.elect_leaders("preferred", [TopicPartition("spread", 0)], timeout=3)
         if result.ok:  # a controller executed it
@@ -380,9 +370,12 @@ def test_topic_describe_filters(cluster: Cluster) -> None:
 
     broker_3 = next(p for p in cluster.state.brokers if p.broker_id == 3)
     os.kill(broker_3.pid, 9)  # SIGKILL: its partitions go offline once its session expires
-    wait_until(lambda: not process_alive(broker_3.pid), what="broker 3 to die")
-    wait_until(lambda: cluster.zk.exists("/brokers/ids/3") is None, timeout=SESSION_TIMEOUT_MS / 1000 + 30,
-               what="broker 3's registration to expire")  # fmt: skip
+    wait_for(lambda: not process_alive(broker_3.pid), "broker 3 to die")
+    wait_for(
+        lambda: cluster.zk.exists("/brokers/ids/3") is None,
+        "broker 3's registration to expire",
+        timeout=SESSION_TIMEOUT_MS / 1000 + 30,
+    )
 
     def unavailable() -> Any:
         result = kctl("topic", "describe", "--all", "--unavailable", "-f", "json", "-b", b)
@@ -391,7 +384,7 @@ def test_topic_describe_filters(cluster: Cluster) -> None:
         found = {d["topic"]: sorted(p["partition"] for p in d["partitions"]) for d in documents}
         return found if found.get("single") == led_by_3 else None
 
-    found = wait_until(unavailable, what="the offline partitions")
+    found = wait_for(unavailable, "the offline partitions")
     assert all(p["leader"] == -1 for d in json.loads(
         kctl("topic", "describe", "single", "--unavailable", "-f", "json", "-b", b).stdout
     ) for p in d["partitions"])  # fmt: skip

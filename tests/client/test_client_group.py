@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from kctl.client import AdminClient, NewTopic, TopicPartition
 from kctl.client.group import CommitFailedError, GroupMembership
 from kctl.client.group.consumer import GroupConsumer
 from kctl.client.group.coordinator import OffsetAndMetadata
+from kctl.testing import wait_for
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -52,23 +53,6 @@ MEMBER_PROPERTIES = {
     "retry.backoff.ms": "50",
 }
 TIMEOUT = 30.0
-
-
-def wait_for(
-    predicate: Callable[[], Any],
-    what: str,
-    timeout: float = TIMEOUT,
-    describe: Callable[[], str] | None = None,
-) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            detail = f"\n{describe()}" if describe is not None else ""
-            pytest.fail(f"timed out after {timeout:g}s waiting for {what}{detail}")
-        time.sleep(0.05)  # polling interval, bounded by the deadline
 
 
 # ------------------------------------------------------------------------------------------- ledger
@@ -434,7 +418,8 @@ def test_a_subscribed_topic_created_later_is_picked_up(broker: BrokerProcess) ->
         create_topic(broker.bootstrap, topic, 2)
         produce(broker.bootstrap, topic, 10, 2)
         wait_for(
-            lambda: ledger.owned_by().get("m0") == all_partitions(topic, 2), "the new topic's partitions"
+            lambda: ledger.owned_by().get("m0") == all_partitions(topic, 2),
+            "the new topic's partitions",
         )
         wait_for(lambda: len(ledger.counts()) == 10, "its records")
     finally:

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from cli_support import kctl
-from raw_kafka import wait_until
 
 from kctl.broker.quotas import FETCH, PRODUCE, QuotaManager
 from kctl.client import AdminClient
 from kctl.client.admin.quotas import ANY, DEFAULT, QuotaAlteration
 from kctl.records.header import iter_headers
+from kctl.testing import wait_for
 from kctl.zk.quota_store import FileQuotaStore, entity_path, parse_entity_path, sanitize
 
 if TYPE_CHECKING:
@@ -328,7 +328,7 @@ def test_quotas_live_in_kafkas_znodes(local_cluster_factory: Any) -> None:
             }
             return found if len(found) == 2 else None
 
-        found = wait_until(described, 30, "the broker to follow the change notification")
+        found = wait_for(described, "the broker to follow the change notification", 30)
     assert found == {
         (("client-id", None), ("user", "User:CN=x")): {"producer_byte_rate": 5000.0},
         (("client-id", "other"),): {"consumer_byte_rate": 777.0},

@@ -9,14 +9,14 @@ by the test itself, as that leader would write it."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import TypeVar
 
 import pytest
 
 from kctl.localcluster.broker import BrokerProcess, BrokerStartError
 from kctl.localcluster.cluster import LocalCluster
-from kctl.testing import ZooKeeperServer
+from kctl.testing import ZooKeeperServer, wait_for
 from kctl.zk.zookeeper import ZooKeeperRegistry
 
 T = TypeVar("T")
@@ -26,17 +26,6 @@ PROPERTIES = {
     "auto.leader.rebalance.enable": "false",
     "controlled.shutdown.retry.backoff.ms": "500",
 }
-
-
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 30.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 @pytest.fixture
@@ -63,41 +52,41 @@ def test_failover_preferred_election_and_controlled_shutdown(
     registry.create_topic("t", {0: (1, 2, 3), 1: (2, 3, 1), 2: (3, 1, 2)}, {})
     registry.create_topic("solo", {0: (2,)}, {})
     expected = {0: (1, 0, (1, 2, 3)), 1: (2, 0, (2, 3, 1)), 2: (3, 0, (3, 1, 2))}
-    wait_for("initial states", lambda: summary(registry, "t") == expected)
-    wait_for("solo's state", lambda: summary(registry, "solo") == {0: (2, 0, (2,))})
+    wait_for(lambda: summary(registry, "t") == expected, "initial states")
+    wait_for(lambda: summary(registry, "solo") == {0: (2, 0, (2,))}, "solo's state")
 
     # SIGKILL the controller, which leads partition 0: another broker takes over within the
     # session timeout and partition 0 gets a new leader from its ISR with a higher epoch.
     killed_at = time.monotonic()
     cluster.kill(1)
-    wait_for("a new controller", lambda: registry.controller_id() in (2, 3), timeout=3 * SESSION_MS / 1000)
+    wait_for(lambda: registry.controller_id() in (2, 3), "a new controller", timeout=3 * SESSION_MS / 1000)
     assert registry.controller_epoch() == epoch + 1
     after = {0: (2, 1, (2, 3)), 1: (2, 1, (2, 3)), 2: (3, 1, (3, 2))}
-    wait_for("partition 0 led by broker 2", lambda: summary(registry, "t") == after)
+    wait_for(lambda: summary(registry, "t") == after, "partition 0 led by broker 2")
     assert time.monotonic() - killed_at < 3 * SESSION_MS / 1000
 
     # SIGKILL broker 2: partitions 0 and 1 move to 3; solo (ISR [2] only) stays offline.
     cluster.kill(2)
     wait_for(
-        "leaders moved to broker 3",
         lambda: summary(registry, "t") == {0: (3, 2, (3,)), 1: (3, 2, (3,)), 2: (3, 2, (3,))},
+        "leaders moved to broker 3",
     )
-    wait_for("solo offline", lambda: summary(registry, "solo") == {0: (-1, 1, (2,))})
+    wait_for(lambda: summary(registry, "solo") == {0: (-1, 1, (2,))}, "solo offline")
 
     # Broker 1 and 2 come back: solo gets its leader again; the others wait for the ISR.
     cluster.restart(1)
     cluster.restart(2)
-    wait_for("solo back", lambda: summary(registry, "solo") == {0: (2, 2, (2,))})
+    wait_for(lambda: summary(registry, "solo") == {0: (2, 2, (2,))}, "solo back")
     assert all(s[0] == 3 for s in summary(registry, "t").values())
 
     # Replication brings brokers 1 and 2 back into partition 0's ISR (the leader, broker 3, expands
     # it as they catch up), then a preferred election is requested: broker 1 leads partition 0 again.
-    wait_for("ISR expanded", lambda: set(registry.partition_states("t")[0].isr) == {1, 2, 3})
+    wait_for(lambda: set(registry.partition_states("t")[0].isr) == {1, 2, 3}, "ISR expanded")
     epoch_before = registry.partition_states("t")[0].leader_epoch
     registry.admin_requests.set_preferred_election_requests({("t", 0)})
-    wait_for("preferred leader", lambda: summary(registry, "t")[0][0] == 1)
+    wait_for(lambda: summary(registry, "t")[0][0] == 1, "preferred leader")
     assert summary(registry, "t")[0][1] > epoch_before
-    wait_for("request handled", lambda: registry.admin_requests.preferred_election_requests() is None)
+    wait_for(lambda: registry.admin_requests.preferred_election_requests() is None, "request handled")
 
     # SIGTERM broker 1 (it leads partition 0): controlled shutdown moves leadership off it before
     # it exits, to a replica that is alive and in the ISR, and drops it from every ISR.
@@ -116,13 +105,13 @@ def test_failover_preferred_election_and_controlled_shutdown(
     stopped_at = time.monotonic()
     cluster.stop_broker(controller)
     survivor = 5 - controller
-    wait_for("the survivor as controller", lambda: registry.controller_id() == survivor, timeout=6.0)
+    wait_for(lambda: registry.controller_id() == survivor, "the survivor as controller", timeout=6.0)
     assert time.monotonic() - stopped_at < SESSION_MS / 1000
 
 
 def test_reassignment_follows_kafkas_steps(cluster: LocalCluster, registry: ZooKeeperRegistry) -> None:
     registry.create_topic("r", {0: (1, 2)}, {})
-    wait_for("initial state", lambda: summary(registry, "r") == {0: (1, 0, (1, 2))})
+    wait_for(lambda: summary(registry, "r") == {0: (1, 0, (1, 2))}, "initial state")
     # Broker 3 (the replica being added) is frozen, so it cannot catch up and the reassignment
     # stays in its first step until it is resumed (within its ZooKeeper session timeout).
     cluster.broker(3).pause()
@@ -134,7 +123,7 @@ def test_reassignment_follows_kafkas_steps(cluster: LocalCluster, registry: ZooK
             record = registry.get_topic("r")
             return record is not None and record.assignment == {0: (2, 3, 1)}
 
-        wait_for("reassignment started", started, timeout=SESSION_MS / 2000)
+        wait_for(started, "reassignment started", timeout=SESSION_MS / 2000)
         record = registry.get_topic("r")
         assert record is not None
         assert (record.adding_replicas, record.removing_replicas) == ({0: (3,)}, {0: (1,)})
@@ -145,14 +134,14 @@ def test_reassignment_follows_kafkas_steps(cluster: LocalCluster, registry: ZooK
 
     # step 2: the leader adds the new replica to the ISR once it has caught up (replication), then
     # step 3: a leader from the target, ISR and replicas shrink to it, the request entry goes
-    wait_for("reassignment complete", lambda: summary(registry, "r") == {0: (2, 2, (2, 3))})
+    wait_for(lambda: summary(registry, "r") == {0: (2, 2, (2, 3))}, "reassignment complete")
 
     def finished() -> bool:
         done = registry.get_topic("r")
         return done is not None and done.assignment == {0: (2, 3)} and not done.adding_replicas
 
-    wait_for("replicas shrunk", finished)
-    wait_for("request removed", lambda: registry.admin_requests.reassignment_requests() == {} or None)
+    wait_for(finished, "replicas shrunk")
+    wait_for(lambda: registry.admin_requests.reassignment_requests() == {} or None, "request removed")
     assert cluster.broker(1).running
 
 

@@ -15,7 +15,6 @@ import json
 import os
 import signal
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,21 +24,12 @@ from cli_support import kctl as run_kctl
 
 from kctl.client import AdminClient
 from kctl.localcluster.launcher import load_state, process_alive
+from kctl.testing import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.zk, pytest.mark.slow]
 
 STEP_TIMEOUT = "60"  # generous: a controlled shutdown on a loaded 2-core machine
 SESSION_TIMEOUT_MS = 6000  # how long a killed broker stays registered
-
-
-def wait_until(check: Any, timeout: float = 60.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Cluster:
@@ -152,7 +142,7 @@ def test_start_after_a_kill_waits_for_the_killed_brokers_registration_to_expire(
     before = cluster.pids()
     os.kill(before[2], signal.SIGKILL)  # its ZooKeeper session outlives it, SESSION_TIMEOUT_MS
     # gone, reaped too (a zombie's pid would still be in its pid file as a running broker's)
-    wait_until(lambda: not Path(f"/proc/{before[2]}").exists(), what="broker 2 to die")
+    wait_for(lambda: not Path(f"/proc/{before[2]}").exists(), "broker 2 to die", 60)
     started = cluster.cluster("start", "--broker", "2", "--timeout", STEP_TIMEOUT)
     assert started.returncode == 0, started.stderr
     assert "broker 2 is still registered by the session" in started.stderr
@@ -200,7 +190,7 @@ def test_rolling_restart_under_an_acks_all_load(cluster: Cluster) -> None:
     writer = threading.Thread(target=produce, daemon=True)
     writer.start()
     try:
-        wait_until(lambda: len(delivered) >= 20, what="the load to be acknowledged")
+        wait_for(lambda: len(delivered) >= 20, "the load to be acknowledged", 60)
         result = cluster.cluster("restart", "--rolling", "--timeout", STEP_TIMEOUT, "-f", "json")
         acknowledged_during = len(delivered)
     finally:
@@ -230,7 +220,7 @@ def test_a_broker_restarted_by_hand_is_shown_running_and_stopped_by_down(cluster
     state = load_state(cluster.directory)
     [broker] = [b for b in state.brokers if b.broker_id == 3]
     os.kill(broker.pid, 15)  # an operator stops it ...
-    wait_until(lambda: not process_alive(broker.pid), what="broker 3 to exit")
+    wait_for(lambda: not process_alive(broker.pid), "broker 3 to exit", 60)
     # ... and starts it again by hand, with the configuration the cluster recorded
     log_dir = cluster.directory / "broker-3" / "data"
     properties = {

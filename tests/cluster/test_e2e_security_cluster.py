@@ -24,14 +24,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from raw_kafka import unique, wait_until
+from raw_kafka import unique
 
 from kctl.client import AdminClient
 from kctl.client.admin import NewTopic
 from kctl.client.admin.security import AclBinding
 from kctl.localcluster.zookeeper import new_chroot
 from kctl.protocol.acl_types import AclOperation, AclPermissionType, AclResourceType, PatternType
-from kctl.testing import LocalCluster, ZooKeeperServer
+from kctl.testing import LocalCluster, ZooKeeperServer, wait_for
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 pytest.importorskip("cryptography")
@@ -191,7 +191,7 @@ def test_followers_on_a_plaintext_listener_need_cluster_action(
             [_allow("User:ANONYMOUS", AclResourceType.CLUSTER, "kafka-cluster", AclOperation.CLUSTER_ACTION)]
         )
         assert [r.error_code for r in granted] == [0]
-        wait_until(lambda: _isr(admin, topic) == [{1, 2, 3}], timeout=30, what="a full ISR")
+        wait_for(lambda: _isr(admin, topic) == [{1, 2, 3}], "a full ISR", timeout=30)
         values = [f"v{i}" for i in range(20)]
         assert _produce(alice, topic, values, timeout_ms=30000) == [None] * len(values)
     # the refused record may be in the log (appended by the leader, never acknowledged), maybe twice
@@ -257,7 +257,7 @@ def test_brokers_replicate_over_sasl_ssl_with_scram(sasl_ssl_inter_broker: Local
         assert [r.error_code for r in created] == [0]
         values = [f"s{i}" for i in range(20)]
         assert _produce(admin_props, topic, values, timeout_ms=30000) == [None] * len(values)
-        wait_until(lambda: _isr(admin, topic) == [{1, 2}, {1, 2}], timeout=30, what="a full ISR")
+        wait_for(lambda: _isr(admin, topic) == [{1, 2}, {1, 2}], "a full ISR", timeout=30)
         # across several inter-broker session lifetimes, replication goes on (acks=all, 2 in sync)
         until, rounds = time.monotonic() + 5, 0
         while time.monotonic() < until:

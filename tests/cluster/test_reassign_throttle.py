@@ -11,9 +11,7 @@ import json
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka import Producer
@@ -22,7 +20,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from kctl.broker.replication.throttle import UNLIMITED, ReplicationQuota, is_throttled
 from kctl.client.admin.reassignments import throttled_replicas
 from kctl.client.types import TopicPartition
-from kctl.testing import LocalCluster
+from kctl.testing import LocalCluster, wait_for
 from kctl.testing.pytest_plugin import ClusterFactory
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -44,16 +42,6 @@ def cluster(module_cluster_factory: ClusterFactory) -> LocalCluster:
 
 def kctl(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "kctl", *args], capture_output=True, text=True, timeout=60)
-
-
-def wait_for(condition: Any, what: str, timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def throttle_lines(cluster: LocalCluster) -> list[tuple[str, int]]:
@@ -169,7 +157,7 @@ def test_throttled_reassignment_is_held_back_until_the_throttle_goes(
         assert rates["follower.replication.throttled.rate"] == str(RATE)
 
     # the quotas hold the copying back: they say so, with far fewer bytes copied than the partition holds
-    lines = wait_for(lambda: throttle_lines(cluster), "a broker to throttle the replication")
+    lines = wait_for(lambda: throttle_lines(cluster), "a broker to throttle the replication", 60)
     assert all(copied < total // 2 for _, copied in lines), lines
     verify = kctl("partition", "reassign", "-b", bootstrap, "--reassignment-json-file", str(plan), "--verify")
     assert verify.returncode == 1, verify.stdout  # still in progress

@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from raw_kafka import RawConnection, unique, wait_until
+from raw_kafka import RawConnection, unique
 
 from kctl.log.naming import TopicPartition, partition_dir_name
 from kctl.protocol.errors import ErrorCode
@@ -25,7 +25,7 @@ from kctl.protocol.messages.list_offsets import ListOffsetsPartition, ListOffset
 from kctl.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from kctl.protocol.registry import ApiKey
 from kctl.records.builder import RecordBatchBuilder
-from kctl.testing import LocalCluster
+from kctl.testing import LocalCluster, wait_for
 from kctl.zk.model import PartitionState
 from kctl.zk.zookeeper import ZooKeeperRegistry
 
@@ -103,7 +103,7 @@ def wait_logs_identical(
         contents = {segment_bytes(cluster, b, topic) for b in brokers}
         return contents.pop() if len(contents) == 1 else None
 
-    return wait_until(same, timeout, f"identical logs of {topic} on {brokers}")
+    return wait_for(same, f"identical logs of {topic} on {brokers}", timeout)
 
 
 def bootstrap_of(cluster: LocalCluster, broker_id: int) -> str:
@@ -203,7 +203,7 @@ def test_acks_all_replicates_identical_logs_and_consumers_stop_at_the_high_water
     finally:
         for follower in followers:
             cluster.broker(follower).resume()
-    wait_until(lambda: latest_offset(leader, topic) == (0, 301), 20, "the high watermark to pass the append")
+    wait_for(lambda: latest_offset(leader, topic) == (0, 301), "the high watermark to pass the append", 20)
     wait_logs_identical(cluster, topic, (1, 2, 3))
 
 
@@ -218,21 +218,25 @@ def test_killed_follower_leaves_the_isr_min_insync_holds_and_it_rejoins(
     first, second = [b for b in (1, 2, 3) if b != state.leader]
 
     cluster.kill(first)
-    wait_until(lambda: first not in state_of(registry, topic).isr, 20, f"broker {first} to leave the ISR")
+    wait_for(lambda: first not in state_of(registry, topic).isr, f"broker {first} to leave the ISR", 20)
     produce_all(cluster, topic, 50, "b")  # ISR of 2 = min.insync.replicas: acks=all still works
 
     cluster.kill(second)
-    wait_until(
-        lambda: state_of(registry, topic).isr == (state.leader,), 20, f"broker {second} to leave the ISR"
+    wait_for(
+        lambda: state_of(registry, topic).isr == (state.leader,),
+        f"broker {second} to leave the ISR",
+        20,
     )
     assert raw_produce(leader, topic, acks=-1) == ErrorCode.NOT_ENOUGH_REPLICAS
     assert raw_produce(leader, topic, acks=1) == ErrorCode.NONE
 
     for broker_id in (first, second):  # its ZooKeeper session must expire before it registers again
-        wait_until(lambda b=broker_id: b not in {r.broker_id for r in registry.live_brokers()}, 30, "expiry")
+        wait_for(lambda b=broker_id: b not in {r.broker_id for r in registry.live_brokers()}, "expiry", 30)
         cluster.restart(broker_id)
-    wait_until(
-        lambda: sorted(state_of(registry, topic).isr) == [1, 2, 3], 30, "the followers to rejoin the ISR"
+    wait_for(
+        lambda: sorted(state_of(registry, topic).isr) == [1, 2, 3],
+        "the followers to rejoin the ISR",
+        30,
     )
     assert raw_produce(leader, topic, acks=-1) == ErrorCode.NONE
     wait_logs_identical(cluster, topic, (1, 2, 3))
@@ -268,10 +272,10 @@ def test_leader_change_truncates_the_old_leaders_unreplicated_tail(
     finally:
         for follower in (new_leader, other):
             cluster.broker(follower).resume()
-    wait_until(
+    wait_for(
         lambda: latest_offset(bootstrap_of(cluster, new_leader), topic)[0] == ErrorCode.NONE,
-        20,
         f"broker {new_leader} to lead",
+        20,
     )
     produce_all(cluster, topic, 10, "b")
     content = wait_logs_identical(cluster, topic, (1, 2, 3))
@@ -297,7 +301,7 @@ def test_high_watermark_survives_a_restart(cluster: LocalCluster, registry: ZooK
         text = (data_dir / "replication-offset-checkpoint").read_text()
         return f"{topic} 0 40" in text
 
-    wait_until(checkpointed, 20, "the follower's high watermark checkpoint")
+    wait_for(checkpointed, "the follower's high watermark checkpoint", 20)
     cluster.stop_broker(state.leader)
     cluster.restart(state.leader)
     assert (
@@ -305,9 +309,9 @@ def test_high_watermark_survives_a_restart(cluster: LocalCluster, registry: ZooK
         in (cluster.broker(state.leader).data_dir / "replication-offset-checkpoint").read_text()
     )
     # Controlled shutdown moved leadership to a follower; whichever broker leads now serves all 40.
-    wait_until(lambda: state_of(registry, topic).leader in (1, 2, 3), 20, "a leader")
+    wait_for(lambda: state_of(registry, topic).leader in (1, 2, 3), "a leader", 20)
     leader = state_of(registry, topic).leader
-    wait_until(lambda: latest_offset(bootstrap_of(cluster, leader), topic) == (0, 40), 20, "the leader's end")
+    wait_for(lambda: latest_offset(bootstrap_of(cluster, leader), topic) == (0, 40), "the leader's end", 20)
 
 
 def test_group_offsets_are_replicated_and_follow_the_offsets_partitions_leader(
@@ -407,10 +411,10 @@ def test_an_idempotent_producer_continues_on_the_new_leader(
         PartitionState(new_leader, state.leader_epoch + 1, (1, 2, 3), state.controller_epoch),
         expected_partition_epoch=state.partition_epoch,
     )
-    wait_until(
+    wait_for(
         lambda: latest_offset(bootstrap_of(cluster, new_leader), topic)[0] == ErrorCode.NONE,
-        20,
         f"broker {new_leader} to lead",
+        20,
     )
     leader = bootstrap_of(cluster, new_leader)
     # the new leader knows producer 987654 from its follower log: a retried batch is a duplicate
@@ -458,7 +462,7 @@ def test_a_follower_keeps_answering_while_it_creates_a_wide_topics_logs(cluster:
                 return broker_id if len(answer.brokers) == 3 else None
         return None
 
-    controller = wait_until(controller_seeing_all_brokers, 30, "a controller that sees the 3 brokers")
+    controller = wait_for(controller_seeing_all_brokers, "a controller that sees the 3 brokers", 30)
     follower = next(b for b in (1, 2, 3) if b != controller)  # learns of the topic from ZooKeeper
     replicas = sorted((controller, follower))
     follower_dir = cluster.broker(follower).data_dir
@@ -500,11 +504,11 @@ def test_a_follower_keeps_answering_while_it_creates_a_wide_topics_logs(cluster:
     partial = [n for n in seen if 0 < n < count]
     assert partial, f"no answer came while broker {follower} created its logs (counts: {sorted(set(seen))})"
     with ZooKeeperRegistry(cluster.zookeeper_connect) as registry:
-        wait_until(
+        wait_for(
             lambda: (
                 (states := registry.partition_states(topic)).keys() == set(range(count))
                 and all(sorted(state.isr) == replicas for state in states.values())
             ),
-            60,
             f"broker {follower} to join the ISR of the wide topic's partitions",
+            60,
         )

@@ -30,11 +30,11 @@ from kafka.admin import NewPartitions as KpNewPartitions
 from kafka.admin import NewTopic as KpNewTopic
 from kafka.admin import OffsetSpec as KpOffsetSpec
 from kafka.errors import TopicAlreadyExistsError
-from raw_kafka import running_broker, unique, wait_until
+from raw_kafka import running_broker, unique
 
 from kctl.log.inspect import read_batches
 from kctl.log.naming import partition_dir_name
-from kctl.testing import BrokerProcess
+from kctl.testing import BrokerProcess, wait_for
 
 T0 = 1_700_000_000_000
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
@@ -185,7 +185,7 @@ def test_confluent_produce_then_consume_exactly(broker: BrokerProcess, acks: str
     reports = ck_produce(broker.bootstrap, topic, 1, records, acks=acks, **{"compression.type": codec})
     assert [error for error, _ in reports] == [None] * len(records)
     if acks == "0":  # no acknowledgement: wait for the appends to be visible
-        wait_until(lambda: ck_watermarks(broker.bootstrap, topic, 1)[1] >= len(records), what="the appends")
+        wait_for(lambda: ck_watermarks(broker.bootstrap, topic, 1)[1] >= len(records), "the appends", 10)
     else:
         assert [offset for _, offset in reports] == list(range(len(records)))
 
@@ -228,10 +228,10 @@ def test_confluent_assign_and_seek(broker: BrokerProcess, codec: str) -> None:
     consumer = ck_consumer(broker.bootstrap)
     try:
         consumer.assign([ck.TopicPartition(topic, 0, 10)])
-        first = wait_until(lambda: consumer.poll(1.0), what="a message")
+        first = wait_for(lambda: consumer.poll(1.0), "a message", 10)
         assert first.error() is None and first.offset() == 10
         consumer.seek(ck.TopicPartition(topic, 0, 30))
-        after = wait_until(lambda: consumer.poll(1.0), what="a message after seek")
+        after = wait_for(lambda: consumer.poll(1.0), "a message after seek", 10)
         assert after.error() is None and after.offset() == 30
         assert after.value() == records[30][1]
         [position] = consumer.position([ck.TopicPartition(topic, 0)])
@@ -455,7 +455,7 @@ def test_kafka_python_produce_then_consume_exactly(broker: BrokerProcess, acks: 
         consumer = kp_consumer(broker.bootstrap)
         tp = KpTopicPartition(topic, 1)
         try:
-            wait_until(lambda: consumer.end_offsets([tp])[tp] >= len(records), what="the appends")
+            wait_for(lambda: consumer.end_offsets([tp])[tp] >= len(records), "the appends", 10)
         finally:
             consumer.close()
     else:
@@ -509,7 +509,7 @@ def test_kafka_python_assign_and_seek(broker: BrokerProcess) -> None:
         consumer.seek_to_beginning(tp)
         assert consumer.position(tp) == 0
         consumer.seek(tp, 17)
-        batch = wait_until(lambda: consumer.poll(timeout_ms=1000).get(tp), what="records after seek")
+        batch = wait_for(lambda: consumer.poll(timeout_ms=1000).get(tp), "records after seek", 10)
         assert batch[0].offset == 17 and batch[0].value == records[17][1]
     finally:
         consumer.close()
@@ -574,7 +574,7 @@ def test_kafka_python_admin(broker: BrokerProcess) -> None:
         assert listed["name"] == topic and sizes == {0: 0, 3: on_disk} and on_disk > 0
 
         admin.delete_topics([topic])
-        wait_until(lambda: topic not in admin.list_topics(), what="the topic to disappear")
+        wait_for(lambda: topic not in admin.list_topics(), "the topic to disappear", 10)
     finally:
         admin.close()
 

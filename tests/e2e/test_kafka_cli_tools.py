@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from raw_kafka import unique, wait_until
+from raw_kafka import unique
 
 from kctl.client import AdminClient, TopicPartition
 from kctl.client.admin.results import NewTopic
@@ -36,7 +36,7 @@ from kctl.client.security import SecuritySettings
 from kctl.protocol import ApiKey
 from kctl.protocol.acl_types import AclOperation, AclPermissionType, AclResourceType, PatternType
 from kctl.protocol.messages.init_producer_id import InitProducerIdRequest
-from kctl.testing import BrokerProcess, LocalCluster
+from kctl.testing import BrokerProcess, LocalCluster, wait_for
 from kctl.testing.kafka_tools import KafkaTools, ToolResult
 
 pytestmark = pytest.mark.slow  # each tool run starts a JVM
@@ -79,7 +79,7 @@ def read_all(bootstrap: str, topic: str, partitions: int, count: int) -> list[An
             records.extend(consumer.poll(0.5))
             return len(records) >= count
 
-        wait_until(enough, 20, f"{count} records")
+        wait_for(enough, f"{count} records", 20)
     return records
 
 
@@ -171,7 +171,7 @@ def test_topics_create_list_describe_alter_delete(
     assert all(f"Leader: {broker.broker_id}" in row and f"Isr: {broker.broker_id}" in row for row in rows)
 
     tool(kafka_tool, broker, "kafka-topics", "--delete", "--topic", topic).check()
-    wait_until(lambda: topic not in {t.name for t in admin.list_topics()}, 10, f"{topic} deleted")
+    wait_for(lambda: topic not in {t.name for t in admin.list_topics()}, f"{topic} deleted", 10)
 
 
 def test_topics_errors_exit_nonzero_and_change_nothing(
@@ -990,7 +990,7 @@ def test_reassign_partitions_generate_execute_and_leader_election(
                 p: (r, sorted(r)) for p, r in target.items()
             }
 
-        wait_until(settled, 30, "the reassignment done")
+        wait_for(settled, "the reassignment done", 30)
         assert kafka_tool("kafka-reassign-partitions", *bootstrap, "--list").check().lines == [
             "No partition reassignments found."
         ]
@@ -1014,7 +1014,7 @@ def test_reassign_partitions_generate_execute_and_leader_election(
                 p: r[0] for p, r in target.items()
             }
 
-        wait_until(preferred, 15, "preferred leaders")
+        wait_for(preferred, "preferred leaders", 15)
         again = kafka_tool(
             "kafka-leader-election",
             *bootstrap,
@@ -1060,8 +1060,10 @@ def test_reassign_partitions_verify(kafka_tool: KafkaTools, cluster: LocalCluste
         "kafka-reassign-partitions", *bootstrap, "--execute", "--reassignment-json-file", str(plan)
     ).check()
     with AdminClient(cluster.bootstrap_servers) as admin:
-        wait_until(
-            lambda: list(admin.describe_topics([topic])[0].partitions[0].replicas) == [2, 3], 30, "moved"
+        wait_for(
+            lambda: list(admin.describe_topics([topic])[0].partitions[0].replicas) == [2, 3],
+            "moved",
+            30,
         )
     verified = kafka_tool(
         "kafka-reassign-partitions", *bootstrap, "--verify", "--reassignment-json-file", str(plan)

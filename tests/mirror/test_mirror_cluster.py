@@ -17,9 +17,9 @@ from collections.abc import Iterator
 
 import pytest
 from mirror_support import create, end_offsets, kctl, produce, records, start_mirror, topics
-from raw_kafka import running_broker, unique, wait_until
+from raw_kafka import running_broker, unique
 
-from kctl.testing import BrokerProcess, LocalCluster, ZooKeeperServer
+from kctl.testing import BrokerProcess, LocalCluster, ZooKeeperServer, wait_for
 from kctl.testing.cluster_clients import SequencedProducer
 from kctl.testing.cluster_view import ClusterView
 
@@ -123,10 +123,10 @@ def test_running_mirror_follows_new_topics_partitions_and_a_killed_leader(
     killed = -1
     try:
         producer.wait_for_acks(300)
-        wait_until(
+        wait_for(
             lambda: live in topics(target) and sum(end_offsets(target, live, 2).values()) >= 200,
-            60,
             "the mirror to copy the first records",
+            60,
         )
         # while it runs: a new topic, and partitions added to the one being written
         create(source.bootstrap_servers, later, 1, replication_factor=3)
@@ -134,12 +134,12 @@ def test_running_mirror_follows_new_topics_partitions_and_a_killed_leader(
         grown = kctl("topic", "alter", live, "--partitions", "3", "-b", source.bootstrap_servers)
         assert grown.returncode == 0, grown.stderr
         view.wait_for_full_isr(live, 3)
-        wait_until(
+        wait_for(
             lambda: later in topics(target) and sum(end_offsets(target, later, 1).values()) == 100,
-            60,
             "the new topic on the target",
+            60,
         )
-        wait_until(lambda: end_offsets(target, live, 3).get(2, 0) > 0, 60, "the new partition's records")
+        wait_for(lambda: end_offsets(target, live, 3).get(2, 0) > 0, "the new partition's records", 60)
 
         # SIGKILL the leader of partition 0 under load: the mirror goes on from its successor
         killed = view.wait_for_leader(live, 0).leader
@@ -152,7 +152,7 @@ def test_running_mirror_follows_new_topics_partitions_and_a_killed_leader(
     assert not producer.errors, producer.errors[:5]
     try:
         wanted = end_offsets(source.bootstrap_servers, live, 3)
-        wait_until(lambda: end_offsets(target, live, 3) == wanted, 90, f"the target to reach {wanted}")
+        wait_for(lambda: end_offsets(target, live, 3) == wanted, f"the target to reach {wanted}", 90)
     finally:
         mirror.send_signal(signal.SIGTERM)
         out, err = mirror.communicate(timeout=60)

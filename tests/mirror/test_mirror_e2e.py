@@ -21,10 +21,10 @@ from typing import Any
 import confluent_kafka as ck
 import pytest
 from mirror_support import create, end_offsets, kctl, produce, records, start_mirror, topics
-from raw_kafka import running_broker, unique, wait_until
+from raw_kafka import running_broker, unique
 
 from kctl.client import AdminClient, GroupAdmin, TopicPartition
-from kctl.testing import BrokerProcess
+from kctl.testing import BrokerProcess, wait_for
 
 MIRROR_PASSWORD = "mirror-secret"
 SASL = {  # a and b also listen with SASL_PLAINTEXT (PLAIN, user "mirror"); their bootstrap is PLAINTEXT
@@ -133,25 +133,25 @@ def test_running_mirror_picks_up_new_topics_and_partitions_and_stops_on_sigterm(
         f"g-{prefix}",
     )
     try:
-        wait_until(
+        wait_for(
             lambda: (
                 sum(end_offsets(b, f"dc1.{first}", 2).values()) == 100
                 if f"dc1.{first}" in topics(b)
                 else False
             ),
-            60,
             "the first copy",
+            60,
         )
         create(a, later, 1)
         produce(a, later, 50, 1)
         assert kctl("topic", "alter", first, "--partitions", "4", "-b", a.bootstrap).returncode == 0
         produce(a, first, 400, 4, tag="more-")
-        wait_until(
+        wait_for(
             lambda: f"dc1.{later}" in topics(b) and sum(end_offsets(b, f"dc1.{later}", 1).values()) == 50,
-            60,
             "the new topic",
+            60,
         )
-        wait_until(lambda: sum(end_offsets(b, f"dc1.{first}", 4).values()) == 500, 60, "the new partitions")
+        wait_for(lambda: sum(end_offsets(b, f"dc1.{first}", 4).values()) == 500, "the new partitions", 60)
     finally:
         mirror.send_signal(signal.SIGTERM)
         out, err = mirror.communicate(timeout=60)
@@ -182,15 +182,17 @@ def test_a_running_mirror_rides_out_a_source_broker_restart(clusters: tuple[Brok
         "0.2",
     )
     try:
-        wait_until(
-            lambda: topic in topics(b) and sum(end_offsets(b, topic, 2).values()) == 200, 60, "the first copy"
+        wait_for(
+            lambda: topic in topics(b) and sum(end_offsets(b, topic, 2).values()) == 200,
+            "the first copy",
+            60,
         )
         port = c.port
         c.restart()  # the mirror's connections to its source break; the broker comes back on its port
         assert c.port == port
         assert mirror.poll() is None, "the mirror stopped when its source went away"
         produce(c, topic, 300, 2, tag="after-")
-        wait_until(lambda: sum(end_offsets(b, topic, 2).values()) == 500, 60, "the records written after it")
+        wait_for(lambda: sum(end_offsets(b, topic, 2).values()) == 500, "the records written after it", 60)
     finally:
         mirror.send_signal(signal.SIGTERM)
         _, err = mirror.communicate(timeout=60)
@@ -242,7 +244,7 @@ def test_kill_9_mid_copy_loses_nothing_and_duplicates_only_the_in_flight_window(
                 values = GroupAdmin(admin).committed_offsets(group)
             return sum(v.offset for v in values.values() if v is not None) > 2000
 
-        wait_until(committed_some, 60, "the mirror to commit positions")
+        wait_for(committed_some, "the mirror to commit positions", 60)
         b.pause()  # the mirror's Produce in flight stays unanswered (the broker reads it on resume)
         try:
             mirror.kill()  # kill -9 in the middle of the copy
@@ -315,7 +317,7 @@ def test_offset_translation_for_a_confluent_kafka_group(clusters: tuple[BrokerPr
                 values = GroupAdmin(admin).committed_offsets(group)
             return {tp.partition: v.offset for tp, v in values.items() if v is not None} == {0: 120, 1: 180}
 
-        wait_until(synced, 60, "the group's offsets translated onto the target")
+        wait_for(synced, "the group's offsets translated onto the target", 60)
     finally:
         mirror.send_signal(signal.SIGTERM)
         _, err = mirror.communicate(timeout=60)

@@ -8,7 +8,6 @@ mirror's clients."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -31,6 +30,7 @@ from kctl.protocol import ErrorCode
 from kctl.records.builder import RecordBatchBuilder
 from kctl.records.header import iter_headers, parse_header, set_base_offset, validate_batch
 from kctl.records.reader import decode_records
+from kctl.testing import wait_for
 
 
 def at(batch: bytes, base_offset: int) -> bytes:
@@ -426,13 +426,6 @@ def _pipelined_forwarder(source: _Source, target: _Target, **kwargs: Any) -> tup
     return forwarder, state
 
 
-def _until(condition: Any, what: str, seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.002)
-
-
 def test_fetch_worker_runs_ahead_of_unanswered_produces_into_a_bounded_queue() -> None:
     """Fetching and producing overlap: while the target has not answered the first Produce, the
     fetch worker goes on fetching — up to the queue bound, then it waits — and nothing counts as
@@ -446,13 +439,13 @@ def test_fetch_worker_runs_ahead_of_unanswered_produces_into_a_bounded_queue() -
 
     def first_answer_waits_for_the_fetch_worker() -> None:
         if not observed:
-            _until(lambda: state.queued_bytes >= 8 * batch_size, "the fetch worker to fill the queue")
+            wait_for(lambda: state.queued_bytes >= 8 * batch_size, "the fetch worker to fill the queue", 10)
             observed.update(fetches=source.fetches, acked=state.acked)
 
     target.before_answer = first_answer_waits_for_the_fetch_worker
     forwarder.start()
     try:
-        _until(lambda: (forwarder.run_once(), state.acked == 120)[1], "every batch acknowledged")
+        wait_for(lambda: (forwarder.run_once(), state.acked == 120)[1], "every batch acknowledged", 10)
     finally:
         forwarder.stop_fetching()
     assert observed["fetches"] >= 8 and observed["acked"] == 0  # ran ahead; nothing acked meanwhile
@@ -468,7 +461,7 @@ def test_a_fetch_worker_error_is_raised_by_the_produce_worker() -> None:
     forwarder.start()
     try:
         with pytest.raises(MirrorError, match=r"source dc1: topic orders-0: .*TOPIC_AUTHORIZATION_FAILED"):
-            _until(lambda: forwarder.run_once() and False, "the fetch error")
+            wait_for(lambda: forwarder.run_once() and False, "the fetch error", 10)
     finally:
         forwarder.stop_fetching()
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
-from raw_kafka import RawConnection, api_versions, kcat, metadata, wait_until
+from raw_kafka import RawConnection, api_versions, kcat, metadata
 
 from kctl.localcluster.guard import running_test
 from kctl.localcluster.zookeeper import ZooKeeperStartError, four_letter_word
@@ -23,6 +23,7 @@ from kctl.testing import (
     UnmarkedProcessError,
     ZooKeeperServer,
     new_chroot,
+    wait_for,
 )
 
 pytest_plugins = ["pytester"]
@@ -171,10 +172,10 @@ def test_local_cluster_of_three_registers_in_zookeeper(
             cluster.broker(4)
 
         cluster.kill(2)
-        wait_until(lambda: ids() == ["1", "3"], 20, "the killed broker's registration to expire")
+        wait_for(lambda: ids() == ["1", "3"], "the killed broker's registration to expire", 20)
         assert cluster.bootstrap_servers.count(",") == 1
         cluster.restart(2)
-        wait_until(lambda: ids() == ["1", "2", "3"], 20, "the restarted broker's registration")
+        wait_for(lambda: ids() == ["1", "2", "3"], "the restarted broker's registration", 20)
     assert not any(cluster.broker(i).running for i in (1, 2, 3))
     assert zookeeper.running, "a cluster must not stop the server it was given"
 

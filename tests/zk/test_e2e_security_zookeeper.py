@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
-from raw_kafka import kctl, unique, wait_until
+from raw_kafka import kctl, unique
 
 from kctl.client.config import ClientConfig
 from kctl.client.connection import BrokerConnection
 from kctl.localcluster.zookeeper import new_chroot
 from kctl.protocol import ApiKey, ErrorCode
 from kctl.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
-from kctl.testing import BrokerProcess, ZooKeeperServer
+from kctl.testing import BrokerProcess, ZooKeeperServer, wait_for
 from kctl.zk.security_store import ZooKeeperSecurityStore
 
 ROOT_PASSWORD = "root-pw"
@@ -193,13 +193,13 @@ def test_an_acl_written_by_another_process_reaches_the_broker(cluster: dict[str,
                 topics=[MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False
             )
             # described now: it merely does not exist
-            wait_until(
+            wait_for(
                 lambda: (
                     conn.request(ApiKey.METADATA, request).topics[0].error_code
                     == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 ),
+                "the ACL change to reach the broker",
                 timeout=15,
-                what="the ACL change to reach the broker",
             )
     finally:
         store.close()

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
-from raw_kafka import RawConnection, create_topic, kcat, metadata, produce, record_batch, unique, wait_until
+from raw_kafka import RawConnection, create_topic, kcat, metadata, produce, record_batch, unique
 
-from kctl.testing import BrokerProcess, ZooKeeperServer
+from kctl.testing import BrokerProcess, ZooKeeperServer, wait_for
 
 
 @pytest.fixture
@@ -135,9 +135,11 @@ def test_a_topic_created_in_zookeeper_is_served(zk_broker: BrokerProcess, zk: Ka
             [t] = metadata(conn, [topic]).topics
         return t.error_code == 0 and [p.leader_id for p in t.partitions] == [7]
 
-    wait_until(served, 15, "the broker to see the topic")
-    assert wait_until(
-        lambda: produce(zk_broker.bootstrap, topic, 0, record_batch(2)).error_code == 0, 15, "produce"
+    wait_for(served, "the broker to see the topic", 15)
+    assert wait_for(
+        lambda: produce(zk_broker.bootstrap, topic, 0, record_batch(2)).error_code == 0,
+        "produce",
+        15,
     )
 
 
@@ -150,4 +152,4 @@ def test_clean_stop_removes_the_ephemeral_registration(zk_broker: BrokerProcess,
     assert zk.exists("/cluster/id") is not None  # persistent
 
     zk_broker.start()  # and comes back on restart, with the same cluster id
-    wait_until(lambda: zk.exists("/brokers/ids/7"), 15, "the registration after restart")
+    wait_for(lambda: zk.exists("/brokers/ids/7"), "the registration after restart", 15)

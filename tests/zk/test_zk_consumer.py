@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING
 import pytest
 import zk_support
 from kazoo.client import KazooClient
-from zk_support import Runner, ZkCluster, wait_for
+from zk_support import Runner, ZkCluster
 
 from kctl.client import AdminClient, TopicPartition
 from kctl.client.config import ClientConfigError
 from kctl.client.group import GroupAdmin
 from kctl.client.zkgroup import ZkGroupAdmin, ZkGroupConfig, assign_range, plan_assignment
+from kctl.testing import wait_for
 from kctl.zk.consumer_znodes import ConsumerIdZNode, ConsumerRegistration
 
 if TYPE_CHECKING:  # only annotations: the unit tests here stay unmarked (no e2e/zk)
@@ -109,7 +110,9 @@ def test_three_consumers_share_six_partitions_exactly_once_with_clean_shutdowns(
     zk_cluster.produce(topic, 6, 300)
     runners += [Runner(zk_cluster, group, [topic]) for _ in range(3)]
     wait_for(
-        lambda: balanced(zk_cluster, group, runners, 6), 30, "three consumers owning two partitions each"
+        lambda: balanced(zk_cluster, group, runners, 6),
+        "three consumers owning two partitions each",
+        30,
     )
     owned = owners(zk_cluster, group)
     assert sorted(list(owned.values()).count(r.consumer_id) for r in runners) == [2, 2, 2]
@@ -121,15 +124,17 @@ def test_three_consumers_share_six_partitions_exactly_once_with_clean_shutdowns(
         assert stat.ephemeralOwner and json.loads(data)["subscription"] == {topic: 1}
         data, stat = kz.get(f"/consumers/{group}/owners/{topic}/0")
         assert stat.ephemeralOwner and data.decode() in ids
-    wait_for(lambda: len(offsets_read(runners)) >= 300, 30, "the first 300 records")
+    wait_for(lambda: len(offsets_read(runners)) >= 300, "the first 300 records", 30)
 
     leaving = runners.pop(0)
     leaving.stop()  # clean: it commits, releases, unregisters
     wait_for(
-        lambda: balanced(zk_cluster, group, runners, 6), 30, "two consumers owning three partitions each"
+        lambda: balanced(zk_cluster, group, runners, 6),
+        "two consumers owning three partitions each",
+        30,
     )
     zk_cluster.produce(topic, 6, 300, start=300)
-    wait_for(lambda: len(offsets_read([leaving, *runners])) >= 600, 30, "all 600 records")
+    wait_for(lambda: len(offsets_read([leaving, *runners])) >= 600, "all 600 records", 30)
     for r in runners:
         r.stop()
     read = offsets_read([leaving, *runners])
@@ -153,7 +158,7 @@ def test_racing_consumers_never_own_or_read_a_partition_at_the_same_time(
         zk_cluster.produce(topic, 4, 40, start=round_ * 40)
         extra = Runner(zk_cluster, group, [topic])
         everyone.append(extra)
-        wait_for(lambda extra=extra: extra.consumer.owned, 30, "the joining consumer's partitions")
+        wait_for(lambda extra=extra: extra.consumer.owned, "the joining consumer's partitions", 30)
         extra.stop()
     for r in runners:
         r.stop()
@@ -187,10 +192,10 @@ def test_white_list_consumer_picks_up_a_topic_created_later(
     zk_cluster.create_topic(f"{prefix}-a", 2)
     zk_cluster.create_topic(f"other{prefix}", 1)
     runners.append(Runner(zk_cluster, group, pattern=f"{prefix}-.*"))
-    wait_for(lambda: len(runners[0].consumer.owned) == 2, 30, "the first matching topic")
+    wait_for(lambda: len(runners[0].consumer.owned) == 2, "the first matching topic", 30)
     zk_cluster.create_topic(f"{prefix}-b", 3)
     zk_cluster.produce(f"{prefix}-b", 3, 9)
-    wait_for(lambda: len(runners[0].records) >= 9, 30, "the records of the topic created later")
+    wait_for(lambda: len(runners[0].records) >= 9, "the records of the topic created later", 30)
     assert {tp.topic for tp in runners[0].consumer.owned} == {f"{prefix}-a", f"{prefix}-b"}
     with zk_cluster.registry() as zk:
         [registration] = zk.consumers(group).values()
@@ -230,22 +235,22 @@ def test_seed_migration_zookeeper_to_kafka_and_back_neither_skips_nor_rereads(
     for config in steps[1:]:
         zk_cluster.produce(topic, 4, 40, start=produced)
         produced += 40
-        wait_for(lambda n=produced: len(offsets_read(everyone)) >= n, 30, f"{produced} records")
+        wait_for(lambda n=produced: len(offsets_read(everyone)) >= n, f"{produced} records", 30)
         for i in range(len(current)):  # a rolling bounce: one consumer at a time, the other keeps reading
             current[i].stop()
             current[i] = Runner(zk_cluster, group, [topic], **config)
             everyone.append(current[i])
-            wait_for(lambda: balanced(zk_cluster, group, current, 4), 30, "a settled group")
+            wait_for(lambda: balanced(zk_cluster, group, current, 4), "a settled group", 30)
         if config.get("dual.commit.enabled") == "true":  # the new consumers commit to both stores
             want = {p: produced // 4 for p in range(4)}
             wait_for(
                 lambda want=want: stores(zk_cluster, group, topic, 4) == (want, want),
-                10,
                 f"{want} in both stores",
+                10,
             )
     zk_cluster.produce(topic, 4, 40, start=produced)
     produced += 40
-    wait_for(lambda: len(offsets_read(everyone)) >= produced, 30, f"{produced} records")
+    wait_for(lambda: len(offsets_read(everyone)) >= produced, f"{produced} records", 30)
     for r in current:
         r.stop()
     assert offsets_read(everyone) == sorted(
@@ -263,10 +268,10 @@ def test_zk_group_admin_describes_members_owners_and_offsets(
     zk_cluster.create_topic(topic, 2)
     zk_cluster.produce(topic, 2, 10)
     runners.append(Runner(zk_cluster, group, [topic]))
-    wait_for(lambda: len(runners[0].records) >= 10, 30, "10 records")
+    wait_for(lambda: len(runners[0].records) >= 10, "10 records", 30)
     with AdminClient(zk_cluster.bootstrap) as admin, zk_cluster.registry() as zk:
         groups = ZkGroupAdmin(admin, zk)
-        wait_for(lambda: all(p.committed == 5 for p in groups.offsets_with_lag(group)), 10, "commits")
+        wait_for(lambda: all(p.committed == 5 for p in groups.offsets_with_lag(group)), "commits", 10)
         [description] = groups.describe_groups([group])
         assert description.state == "Stable" and description.protocol_type == "zookeeper"
         [member] = description.members
@@ -285,7 +290,7 @@ def test_session_expiry_drops_the_partitions_then_registers_and_rebalances_again
     zk_cluster.produce(topic, 2, 10)
     runners.append(Runner(zk_cluster, group, [topic]))
     consumer = runners[0].consumer
-    wait_for(lambda: len(runners[0].records) >= 10, 30, "the first 10 records")
+    wait_for(lambda: len(runners[0].records) >= 10, "the first 10 records", 30)
     old_session = consumer.registry.session_id
     session_id, password = consumer.registry.kazoo_client.client_id
     # a second client on the same session, closed: ZooKeeper expires the session (a classic trick)
@@ -294,12 +299,14 @@ def test_session_expiry_drops_the_partitions_then_registers_and_rebalances_again
     twin.stop()
     twin.close()
     wait_for(
-        lambda: any(event == "lost" for _, event, _ in consumer.history), 30, "the partitions to be dropped"
+        lambda: any(event == "lost" for _, event, _ in consumer.history),
+        "the partitions to be dropped",
+        30,
     )
     wait_for(
         lambda: [e for _, e, _ in consumer.history].count("claimed") == 4 and len(consumer.owned) == 2,
-        30,
         "the partitions claimed again in a new session",
+        30,
     )
     assert consumer.registry.session_id != old_session
     with zk_cluster.registry() as zk:
@@ -309,6 +316,8 @@ def test_session_expiry_drops_the_partitions_then_registers_and_rebalances_again
         assert stat.ephemeralOwner == consumer.registry.session_id
     zk_cluster.produce(topic, 2, 10, start=10)
     wait_for(
-        lambda: {o for *_, o in runners[0].records} >= set(range(10)), 30, "the records after the expiry"
+        lambda: {o for *_, o in runners[0].records} >= set(range(10)),
+        "the records after the expiry",
+        30,
     )
     assert max(o for *_, o in runners[0].records) == 9

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 import zk_support
-from zk_support import ZkCluster, wait_for
+from zk_support import ZkCluster
+
+from kctl.testing import wait_for
 
 zk_cluster = zk_support.zk_cluster  # the fixture, shared
 
@@ -113,30 +115,32 @@ def test_killed_consumer_loses_its_partitions_after_the_session_timeout(
             return out
 
         wait_for(
-            lambda: sorted(map(len, owned_by().values())) == [2, 2, 2], 60, "two partitions per consumer"
+            lambda: sorted(map(len, owned_by().values())) == [2, 2, 2],
+            "two partitions per consumer",
+            60,
         )
         ids = set(registry.consumers(group))
         assert len(ids) == 3 and set(owned_by()) == ids, "every owner is a registered consumer"
         zk_cluster.produce(topic, 6, 300)
-        wait_for(lambda: sum(len(p.records()) for p in processes) >= 300, 60, "300 records read")
+        wait_for(lambda: sum(len(p.records()) for p in processes) >= 300, "300 records read", 60)
 
         victim = processes[0]
         before = set(registry.consumers(group))
         victim.process.kill()  # SIGKILL: no commit, no release, no unregister
         victim.process.wait(10)
-        wait_for(lambda: len(registry.consumers(group)) == 2, 30, "the killed consumer's id znode to vanish")
+        wait_for(lambda: len(registry.consumers(group)) == 2, "the killed consumer's id znode to vanish", 30)
         [dead] = before - set(registry.consumers(group))
         wait_for(
             lambda: (
                 dead not in registry.owners(group).values()
                 and sorted(map(len, owned_by().values())) == [3, 3]
             ),
-            30,
             "its partitions to move to the two others",
+            30,
         )
         zk_cluster.produce(topic, 6, 300, start=300)
         everything = {(p, o) for p in range(6) for o in range(100)}
-        wait_for(lambda: set().union(*(p.records() for p in processes)) >= everything, 60, "all 600 records")
+        wait_for(lambda: set().union(*(p.records() for p in processes)) >= everything, "all 600 records", 60)
         for p in processes[1:]:
             assert p.stop() == 130, p.stderr()
         assert registry.consumers(group) == {} and registry.owners(group) == {}
