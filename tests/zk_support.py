@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from kctl.client import AdminClient, NewTopic, Producer, TopicPartition
+from kctl.client import Producer, TopicPartition
 from kctl.client.zkgroup import ZkGroupConsumer
-from kctl.testing import wait_for
+from kctl.testing import create_topic, wait_for
 from kctl.zk.consumer_registry import ConsumerRegistry
 
 if TYPE_CHECKING:  # only annotations: the unit tests of the modules importing this stay unmarked (no e2e/zk)
@@ -32,9 +32,7 @@ class ZkCluster:
         self.connect = connect
 
     def create_topic(self, name: str, partitions: int) -> None:
-        with AdminClient(self.bootstrap) as admin:
-            [result] = admin.create_topics([NewTopic(name, partitions, 1)])
-            assert result.ok, result
+        create_topic(self.bootstrap, name, partitions)
         with self.registry() as zk:
             wait_for(lambda: zk.partitions(name), f"topic {name} in ZooKeeper", 10)
 

@@ -31,11 +31,11 @@ if __name__ != "__main__":
 
     from kctl.testing import BrokerProcess
 
-from kctl.client import AdminClient, NewTopic, TopicPartition
+from kctl.client import AdminClient, TopicPartition
 from kctl.client.group import CommitFailedError, GroupMembership
 from kctl.client.group.consumer import GroupConsumer
 from kctl.client.group.coordinator import OffsetAndMetadata
-from kctl.testing import wait_for
+from kctl.testing import create_topic, wait_for
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -199,13 +199,6 @@ def produce(bootstrap: str, topic: str, count: int, partitions: int, start: int 
     for i in range(start, start + count):
         producer.produce(topic, value=b"record-%d" % i, partition=i % partitions)
     assert producer.flush(30) == 0
-
-
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    with AdminClient(bootstrap) as admin:
-        [result] = admin.create_topics([NewTopic(name, partitions, 1)])
-        result.raise_for_error()
-        admin.cluster.wait_for_topics([name], timeout=TIMEOUT)
 
 
 def all_partitions(topic: str, count: int) -> set[TopicPartition]:

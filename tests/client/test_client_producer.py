@@ -37,7 +37,7 @@ from kctl.client.producer import (
     RecordMetadata,
 )
 from kctl.protocol import ErrorCode
-from kctl.testing import BrokerProcess, ZooKeeperServer
+from kctl.testing import BrokerProcess, ZooKeeperServer, create_topic
 
 TIMEOUT = 30.0
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
@@ -52,13 +52,6 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """One broker (3 partitions per auto-created topic) for the tests that do not restart it."""
     with running_broker(tmp_path_factory, {"num.partitions": "3"}, "producer") as process:
         yield process
-
-
-def create_topic(bootstrap: str, name: str, partitions: int = 1, **configs: str) -> str:
-    with AdminClient(bootstrap) as admin:
-        [result] = admin.create_topics([NewTopic(name, partitions, 1, configs)])
-        assert result.ok, result
-    return name
 
 
 def read_all(bootstrap: str, topic: str, partitions: int = 1) -> dict[int, list[Any]]:
@@ -309,7 +302,8 @@ def test_str_key_without_a_partition_is_partitioned_like_its_utf8_bytes(shared: 
 
 
 def test_log_append_time_topic_reports_the_broker_time(shared: BrokerProcess) -> None:
-    topic = create_topic(shared.bootstrap, unique("lat"), 1, **{"message.timestamp.type": "LogAppendTime"})
+    configs = {"message.timestamp.type": "LogAppendTime"}
+    topic = create_topic(shared.bootstrap, unique("lat"), 1, configs=configs)
     before = int(time.time() * 1000)
     with Producer(shared.bootstrap) as producer:
         metadata = producer.send(topic, b"v", timestamp=T0).result(TIMEOUT)
@@ -399,7 +393,7 @@ def test_flush_and_close(shared: BrokerProcess) -> None:
 
 
 def test_large_batches_split_when_the_topic_limit_is_smaller(shared: BrokerProcess) -> None:
-    topic = create_topic(shared.bootstrap, unique("split"), 1, **{"max.message.bytes": "20000"})
+    topic = create_topic(shared.bootstrap, unique("split"), 1, configs={"max.message.bytes": "20000"})
     with Producer(shared.bootstrap, linger_ms=100) as producer:
         futures = [producer.send(topic, b"%05d" % i + b"." * 200) for i in range(1000)]
         single = producer.send(topic, b"y" * 30_000)
@@ -556,7 +550,7 @@ def test_a_refused_batch_does_not_take_the_following_ones_with_it(shared: Broker
     """Idempotence: a batch the broker refuses leaves a gap in the sequence numbers; the batches
     already in flight behind it are refused as out of order and must be resent (with a new epoch),
     not failed."""
-    topic = create_topic(shared.bootstrap, unique("gap"), 1, **{"max.message.bytes": "20000"})
+    topic = create_topic(shared.bootstrap, unique("gap"), 1, configs={"max.message.bytes": "20000"})
     with Producer(shared.bootstrap, batch_size=4096, linger_ms=0) as producer:
         futures = []
         for i in range(3000):

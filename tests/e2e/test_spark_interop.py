@@ -15,7 +15,9 @@ import os
 from typing import Any
 
 import pytest
-from spark_support import create_topic, fill, require_pyspark, shared_session
+from spark_support import fill, require_pyspark, shared_session
+
+from kctl.testing import create_topic
 
 require_pyspark()
 

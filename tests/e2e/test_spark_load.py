@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_support import create_topic, fill, require_pyspark, shared_session
+from spark_support import fill, require_pyspark, shared_session
 
 from kctl.spark.load import plan_load, run_load
+from kctl.testing import create_topic
 
 require_pyspark()
 

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_support import BASE_TIMESTAMP, create_topic, fill, require_pyspark, shared_session
+from spark_support import BASE_TIMESTAMP, fill, require_pyspark, shared_session
 
 from kctl.client import AdminClient, Consumer, Producer, TopicPartition
+from kctl.testing import create_topic
 
 require_pyspark()
 
@@ -156,7 +157,7 @@ def test_compacted_gaps_are_skipped_exactly(spark: Any, bootstrap: str) -> None:
     """After compaction the ranges have offsets without records: every range still ends (at its
     end offset, even one whose last record was removed) and gives exactly the records left."""
     configs = {"cleanup.policy": "compact", "segment.bytes": "1024", "min.cleanable.dirty.ratio": "0.01"}
-    create_topic(bootstrap, "compacted", 1, configs)
+    create_topic(bootstrap, "compacted", 1, configs=configs)
     tp = TopicPartition("compacted", 0)
     with Producer(bootstrap, {"linger.ms": "0"}) as producer:
         for i in range(200):  # ten keys, twenty versions each
@@ -239,7 +240,7 @@ def test_security_properties_and_named_clusters_reach_the_client(
 
 
 def test_write_fails_the_task_when_delivery_fails(spark: Any, bootstrap: str) -> None:
-    create_topic(bootstrap, "tiny", 1, {"max.message.bytes": "1000"})
+    create_topic(bootstrap, "tiny", 1, configs={"max.message.bytes": "1000"})
     df = spark.createDataFrame([(b"x" * 5000,)], "value binary")
     with pytest.raises(Exception, match=r"not delivered|MESSAGE_TOO_LARGE|RECORD_TOO_LARGE"):
         (
