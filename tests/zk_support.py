@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from kctl.client import Producer, TopicPartition
+from kctl.client import TopicPartition
 from kctl.client.zkgroup import ZkGroupConsumer
-from kctl.testing import create_topic, wait_for
+from kctl.testing import create_topic, produce, wait_for
 from kctl.zk.consumer_registry import ConsumerRegistry
 
 if TYPE_CHECKING:  # only annotations: the unit tests of the modules importing this stay unmarked (no e2e/zk)
@@ -37,10 +37,9 @@ class ZkCluster:
             wait_for(lambda: zk.partitions(name), f"topic {name} in ZooKeeper", 10)
 
     def produce(self, topic: str, partitions: int, count: int, start: int = 0) -> None:
-        with Producer(self.bootstrap, {"linger.ms": "0"}) as producer:
-            for i in range(start, start + count):
-                producer.send(topic, f"v{i}".encode(), partition=i % partitions)
-            assert producer.flush(30) == 0
+        numbers = range(start, start + count)
+        values, targets = [f"v{i}" for i in numbers], [i % partitions for i in numbers]
+        produce(self.bootstrap, topic, values, partition=targets)
 
     def consumer_config(self, group: str, **extra: str) -> dict[str, str]:
         return {

@@ -74,7 +74,7 @@ def produce(
     values: Iterable[bytes | str | None],
     *,
     keys: Sequence[bytes | str | None] | None = None,
-    partition: int | None = None,
+    partition: int | Sequence[int] | None = None,
     partitions: int | None = None,
     config: Mapping[str, str] | None = None,
     timeout: float = 30.0,
@@ -82,14 +82,20 @@ def produce(
     """Send ``values`` (str is encoded as UTF-8) to ``topic`` with kctl's producer and wait for every
     acknowledgement; returns where each record was written, in order.
 
-    ``keys``: one per value. ``partition``: every record there; ``partitions``: the n-th value to
-    partition ``n % partitions``; neither: the partitioner's choice. ``config``: producer properties
-    (default ``linger.ms=0``). Raises the first record's error if one is refused."""
+    ``keys``: one per value. ``partition``: every record there, or one partition per value;
+    ``partitions``: the n-th value to partition ``n % partitions``; neither: the partitioner's
+    choice. ``config``: producer properties (default ``linger.ms=0``). Raises the first refused
+    record's error (a `kctl.client.KafkaError`)."""
     properties = {"linger.ms": "0", **(config or {})}
     with Producer(bootstrap, properties) as producer:
         futures = []
         for n, value in enumerate(values):
-            target = partition if partitions is None else n % partitions
+            if partitions is not None:
+                target: int | None = n % partitions
+            elif partition is None or isinstance(partition, int):
+                target = partition
+            else:
+                target = partition[n]
             key = keys[n] if keys is not None else None
             futures.append(producer.send(topic, value, key=key, partition=target))
         producer.flush(timeout)
