@@ -24,7 +24,7 @@ install: $(STAMP)
 system-deps:
 	bash scripts/install-system-deps.sh
 
-# Apache Kafka's jars (its CLI tools are a test client: tests/test_kafka_cli_tools.py), resolved from
+# Apache Kafka's jars (its CLI tools are a test client: tests/e2e/test_kafka_cli_tools.py), resolved from
 # Maven Central once into ~/.cache/kctl. If that fails this says why and those tests skip with the
 # reason; KCTL_REQUIRE_KAFKA_TOOLS=1 makes it (and them) fail instead.
 kafka-jars: install system-deps

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Corruption benchmark: many more seeded partition-damage cases than the CI suite
-(tests/test_corruption_suite.py), for the offline tool (``recover``) and broker start-up after an
+(tests/log/test_corruption_suite.py), for the offline tool (``recover``) and broker start-up after an
 unclean and a clean stop, checked against the exact-valid-prefix rule (kctl.testing.corruption).
 
 Prints, per mode, the cases run, crashes, records lost and cases per second, and the first failures;

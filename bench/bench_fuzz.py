@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Protocol fuzzing benchmark (issue 17): the longer run of tests/test_fuzz_protocol.py.
+"""Protocol fuzzing benchmark (issue 17): the longer run of tests/broker/test_fuzz_protocol.py.
 
 Starts one broker (``python -m kctl broker start``, a fresh log directory), creates a topic, and sends
 ``--frames`` mutants of the fuzzer's corpus (kctl.testing.fuzz: every API and version, client-like

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """kill -9 under acks=all load, for a long time: the Jepsen-style check of kctl.testing.jepsen with
-hundreds of kills (tests/test_jepsen_kill.py is the short version CI runs).
+hundreds of kills (tests/cluster/test_jepsen_kill.py is the short version CI runs).
 
 Two idempotent acks=all writers (confluent-kafka and kctl's own producer, ``--rate`` records/s each)
 write to a new topic of ``--partitions`` partitions. Before each fault the bench waits until every

@@ -1,4 +1,4 @@
-"""Helpers the mirror's end-to-end tests share (tests/test_mirror_e2e.py, test_mirror_cluster.py):
+"""Helpers the mirror's end-to-end tests share (tests/mirror/test_mirror_e2e.py, test_mirror_cluster.py):
 `kctl` as a subprocess, a running `kctl mirror`, records read back with `kctl consume -f jsonl`,
 confluent-kafka producing with keys, headers and timestamps, topics created and listed with
 kctl.client. A cluster is given as a BrokerProcess or a bootstrap list."""

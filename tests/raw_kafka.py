@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,18 +39,6 @@ _INT32 = struct.Struct(">i")
 def unique(prefix: str) -> str:
     """A topic name no other test uses."""
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    """Poll ``predicate`` until it returns a true value (returned) or fail after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            pytest.fail(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(0.02)  # polling interval, bounded by the deadline
 
 
 # ------------------------------------------------------------------------------------------- raw socket

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from kctl.client import AdminClient, NewTopic, Producer
+from kctl.client import Producer
 
 
 def require_pyspark() -> None:
@@ -155,12 +155,6 @@ class Sent:
 
 
 BASE_TIMESTAMP = 1_700_000_000_000
-
-
-def create_topic(bootstrap: str, name: str, partitions: int, configs: dict[str, str] | None = None) -> None:
-    with AdminClient(bootstrap) as admin:
-        [result] = admin.create_topics([NewTopic(name, partitions, 1, configs or {})])
-        assert result.ok, result
 
 
 def fill(bootstrap: str, topic: str, partitions: int, per_partition: int, *, start: int = 0) -> list[Sent]:

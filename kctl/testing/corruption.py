@@ -1,5 +1,5 @@
 """A seeded generator of partition damage and the exact-valid-prefix check, shared by
-tests/test_corruption_suite.py (thousands of cases in seconds) and bench/bench_corruption.py.
+tests/log/test_corruption_suite.py (thousands of cases in seconds) and bench/bench_corruption.py.
 
 A *template* partition directory is written once (several segments of small batches, indexes,
 clean-shutdown state). Each case copies it, applies one seeded :class:`Damage` — bit flips,

@@ -9,7 +9,7 @@ mutators, and a driver that sends the mutants over real sockets while a health p
   varints made overlong or unterminated (flexible versions); a record batch's compressed payload
   damaged, or replaced by a decompression bomb, with the batch CRC recomputed so the damage gets past
   the CRC check; record counts that disagree with the records. The frame's size prefix is kept
-  right (the framing itself is covered by tests/test_e2e_bad_input.py), so every mutant is read whole.
+  right (the framing itself is covered by tests/broker/test_e2e_bad_input.py), so every mutant is read whole.
 - **Driver** (``Fuzzer.run``): a few connections, each sending one mutant followed by an ApiVersions
   sentinel (so a request with no response, or one the broker answers by closing, is accounted for)
   and waiting for the sentinel's answer or the end of the connection. A frame whose sentinel is not

@@ -19,7 +19,7 @@ faults (a nemesis) for one broker or a `LocalCluster`.
 - `Campaign`: runs faults one after another under the loads (each waits for every writer to make
   progress first, so faults land under load), then stops the writers, reads back, checks.
 
-Used by tests/test_jepsen_kill.py (a short run in CI) and bench/bench_jepsen.py (hundreds of kills).
+Used by tests/cluster/test_jepsen_kill.py (a short run in CI) and bench/bench_jepsen.py (hundreds of kills).
 """
 
 from __future__ import annotations

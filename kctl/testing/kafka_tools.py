@@ -142,7 +142,7 @@ def main() -> int:
     except KafkaJarsUnavailable as error:
         print(
             f"WARNING: Apache Kafka {KAFKA_VERSION}'s jars are unavailable: {error}\n"
-            "WARNING: the tests running Kafka's own tools (tests/test_kafka_cli_tools.py) will be skipped",
+            "WARNING: the tests running Kafka's own tools (tests/e2e/test_kafka_cli_tools.py) are skipped",
             file=sys.stderr,
         )
         return 1

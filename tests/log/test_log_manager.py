@@ -1,0 +1,151 @@
+"""LogManager: directory lock, meta.properties, checkpoints, clean shutdown, placement, kill -9."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from conftest import make_batch
+
+from kctl.log.checkpoint import CorruptCheckpointError, read_checkpoint, write_checkpoint
+from kctl.log.manager import (
+    CLEAN_SHUTDOWN_FILE,
+    InconsistentMetadataError,
+    LogDirLockedError,
+    LogManager,
+    is_locked,
+    read_meta_properties,
+)
+from kctl.log.naming import TopicPartition, parse_partition_dir, partition_dir_name, validate_topic_name
+from kctl.records.reader import iter_batches
+
+TP = TopicPartition("orders", 0)
+
+
+def test_second_manager_on_the_same_directory_is_refused(tmp_path):
+    with LogManager([tmp_path], broker_id=1):
+        assert is_locked(tmp_path)
+        with pytest.raises(LogDirLockedError):
+            LogManager([tmp_path], broker_id=1)
+    assert not is_locked(tmp_path)
+    LogManager([tmp_path], broker_id=1).close()
+
+
+def test_meta_properties_bind_the_directory_to_a_broker(tmp_path):
+    LogManager([tmp_path], broker_id=3, cluster_id="abcdefghijklmnopqrstuv").close()
+    meta = read_meta_properties(tmp_path)
+    assert (meta.broker_id, meta.cluster_id) == (3, "abcdefghijklmnopqrstuv")
+    with pytest.raises(InconsistentMetadataError):
+        LogManager([tmp_path], broker_id=4)
+    assert not is_locked(tmp_path)  # a failed open releases the lock
+
+
+def test_clean_shutdown_writes_checkpoints_and_marker(tmp_path):
+    manager = LogManager([tmp_path], broker_id=0)
+    log = manager.get_or_create_log(TP)
+    log.append(make_batch(7))
+    manager.close()
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+    assert read_checkpoint(tmp_path / "recovery-point-offset-checkpoint") == {TP: 7}
+    assert read_checkpoint(tmp_path / "log-start-offset-checkpoint") == {TP: 0}
+    manager = LogManager([tmp_path], broker_id=0)
+    assert manager.had_clean_shutdown[tmp_path.resolve()]
+    assert not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+    assert manager.get_log(TP).recovery_plan == []
+    assert manager.get_log(TP).log_end_offset == 7
+    manager.close()
+
+
+def test_partitions_spread_over_directories_and_reload(tmp_path):
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    manager = LogManager(dirs, broker_id=0)
+    for partition in range(4):
+        manager.get_or_create_log(TopicPartition("t", partition)).append(make_batch(1))
+    assert len(os.listdir(dirs[0])) == len(os.listdir(dirs[1]))
+    manager.close()
+    manager = LogManager(dirs, broker_id=0)
+    assert sorted(manager.all_logs()) == [TopicPartition("t", p) for p in range(4)]
+    manager.close()
+
+
+def test_delete_log_removes_the_directory(tmp_path):
+    manager = LogManager([tmp_path], broker_id=0)
+    log = manager.get_or_create_log(TP)
+    log.append(make_batch(1))
+    assert manager.delete_log(TP)
+    assert not log.directory.exists() and manager.get_log(TP) is None
+    manager.close()
+
+
+def test_topic_names_are_validated():
+    for bad in ["", ".", "..", "a/b", "x" * 250, "spaces here"]:
+        with pytest.raises(ValueError):
+            validate_topic_name(bad)
+    validate_topic_name("my_topic.v1-x")
+    assert parse_partition_dir("my_topic_12") == TopicPartition("my_topic", 12)
+    assert parse_partition_dir("my_topic") is None
+
+
+def test_one_topic_partition_type_prints_as_kafka_and_names_its_directory_explicitly():
+    from kctl.client.types import TopicPartition as ClientTopicPartition
+    from kctl.common.topic_partition import TopicPartition as CommonTopicPartition
+
+    assert TopicPartition is ClientTopicPartition is CommonTopicPartition
+    tp = TopicPartition("my_topic", 12)
+    assert str(tp) == "my_topic-12"
+    assert partition_dir_name(tp) == "my_topic_12"
+    assert parse_partition_dir(partition_dir_name(tp)) == tp
+
+
+def test_checkpoint_round_trip_and_corruption(tmp_path):
+    path = tmp_path / "cp"
+    write_checkpoint(path, {TopicPartition("a_b", 1): 5, TopicPartition("c", 0): 9})
+    assert read_checkpoint(path) == {TopicPartition("a_b", 1): 5, TopicPartition("c", 0): 9}
+    path.write_text("0\n2\na 0 1\n")
+    with pytest.raises(CorruptCheckpointError):
+        read_checkpoint(path)
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, {tests!r})
+    from conftest import make_batch
+    from kctl.log.manager import LogManager
+    from kctl.log.naming import TopicPartition
+    manager = LogManager([{log_dir!r}], broker_id=0)
+    log = manager.get_or_create_log(TopicPartition("orders", 0))
+    for i in range(100000):
+        info = log.append(make_batch(5, start=i * 5))
+        print(info.last_offset, flush=True)
+    """
+)
+
+
+def test_kill_9_loses_no_acknowledged_record(tmp_path):
+    tests_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    script = WRITER.format(tests=tests_dir, log_dir=str(tmp_path))
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    acknowledged = -1
+    assert process.stdout is not None
+    for line in process.stdout:
+        acknowledged = int(line)
+        if acknowledged >= 2000:
+            break
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+    assert acknowledged >= 2000
+    manager = LogManager([tmp_path], broker_id=0)
+    log = manager.get_log(TP)
+    assert log.log_end_offset > acknowledged
+    offset, values = 0, []
+    while offset <= acknowledged:
+        for batch in iter_batches(log.read_bytes(offset, 1 << 20)):
+            values += [(r.offset, r.value.split(b":")[0]) for r in batch.records]
+        offset = values[-1][0] + 1
+    assert [v for v in values[: acknowledged + 1]] == [(i, b"%d" % i) for i in range(acknowledged + 1)]
+    manager.close()
