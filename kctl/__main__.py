@@ -7,7 +7,7 @@ Errors go to stderr as ``kctl: error: <message>``; a traceback is printed only w
 variable KCTL_DEBUG is set to 1. A closed stdout (`kctl ... | head -1`) ends the command quietly
 with 0.
 
-Start-up is kept short (tests/test_cli_startup.py): `kctl --version` is answered before typer and
+Start-up is kept short (tests/cli/test_cli_startup.py): `kctl --version` is answered before typer and
 the command tree are imported, and the command modules import the client, the broker and the other
 heavy libraries inside the commands that use them.
 """

@@ -137,7 +137,7 @@ def help_app() -> typer.Typer:
     """The root with every group as `kctl --help` lists it (name, help) but without the group's
     commands, which that help does not show, and without importing the group modules: the help
     texts come from kctl/commands/group_help.py, which scripts/gen_docs.py generates
-    (tests/test_cli_startup.py compares the two helps)."""
+    (tests/cli/test_cli_startup.py compares the two helps)."""
     from kctl.commands.group_help import GROUP_HELP
 
     listing = new_root()

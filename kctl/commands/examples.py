@@ -1,7 +1,7 @@
 """Examples of kctl's commands: what the EXAMPLES section of each man page shows.
 
 One entry per command (its full name, as on the command line) with (what it does, the command line).
-scripts/gen_docs.py renders them into man/; tests/test_generated_docs.py checks that every command
+scripts/gen_docs.py renders them into man/; tests/meta/test_generated_docs.py checks that every command
 has examples and that each one parses against the command tree, so an example cannot name an
 option that no longer exists. A group's page shows the first example of each of its commands.
 """

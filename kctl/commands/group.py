@@ -48,7 +48,7 @@ app = typer.Typer(
 GROUP_NOT_FOUND = "GROUP_ID_NOT_FOUND"
 STATES = ("Empty", "Stable", "PreparingRebalance", "CompletingRebalance", "Dead")
 """Kafka's group states, as `kctl.client.group.STATES` has them: repeated here for `--state`'s help,
-so that `kctl group --help` starts without the client (tests/test_cli_startup.py checks they agree)."""
+so that `kctl group --help` starts without the client (tests/cli/test_cli_startup.py checks they agree)."""
 
 GroupsArgument = Annotated[list[str], typer.Argument(metavar="GROUP...", help="Group ids.")]
 TopicScopeOption = Annotated[

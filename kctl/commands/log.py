@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from kctl.log.config import LogConfig
 
 # kctl.log and kctl.records are imported in the functions that use them, so that `kctl log --help`
-# starts without them (tests/test_cli_startup.py).
+# starts without them (tests/cli/test_cli_startup.py).
 
 
 def readable_timestamp(ms: int) -> str:

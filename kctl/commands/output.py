@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from rich.progress import Progress, ProgressColumn
 
 # rich's tables and progress bars and tabulate are imported where they are used: `kctl --version`,
-# `--help` and the offline log tools start without them (tests/test_cli_startup.py).
+# `--help` and the offline log tools start without them (tests/cli/test_cli_startup.py).
 
 
 class OutputFormat(enum.StrEnum):

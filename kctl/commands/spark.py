@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 FILE_FORMATS = ("parquet",)
 """The output file formats, as `kctl.spark.load.FILE_FORMATS` has them: repeated here for the help, so
-that `kctl spark --help` starts without pyspark's side of kctl (tests/test_cli_startup.py checks)."""
+that `kctl spark --help` starts without pyspark's side of kctl (tests/cli/test_cli_startup.py checks)."""
 
 app = typer.Typer(
     help="Spark jobs over kctl topics (needs the spark extra: pip install 'kctl[spark]').",

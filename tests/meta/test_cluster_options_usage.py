@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-COMMANDS = Path(__file__).resolve().parent.parent / "kctl" / "commands"
+COMMANDS = Path(__file__).resolve().parents[2] / "kctl" / "commands"
 BY_HAND = {"ConfigFileOption", "ConfigOverrideOption", "BootstrapServerOption"}
 EXPECTED = {
     ("broker.py", "start"),
