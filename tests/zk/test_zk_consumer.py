@@ -298,10 +298,15 @@ def test_session_expiry_drops_the_partitions_then_registers_and_rebalances_again
     twin.start(timeout=10)
     twin.stop()
     twin.close()
+    def state() -> str:
+        events = [(e, str(tp)) for _, e, tp in consumer.history[-6:]]
+        return f"; last events {events}, runner error {runners[0].error!r}, alive {runners[0].is_alive()}"
+
     wait_for(
         lambda: any(event == "lost" for _, event, _ in consumer.history),
         "the partitions to be dropped",
         30,
+        describe=state,
     )
     wait_for(
         lambda: [e for _, e, _ in consumer.history].count("claimed") == 4 and len(consumer.owned) == 2,

@@ -218,7 +218,10 @@ class ZkGroupConsumer(Consumer):
         gc = self.group_config
         if gc.auto_commit_enable and time.monotonic() >= self._next_auto_commit:
             self._next_auto_commit = time.monotonic() + gc.auto_commit_interval_ms / 1000.0
-            self._commit()
+            try:
+                self._commit()
+            except KazooException as error:  # session expired or connection lost: at the next interval
+                log.warning("auto commit of group %s failed: %r", self.group_id, error)
 
     def _lose_everything(self) -> None:
         """The session expired: our owner znodes are gone; stop reading everything we held."""
