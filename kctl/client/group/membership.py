@@ -406,14 +406,8 @@ class GroupMembership:
         concurrent.futures.Future[dict[TopicPartition, OffsetAndMetadata]]
         | dict[TopicPartition, OffsetAndMetadata]
     ):
-        """Commit offsets (OffsetCommit, with this member's generation; generation -1 when it is not
-        a member). ``offsets``: partition -> the offset of the next record to read (or an
-        ``OffsetAndMetadata``); None commits ``positions()`` of the assigned partitions.
-
-        Synchronous: returns the offsets committed, or raises ``CommitFailedError`` (after a
-        rebalance took the partitions away, the commit fails and the member rejoins). Asynchronous:
-        returns a Future; ``callback(offsets, error)`` runs in the thread that calls ``poll`` or
-        ``close``."""
+        """Commit offsets: ``OffsetCommitter.commit`` (its docstring says what each argument does),
+        once the member is checked to be open."""
         self._check_open()
         return self.committer.commit(offsets, asynchronous=asynchronous, callback=callback, timeout=timeout)
 
