@@ -39,6 +39,7 @@ from kctl.zk.model import BrokerRegistration, RegistryError, parse_endpoint
 from kctl.zk.registry import (
     CONFIGS,
     CONTROLLER,
+    PARTITIONS,
     SESSION,
     SESSION_CONNECTED,
     SESSION_EXPIRED,
@@ -199,7 +200,7 @@ class Broker:
             registry=registry if self.replicated else None,
             fetchers=fetchers,
             replicated=self.replicated,
-            on_isr_conflict=lambda: self._refresh_metadata("partitions"),
+            on_isr_conflict=lambda: self._on_registry_change(PARTITIONS),
         )
 
     def _inter_broker_endpoint(self, broker_id: int) -> tuple[str, int, str | None] | None:

@@ -24,6 +24,7 @@ from typing import Protocol
 from kctl.broker.errors import ApiError
 from kctl.broker.metadata_cache import MetadataCache
 from kctl.broker.partition import Partition
+from kctl.broker.replication.alter_partition import AlterPartitionManager, IsrChange
 from kctl.broker.replication.fetcher import ReplicaFetcherManager
 from kctl.log.config import LogConfig
 from kctl.log.files import FileRegion, LogStorageError
@@ -34,13 +35,14 @@ from kctl.log.producer_state import InvalidProducerEpochError, OutOfOrderSequenc
 from kctl.protocol.errors import ErrorCode
 from kctl.records.header import InvalidRecordBatch
 from kctl.records.validate import InvalidRecordError, RecordError, RecordValidationError
-from kctl.zk.model import PartitionState, PartitionStateConflictError, RegistryError, TopicRecord
+from kctl.zk.model import PartitionState, TopicRecord
 from kctl.zk.registry import ClusterMembership, TopicStore
 
 
 class ReplicaRegistry(TopicStore, ClusterMembership, Protocol):
     """What the replica manager uses of the registry: partition states (ISR changes) and the
     controlled shutdown requests (no ISR expansion to a broker that is leaving)."""
+
 
 log = logging.getLogger("kctl.broker.replica_manager")
 
@@ -91,7 +93,7 @@ class ReplicaManager:
         self._now_ms = now_ms or (lambda: int(asyncio.get_running_loop().time() * 1000))
         self._on_isr_conflict = on_isr_conflict
         self._tasks: set[asyncio.Task[None]] = set()
-        self._shutdown_read: asyncio.Future[set[int]] | None = None  # shared by ISR expansions
+        self._isr_writes: AlterPartitionManager | None = None  # the ISR changes, batched
         self._creating: set[TopicPartition] = set()  # logs a task is creating
         self._created: set[TopicPartition] = set()  # logs it created, not yet taken up by sync()
         self.after_background_create: Callable[[], None] = self.sync
@@ -436,81 +438,34 @@ class ReplicaManager:
         partition.isr_update_pending = True
         # the high watermark counts joining replicas until the write is done (maximal ISR)
         partition.isr_pending_additions = tuple(r for r in new_isr if r not in partition.isr)
-        task = asyncio.get_running_loop().create_task(self._update_isr(partition, new_isr, why))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _update_isr(self, partition: Partition, new_isr: tuple[int, ...], why: str) -> None:
-        tp = partition.topic_partition
-        epoch, expected = partition.leader_epoch, partition.partition_epoch
+        if self._isr_writes is None:
+            self._isr_writes = AlterPartitionManager(
+                self.registry, on_stored=self._isr_stored, on_conflict=self._on_isr_conflict
+            )
         state = PartitionState(
             leader=self.broker_id,
-            leader_epoch=epoch,
+            leader_epoch=partition.leader_epoch,
             isr=new_isr,
             controller_epoch=partition.controller_epoch,
         )
-        registry = self.registry
-        assert registry is not None
-        added = set(new_isr) - set(partition.isr)
-        try:
-            if added:
-                leaving = await self._shutting_down_brokers(registry)
-                allowed = self._without_shutting_down(leaving, state, added)
-                if allowed is None:
-                    return
-                state = allowed
-            stored = await asyncio.to_thread(
-                registry.set_partition_state, tp.topic, tp.partition, state, expected_partition_epoch=expected
-            )
-        except PartitionStateConflictError:
-            log.info("%s: ISR change (%s) lost a race: re-reading the state", tp, why)
-            if self._on_isr_conflict is not None:
-                self._on_isr_conflict()
-            return
-        except RegistryError as error:
-            log.warning("%s: could not write the ISR (%s): %s", tp, why, error)
-            return
-        finally:
-            partition.isr_update_pending = False
-            partition.isr_pending_additions = ()
+        self._isr_writes.submit(IsrChange(partition, state, partition.partition_epoch, partition.isr, why))
+
+    def _isr_stored(self, change: IsrChange, stored: PartitionState) -> None:
+        """The registry has ``change``: take it up, unless the partition moved on meanwhile."""
+        partition = change.partition
+        tp = partition.topic_partition
         if (
             self.partitions.get(tp) is not partition
             or not partition.is_leader
-            or partition.leader_epoch != epoch
+            or partition.leader_epoch != change.state.leader_epoch
         ):
             return
-        log.info("%s: ISR %s -> %s (%s)", tp, list(partition.isr), list(stored.isr), why)
+        log.info("%s: ISR %s -> %s (%s)", tp, list(change.previous_isr), list(stored.isr), change.why)
         partition.update_state(
             stored.isr, partition.replicas, stored.partition_epoch, stored.controller_epoch
         )
         partition.maybe_advance_high_watermark()
         partition.complete_acks()
-
-    async def _shutting_down_brokers(self, registry: ReplicaRegistry) -> set[int]:
-        """The brokers that asked for a controlled shutdown, read from the registry (the metadata
-        cache may not have heard of a request yet). Expansions decided while a read is in flight
-        share it: a wide topic's hundreds of followers catching up at once cost one read, not one
-        each."""
-        pending = self._shutdown_read
-        if pending is None or pending.done():
-            pending = self._shutdown_read = asyncio.ensure_future(
-                asyncio.to_thread(lambda: set(registry.controlled_shutdown_requests()))
-            )
-        return await asyncio.shield(pending)
-
-    @staticmethod
-    def _without_shutting_down(
-        leaving_brokers: set[int], state: PartitionState, added: set[int]
-    ) -> PartitionState | None:
-        """``state`` without the ``added`` brokers that asked for a controlled shutdown; None when
-        nothing is left to add."""
-        leaving = added & leaving_brokers
-        if not leaving:
-            return state
-        if leaving == added:
-            return None
-        isr = tuple(r for r in state.isr if r not in leaving)
-        return PartitionState(state.leader, state.leader_epoch, isr, state.controller_epoch)
 
     async def stop_fetching(self) -> None:
         """Stop every replica fetcher for good (a broker whose controlled shutdown is done: Kafka
@@ -521,4 +476,6 @@ class ReplicaManager:
     async def close(self) -> None:
         for task in list(self._tasks):
             task.cancel()
+        if self._isr_writes is not None:
+            await self._isr_writes.close()
         await self.stop_fetching()

@@ -605,6 +605,45 @@ class EmbeddedRegistry(Registry):
             self._notify(PARTITIONS)
         return stored
 
+    def alter_partition_states(
+        self, updates: list[PartitionStateUpdate]
+    ) -> dict[tuple[str, int], PartitionState | RegistryError]:
+        outcome: dict[tuple[str, int], PartitionState | RegistryError] = {}
+        with self._open():
+            previous: dict[tuple[str, int], PartitionState] = {}
+            for update in updates:
+                key, where = (update.topic, update.partition), f"{update.topic}-{update.partition}"
+                entry = self._topics.get(update.topic)
+                current = None if entry is None else entry.states.get(update.partition)
+                if entry is None or current is None or update.partition not in entry.assignment:
+                    outcome[key] = UnknownTopicError(f"Partition {where} does not exist.")
+                    continue
+                if current.partition_epoch != update.expected_partition_epoch:
+                    outcome[key] = PartitionStateConflictError(
+                        f"Partition {where} is at partition epoch {current.partition_epoch}, "
+                        f"not {update.expected_partition_epoch}"
+                    )
+                    continue
+                previous.setdefault(key, current)
+                state = update.state
+                outcome[key] = entry.states[update.partition] = PartitionState(
+                    state.leader,
+                    state.leader_epoch,
+                    state.isr,
+                    state.controller_epoch,
+                    current.partition_epoch + 1,
+                )
+            if previous:
+                try:
+                    self._save()
+                except BaseException:
+                    for (topic, partition), old in previous.items():
+                        self._topics[topic].states[partition] = old
+                    raise
+        if previous:
+            self._notify(PARTITIONS)
+        return outcome
+
     # -- reassignment ------------------------------------------------------------------------------
     def set_topic_assignment(
         self,

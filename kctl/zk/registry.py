@@ -49,6 +49,7 @@ from kctl.zk.model import (
     OngoingReassignment,
     PartitionState,
     PartitionStateUpdate,
+    RegistryError,
     TopicRecord,
 )
 from kctl.zk.quota_store import QuotaStore
@@ -169,6 +170,18 @@ class TopicStore(Protocol):
         ignored). With ``expected_partition_epoch``, write only if the stored state still has that
         epoch (-1: only if there is none yet), else raise PartitionStateConflictError. Raises
         UnknownTopicError for an unknown topic or partition."""
+
+    @abstractmethod
+    def alter_partition_states(
+        self, updates: list[PartitionStateUpdate]
+    ) -> dict[tuple[str, int], PartitionState | RegistryError]:
+        """The partition leaders' write of their ISR changes (Kafka's AlterPartition): each update
+        is stored or refused on its own, conditional on its expected partition epoch (at least 0: a
+        leader only changes a state that exists). Returns, by (topic, partition), the state as
+        stored (with its new partition epoch) or the error that refused it:
+        PartitionStateConflictError when the stored state moved on, UnknownTopicError when the
+        partition is gone. ZooKeeper pipelines the writes: one round trip for the whole batch, so a
+        leader of a wide topic whose followers all caught up at once writes their ISRs in one go."""
 
     @abstractmethod
     def set_partition_states(

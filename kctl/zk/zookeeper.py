@@ -271,6 +271,11 @@ class ZooKeeperRegistry(Registry):
     ) -> dict[tuple[str, int], PartitionState]:
         return self._topics.set_partition_states(updates, fence)
 
+    def alter_partition_states(
+        self, updates: list[PartitionStateUpdate]
+    ) -> dict[tuple[str, int], PartitionState | RegistryError]:
+        return self._topics.alter_partition_states(updates)
+
     def partition_states(self, topic: str) -> dict[int, PartitionState]:
         return self._topics.partition_states(topic)
 

@@ -275,6 +275,44 @@ class ZooKeeperTopics(ZooKeeperPart, TopicStore):
             partition_epoch=version,
         )
 
+    def alter_partition_states(
+        self, updates: list[PartitionStateUpdate]
+    ) -> dict[tuple[str, int], PartitionState | RegistryError]:
+        client = self._zk_client()
+        outcome: dict[tuple[str, int], PartitionState | RegistryError] = {}
+        with self._zk(f"write the ISR of {len(updates)} partition(s)"):
+            pending = [
+                (
+                    update,
+                    client.set_async(
+                        TopicPartitionStateZNode.path(update.topic, update.partition),
+                        TopicPartitionStateZNode.encode(update.state),
+                        version=update.expected_partition_epoch,
+                    ),
+                )
+                for update in updates
+            ]
+            for update, result in pending:
+                where = f"{update.topic}-{update.partition}"
+                key = (update.topic, update.partition)
+                try:
+                    stat = result.get(timeout=self._op_timeout)
+                except BadVersionError:
+                    outcome[key] = PartitionStateConflictError(
+                        f"Partition {where} is not at partition epoch {update.expected_partition_epoch}"
+                    )
+                    continue
+                except NoNodeError:
+                    outcome[key] = UnknownTopicError(f"Partition {where} does not exist.")
+                    continue
+                state = update.state
+                outcome[key] = PartitionState(
+                    state.leader, state.leader_epoch, state.isr, state.controller_epoch, stat.version
+                )
+        if any(isinstance(value, PartitionState) for value in outcome.values()):
+            self._notify(PARTITIONS)
+        return outcome
+
     def _write_state(self, client: KazooClient, topic: str, partition: int, data: bytes) -> int:
         path = TopicPartitionStateZNode.path(topic, partition)
         for _ in range(_RETRIES):

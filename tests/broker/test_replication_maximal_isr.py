@@ -37,10 +37,10 @@ class SlowIsrWrites(EmbeddedRegistry):
         self.release = threading.Event()
         self.holding = False
 
-    def set_partition_state(self, *args: Any, **kwargs: Any) -> PartitionState:
+    def alter_partition_states(self, *args: Any, **kwargs: Any) -> Any:
         if self.holding:
             assert self.release.wait(10), "the ISR write was never released"
-        return super().set_partition_state(*args, **kwargs)
+        return super().alter_partition_states(*args, **kwargs)
 
 
 def test_the_high_watermark_waits_for_a_joining_follower(tmp_path: Path) -> None:

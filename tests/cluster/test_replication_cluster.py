@@ -54,6 +54,16 @@ def registry(cluster: LocalCluster):  # type: ignore[no-untyped-def]
         yield reg
 
 
+def describe_isrs(states: dict[int, PartitionState], replicas: list[int]) -> str:
+    """How many partitions have each ISR (and which lack a state), for a timeout's message."""
+    counts: dict[str, int] = {}
+    for state in states.values():
+        key = f"leader {state.leader} isr {sorted(state.isr)}"
+        counts[key] = counts.get(key, 0) + 1
+    lacking = [p for p, state in states.items() if sorted(state.isr) != replicas]
+    return f"{len(states)} states: {counts}; not yet {replicas}: {lacking[:20]}"
+
+
 def create_topic(cluster: LocalCluster, name: str, *, min_isr: int = 2) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     futures = admin.create_topics(
@@ -511,4 +521,5 @@ def test_a_follower_keeps_answering_while_it_creates_a_wide_topics_logs(cluster:
             ),
             f"broker {follower} to join the ISR of the wide topic's partitions",
             60,
+            describe=lambda: describe_isrs(registry.partition_states(topic), replicas),
         )

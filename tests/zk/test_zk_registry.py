@@ -20,6 +20,7 @@ from kctl.zk.model import (
     InvalidTopicError,
     PartitionState,
     PartitionStateConflictError,
+    PartitionStateUpdate,
     RegistryUnavailableError,
     TopicExistsError,
     TopicRecord,
@@ -284,6 +285,38 @@ def test_conditional_partition_state_writes(registry: Registry) -> None:
     with pytest.raises(PartitionStateConflictError):
         registry.set_partition_state("t", 0, PartitionState(-1, 2, ()), expected_partition_epoch=0)
     assert registry.partition_states("t") == {0: second}
+
+
+def test_a_leaders_isr_changes_are_stored_or_refused_each_on_its_own(registry: Registry) -> None:
+    registry.create_topic("t", {0: (1, 2), 1: (1, 2), 2: (1, 2)}, {})
+    registry.create_topic("gone", {0: (1, 2)}, {})
+    for partition in (0, 1, 2):
+        registry.set_partition_state("t", partition, PartitionState(1, 0, (1,)), expected_partition_epoch=-1)
+    registry.set_partition_state("t", 1, PartitionState(1, 1, (1,)))  # moved on to partition epoch 1
+    registry.set_partition_state("gone", 0, PartitionState(1, 0, (1,)))
+    registry.delete_topic("gone")
+    seen = Notifications()
+    registry.add_listener(seen)
+
+    outcome = registry.alter_partition_states(
+        [
+            PartitionStateUpdate("t", 0, PartitionState(1, 0, (1, 2)), expected_partition_epoch=0),
+            PartitionStateUpdate("t", 1, PartitionState(1, 0, (1, 2)), expected_partition_epoch=0),
+            PartitionStateUpdate("t", 2, PartitionState(1, 0, (1, 2), controller_epoch=3), 0),
+            PartitionStateUpdate("gone", 0, PartitionState(1, 0, (1, 2)), expected_partition_epoch=0),
+        ]
+    )
+
+    assert outcome[("t", 0)] == PartitionState(1, 0, (1, 2), partition_epoch=1)
+    assert isinstance(outcome[("t", 1)], PartitionStateConflictError)
+    assert outcome[("t", 2)] == PartitionState(1, 0, (1, 2), controller_epoch=3, partition_epoch=1)
+    assert isinstance(outcome[("gone", 0)], UnknownTopicError)
+    assert registry.partition_states("t") == {
+        0: outcome[("t", 0)],
+        1: PartitionState(1, 1, (1,), partition_epoch=1),
+        2: outcome[("t", 2)],
+    }
+    assert "partitions" in seen.reasons
 
 
 # -- persistence ----------------------------------------------------------------------------------
