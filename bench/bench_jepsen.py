@@ -17,17 +17,26 @@ Then the writers stop, the topic is read back and checked. Prints: kills survive
 acknowledged, lost, duplicates, reordered, offsets reused (each of the last four must be 0), the
 delivery failures the writers reported, and the elapsed time. Exit status 1 when a check fails.
 
-Usage: python bench/bench_jepsen.py [--kills 200] [--cluster] [--rate 300] [--progress 200]
-       [--partitions 3] [--pause-every 10] [--seed 17]
+- ``--nemesis leaders|zookeeper|zombie|all``: a 3-broker cluster on a 3-server ZooKeeper ensemble
+  (quorum mode), each broker reaching it through TCP proxies of its own; each fault is drawn from
+  the chosen nemeses: leaders killed or paused (as ``--cluster``), ZooKeeper's leader killed or
+  paused, a ZooKeeper follower killed, the quorum lost for 1-4 s, or a partition leader cut from
+  ZooKeeper only (the zombie leader) until another broker leads.
+
+Usage: python bench/bench_jepsen.py [--kills 200 | --faults 300] [--cluster] [--nemesis all]
+       [--rate 300] [--progress 200] [--partitions 3] [--pause-every 10] [--seed 17]
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import re
 import sys
 import tempfile
 import time
+from collections import Counter
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -35,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from kctl.testing import BrokerProcess, LocalCluster  # noqa: E402 - this checkout's kctl
+from kctl.testing import BrokerProcess, LocalCluster, ZooKeeperEnsemble  # noqa: E402 - this checkout's kctl
 from kctl.testing.cluster_clients import create_topic  # noqa: E402
 from kctl.testing.cluster_view import ClusterView  # noqa: E402
 from kctl.testing.jepsen import (  # noqa: E402
@@ -46,6 +55,14 @@ from kctl.testing.jepsen import (  # noqa: E402
     kill_and_restart,
     kill_leader,
     pause_leader,
+)
+from kctl.testing.nemesis_zookeeper import (  # noqa: E402
+    ZooKeeperLinks,
+    isolate_leader_from_zookeeper,
+    kill_zookeeper_follower,
+    kill_zookeeper_leader,
+    lose_zookeeper_quorum,
+    pause_zookeeper_leader,
 )
 
 TOPIC = "jepsen"
@@ -111,30 +128,96 @@ def run_cluster(args: argparse.Namespace, base: Path, rng: random.Random) -> tup
         return campaign, campaign.finish(bootstrap, TOPIC, args.partitions)
 
 
+NEMESES = ("leaders", "zookeeper", "zombie")
+"""--nemesis choices (``all`` mixes them): leaders killed/paused; ZooKeeper's own servers killed,
+paused, a quorum lost; a leader cut from ZooKeeper only."""
+
+
+def _zookeeper_fault(ensemble: ZooKeeperEnsemble, rng: random.Random) -> Callable[[], str]:
+    choice = rng.randrange(4)
+    if choice == 0:
+        return partial(kill_zookeeper_leader, ensemble)
+    if choice == 1:
+        return partial(pause_zookeeper_leader, ensemble)
+    if choice == 2:
+        return partial(kill_zookeeper_follower, ensemble)
+    return partial(lose_zookeeper_quorum, ensemble, hold_s=rng.uniform(1.0, 4.0))
+
+
+def run_nemeses(args: argparse.Namespace, base: Path, rng: random.Random) -> tuple[Campaign, Verdict]:
+    """A 3-broker cluster on a 3-server ZooKeeper ensemble, each broker reaching it through proxies
+    of its own (kctl.testing.nemesis_zookeeper), under the faults of ``--nemesis``."""
+    kinds = NEMESES if args.nemesis == "all" else (args.nemesis,)
+    with ZooKeeperEnsemble(base / "zookeeper", 3) as ensemble:
+        cluster = LocalCluster(base / "cluster", 3, properties=CLUSTER_PROPERTIES, zookeeper=ensemble)
+        links = ZooKeeperLinks(cluster, ensemble)
+        try:
+            with cluster, ClusterView(cluster.zookeeper_connect) as view:
+                bootstrap = cluster.bootstrap_servers
+                create_topic(bootstrap, TOPIC, args.partitions, 3, {"min.insync.replicas": "2"})
+                view.wait_for_full_isr(TOPIC, args.partitions, timeout=60)
+                campaign = _campaign(bootstrap, args.rate).start()
+                try:
+                    for done in range(args.kills):
+                        kind = rng.choice(kinds)
+                        partition = rng.randrange(args.partitions)
+                        if kind == "zookeeper":
+                            fault = _zookeeper_fault(ensemble, rng)
+                        elif kind == "zombie":
+                            fault = partial(
+                                isolate_leader_from_zookeeper, links, view, TOPIC, partition, campaign.loads
+                            )
+                        elif args.pause_every and (done + 1) % args.pause_every == 0:
+                            fault = partial(pause_leader, cluster, view, TOPIC, partition, campaign.loads)
+                        else:
+                            fault = partial(kill_leader, cluster, view, TOPIC, partition)
+                        campaign.inject(fault, progress=rng.randint(10, args.progress))
+                        _progress(args, rng, done + 1)
+                except BaseException:
+                    campaign.stop()
+                    raise
+                return campaign, campaign.finish(bootstrap, TOPIC, args.partitions)
+        finally:
+            links.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--kills", type=int, default=200, help="faults to inject (default 200)")
+    parser.add_argument("--kills", type=int, help="faults to inject (default 200)")
     parser.add_argument("--cluster", action="store_true", help="a 3-broker cluster with RF=3")
     parser.add_argument("--rate", type=float, default=300.0, help="records/s per writer (default 300)")
     parser.add_argument("--progress", type=int, default=200, help="most acks per writer between faults")
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--pause-every", type=int, default=10, help="--cluster: every Nth fault is a SIGSTOP")
+    parser.add_argument(
+        "--nemesis",
+        choices=[*NEMESES, "all"],
+        help="a 3-broker cluster on a 3-server ZooKeeper ensemble under these faults (implies --cluster)",
+    )
+    parser.add_argument("--faults", type=int, dest="kills", help="the same as --kills")
     parser.add_argument("--seed", type=int, default=17)
     args = parser.parse_args()
+    if args.kills is None:
+        args.kills = 200
     rng = random.Random(args.seed)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="bench-jepsen-") as directory:
-        runner = run_cluster if args.cluster else run_single
+        runner = run_nemeses if args.nemesis else run_cluster if args.cluster else run_single
         campaign, verdict = runner(args, Path(directory), rng)
     elapsed = time.monotonic() - started
     kills = sum(1 for fault in campaign.faults_done if fault.startswith("kill -9"))
     pauses = len(campaign.faults_done) - kills
     setup = "3-broker cluster, RF=3, min.insync.replicas=2" if args.cluster else "one broker"
+    if args.nemesis:
+        setup = f"3-broker cluster on a 3-server ZooKeeper ensemble, nemesis {args.nemesis}, RF=3, min ISR 2"
+        kinds = Counter(re.sub(r"\d+", "N", fault.split(" (")[0]) for fault in campaign.faults_done)
+        for kind, count in sorted(kinds.items()):
+            print(f"  {count:5d} x {kind}")
     writers = "writers confluent-kafka + kctl"
     print(f"bench_jepsen: {setup}, {args.partitions} partitions, {writers}, seed {args.seed}")
-    print(f"kills survived       {kills}" + (f" (and {pauses} SIGSTOPs)" if pauses else ""))
+    print(f"kills survived       {kills}" + (f" (and {pauses} other faults)" if pauses else ""))
     print(f"records acknowledged {verdict.acknowledged}")
     print(f"records read         {verdict.read}")
     print(f"lost                 {verdict.lost}")

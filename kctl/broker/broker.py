@@ -35,7 +35,7 @@ from kctl.log.manager import LogManager
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.registry import ApiKey
 from kctl.zk import Registry, open_registry
-from kctl.zk.model import BrokerRegistration, RegistryError, parse_endpoint
+from kctl.zk.model import BrokerRegistration, RegistryError, RegistryUnavailableError, parse_endpoint
 from kctl.zk.registry import (
     CONFIGS,
     CONTROLLER,
@@ -381,6 +381,8 @@ class Broker:
             self._sync_partitions()
             if fenced and self.registry.session_state() == SESSION_CONNECTED:
                 self.replicas.unfence()
+        except RegistryUnavailableError as error:  # re-read when the session is back
+            log.warning("metadata refresh (%s) deferred: %s", ", ".join(reasons), error)
         except Exception:
             log.exception("metadata refresh (%s) failed", ", ".join(reasons))
 

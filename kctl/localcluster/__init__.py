@@ -1,5 +1,6 @@
-"""Local processes of a kctl cluster on this machine: a real ZooKeeper server (`ZooKeeperServer`),
-a real ``kctl broker start`` process (`BrokerProcess`), a `LocalCluster` of both, and what is behind
+"""Local processes of a kctl cluster on this machine: a real ZooKeeper server (`ZooKeeperServer`) or
+ensemble (`ZooKeeperEnsemble`, quorum mode), a real ``kctl broker start`` process (`BrokerProcess`),
+a `LocalCluster` of both, and what is behind
 ``kctl cluster up/start/stop/restart/status/down``: the launcher (kctl.localcluster.launcher:
 detached processes whose ports, pids and configuration are kept in a state file,
 kctl.localcluster.state), finding which of them run whoever started them (kctl.localcluster.processes)
@@ -23,12 +24,14 @@ from kctl.localcluster.zookeeper import (
     new_chroot,
     start_zookeeper,
 )
+from kctl.localcluster.zookeeper_ensemble import ZooKeeperEnsemble
 
 __all__ = [
     "BrokerProcess",
     "BrokerStartError",
     "LocalCluster",
     "UnmarkedProcessError",
+    "ZooKeeperEnsemble",
     "ZooKeeperServer",
     "ZooKeeperStartError",
     "ZooKeeperUnavailableError",

@@ -33,6 +33,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
+from typing import IO
 
 from kctl.localcluster import guard
 
@@ -77,7 +78,7 @@ class BrokerProcess:
         self.starts = 0
 
     def __repr__(self) -> str:
-        state = f"pid {self.process.pid}" if self.running else "stopped"
+        state = f"pid {self.process.pid}" if self.process is not None and self.running else "stopped"
         return f"<BrokerProcess {self.bootstrap or '-'} {state} {self.data_dir}>"
 
     def __enter__(self) -> BrokerProcess:
@@ -137,7 +138,7 @@ class BrokerProcess:
             log.write(f"---- start {self.starts}: {' '.join(self.argv())}\n".encode())
             log.flush()
             with contextlib.ExitStack() as files:
-                stdout: int | object = subprocess.PIPE
+                stdout: int | IO[bytes] = subprocess.PIPE
                 if self.detached:
                     stdout = files.enter_context(open(self.stdout_file, "wb"))
                 self.process = subprocess.Popen(

@@ -7,8 +7,9 @@
 
 Brokers have ``broker.id`` 1..N and share one ``zookeeper.connect`` with a chroot of the cluster's
 own; each keeps its log directory under ``base_dir`` (``broker-<id>/data``, stderr in
-``broker-<id>/data.log``). The ZooKeeper server is started under ``base_dir/zookeeper`` unless one is
-passed in (the shared test-session server), in which case the cluster leaves it running at stop.
+``broker-<id>/data.log``). The ZooKeeper server (or, with ``zookeepers=3``, a 3-server ensemble in
+quorum mode, `ZooKeeperEnsemble`) is started under ``base_dir/zookeeper`` unless one is passed in (the
+shared test-session server), in which case the cluster leaves it running at stop.
 What the brokers do together is what the broker implements: today each registers itself in
 ZooKeeper and serves the partitions it leads. ``broker_ports`` fixes the brokers' ports (default:
 the kernel picks); ``detached=True`` starts every process in a session of its own that outlives
@@ -23,6 +24,7 @@ from types import TracebackType
 
 from kctl.localcluster.broker import BrokerProcess
 from kctl.localcluster.zookeeper import ZooKeeperServer, new_chroot
+from kctl.localcluster.zookeeper_ensemble import ZooKeeperEnsemble
 
 
 class LocalCluster:
@@ -34,9 +36,10 @@ class LocalCluster:
         size: int = 3,
         *,
         properties: Mapping[str, str] | None = None,
-        zookeeper: ZooKeeperServer | None = None,
+        zookeeper: ZooKeeperServer | ZooKeeperEnsemble | None = None,
         chroot: str | None = None,
         zookeeper_port: int | None = None,
+        zookeepers: int = 1,
         broker_ports: Mapping[int, int] | None = None,
         detached: bool = False,
         broker_env: Mapping[str, str] | None = None,
@@ -47,11 +50,15 @@ class LocalCluster:
         self.size = size
         self.properties = dict(properties or {})
         self._own_zookeeper = zookeeper is None
-        self.zookeeper = (
-            zookeeper
-            if zookeeper is not None
-            else ZooKeeperServer(self.base_dir / "zookeeper", port=zookeeper_port, detached=detached)
-        )
+        self.zookeeper: ZooKeeperServer | ZooKeeperEnsemble
+        if zookeeper is not None:
+            self.zookeeper = zookeeper
+        elif zookeepers > 1:
+            self.zookeeper = ZooKeeperEnsemble(self.base_dir / "zookeeper", zookeepers, detached=detached)
+        else:
+            self.zookeeper = ZooKeeperServer(
+                self.base_dir / "zookeeper", port=zookeeper_port, detached=detached
+            )
         self.chroot = chroot or new_chroot("kctl-cluster")
         self.brokers: dict[int, BrokerProcess] = {
             broker_id: BrokerProcess(

@@ -52,7 +52,7 @@ from kctl.localcluster.state import (
     save_state,
     state_path,
 )
-from kctl.localcluster.zookeeper import free_port
+from kctl.localcluster.zookeeper import ZooKeeperServer, free_port
 
 __all__ = [
     "BROKER_MARK",
@@ -210,15 +210,12 @@ def up(
     directory.mkdir(parents=True, exist_ok=True)
     cluster = _local_cluster(directory, brokers, dict(properties or {}), zookeeper_port, broker_ports)
     cluster.start()  # stops what it started when one process fails
+    zookeeper = _zookeeper_server(cluster)
     state = ClusterState(
         directory=str(directory),
         zookeeper_connect=cluster.zookeeper_connect,
         zookeeper=ProcessState(
-            "zookeeper",
-            _pid(cluster.zookeeper.process),
-            "127.0.0.1",
-            cluster.zookeeper.port,
-            str(cluster.zookeeper.log_path),
+            "zookeeper", _pid(zookeeper.process), "127.0.0.1", zookeeper.port, str(zookeeper.log_path)
         ),
         brokers=[
             ProcessState("broker", _pid(b.process), b.host, b.port, str(b.log_file), broker_id)
@@ -234,6 +231,14 @@ def up(
         cluster.stop()
         raise
     return state
+
+
+def _zookeeper_server(cluster: LocalCluster) -> ZooKeeperServer:
+    """The cluster's one ZooKeeper server (the clusters this module starts have one)."""
+    zookeeper = cluster.zookeeper
+    if not isinstance(zookeeper, ZooKeeperServer):
+        raise TypeError(f"{cluster!r} runs a ZooKeeper ensemble: the launcher records one server")
+    return zookeeper
 
 
 def _pid(process: Any) -> int:
@@ -290,7 +295,11 @@ def wait_registered(
     registration, not the old one lingering); `ClusterStartError` at the deadline."""
     from kazoo.exceptions import NoNodeError
 
-    wanted = set(broker_ids) if broker_ids is not None else {b.broker_id for b in state.brokers}
+    wanted = (
+        set(broker_ids)
+        if broker_ids is not None
+        else {b.broker_id for b in state.brokers if b.broker_id is not None}
+    )
     old = dict(not_sessions or {})
     deadline = time.monotonic() + timeout
     client = zookeeper_client(state, timeout)
@@ -427,9 +436,10 @@ def start(
     already = ["ZooKeeper"] if observed.zookeeper is not None else []
     try:
         if observed.zookeeper is None:
-            cluster.zookeeper.start(timeout)
-            stops.append(cluster.zookeeper.stop)
-            state.zookeeper.pid = _pid(cluster.zookeeper.process)
+            zookeeper = _zookeeper_server(cluster)
+            zookeeper.start(timeout)
+            stops.append(zookeeper.stop)
+            state.zookeeper.pid = _pid(zookeeper.process)
             save_state(Path(state.directory), state)
             started.append(_status_of(state.zookeeper, None, True))
         for broker_id in wanted:

@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
 import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
@@ -33,6 +36,7 @@ from kctl.localcluster import guard
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 SLF4J_SIMPLE_JAR = Path("/usr/share/java/slf4j-simple.jar")  # optional: the server's log, for failures
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
+QUORUM_MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
 
@@ -46,6 +50,19 @@ class ZooKeeperStartError(RuntimeError):
 
 
 PORT_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class QuorumPeer:
+    """One server of an ensemble as its peers know it: ``server.<id>=127.0.0.1:<quorum>:<election>``."""
+
+    server_id: int
+    quorum_port: int
+    election_port: int
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.quorum_port}:{self.election_port}"
 
 
 def free_port() -> int:
@@ -90,7 +107,15 @@ class ZooKeeperServer:
     """A standalone ZooKeeper server on 127.0.0.1:``port`` with its config, data and output under
     ``directory``. ``start()`` waits until it serves; ``stop()`` then ``start()`` again is a restart."""
 
-    def __init__(self, directory: Path, *, port: int | None = None, detached: bool = False) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        port: int | None = None,
+        detached: bool = False,
+        quorum: Sequence[QuorumPeer] = (),
+        server_id: int | None = None,
+    ) -> None:
         java = shutil.which("java")
         if java is None or not ZOOKEEPER_JAR.is_file():
             raise ZooKeeperUnavailableError(
@@ -101,6 +126,8 @@ class ZooKeeperServer:
         self.port = port or free_port()
         self._port_chosen = port is None  # a port picked here may be taken before the server binds it
         self.detached = detached  # a session of its own: it outlives the process that started it
+        self.quorum = tuple(quorum)  # the ensemble's servers, this one included (empty: standalone)
+        self.server_id = server_id
         self.process: subprocess.Popen[bytes] | None = None
         self.directory.mkdir(parents=True, exist_ok=True)
         self.data_dir = self.directory / "data"
@@ -117,7 +144,7 @@ class ZooKeeperServer:
             "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
             "-cp",
             os.pathsep.join(str(jar) for jar in (ZOOKEEPER_JAR, SLF4J_SIMPLE_JAR) if jar.is_file()),
-            MAIN_CLASS,
+            QUORUM_MAIN_CLASS if self.quorum else MAIN_CLASS,
             str(self.config_file),
         ]
 
@@ -137,13 +164,16 @@ class ZooKeeperServer:
                     "maxSessionTimeout=60000",
                     "maxClientCnxns=0",
                     "forceSync=no",
+                    *(f"server.{peer.server_id}={peer.address}" for peer in self.quorum),
                     "",
                 ]
             )
         )
+        if self.quorum:
+            (self.data_dir / "myid").write_text(f"{self.server_id}\n")
 
     def __repr__(self) -> str:
-        state = f"pid {self.process.pid}" if self.running else "stopped"
+        state = f"pid {self.process.pid}" if self.process is not None and self.running else "stopped"
         return f"<ZooKeeperServer {self.hosts} {state} {self.directory}>"
 
     def __enter__(self) -> ZooKeeperServer:
@@ -206,8 +236,14 @@ class ZooKeeperServer:
     def _start_once(self, timeout: float) -> ZooKeeperServer:
         if self._port_chosen and _listening(self.port):
             raise _PortTakenError
+        self.launch()
+        return self.wait_serving(timeout)
+
+    def launch(self) -> None:
+        """Start the process without waiting for it to serve (a server of an ensemble serves only
+        once a quorum of its peers runs: `ZooKeeperEnsemble` launches them all, then waits)."""
         with open(self.log_path, "ab") as output:
-            process = subprocess.Popen(
+            self.process = subprocess.Popen(
                 self.command,
                 stdout=output,
                 stderr=subprocess.STDOUT,
@@ -216,7 +252,12 @@ class ZooKeeperServer:
                 env={**os.environ, "JVMFLAGS": ""},
                 start_new_session=self.detached,
             )
-        self.process = process
+
+    def wait_serving(self, timeout: float = START_TIMEOUT_S) -> ZooKeeperServer:
+        """Wait until the launched server serves; raises `ZooKeeperStartError` when it exits first or
+        the deadline passes (and then stops it)."""
+        process = self.process
+        assert process is not None, "launch() first"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if process.poll() is not None:
@@ -226,7 +267,7 @@ class ZooKeeperServer:
                     f"ZooKeeper exited with status {process.returncode} at start:\n{self.log_tail()}"
                 )
             # 'ruok' answers imok as soon as the process listens; 'srvr' reports a Mode once it serves.
-            if "Mode:" in four_letter_word(self.port, "srvr", timeout=0.5) and process.poll() is None:
+            if self.mode() and process.poll() is None:
                 return self
             time.sleep(0.05)  # polling interval of the readiness probe, bounded by the deadline
         self.stop()
@@ -234,10 +275,35 @@ class ZooKeeperServer:
             f"ZooKeeper did not serve on port {self.port} within {timeout:g} s:\n{self.log_tail()}"
         )
 
+    def mode(self) -> str:
+        """What ``srvr`` reports: "standalone", "leader" or "follower" while it serves, else ""."""
+        for line in four_letter_word(self.port, "srvr", timeout=0.5).splitlines():
+            if line.startswith("Mode:"):
+                return line.split(":", 1)[1].strip()
+        return ""
+
+    def kill(self) -> None:
+        """SIGKILL (an unclean stop; the data directory stays)."""
+        process = self.process
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait(timeout=STOP_TIMEOUT_S)
+
+    def pause(self) -> None:
+        """SIGSTOP: the process stays, answering nothing, until `resume`."""
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after `pause`."""
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGCONT)
+
     def stop(self) -> None:
         """SIGTERM and wait (SIGKILL if it does not exit in time)."""
         process = self.process
         if process is not None and process.poll() is None:
+            os.kill(process.pid, signal.SIGCONT)  # a paused server would not act on SIGTERM
             process.terminate()
             try:
                 process.wait(timeout=STOP_TIMEOUT_S)

@@ -58,6 +58,7 @@ from kctl.localcluster.zookeeper import (
     ZooKeeperUnavailableError,
     start_zookeeper,
 )
+from kctl.localcluster.zookeeper_ensemble import ZooKeeperEnsemble
 from kctl.testing.kafka_dist import KafkaJarsUnavailable
 from kctl.testing.kafka_tools import KafkaTools, required
 
@@ -79,7 +80,7 @@ E2E_FIXTURES = frozenset(
 )
 ZK_FIXTURES = frozenset({"zookeeper", "local_cluster_factory", "module_cluster_factory"})
 E2E_OBJECTS: tuple[object, ...] = (BrokerProcess, LocalCluster)
-ZK_OBJECTS: tuple[object, ...] = (LocalCluster, start_zookeeper)
+ZK_OBJECTS: tuple[object, ...] = (LocalCluster, start_zookeeper, ZooKeeperEnsemble)
 
 BrokerFactory = Callable[..., BrokerProcess]
 ClusterFactory = Callable[..., LocalCluster]
