@@ -44,7 +44,7 @@ _kctl_options() {
         'kctl broker config describe') echo '--broker --default --all -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl broker config alter') echo '--broker --default --set --delete --execute -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl cluster') echo '-h --help' ;;
-        'kctl cluster up') echo '-n --brokers -d --dir --base-port -X --timeout -h --help' ;;
+        'kctl cluster up') echo '-n --brokers -d --dir --base-port --zookeepers -X --timeout -h --help' ;;
         'kctl cluster status') echo '-d --dir -f --format -h --help' ;;
         'kctl cluster start') echo '--broker -d --dir --timeout -h --help' ;;
         'kctl cluster stop') echo '--broker -d --dir --timeout -h --help' ;;
@@ -163,6 +163,7 @@ _kctl_option_value() {
         'kctl cluster up -n'|'kctl cluster up --brokers') echo 'any' ;;
         'kctl cluster up -d'|'kctl cluster up --dir') echo 'dir' ;;
         'kctl cluster up --base-port') echo 'any' ;;
+        'kctl cluster up --zookeepers') echo 'any' ;;
         'kctl cluster up -X') echo 'any' ;;
         'kctl cluster up --timeout') echo 'any' ;;
         'kctl cluster status -d'|'kctl cluster status --dir') echo 'dir' ;;

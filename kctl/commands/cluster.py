@@ -123,18 +123,30 @@ def up(
             metavar="P",
             min=1,
             max=65535,
-            help="ZooKeeper on port P, broker i on P+i (default: the previous run's ports, else free ports).",
+            help="ZooKeeper on port P, broker i on P+i, further ZooKeeper servers after the brokers "
+            "(default: the previous run's ports, else free ports).",
         ),
     ] = None,
+    zookeepers: Annotated[
+        int,
+        typer.Option(
+            "--zookeepers",
+            min=1,
+            metavar="Z",
+            help="ZooKeeper servers: 1, or an ensemble of Z in quorum mode (3 survives 1 failure, 5 two).",
+        ),
+    ] = 1,
     overrides: Annotated[
         list[str] | None,
         typer.Option("-X", metavar="KEY=VALUE", help="A broker property for every broker (repeatable)."),
     ] = None,
     timeout: Annotated[float, _timeout_option("Seconds to wait for every broker to register.")] = 60.0,
 ) -> None:
-    """Start a ZooKeeper server and N brokers (broker.id 1..N) in the background under DIR.
+    """Start a ZooKeeper server (or an ensemble of --zookeepers Z) and N brokers (broker.id 1..N) in
+    the background under DIR.
 
-    ZooKeeper is the system's (Debian package `zookeeper`, with a Java runtime). Every broker has its
+    ZooKeeper is the system's (Debian package `zookeeper`, with a Java runtime); an ensemble's servers
+    run in quorum mode on 127.0.0.1, each with its data in DIR/zookeeper/zk-ID. Every broker has its
     own log dir (DIR/broker-ID/data, its log in DIR/broker-ID/data.log) and uses zookeeper.connect
     with the chroot /kctl. Waits until every broker is registered in ZooKeeper, then prints the
     bootstrap list (HOST:PORT,...) on stdout. Ports, pids and the -X properties are kept in
@@ -148,14 +160,24 @@ def up(
     from kctl.localcluster.launcher import up as start_cluster
 
     properties = _broker_properties(overrides)
-    if base_port is not None and base_port + brokers > 65535:
+    if zookeepers % 2 == 0:
+        warn(
+            f"--zookeepers {zookeepers}: an even ensemble survives no more failures than {zookeepers - 1}"
+        )
+    if base_port is not None and base_port + brokers + zookeepers - 1 > 65535:
         raise KctlError(f"--base-port {base_port} leaves no room for {brokers} brokers", ExitCode.USAGE)
     with _cluster_errors():
         try:
             refuse_if_running(directory)  # before saying what it would start
-            info(f"starting ZooKeeper and {brokers} broker{'s' if brokers > 1 else ''} in {directory}")
+            servers = "ZooKeeper" if zookeepers == 1 else f"a ZooKeeper ensemble of {zookeepers}"
+            info(f"starting {servers} and {brokers} broker{'s' if brokers > 1 else ''} in {directory}")
             state = start_cluster(
-                directory, brokers, base_port=base_port, properties=properties, timeout=timeout
+                directory,
+                brokers,
+                base_port=base_port,
+                properties=properties,
+                timeout=timeout,
+                zookeepers=zookeepers,
             )
         except ClusterStateError as error:  # running, or a damaged cluster.json: not a missing cluster
             raise KctlError(str(error)) from None
@@ -171,6 +193,7 @@ def up(
 STATUS_COLUMNS = [
     Column("role"),
     Column("broker_id", "BROKER", formatter=lambda v: "-" if v is None else str(v)),
+    Column("server_id", "ZK_ID", formatter=lambda v: "-" if v is None else str(v)),
     Column("pid"),
     Column("address"),
     Column("alive", formatter=lambda a: "yes" if a else "no"),
@@ -197,7 +220,7 @@ def status(directory: DirectoryOption = DEFAULT_DIRECTORY, fmt: FormatOption = D
     render_rows([dataclasses.asdict(r) for r in rows], STATUS_COLUMNS, fmt)
     dead = [r for r in rows if not r.alive]
     if dead:
-        names = ", ".join("zookeeper" if r.role == "zookeeper" else f"broker {r.broker_id}" for r in dead)
+        names = ", ".join(r.name for r in dead)
         warn(f"not running: {names}")
         raise typer.Exit(ExitCode.FAILURE)
 
@@ -402,9 +425,7 @@ def _ids(ids: tuple[int, ...]) -> str:
 @app.command("down")
 def down(
     directory: DirectoryOption = DEFAULT_DIRECTORY,
-    timeout: Annotated[
-        float, _timeout_option("Seconds to wait for each process (then SIGKILL).")
-    ] = 60.0,
+    timeout: Annotated[float, _timeout_option("Seconds to wait for each process (then SIGKILL).")] = 60.0,
 ) -> None:
     """Stop the cluster: each broker with SIGTERM, one at a time, the controller last (a controlled
     shutdown: its leaderships move to the others first), then ZooKeeper; each is waited for.

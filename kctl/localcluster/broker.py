@@ -71,6 +71,7 @@ class BrokerProcess:
         )
         self.detached = detached
         self.env = dict(env or {})  # added to this process's environment
+        self.module = "kctl"  # what `python -m` runs (a fault test may wrap kctl: kctl.testing.power_loss)
         self.stdout_file = self.data_dir.with_name(self.data_dir.name + ".out")
         self.process: subprocess.Popen[bytes] | None = None
         self.bootstrap = ""
@@ -107,7 +108,7 @@ class BrokerProcess:
             "log.dirs": str(self.data_dir),
             **self.properties,
         }
-        args = [self.python, "-m", "kctl", "broker", "start"]
+        args = [self.python, "-m", self.module, "broker", "start"]
         for key, value in props.items():
             args += ["-X", f"{key}={value}"]
         return args

@@ -9,7 +9,8 @@ Brokers have ``broker.id`` 1..N and share one ``zookeeper.connect`` with a chroo
 own; each keeps its log directory under ``base_dir`` (``broker-<id>/data``, stderr in
 ``broker-<id>/data.log``). The ZooKeeper server (or, with ``zookeepers=3``, a 3-server ensemble in
 quorum mode, `ZooKeeperEnsemble`) is started under ``base_dir/zookeeper`` unless one is passed in (the
-shared test-session server), in which case the cluster leaves it running at stop.
+shared test-session server), in which case the cluster leaves it running at stop (unless
+``owns_zookeeper``: ``kctl cluster up`` passes the server or ensemble of its recorded ports).
 What the brokers do together is what the broker implements: today each registers itself in
 ZooKeeper and serves the partitions it leads. ``broker_ports`` fixes the brokers' ports (default:
 the kernel picks); ``detached=True`` starts every process in a session of its own that outlives
@@ -40,6 +41,7 @@ class LocalCluster:
         chroot: str | None = None,
         zookeeper_port: int | None = None,
         zookeepers: int = 1,
+        owns_zookeeper: bool | None = None,
         broker_ports: Mapping[int, int] | None = None,
         detached: bool = False,
         broker_env: Mapping[str, str] | None = None,
@@ -49,7 +51,7 @@ class LocalCluster:
         self.base_dir = Path(base_dir)
         self.size = size
         self.properties = dict(properties or {})
-        self._own_zookeeper = zookeeper is None
+        self._own_zookeeper = zookeeper is None if owns_zookeeper is None else owns_zookeeper
         self.zookeeper: ZooKeeperServer | ZooKeeperEnsemble
         if zookeeper is not None:
             self.zookeeper = zookeeper

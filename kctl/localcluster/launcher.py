@@ -1,7 +1,8 @@
 """A local cluster that outlives the command starting it (``kctl cluster up/start/stop/restart/status/
-down``): one ZooKeeper server and N brokers started detached under one directory, with their ports,
-pids and configuration in ``<directory>/cluster.json`` (kctl.localcluster.state) so that another
-shell can show, stop or start them.
+down``): one ZooKeeper server (or an ensemble of 3 or 5 in quorum mode) and N brokers started
+detached under one directory, with their ports, pids and configuration in
+``<directory>/cluster.json`` (kctl.localcluster.state) so that another shell can show, stop or
+start them.
 
 ``up()`` starts ZooKeeper, then brokers 1..N (``broker.id``; one ``zookeeper.connect`` with the chroot
 ``/kctl``), and waits, polling /brokers/ids until a deadline, until every broker is registered; it
@@ -52,7 +53,8 @@ from kctl.localcluster.state import (
     save_state,
     state_path,
 )
-from kctl.localcluster.zookeeper import ZooKeeperServer, free_port
+from kctl.localcluster.zookeeper import QuorumPeer, ZooKeeperServer, free_port
+from kctl.localcluster.zookeeper_ensemble import ZooKeeperEnsemble
 
 __all__ = [
     "BROKER_MARK",
@@ -107,12 +109,20 @@ class Observed:
     """A cluster's state with the pids found running now (None: not running)."""
 
     state: ClusterState
-    zookeeper: int | None
+    zookeepers: list[int | None]
+    """Each ZooKeeper server's pid, as ``state.zookeepers``."""
     brokers: dict[int, int | None]
+
+    @property
+    def zookeeper(self) -> int | None:
+        """The pid of a ZooKeeper server that runs, None when none does."""
+        return next((pid for pid in self.zookeepers if pid is not None), None)
 
     def running(self) -> list[str]:
         """The names of the processes running ("ZooKeeper", "broker 2", ...)."""
-        names = ["ZooKeeper"] if self.zookeeper is not None else []
+        names = [
+            z.name for z, pid in zip(self.state.zookeepers, self.zookeepers, strict=True) if pid is not None
+        ]
         return names + [f"broker {i}" for i, pid in self.brokers.items() if pid is not None]
 
 
@@ -124,7 +134,7 @@ def observe(directory: Path, *, write_back: bool = True) -> Observed:
     state = load_state(directory)
     changed = state.directory != str(directory)
     state.directory = str(directory)  # the directory may have been moved while the cluster was stopped
-    zookeeper = zookeeper_pid(state.zookeeper_config, state.zookeeper.pid)
+    zookeepers = [zookeeper_pid(state.zookeeper_config(z), z.pid) for z in state.zookeepers]
     brokers: dict[int, int | None] = {}
     for b in state.brokers:
         assert b.broker_id is not None
@@ -135,7 +145,7 @@ def observe(directory: Path, *, write_back: bool = True) -> Observed:
     if changed and write_back:
         with contextlib.suppress(OSError):  # someone else's cluster, read-only: the answer stays right
             save_state(directory, state)
-    return Observed(state, zookeeper, brokers)
+    return Observed(state, zookeepers, brokers)
 
 
 def refuse_if_running(directory: Path) -> ClusterState | None:
@@ -154,10 +164,14 @@ def refuse_if_running(directory: Path) -> ClusterState | None:
     return observed.state
 
 
+ZooKeeper = ZooKeeperServer | ZooKeeperEnsemble
+
+
 def _local_cluster(
-    directory: Path, size: int, properties: Mapping[str, str], zookeeper_port: int, ports: Mapping[int, int]
+    directory: Path, size: int, properties: Mapping[str, str], zookeeper: ZooKeeper, ports: Mapping[int, int]
 ) -> LocalCluster:
-    """The LocalCluster of ``directory`` (not started): detached processes, this very kctl."""
+    """The LocalCluster of ``directory`` (not started): detached processes, this very kctl; it starts
+    and stops ``zookeeper`` with the brokers."""
     # the brokers run this very kctl, wherever it was imported from (an installed package or a checkout)
     kctl_root = str(Path(kctl.__file__).resolve().parent.parent)
     python_path = os.pathsep.join(p for p in (kctl_root, os.environ.get("PYTHONPATH", "")) if p)
@@ -165,20 +179,85 @@ def _local_cluster(
         directory,
         size,
         properties=properties,
+        zookeeper=zookeeper,
+        owns_zookeeper=True,
         chroot=CHROOT,
-        zookeeper_port=zookeeper_port,
         broker_ports=ports,
         detached=True,
         broker_env={"PYTHONPATH": python_path},
     )
 
 
+def _zookeeper(directory: Path, servers: Sequence[ProcessState]) -> ZooKeeper:
+    """The ZooKeeper server, or ensemble, ``servers`` describe (recorded ports)."""
+    if len(servers) == 1 and servers[0].server_id is None:
+        return ZooKeeperServer(directory / "zookeeper", port=servers[0].port, detached=True)
+    peers = []
+    for z in servers:
+        if z.server_id is None or z.quorum_port is None or z.election_port is None:
+            raise ClusterStateError(f"{z.name} of the ensemble in {directory} has no quorum ports recorded")
+        peers.append(QuorumPeer(z.server_id, z.quorum_port, z.election_port))
+    return ZooKeeperEnsemble(
+        directory / "zookeeper",
+        len(servers),
+        client_ports=[z.port for z in servers],
+        peers=peers,
+        detached=True,
+    )
+
+
+def _zookeeper_states(zookeeper: ZooKeeper) -> list[ProcessState]:
+    """What cluster.json records of ``zookeeper``'s servers."""
+    if isinstance(zookeeper, ZooKeeperServer):
+        return [
+            ProcessState(
+                "zookeeper", _pid(zookeeper.process), "127.0.0.1", zookeeper.port, str(zookeeper.log_path)
+            )
+        ]
+    return [
+        ProcessState(
+            "zookeeper",
+            _pid(server.process),
+            "127.0.0.1",
+            server.port,
+            str(server.log_path),
+            server_id=peer.server_id,
+            quorum_port=peer.quorum_port,
+            election_port=peer.election_port,
+        )
+        for server, peer in zip(zookeeper.servers, zookeeper.peers, strict=True)
+    ]
+
+
+def _new_zookeeper_states(count: int, client_ports: Sequence[int]) -> list[ProcessState]:
+    """The servers of a new ZooKeeper (one, or an ensemble of ``count``) on ``client_ports``."""
+    if count == 1:
+        return [ProcessState("zookeeper", -1, "127.0.0.1", client_ports[0], "")]
+    return [
+        ProcessState(
+            "zookeeper",
+            -1,
+            "127.0.0.1",
+            port,
+            "",
+            server_id=i,
+            quorum_port=free_port(),
+            election_port=free_port(),
+        )
+        for i, port in enumerate(client_ports, start=1)
+    ]
+
+
+def _servers(zookeeper: ZooKeeper) -> list[ZooKeeperServer]:
+    return zookeeper.servers if isinstance(zookeeper, ZooKeeperEnsemble) else [zookeeper]
+
+
 def recorded_cluster(state: ClusterState) -> LocalCluster:
     """The LocalCluster ``state`` describes, with its recorded ports and properties (not started)."""
     ports = {b.broker_id: b.port for b in state.brokers if b.broker_id is not None}
-    return _local_cluster(
-        Path(state.directory), len(state.brokers), state.properties, state.zookeeper.port, ports
-    )
+    directory = Path(state.directory)
+    zookeeper = _zookeeper(directory, state.zookeepers)
+    return _local_cluster(directory, len(state.brokers), state.properties, zookeeper, ports)
 
 
 # -- up --------------------------------------------------------------------------------------------
@@ -189,34 +268,40 @@ def up(
     base_port: int | None = None,
     properties: Mapping[str, str] | None = None,
     timeout: float = REGISTER_TIMEOUT_S,
+    zookeepers: int = 1,
 ) -> ClusterState:
-    """Start ZooKeeper and ``brokers`` brokers under ``directory`` (see the module docstring) and
-    wait until all are registered. ``base_port``: ZooKeeper on it, brokers on the next ones (default:
-    the ports of a previous run in the directory, else free ports)."""
+    """Start ZooKeeper (one server, or an ensemble of ``zookeepers`` servers in quorum mode) and
+    ``brokers`` brokers under ``directory`` (see the module docstring) and wait until all are
+    registered. ``base_port``: ZooKeeper on it, brokers on the next ones, then the other servers of an
+    ensemble (default: the ports of a previous run in the directory, else free ports)."""
     directory = Path(directory).resolve()
     previous = refuse_if_running(directory)
     if brokers < 1:
         raise ValueError(f"a cluster needs at least one broker, not {brokers}")
+    if zookeepers < 1:
+        raise ValueError(f"ZooKeeper needs at least one server, not {zookeepers}")
     if base_port is not None:
-        zookeeper_port = base_port
+        client_ports = [base_port, *range(base_port + brokers + 1, base_port + brokers + zookeepers)]
+        servers = _new_zookeeper_states(zookeepers, client_ports)
         broker_ports = {i: base_port + i for i in range(1, brokers + 1)}
     elif previous is not None:
-        zookeeper_port = previous.zookeeper.port
+        if len(previous.zookeepers) == zookeepers:
+            servers = previous.zookeepers
+        else:
+            servers = _new_zookeeper_states(zookeepers, [free_port() for _ in range(zookeepers)])
         known = {b.broker_id: b.port for b in previous.brokers if b.broker_id is not None}
         broker_ports = {i: known.get(i) or free_port() for i in range(1, brokers + 1)}
     else:
-        zookeeper_port = free_port()
+        servers = _new_zookeeper_states(zookeepers, [free_port() for _ in range(zookeepers)])
         broker_ports = {i: free_port() for i in range(1, brokers + 1)}
     directory.mkdir(parents=True, exist_ok=True)
-    cluster = _local_cluster(directory, brokers, dict(properties or {}), zookeeper_port, broker_ports)
+    zookeeper = _zookeeper(directory, servers)
+    cluster = _local_cluster(directory, brokers, dict(properties or {}), zookeeper, broker_ports)
     cluster.start()  # stops what it started when one process fails
-    zookeeper = _zookeeper_server(cluster)
     state = ClusterState(
         directory=str(directory),
         zookeeper_connect=cluster.zookeeper_connect,
-        zookeeper=ProcessState(
-            "zookeeper", _pid(zookeeper.process), "127.0.0.1", zookeeper.port, str(zookeeper.log_path)
-        ),
+        zookeepers=_zookeeper_states(zookeeper),
         brokers=[
             ProcessState("broker", _pid(b.process), b.host, b.port, str(b.log_file), broker_id)
             for broker_id, b in cluster.brokers.items()
@@ -231,14 +316,6 @@ def up(
         cluster.stop()
         raise
     return state
-
-
-def _zookeeper_server(cluster: LocalCluster) -> ZooKeeperServer:
-    """The cluster's one ZooKeeper server (the clusters this module starts have one)."""
-    zookeeper = cluster.zookeeper
-    if not isinstance(zookeeper, ZooKeeperServer):
-        raise TypeError(f"{cluster!r} runs a ZooKeeper ensemble: the launcher records one server")
-    return zookeeper
 
 
 def _pid(process: Any) -> int:
@@ -378,9 +455,9 @@ def status(directory: Path) -> list[ProcessStatus]:
     observed = observe(directory)
     state = observed.state
     controller = controller_id(state) if observed.zookeeper is not None else None
-    z = state.zookeeper
     rows = [
-        ProcessStatus("zookeeper", None, z.pid, z.address, observed.zookeeper is not None, False, z.log_file)
+        ProcessStatus("zookeeper", None, z.pid, z.address, pid is not None, False, z.log_file, z.server_id)
+        for z, pid in zip(state.zookeepers, observed.zookeepers, strict=True)
     ]
     for b in state.brokers:
         assert b.broker_id is not None
@@ -411,7 +488,7 @@ def _selected(state: ClusterState, broker_ids: Sequence[int] | None) -> list[int
 def _status_of(process: ProcessState, pid: int | None, alive: bool) -> ProcessStatus:
     return ProcessStatus(
         process.role, process.broker_id, pid if pid is not None else process.pid, process.address,
-        alive, False, process.log_file,
+        alive, False, process.log_file, process.server_id,
     )  # fmt: skip
 
 
@@ -433,15 +510,23 @@ def start(
     cluster = recorded_cluster(state)
     started: list[ProcessStatus] = []
     stops: list[Any] = []
-    already = ["ZooKeeper"] if observed.zookeeper is not None else []
+    servers = list(zip(state.zookeepers, _servers(cluster.zookeeper), observed.zookeepers, strict=True))
+    already = [recorded.name for recorded, _, pid in servers if pid is not None]
     try:
-        if observed.zookeeper is None:
-            zookeeper = _zookeeper_server(cluster)
-            zookeeper.start(timeout)
-            stops.append(zookeeper.stop)
-            state.zookeeper.pid = _pid(zookeeper.process)
+        missing = [(recorded, server) for recorded, server, pid in servers if pid is None]
+        for _, server in missing:  # an ensemble's servers serve only once a quorum of them runs
+            if server.quorum:
+                server.launch()
+            else:
+                server.start(timeout)
+            stops.append(server.stop)
+        for recorded, server in missing:
+            if server.quorum:
+                server.wait_serving(timeout)
+            recorded.pid = _pid(server.process)
+            started.append(_status_of(recorded, None, True))
+        if missing:
             save_state(Path(state.directory), state)
-            started.append(_status_of(state.zookeeper, None, True))
         for broker_id in wanted:
             if observed.brokers[broker_id] is not None:
                 already.append(f"broker {broker_id}")
@@ -557,19 +642,18 @@ def stop(
 
 
 def _stop_zookeeper(observed: Observed, timeout: float, report: StopReport) -> None:
-    z = observed.state.zookeeper
-    if observed.zookeeper is None:
-        report.not_running.append(z.name)
-    elif report.failed or any(
+    brokers_left = report.failed or any(
         broker_pid(observed.state.broker_log_dir(b.broker_id), b.pid) is not None
         for b in observed.state.brokers
         if b.broker_id is not None
-    ):
-        report.failed.append(
-            StopFailure(z.name, observed.zookeeper, "left running: a broker of the cluster still runs")
-        )
-    elif _terminate(observed.zookeeper, z.name, timeout, True, report):
-        report.stopped.append(_status_of(z, observed.zookeeper, False))
+    )
+    for z, pid in zip(observed.state.zookeepers, observed.zookeepers, strict=True):
+        if pid is None:
+            report.not_running.append(z.name)
+        elif brokers_left:
+            report.failed.append(StopFailure(z.name, pid, "left running: a broker of the cluster still runs"))
+        elif _terminate(pid, z.name, timeout, True, report):
+            report.stopped.append(_status_of(z, pid, False))
 
 
 def down(directory: Path, timeout: float = STOP_TIMEOUT_S) -> StopReport:

@@ -11,10 +11,11 @@ A broker is found through its log dir, first of:
    ``kctl broker start``;
 3. the pid recorded in cluster.json, when it still runs a ``kctl broker start`` naming that log dir.
 
-ZooKeeper is the recorded pid when it still runs ``ZooKeeperServerMain`` with the cluster's
-``zoo.cfg``. A pid is alive when ``/proc/<pid>`` exists and is not a zombie (our own exited children
-are reaped on the way). ``kafka_answers(host, port)`` asks an address whether a Kafka broker answers
-there: what ``kctl cluster down`` checks after stopping every broker it found.
+A ZooKeeper server is its recorded pid when that still runs ZooKeeper's main class (standalone or
+quorum) with the server's ``zoo.cfg``. A pid is alive when ``/proc/<pid>`` exists and is not a
+zombie (our own exited children are reaped on the way). ``kafka_answers(host, port)`` asks an
+address whether a Kafka broker answers there: what ``kctl cluster down`` checks after stopping
+every broker it found.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import struct
 import time
 from pathlib import Path
 
-ZOOKEEPER_MARK = "ZooKeeperServerMain"
+ZOOKEEPER_MARK = "org.apache.zookeeper.server."  # standalone or quorum main class
 BROKER_MARK = "kctl broker start"
 LOCK_FILE = ".lock"  # kctl.log.manager.LOCK_FILE (this layer may not import kctl.log)
 PID_FILE = "kctl-broker.pid"  # what `kctl broker start` writes in its first log dir

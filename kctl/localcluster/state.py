@@ -1,13 +1,16 @@
-"""``<directory>/cluster.json``: what ``kctl cluster up`` started and how — ZooKeeper's and every
-broker's port, pid and log, ``zookeeper.connect`` and the ``-X`` properties given to every broker —
-so that ``kctl cluster status/start/stop/restart/down`` work from any shell.
+"""``<directory>/cluster.json``: what ``kctl cluster up`` started and how — each ZooKeeper server's
+(one, or the servers of an ensemble with their quorum and election ports) and every broker's port,
+pid and log, ``zookeeper.connect`` and the ``-X`` properties given to every broker — so that ``kctl
+cluster status/start/stop/restart/down`` work from any shell. A file written before ensembles
+(one ``zookeeper`` object) still loads.
 
 The pids are kept true by whoever looks (kctl.localcluster.launcher): a broker found running with
 another pid (restarted by hand, or by ``kctl cluster start``) is written back. The file is replaced
 atomically (written beside it, then renamed), so a reader never sees half of it.
 
     <directory>/cluster.json               this state
-    <directory>/zookeeper/                  zoo.cfg, data/, zookeeper.out
+    <directory>/zookeeper/                  zoo.cfg, data/, zookeeper.out (one server)
+    <directory>/zookeeper/zk-<id>/          the same, for each server of an ensemble
     <directory>/broker-<id>/data            the broker's log dir; data.log its stderr, data.out its stdout
 """
 
@@ -28,7 +31,8 @@ class ClusterStateError(RuntimeError):
 
 @dataclasses.dataclass
 class ProcessState:
-    """One process of the cluster: ``role`` is "zookeeper" or "broker" (then ``broker_id``)."""
+    """One process of the cluster: ``role`` is "zookeeper" (with ``server_id``, ``quorum_port`` and
+    ``election_port`` for a server of an ensemble) or "broker" (then ``broker_id``)."""
 
     role: str
     pid: int
@@ -36,6 +40,9 @@ class ProcessState:
     port: int
     log_file: str
     broker_id: int | None = None
+    server_id: int | None = None
+    quorum_port: int | None = None
+    election_port: int | None = None
 
     @property
     def address(self) -> str:
@@ -43,8 +50,9 @@ class ProcessState:
 
     @property
     def name(self) -> str:
-        """"ZooKeeper" or "broker <id>", as messages name it."""
-        return "ZooKeeper" if self.role == "zookeeper" else f"broker {self.broker_id}"
+        """ "ZooKeeper", "ZooKeeper <id>" (a server of an ensemble) or "broker <id>", as messages
+        name it."""
+        return process_name(self.role, self.broker_id, self.server_id)
 
 
 @dataclasses.dataclass
@@ -53,7 +61,7 @@ class ClusterState:
 
     directory: str
     zookeeper_connect: str
-    zookeeper: ProcessState
+    zookeepers: list[ProcessState]
     brokers: list[ProcessState]
     properties: dict[str, str] = dataclasses.field(default_factory=dict)
     started_at_ms: int = 0
@@ -74,9 +82,12 @@ class ClusterState:
         """``<directory>/broker-<id>/data``: the broker's log dir (kctl.localcluster.cluster)."""
         return Path(self.directory) / f"broker-{broker_id}" / "data"
 
-    @property
-    def zookeeper_config(self) -> Path:
-        return Path(self.directory) / "zookeeper" / "zoo.cfg"
+    def zookeeper_config(self, server: ProcessState) -> Path:
+        """The zoo.cfg of ``server`` (kctl.localcluster.zookeeper, zookeeper_ensemble)."""
+        base = Path(self.directory) / "zookeeper"
+        if server.server_id is not None:
+            base = base / f"zk-{server.server_id}"
+        return base / "zoo.cfg"
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2) + "\n"
@@ -84,10 +95,11 @@ class ClusterState:
     @classmethod
     def from_json(cls, text: str) -> ClusterState:
         data = json.loads(text)
+        servers = data["zookeepers"] if "zookeepers" in data else [data["zookeeper"]]
         return cls(
             directory=data["directory"],
             zookeeper_connect=data["zookeeper_connect"],
-            zookeeper=ProcessState(**data["zookeeper"]),
+            zookeepers=[ProcessState(**z) for z in servers],
             brokers=[ProcessState(**b) for b in data["brokers"]],
             properties=dict(data.get("properties", {})),
             started_at_ms=int(data.get("started_at_ms", 0)),
@@ -105,10 +117,17 @@ class ProcessStatus:
     alive: bool
     controller: bool
     log_file: str
+    server_id: int | None = None
 
     @property
     def name(self) -> str:
-        return "ZooKeeper" if self.role == "zookeeper" else f"broker {self.broker_id}"
+        return process_name(self.role, self.broker_id, self.server_id)
+
+
+def process_name(role: str, broker_id: int | None, server_id: int | None) -> str:
+    if role == "zookeeper":
+        return "ZooKeeper" if server_id is None else f"ZooKeeper {server_id}"
+    return f"broker {broker_id}"
 
 
 def state_path(directory: Path) -> Path:

@@ -19,6 +19,7 @@ restarted alone catches up from the others. The faults are on the servers themse
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -40,15 +41,21 @@ class ZooKeeperEnsemble:
         directory: Path,
         size: int = 3,
         *,
-        client_ports: list[int] | None = None,
+        client_ports: Sequence[int] | None = None,
+        peers: Sequence[QuorumPeer] | None = None,
         detached: bool = False,
     ) -> None:
+        """``client_ports`` and ``peers`` (quorum and election ports): those of a previous run, to
+        start the same ensemble again (default: free ports)."""
         if size < 1:
             raise ValueError(f"an ensemble needs at least one server, not {size}")
-        if client_ports is not None and len(client_ports) != size:
-            raise ValueError(f"{size} servers need {size} client ports, not {len(client_ports)}")
+        for given in (client_ports, peers):
+            if given is not None and len(given) != size:
+                raise ValueError(f"{size} servers need {size} ports of each kind, not {len(given)}")
         self.directory = Path(directory)
-        peers = [QuorumPeer(server_id, free_port(), free_port()) for server_id in range(1, size + 1)]
+        if peers is None:
+            peers = [QuorumPeer(server_id, free_port(), free_port()) for server_id in range(1, size + 1)]
+        self.peers = list(peers)
         self.servers = [
             ZooKeeperServer(
                 self.directory / f"zk-{peer.server_id}",

@@ -408,7 +408,7 @@ def test_down_stops_every_process(cluster: Cluster) -> None:
     state = cluster.state
     result = kctl("cluster", "down", "--dir", str(cluster.directory))
     assert result.returncode == 0, result.stderr
-    for process in (state.zookeeper, *state.brokers):
+    for process in (*state.zookeepers, *state.brokers):
         assert not process_alive(process.pid), process
     assert "stopped broker 1" in result.stderr and "stopped ZooKeeper" in result.stderr
     status = kctl("cluster", "status", "--dir", str(cluster.directory), "-f", "json")

@@ -242,7 +242,7 @@ def test_a_broker_restarted_by_hand_is_shown_running_and_stopped_by_down(cluster
     assert cluster.pids()[3] == by_hand  # cluster.json is true again
     assert cluster.cluster("status").returncode == 0
 
-    everything = [p.pid for p in (state.zookeeper, *state.brokers) if p.broker_id != 3] + [by_hand]
+    everything = [p.pid for p in (*state.zookeepers, *state.brokers) if p.broker_id != 3] + [by_hand]
     down = cluster.cluster("down", "--timeout", STEP_TIMEOUT)
     assert down.returncode == 0, down.stderr
     assert f"stopped broker 3 (pid {by_hand})" in down.stderr and "stopped ZooKeeper" in down.stderr
@@ -270,4 +270,4 @@ def test_start_brings_a_stopped_cluster_back_and_stop_stops_it(cluster: Cluster)
     assert stopped.returncode == 0, stopped.stderr
     assert "stopped ZooKeeper" in stopped.stderr
     state = load_state(cluster.directory)
-    assert not any(process_alive(p.pid) for p in (state.zookeeper, *state.brokers))
+    assert not any(process_alive(p.pid) for p in (*state.zookeepers, *state.brokers))

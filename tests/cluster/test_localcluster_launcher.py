@@ -32,6 +32,7 @@ from kctl.localcluster.launcher import (
     status,
     stop_process,
 )
+from kctl.localcluster.zookeeper import MAIN_CLASS as ZOOKEEPER_MAIN
 from kctl.localcluster.zookeeper import free_port
 
 
@@ -39,7 +40,7 @@ def _state(directory: Path, pid: int) -> ClusterState:
     return ClusterState(
         directory=str(directory),
         zookeeper_connect="127.0.0.1:1/kctl",
-        zookeeper=ProcessState("zookeeper", pid, "127.0.0.1", 1, "zk.out"),
+        zookeepers=[ProcessState("zookeeper", pid, "127.0.0.1", 1, "zk.out")],
         brokers=[ProcessState("broker", pid, "127.0.0.1", 2, "b.log", 1)],
         properties={"num.partitions": "3"},
         started_at_ms=5,
@@ -91,7 +92,7 @@ def test_stop_process_and_status_and_down_from_the_state_file(tmp_path: Path) ->
     )
     _exec_done(child.pid, marker)
     state = _state(tmp_path, child.pid)
-    state.zookeeper.pid = 2**22 + 7  # no such process
+    state.zookeepers[0].pid = 2**22 + 7  # no such process
     state_path(tmp_path).write_text(state.to_json())
     rows = status(tmp_path)
     assert [(r.role, r.alive, r.controller) for r in rows] == [
@@ -173,11 +174,11 @@ class Fakes:
     def zookeeper(self) -> int:
         config = self.directory / "zookeeper" / "zoo.cfg"
         child = subprocess.Popen(
-            [sys.executable, "-c", "import time; time.sleep(120)", "ZooKeeperServerMain", str(config)],
+            [sys.executable, "-c", "import time; time.sleep(120)", ZOOKEEPER_MAIN, str(config)],
             start_new_session=True,
         )
         self.processes.append(child)  # type: ignore[arg-type]
-        _exec_done(child.pid, "ZooKeeperServerMain")
+        _exec_done(child.pid, ZOOKEEPER_MAIN)
         return child.pid
 
     def kill_all(self) -> None:
@@ -204,7 +205,7 @@ def _recorded(
     state = ClusterState(
         directory=str(directory),
         zookeeper_connect="127.0.0.1:1/kctl",
-        zookeeper=ProcessState("zookeeper", zookeeper_pid, "127.0.0.1", 1, "zk.out"),
+        zookeepers=[ProcessState("zookeeper", zookeeper_pid, "127.0.0.1", 1, "zk.out")],
         brokers=[
             ProcessState("broker", pid, "127.0.0.1", port, "b.log", i + 1)
             for i, (pid, port) in enumerate(zip(broker_pids, ports, strict=True))
@@ -226,7 +227,7 @@ def test_a_broker_restarted_by_hand_is_found_shown_with_its_pid_and_stopped(
     assert [(r.role, r.pid, r.alive) for r in rows] == [("zookeeper", DEAD, False), ("broker", real, True)]
     assert load_state(tmp_path).brokers[0].pid == real  # cluster.json is true again
     shown = _kctl("cluster", "status", "--dir", str(tmp_path), "-f", "json")
-    assert shown.returncode == 1 and "not running: zookeeper" in shown.stderr
+    assert shown.returncode == 1 and "not running: ZooKeeper" in shown.stderr
     assert [r["pid"] for r in json.loads(shown.stdout)] == [DEAD, real]
     result = _kctl("cluster", "down", "--dir", str(tmp_path), "--timeout", "10")
     assert result.returncode == 0, result.stderr
@@ -247,7 +248,7 @@ def test_down_names_a_broker_it_cannot_stop_and_leaves_zookeeper_running(
     assert f"could not stop broker 2: a Kafka broker still answers on 127.0.0.1:{port}" in result.stderr
     assert f"could not stop ZooKeeper (pid {zookeeper}): left running" in result.stderr
     assert result.stderr.splitlines()[-1] == "kctl: error: not stopped: broker 2, ZooKeeper"
-    assert not process_alive(stopped) and process_alive(zookeeper, "ZooKeeperServerMain")
+    assert not process_alive(stopped) and process_alive(zookeeper, ZOOKEEPER_MAIN)
 
 
 @contextlib.contextmanager
