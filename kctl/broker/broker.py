@@ -48,6 +48,9 @@ from kctl.zk.registry import (
 
 log = logging.getLogger("kctl.broker")
 
+UNCLEAN_RESTART_WAIT_S = 60.0
+"""How long a broker back from an unclean shutdown waits for the controller before taking roles."""
+
 
 class Broker:
     """One broker. What its API handlers use of it: ``config``, ``broker_id``, ``clock``,
@@ -155,7 +158,13 @@ class Broker:
                 )
                 await server.start()
                 self.servers.append(server)
+            unclean = self.replicated and self.log_manager.lost_unsynced_writes
+            if unclean:  # out of every ISR before it leads or counts as in sync (KIP-966's idea)
+                registry.announce_unclean_restart(self.broker_id)
             self._register(registry)
+            if unclean:
+                self.metadata.refresh()  # meanwhile its clients are sent to the partitions' leaders
+                await self._wait_until_unclean_restart_handled(registry)
             registry.add_listener(self._on_registry_change)
             self.metadata.refresh()
             if self.replicas.fetchers is not None:
@@ -172,6 +181,27 @@ class Broker:
             "ZooKeeper " + config.zookeeper_connect if config.zookeeper_connect else "embedded metadata",
             ", ".join(self.bootstrap_addresses),
         )
+
+    async def _wait_until_unclean_restart_handled(self, registry: Registry) -> None:
+        """After an unclean shutdown: take no role until the controller has taken this broker out of
+        every ISR it was in (it may have lost writes it had acknowledged or replicated, and must not
+        lead with a log that lacks them). Gives up after ``UNCLEAN_RESTART_WAIT_S`` with a warning
+        (no controller answers: ZooKeeper or every other broker down)."""
+        deadline = asyncio.get_running_loop().time() + UNCLEAN_RESTART_WAIT_S
+        log.warning(
+            "broker %d was not shut down cleanly: waiting for the controller to take it out of the "
+            "ISRs before it takes any role",
+            self.broker_id,
+        )
+        while self.broker_id in await asyncio.to_thread(registry.unclean_restarts):
+            if asyncio.get_running_loop().time() > deadline:
+                log.warning(
+                    "broker %d: no controller handled its unclean restart within %g s; going on",
+                    self.broker_id,
+                    UNCLEAN_RESTART_WAIT_S,
+                )
+                return
+            await asyncio.sleep(0.05)  # polling interval, bounded by the deadline
 
     # -- replication (cluster mode) ------------------------------------------------------------
     @property

@@ -176,6 +176,16 @@ class LogManager:
         self.had_clean_shutdown: dict[Path, bool] = {}
         self._open()
 
+    @property
+    def lost_unsynced_writes(self) -> bool:
+        """Whether a log directory holding logs was not shut down cleanly: what its logs had written
+        since their last fsync may be gone (a power loss), so this broker may lack records it
+        acknowledged or replicated before."""
+        return any(
+            not clean and any(log.parent_dir_is(log_dir) for log in self._logs.values())
+            for log_dir, clean in self.had_clean_shutdown.items()
+        )
+
     # -- start-up ------------------------------------------------------------------------------
     def _open(self) -> None:
         try:

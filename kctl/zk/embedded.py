@@ -135,6 +135,7 @@ class EmbeddedRegistry(Registry):
         self._security_store = FileSecurityStore(self.metadata_dir)
         self._quota_store = FileQuotaStore(self.metadata_dir)
         self._shutdowns: dict[int, tuple[str, int]] = {}
+        self._unclean_restarts: set[int] = set()  # in memory: a cluster of one has no other replica
         self._batch = threading.local()  # depth and dirty flag of this thread's write_batch
         self.writes = 0  # rewrites of the file since start (what a test of batching counts)
 
@@ -174,6 +175,7 @@ class EmbeddedRegistry(Registry):
             self._brokers.clear()
             self._controller = None
             self._shutdowns.clear()
+            self._unclean_restarts.clear()
             self._release_lock()
         if had_brokers:
             self._notify(BROKERS)
@@ -685,6 +687,19 @@ class EmbeddedRegistry(Registry):
         with self._open():
             if broker_id in self._shutdowns:
                 self._shutdowns[broker_id] = ("done", remaining_partitions)
+
+    def announce_unclean_restart(self, broker_id: int) -> None:
+        with self._open():
+            self._unclean_restarts.add(broker_id)
+        self._notify(ADMIN)
+
+    def unclean_restarts(self) -> set[int]:
+        with self._open():
+            return set(self._unclean_restarts)
+
+    def finish_unclean_restart(self, broker_id: int) -> None:
+        with self._open():
+            self._unclean_restarts.discard(broker_id)
 
 
 class EmbeddedAdminRequests(AdminRequests):

@@ -266,6 +266,22 @@ class ClusterMembership(Protocol):
         """The controller's answer: state "done", with how many partitions the broker still leads
         (0: it may stop now). No-op when the request is gone."""
 
+    @abstractmethod
+    def announce_unclean_restart(self, broker_id: int) -> None:
+        """A broker restarting after an unclean shutdown says so before it takes any role
+        (ZooKeeper: ephemeral /kctl/unclean_restart/<broker id>): it may have lost what it had not
+        fsynced, so the controller takes it out of every ISR (leadership moves to another ISR
+        member) before it leads or counts as in sync again (as KIP-966's unclean shutdown
+        detection does)."""
+
+    @abstractmethod
+    def unclean_restarts(self) -> set[int]:
+        """The brokers whose unclean restart the controller has not handled yet."""
+
+    @abstractmethod
+    def finish_unclean_restart(self, broker_id: int) -> None:
+        """The controller has taken the broker out of every ISR: the broker may take its roles."""
+
 
 class ConfigStore(Protocol):
     """Config overrides: a topic's, and the dynamic broker configs (a broker's and the

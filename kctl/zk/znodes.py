@@ -37,6 +37,8 @@ parts (kctl.zk.zookeeper) do.
                                                     (kctl's own)
     /kctl/controlled_shutdown/<id> (ephemeral)     {"version":1,"state":"requested"|"done",
                                                     "remaining_partitions":0}  (kctl's own)
+    /kctl/unclean_restart/<id> (ephemeral)         (no data: restarted after an unclean shutdown;
+                                                    kctl's own)
     /kafka-acl/<type>/<name>                       {"version":1,"acls":[{"principal":"User:a",
     /kafka-acl-extended/prefixed/<type>/<name>      "permissionType":"Allow","operation":"Read",
                                                     "host":"*"}]}
@@ -87,6 +89,8 @@ __all__ = [
     "TopicPartitionsZNode",
     "TopicZNode",
     "TopicsZNode",
+    "UncleanRestartBrokerZNode",
+    "UncleanRestartZNode",
     "ZNodeDecodeError",
 ]
 
@@ -607,7 +611,24 @@ class ControlledShutdownBrokerZNode:
         return _field(path, obj, "state", str), int(obj.get("remaining_partitions", -1))
 
 
+class UncleanRestartZNode:
+    """``/kctl/unclean_restart``: kctl's parent of unclean restart announcements."""
+
+    path = "/kctl/unclean_restart"
+
+
+class UncleanRestartBrokerZNode:
+    """``/kctl/unclean_restart/<broker id>`` (ephemeral, owned by the restarted broker; empty): the
+    broker shut down uncleanly and may have lost what it had not fsynced. The controller takes it out
+    of every ISR, then deletes the znode; the broker takes its roles only then."""
+
+    @staticmethod
+    def path(broker_id: int) -> str:
+        return f"{UncleanRestartZNode.path}/{broker_id}"
+
+
 # -- ACLs -----------------------------------------------------------------------------------------
+
 class AclZNode:
     """``/kafka-acl/<resource type>/<name>`` (literal resource patterns) and
     ``/kafka-acl-extended/prefixed/<resource type>/<name>`` (prefixed ones): the ACLs of one
@@ -677,5 +698,6 @@ PERSISTENT_PATHS: tuple[str, ...] = (
     ConfigEntityChangeNotificationZNode.path,
     DeleteTopicsZNode.path,
     ControlledShutdownZNode.path,
+    UncleanRestartZNode.path,
 )
 """The parents a registry creates at start, as Kafka's brokers do (``KafkaZkClient.createTopLevelPaths``)."""

@@ -74,6 +74,8 @@ from kctl.zk.znodes import (
     ControlledShutdownZNode,
     ControllerEpochZNode,
     ControllerZNode,
+    UncleanRestartBrokerZNode,
+    UncleanRestartZNode,
     ZNodeDecodeError,
 )
 from kctl.zk.zookeeper_configs import ZooKeeperConfigs
@@ -221,6 +223,15 @@ class ZooKeeperRegistry(Registry):
 
     def answer_controlled_shutdown(self, broker_id: int, remaining_partitions: int) -> None:
         self._brokers.answer_controlled_shutdown(broker_id, remaining_partitions)
+
+    def announce_unclean_restart(self, broker_id: int) -> None:
+        self._brokers.announce_unclean_restart(broker_id)
+
+    def unclean_restarts(self) -> set[int]:
+        return self._brokers.unclean_restarts()
+
+    def finish_unclean_restart(self, broker_id: int) -> None:
+        self._brokers.finish_unclean_restart(broker_id)
 
     # -- TopicStore: ZooKeeperTopics ---------------------------------------------------------------
     def create_topic(
@@ -542,6 +553,25 @@ class ZooKeeperBrokers(ZooKeeperPart, ClusterMembership):
                     client.delete(path)  # a retry: ask again
             client.create(path, data, ephemeral=True, makepath=True)
         self._notify(ADMIN)
+
+    def announce_unclean_restart(self, broker_id: int) -> None:
+        client = self._zk_client()
+        path = UncleanRestartBrokerZNode.path(broker_id)
+        with self._zk(f"announce the unclean restart of broker {broker_id}"):
+            with contextlib.suppress(NoNodeError):
+                client.delete(path)  # a previous run's, whose session has not expired yet
+            client.create(path, b"", ephemeral=True, makepath=True)
+        self._notify(ADMIN)
+
+    def unclean_restarts(self) -> set[int]:
+        client = self._zk_client()
+        with self._zk("read the unclean restart announcements"):
+            return {int(c) for c in client.get_children(UncleanRestartZNode.path) if c.isdigit()}
+
+    def finish_unclean_restart(self, broker_id: int) -> None:
+        client = self._zk_client()
+        with self._zk(f"finish the unclean restart of broker {broker_id}"), contextlib.suppress(NoNodeError):
+            client.delete(UncleanRestartBrokerZNode.path(broker_id))
 
     def controlled_shutdown_requests(self) -> dict[int, tuple[str, int]]:
         client = self._zk_client()

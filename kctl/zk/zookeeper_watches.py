@@ -37,6 +37,7 @@ from kctl.zk.znodes import (
     TopicPartitionStateZNode,
     TopicsZNode,
     TopicZNode,
+    UncleanRestartZNode,
     ZNodeDecodeError,
 )
 from kctl.zk.zookeeper_session import ZooKeeperPart, ZooKeeperSession, collect
@@ -87,6 +88,7 @@ class ZooKeeperWatches(ZooKeeperPart):
             DataWatch(client, PreferredReplicaElectionZNode.path, self._data_watcher(ADMIN)),
             DataWatch(client, ElectLeadersZNode.path, self._data_watcher(ADMIN)),
             ChildrenWatch(client, ControlledShutdownZNode.path, self._children_watcher(ADMIN)),
+            ChildrenWatch(client, UncleanRestartZNode.path, self._children_watcher(ADMIN)),
         ]
         with self._lock:
             self._watches = watches

@@ -156,6 +156,27 @@ def test_controlled_shutdown_request_is_answered(registry: EmbeddedRegistry) -> 
     assert registry.controlled_shutdown_requests() == {2: ("done", 0)}
 
 
+def test_a_broker_back_from_an_unclean_shutdown_leaves_every_isr_first(registry: EmbeddedRegistry) -> None:
+    """The bug the power-loss nemesis found: broker 3, controller and leader, lost its unsynced
+    writes, restarted, won the controller again and led on with an empty log at the same leader
+    epoch (nothing looked dead to the new controller); the followers truncated to it. Announced,
+    the restart moves its leaderships to other ISR members and takes it out of every ISR."""
+    register(registry, 2, 3)
+    registry.create_topic("t", {0: (3, 1, 2), 1: (1, 3, 2)}, {})
+    registry.create_topic("solo", {0: (3,)}, {})
+    controller = Controller(1, registry)
+    controller.process({"controller"})
+    assert summary(registry, "t") == {0: (3, 0, (3, 1, 2)), 1: (1, 0, (1, 3, 2))}
+    registry.announce_unclean_restart(3)
+    controller.process({"admin"})
+    # led by 3: another ISR member leads; followed by 3: out of the ISR; 3 alone: nobody better
+    assert summary(registry, "t") == {0: (1, 1, (1, 2)), 1: (1, 1, (1, 2))}
+    assert summary(registry, "solo") == {0: (3, 0, (3,))}
+    assert registry.unclean_restarts() == set()  # handled: broker 3 may take its roles
+    controller.process({"brokers"})
+    assert summary(registry, "t")[0] == (1, 1, (1, 2))  # it rejoins by catching up, not by decree
+
+
 def test_reassignment_with_the_embedded_registry(registry: EmbeddedRegistry) -> None:
     register(registry, 2, 3)
     registry.create_topic("t", {0: (1, 2)}, {})

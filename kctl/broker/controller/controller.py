@@ -52,11 +52,15 @@ class ClusterView:
     states: dict[tuple[str, int], PartitionState]
     unclean_default: bool
     updates: dict[tuple[str, int], PartitionStateUpdate] = field(default_factory=dict)
+    restarting: set[int] = field(default_factory=set)
+    """Brokers back from an unclean shutdown (their unsynced writes may be lost): out of every
+    ISR and leadership before they take a role (`Registry.announce_unclean_restart`)."""
 
     @property
     def live(self) -> set[int]:
-        """Brokers that may lead: registered and not shutting down (Kafka's liveBrokerIds)."""
-        return self.registered - self.shutting_down
+        """Brokers that may lead or stay in an ISR: registered, not shutting down and not back from
+        an unclean shutdown unhandled (Kafka's liveBrokerIds)."""
+        return self.registered - self.shutting_down - self.restarting
 
     def current(self, key: tuple[str, int]) -> PartitionState | None:
         """The state as this event has decided it so far."""
@@ -194,13 +198,16 @@ class Controller:
         registry = self.registry
         registered = {b.broker_id for b in registry.live_brokers()}
         shutting = {b for b in registry.controlled_shutdown_requests() if b in registered}
+        restarting = registry.unclean_restarts()
         topics = registry.topics()
         states = {
             (name, partition): state
             for name in topics
             for partition, state in registry.partition_states(name).items()
         }
-        return ClusterView(registered, shutting, topics, states, self.unclean_leader_election)
+        return ClusterView(
+            registered, shutting, topics, states, self.unclean_leader_election, restarting=restarting
+        )
 
     def _reconcile(self, *, rebalance: bool) -> None:
         fence = self.fence
@@ -230,11 +237,10 @@ class Controller:
                             name, partition, decision[0], list(state.isr),
                         )
                     view.propose(key, decision, epoch)
-                elif state.leader in view.shutting_down:
+                elif state.leader in view.shutting_down or state.leader in view.restarting:
+                    leaving = view.shutting_down | view.restarting
                     view.propose(
-                        key,
-                        election.controlled_shutdown_election(replicas, state, live, view.shutting_down),
-                        epoch,
+                        key, election.controlled_shutdown_election(replicas, state, live, leaving), epoch
                     )
                 current = view.current(key)
                 assert current is not None
@@ -255,6 +261,13 @@ class Controller:
             self.registry.admin_requests.finish_unclean_election_requests(unclean_requests)
         self._reassigner.finish(view, fence)
         self._answer_shutdowns(view)
+        for broker_id in sorted(view.restarting):
+            log.warning(
+                "broker %d restarted after an unclean shutdown: out of every ISR it was in (it may "
+                "have lost unsynced writes); it rejoins them by catching up",
+                broker_id,
+            )
+            self.registry.finish_unclean_restart(broker_id)
 
     def _rebalance(self, view: ClusterView, epoch: int) -> None:
         """Kafka's auto leader rebalance: for each broker, when more than
