@@ -1,0 +1,80 @@
+"""Broker metrics: counters the request path updates (``stats``), a Collector computing the rest from
+the broker's state at scrape time (``collector``), the catalog of every metric and its Kafka MBean
+(``catalog``, rendered into docs/metrics.md), the event loop monitor (``loop``) and the ``/metrics``
+HTTP endpoint on the event loop (``http``). ``BrokerMetrics`` ties them to one broker: the counters
+always exist (a few integer additions per request), the endpoint, the collector and the loop monitor
+only when ``metrics.listener`` is set."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kctl.broker.metrics.stats import BrokerStats, kafka_api_name
+
+if TYPE_CHECKING:
+    from kctl.broker.broker import Broker
+    from kctl.broker.metrics.http import MetricsServer
+    from kctl.broker.metrics.loop import EventLoopMonitor
+    from kctl.broker.server import RequestContext
+
+
+class BrokerMetrics:
+    """One broker's metrics: ``stats`` for the handlers; ``start``/``stop`` the endpoint."""
+
+    def __init__(self, listener: str) -> None:
+        self.listener = listener.strip()
+        self.stats = BrokerStats()
+        self.server: MetricsServer | None = None
+        self.loop_monitor: EventLoopMonitor | None = None
+        self._names: dict[int, tuple[str, ...]] = {}
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.listener)
+
+    @property
+    def url(self) -> str | None:
+        """http://HOST:PORT/metrics once serving."""
+        return self.server.url if self.server is not None else None
+
+    def observe_request(
+        self, context: RequestContext, queue_s: float, local_s: float, remote_s: float, send_s: float,
+        total_s: float,
+    ) -> None:  # fmt: skip
+        """The server's RequestObserver: one request's times, under its API's Kafka name (and the
+        handler's second name: FetchConsumer, FetchFollower)."""
+        key = context.header.api_key
+        names = self._names.get(key)
+        if names is None:
+            names = self._names[key] = (kafka_api_name(key),)
+        if context.metric_name is not None:
+            names = (*names, context.metric_name)
+        self.stats.observe_request(names, queue_s, local_s, remote_s, send_s, total_s)
+
+    async def start(self, broker: Broker) -> None:
+        """Serve /metrics on metrics.listener (nothing when it is empty)."""
+        if not self.enabled:
+            return
+        from prometheus_client.registry import CollectorRegistry
+
+        from kctl.broker.metrics.collector import BrokerCollector
+        from kctl.broker.metrics.http import MetricsServer
+        from kctl.broker.metrics.listener import parse_metrics_listener
+        from kctl.broker.metrics.loop import EventLoopMonitor
+
+        host, port = parse_metrics_listener(self.listener)
+        self.loop_monitor = EventLoopMonitor()
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(BrokerCollector(broker, self.stats, self.loop_monitor))
+        server = MetricsServer(registry, host, port)
+        await server.start()
+        self.server = server
+        self.loop_monitor.start()
+
+    async def stop(self) -> None:
+        if self.loop_monitor is not None:
+            await self.loop_monitor.stop()
+            self.loop_monitor = None
+        if self.server is not None:
+            await self.server.stop()
+            self.server = None

@@ -1,0 +1,185 @@
+"""The counters request handling updates: per topic (records and bytes in and out, failures) and per
+API (request count and time histograms). Plain integers and floats on ``__slots__`` objects, updated
+on the event loop's thread once per partition of a request or once per request — never per record,
+no lock, no label lookup: prometheus_client's own Counter and Histogram take a lock and look their
+labels up on every update, which the collector (kctl.broker.metrics.collector) instead pays once per
+scrape when it turns these into metric families."""
+
+from __future__ import annotations
+
+import bisect
+
+from kctl.protocol.registry import ApiKey
+
+#: request-time histogram bucket bounds, in milliseconds (upper bounds; +Inf is added)
+TIME_BUCKETS_MS: tuple[float, ...] = (
+    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0,
+    10000.0, 30000.0,
+)  # fmt: skip
+
+
+def kafka_api_name(key: int) -> str:
+    """Kafka's name of an API (``ApiKeys.name``): PRODUCE -> Produce, OFFSET_FOR_LEADER_EPOCH ->
+    OffsetForLeaderEpoch."""
+    try:
+        name = ApiKey(key).name
+    except ValueError:
+        return f"Unknown{key}"
+    return "".join(part.capitalize() for part in name.split("_"))
+
+
+class Histogram:
+    """Counts per bucket (not cumulative), the sum and the count of observations in milliseconds."""
+
+    __slots__ = ("counts", "sum")
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(TIME_BUCKETS_MS) + 1)
+        self.sum = 0.0
+
+    def observe(self, ms: float) -> None:
+        self.counts[bisect.bisect_left(TIME_BUCKETS_MS, ms)] += 1
+        self.sum += ms
+
+    @property
+    def count(self) -> int:
+        return sum(self.counts)
+
+    def cumulative(self) -> list[tuple[str, float]]:
+        """prometheus_client's bucket list: (upper bound, cumulative count), ending with +Inf."""
+        buckets: list[tuple[str, float]] = []
+        total = 0
+        for bound, count in zip((*TIME_BUCKETS_MS, float("inf")), self.counts, strict=True):
+            total += count
+            buckets.append(("+Inf" if bound == float("inf") else repr(bound), float(total)))
+        return buckets
+
+
+class RequestStats:
+    """One API's (or FetchConsumer's, FetchFollower's) request count and time histograms."""
+
+    __slots__ = ("local", "queue", "remote", "requests", "send", "total")
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.total = Histogram()
+        self.queue = Histogram()
+        self.local = Histogram()
+        self.remote = Histogram()
+        self.send = Histogram()
+
+    def observe(self, queue_s: float, local_s: float, remote_s: float, send_s: float, total_s: float) -> None:
+        self.requests += 1
+        self.queue.observe(queue_s * 1000)
+        self.local.observe(local_s * 1000)
+        self.remote.observe(remote_s * 1000)
+        self.send.observe(send_s * 1000)
+        self.total.observe(total_s * 1000)
+
+
+class TopicStats:
+    """A topic's BrokerTopicMetrics counters (also kept once for all topics together)."""
+
+    __slots__ = (
+        "bytes_in",
+        "bytes_out",
+        "bytes_rejected",
+        "failed_fetch",
+        "failed_produce",
+        "messages_in",
+        "total_fetch",
+        "total_produce",
+    )
+
+    def __init__(self) -> None:
+        self.messages_in = 0
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self.bytes_rejected = 0
+        self.failed_produce = 0
+        self.failed_fetch = 0
+        self.total_produce = 0
+        self.total_fetch = 0
+
+
+#: TopicStats attribute -> the metric's short name (kafka_server_brokertopicmetrics_<short>_total)
+TOPIC_COUNTERS: tuple[tuple[str, str], ...] = (
+    ("messages_in", "messagesin"),
+    ("bytes_in", "bytesin"),
+    ("bytes_out", "bytesout"),
+    ("bytes_rejected", "bytesrejected"),
+    ("failed_produce", "failedproducerequests"),
+    ("failed_fetch", "failedfetchrequests"),
+    ("total_produce", "totalproducerequests"),
+    ("total_fetch", "totalfetchrequests"),
+)
+
+
+class BrokerStats:
+    """Everything counted on the request path. Handlers call the methods below (one call per
+    partition of a request); the server calls ``observe_request`` once per request."""
+
+    def __init__(self) -> None:
+        self.topics: dict[str, TopicStats] = {}
+        self.all_topics = TopicStats()
+        self.requests: dict[str, RequestStats] = {}
+        self.replication_bytes_out = 0
+
+    def topic(self, name: str) -> TopicStats:
+        stats = self.topics.get(name)
+        if stats is None:
+            stats = self.topics[name] = TopicStats()
+        return stats
+
+    def forget_topic(self, name: str) -> None:
+        """A deleted topic's counters go (as Kafka removes its BrokerTopicMetrics)."""
+        self.topics.pop(name, None)
+
+    def produced(self, topic: str, records: int, nbytes: int) -> None:
+        """One partition's batches appended."""
+        stats = self.topic(topic)
+        every = self.all_topics
+        stats.total_produce += 1
+        stats.messages_in += records
+        stats.bytes_in += nbytes
+        every.total_produce += 1
+        every.messages_in += records
+        every.bytes_in += nbytes
+
+    def produce_failed(self, topic: str, rejected_bytes: int) -> None:
+        """One partition of a produce failed; ``rejected_bytes`` when refused for its records."""
+        stats = self.topic(topic)
+        every = self.all_topics
+        stats.total_produce += 1
+        stats.failed_produce += 1
+        every.total_produce += 1
+        every.failed_produce += 1
+        if rejected_bytes:
+            stats.bytes_rejected += rejected_bytes
+            every.bytes_rejected += rejected_bytes
+
+    def fetched(self, topic: str, partitions: int, failed: int, nbytes: int, *, follower: bool) -> None:
+        """A fetch response's partitions of one topic: how many, how many failed, bytes of records."""
+        stats = self.topic(topic)
+        every = self.all_topics
+        stats.total_fetch += partitions
+        every.total_fetch += partitions
+        if failed:
+            stats.failed_fetch += failed
+            every.failed_fetch += failed
+        if follower:
+            self.replication_bytes_out += nbytes
+        else:
+            stats.bytes_out += nbytes
+            every.bytes_out += nbytes
+
+    def observe_request(
+        self, names: tuple[str, ...], queue_s: float, local_s: float, remote_s: float, send_s: float,
+        total_s: float,
+    ) -> None:  # fmt: skip
+        requests = self.requests
+        for name in names:
+            stats = requests.get(name)
+            if stats is None:
+                stats = requests[name] = RequestStats()
+            stats.observe(queue_s, local_s, remote_s, send_s, total_s)
