@@ -13,8 +13,9 @@ broker properties passed as ``-X key=value`` and win over the defaults (``listen
 is the one started when ``cwd`` is that checkout. ``start()`` waits, until a deadline and without
 sleeping, for the bootstrap address the broker prints as its first stdout line (and, with
 ``metrics.listener`` among ``properties``, for the metrics URL it prints as its second:
-``metrics_url``); the broker's stderr goes to ``log_file`` and is quoted when it fails to start.
-``pause()``/``resume()`` send SIGSTOP/SIGCONT: a broker that is alive but does not answer.
+``metrics_url``, whose port restarts keep); the broker's stderr goes to ``log_file`` and is quoted
+when it fails to start. ``pause()``/``resume()`` send SIGSTOP/SIGCONT: a broker that is alive but
+does not answer.
 
 ``detached=True`` (``kctl cluster up``): the broker runs in a session of its own and writes its
 stdout to ``stdout_file`` instead of a pipe, so it outlives the process that started it; ``start()``
@@ -108,6 +109,11 @@ class BrokerProcess:
             "log.dirs": str(self.data_dir),
             **self.properties,
         }
+        metrics = props.get("metrics.listener", "")
+        if self.metrics_url and metrics.rstrip("/").endswith(":0"):
+            # a restart keeps the metrics port the kernel picked at the first start, as the listener's
+            # (a Prometheus scraping it keeps its target)
+            props["metrics.listener"] = self.metrics_url.removesuffix("/metrics")
         args = [self.python, "-m", "kctl", "broker", "start"]
         for key, value in props.items():
             args += ["-X", f"{key}={value}"]
@@ -157,7 +163,8 @@ class BrokerProcess:
             self.kill()
             raise
         line = lines[0]
-        self.metrics_url = lines[1].strip() if len(lines) > 1 else None
+        if len(lines) > 1:
+            self.metrics_url = lines[1].strip()
         #: every listener's HOST:PORT, in the order of ``listeners``
         self.addresses = [a.strip().split("://", 1)[-1] for a in line.split(",") if a.strip()]
         address = line.split(",")[0].strip()

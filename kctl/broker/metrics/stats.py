@@ -7,7 +7,7 @@ scrape when it turns these into metric families."""
 
 from __future__ import annotations
 
-import bisect
+from bisect import bisect_left
 
 from kctl.protocol.registry import ApiKey
 
@@ -38,7 +38,7 @@ class Histogram:
         self.sum = 0.0
 
     def observe(self, ms: float) -> None:
-        self.counts[bisect.bisect_left(TIME_BUCKETS_MS, ms)] += 1
+        self.counts[bisect_left(TIME_BUCKETS_MS, ms)] += 1
         self.sum += ms
 
     @property
@@ -67,14 +67,6 @@ class RequestStats:
         self.local = Histogram()
         self.remote = Histogram()
         self.send = Histogram()
-
-    def observe(self, queue_s: float, local_s: float, remote_s: float, send_s: float, total_s: float) -> None:
-        self.requests += 1
-        self.queue.observe(queue_s * 1000)
-        self.local.observe(local_s * 1000)
-        self.remote.observe(remote_s * 1000)
-        self.send.observe(send_s * 1000)
-        self.total.observe(total_s * 1000)
 
 
 class TopicStats:
@@ -177,9 +169,29 @@ class BrokerStats:
         self, names: tuple[str, ...], queue_s: float, local_s: float, remote_s: float, send_s: float,
         total_s: float,
     ) -> None:  # fmt: skip
+        """One request's times under each of ``names`` (the hot path of every request: inlined, the
+        bucket found by bisect in C, no method call per histogram)."""
         requests = self.requests
+        bounds = TIME_BUCKETS_MS
+        queue, local, remote = queue_s * 1000, local_s * 1000, remote_s * 1000
+        send, total = send_s * 1000, total_s * 1000
         for name in names:
             stats = requests.get(name)
             if stats is None:
                 stats = requests[name] = RequestStats()
-            stats.observe(queue_s, local_s, remote_s, send_s, total_s)
+            stats.requests += 1
+            h = stats.queue
+            h.counts[bisect_left(bounds, queue)] += 1
+            h.sum += queue
+            h = stats.local
+            h.counts[bisect_left(bounds, local)] += 1
+            h.sum += local
+            h = stats.remote
+            h.counts[bisect_left(bounds, remote)] += 1
+            h.sum += remote
+            h = stats.send
+            h.counts[bisect_left(bounds, send)] += 1
+            h.sum += send
+            h = stats.total
+            h.counts[bisect_left(bounds, total)] += 1
+            h.sum += total
