@@ -156,7 +156,7 @@ class Broker:
                     credentials=self.security.credentials,
                     limits=limits,
                     name=listener.name,
-                    on_request=self.metrics.observe_request if self.metrics.enabled else None,
+                    on_request=self.metrics.stats.observe_request if self.metrics.enabled else None,
                 )
                 await server.start()
                 self.servers.append(server)

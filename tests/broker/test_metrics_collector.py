@@ -15,7 +15,7 @@ from kctl.broker.group.membership import Group, GroupState
 from kctl.broker.metrics.catalog import METRICS, render_reference
 from kctl.broker.metrics.collector import BrokerCollector, Families
 from kctl.broker.metrics.listener import MetricsListener, parse_metrics_listener
-from kctl.broker.metrics.stats import TIME_BUCKETS_MS, BrokerStats, Histogram, kafka_api_name
+from kctl.broker.metrics.stats import TIME_BUCKETS_MS, BrokerStats, RequestStats, cumulative, kafka_api_name
 from kctl.log.naming import TopicPartition
 from kctl.testing.metrics import Samples
 
@@ -134,28 +134,43 @@ def test_topic_counters_per_topic_and_for_all_topics() -> None:
     assert samples.value(name + "totalfetchrequests_total", topic="a") == 3
 
 
+def _context(api_key: int, metric_name: str | None = None) -> Any:
+    return SimpleNamespace(header=SimpleNamespace(api_key=api_key), metric_name=metric_name)
+
+
 def test_request_histograms_are_cumulative_in_milliseconds() -> None:
     stats = BrokerStats()
-    stats.observe_request(("Fetch", "FetchConsumer"), 0.0001, 0.002, 0.3, 0.0, 0.3021)
-    stats.observe_request(("Fetch", "FetchConsumer"), 0.0, 0.001, 0.0, 0.0, 0.001)
+    stats.observe_request(_context(1, "FetchConsumer"), 0.0001, 0.002, 0.3, 0.0, 0.3021)
+    stats.observe_request(_context(1, "FetchConsumer"), 0.0, 0.001, 0.0, 0.0, 0.001)
+    stats.observe_request(_context(0), 0.0, 0.001, 0.0, 0.0, 0.001)
     samples = _scrape(_broker([], [], active=False), stats)
     assert samples.value("kafka_network_requestmetrics_requests_total", request="FetchConsumer") == 2
+    assert samples.value("kafka_network_requestmetrics_requests_total", request="Fetch") == 2
+    assert samples.value("kafka_network_requestmetrics_requests_total", request="Produce") == 1
     assert samples.value("kafka_network_requestmetrics_remotetimems_count", request="Fetch") == 2
     assert samples.value("kafka_network_requestmetrics_remotetimems_bucket", request="Fetch", le="0.1") == 1
+    assert samples.value("kafka_network_requestmetrics_remotetimems_bucket", request="Fetch", le="250.0") == 1
     assert samples.value("kafka_network_requestmetrics_remotetimems_bucket", request="Fetch", le="500.0") == 2
+    assert (
+        samples.value("kafka_network_requestmetrics_requestqueuetimems_bucket", request="Fetch", le="0.1")
+        == 2
+    )
     total = samples.value("kafka_network_requestmetrics_totaltimems_sum", request="Fetch")
     assert total == pytest.approx(303.1)
 
 
 def test_histogram_buckets() -> None:
-    histogram = Histogram()
-    for ms in (0.05, 0.1, 7.0, 1e6):
-        histogram.observe(ms)
-    buckets = dict(histogram.cumulative())
+    stats = RequestStats()
+    for seconds in (0.00005, 0.0001, 0.007, 1000.0):
+        stats.observe(0.0, 0.0, 0.0, 0.0, seconds)
+    counts, sum_ms = stats.histogram(4)  # total time
+    buckets = dict(cumulative(counts))
     assert buckets["0.1"] == 2  # an upper bound is inclusive
     assert buckets["10.0"] == 3
-    assert buckets["+Inf"] == 4 and histogram.count == 4
+    assert buckets["+Inf"] == 4 and stats.requests == 4
     assert len(buckets) == len(TIME_BUCKETS_MS) + 1
+    assert sum_ms == pytest.approx(1_000_007.15)
+    assert dict(cumulative(stats.histogram(0)[0]))["0.1"] == 4  # queue time: all 0
 
 
 def test_a_metric_missing_from_the_catalog_is_refused() -> None:

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kctl.broker.metrics.stats import BrokerStats, kafka_api_name
+from kctl.broker.metrics.stats import BrokerStats
 
 if TYPE_CHECKING:
     from kctl.broker.broker import Broker
     from kctl.broker.metrics.http import MetricsServer
     from kctl.broker.metrics.loop import EventLoopMonitor
-    from kctl.broker.server import RequestContext
 
 
 class BrokerMetrics:
@@ -26,7 +25,6 @@ class BrokerMetrics:
         self.stats = BrokerStats()
         self.server: MetricsServer | None = None
         self.loop_monitor: EventLoopMonitor | None = None
-        self._names: dict[int, tuple[str, ...]] = {}
 
     @property
     def enabled(self) -> bool:
@@ -36,20 +34,6 @@ class BrokerMetrics:
     def url(self) -> str | None:
         """http://HOST:PORT/metrics once serving."""
         return self.server.url if self.server is not None else None
-
-    def observe_request(
-        self, context: RequestContext, queue_s: float, local_s: float, remote_s: float, send_s: float,
-        total_s: float,
-    ) -> None:  # fmt: skip
-        """The server's RequestObserver: one request's times, under its API's Kafka name (and the
-        handler's second name: FetchConsumer, FetchFollower)."""
-        key = context.header.api_key
-        names = self._names.get(key)
-        if names is None:
-            names = self._names[key] = (kafka_api_name(key),)
-        if context.metric_name is not None:
-            names = (*names, context.metric_name)
-        self.stats.observe_request(names, queue_s, local_s, remote_s, send_s, total_s)
 
     async def start(self, broker: Broker) -> None:
         """Serve /metrics on metrics.listener (nothing when it is empty)."""

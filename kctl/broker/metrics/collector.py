@@ -18,7 +18,7 @@ from prometheus_client.registry import Collector
 
 from kctl.broker.group.membership import GroupState
 from kctl.broker.metrics.catalog import BY_NAME, COUNTER, GAUGE, HISTOGRAM
-from kctl.broker.metrics.stats import TOPIC_COUNTERS, BrokerStats, RequestStats
+from kctl.broker.metrics.stats import REQUEST_TIMES, TOPIC_COUNTERS, BrokerStats, cumulative
 from kctl.log.naming import TopicPartition
 
 if TYPE_CHECKING:
@@ -104,9 +104,10 @@ class BrokerCollector(Collector):
         families.declare("kafka_network_requestmetrics_requests_total")
         for request, stats in sorted(self.stats.requests.items()):
             families.add("kafka_network_requestmetrics_requests_total", stats.requests, request)
-            for short, histogram in _histograms(stats):
+            for index, short in enumerate(REQUEST_TIMES):
+                counts, sum_ms = stats.histogram(index)
                 family = families.family(f"kafka_network_requestmetrics_{short}")
-                family.add_metric([request], histogram.cumulative(), histogram.sum)  # type: ignore[attr-defined]
+                family.add_metric([request], cumulative(counts), sum_ms)  # type: ignore[attr-defined]
 
     # -- gauges computed now ------------------------------------------------------------------
     def _replicas(self, families: Families) -> None:
@@ -233,13 +234,3 @@ class BrokerCollector(Collector):
         families.add("kctl_eventloop_busy_ratio", busy)
         families.add("kctl_eventloop_lag_seconds", loop.lag_seconds if loop is not None else 0.0)
         families.add("kafka_network_socketserver_networkprocessoravgidlepercent", 1.0 - busy)
-
-
-def _histograms(stats: RequestStats) -> list[tuple[str, Any]]:
-    return [
-        ("totaltimems", stats.total),
-        ("requestqueuetimems", stats.queue),
-        ("localtimems", stats.local),
-        ("remotetimems", stats.remote),
-        ("responsesendtimems", stats.send),
-    ]

@@ -8,14 +8,23 @@ scrape when it turns these into metric families."""
 from __future__ import annotations
 
 from bisect import bisect_left
+from typing import TYPE_CHECKING
 
 from kctl.protocol.registry import ApiKey
+
+if TYPE_CHECKING:
+    from kctl.broker.server import RequestContext
 
 #: request-time histogram bucket bounds, in milliseconds (upper bounds; +Inf is added)
 TIME_BUCKETS_MS: tuple[float, ...] = (
     0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0,
     10000.0, 30000.0,
 )  # fmt: skip
+#: the same in seconds: what the request path compares its times with (no conversion per request)
+TIME_BUCKETS_S: tuple[float, ...] = tuple(bound / 1000 for bound in TIME_BUCKETS_MS)
+BUCKETS = len(TIME_BUCKETS_MS) + 1
+#: the request time histograms, in the order of RequestStats.counts and .sums
+REQUEST_TIMES = ("requestqueuetimems", "localtimems", "remotetimems", "responsesendtimems", "totaltimems")
 
 
 def kafka_api_name(key: int) -> str:
@@ -28,45 +37,50 @@ def kafka_api_name(key: int) -> str:
     return "".join(part.capitalize() for part in name.split("_"))
 
 
-class Histogram:
-    """Counts per bucket (not cumulative), the sum and the count of observations in milliseconds."""
-
-    __slots__ = ("counts", "sum")
-
-    def __init__(self) -> None:
-        self.counts = [0] * (len(TIME_BUCKETS_MS) + 1)
-        self.sum = 0.0
-
-    def observe(self, ms: float) -> None:
-        self.counts[bisect_left(TIME_BUCKETS_MS, ms)] += 1
-        self.sum += ms
-
-    @property
-    def count(self) -> int:
-        return sum(self.counts)
-
-    def cumulative(self) -> list[tuple[str, float]]:
-        """prometheus_client's bucket list: (upper bound, cumulative count), ending with +Inf."""
-        buckets: list[tuple[str, float]] = []
-        total = 0
-        for bound, count in zip((*TIME_BUCKETS_MS, float("inf")), self.counts, strict=True):
-            total += count
-            buckets.append(("+Inf" if bound == float("inf") else repr(bound), float(total)))
-        return buckets
+def cumulative(counts: list[int]) -> list[tuple[str, float]]:
+    """prometheus_client's bucket list of one histogram's per-bucket ``counts``: (upper bound in ms,
+    cumulative count), ending with +Inf."""
+    buckets: list[tuple[str, float]] = []
+    total = 0
+    for bound, count in zip((*TIME_BUCKETS_MS, float("inf")), counts, strict=True):
+        total += count
+        buckets.append(("+Inf" if bound == float("inf") else repr(bound), float(total)))
+    return buckets
 
 
 class RequestStats:
-    """One API's (or FetchConsumer's, FetchFollower's) request count and time histograms."""
+    """One API's (or FetchConsumer's, FetchFollower's) request count and its five time histograms
+    (REQUEST_TIMES): ``counts`` holds their buckets one histogram after the other (BUCKETS each,
+    not cumulative), ``sums`` their sums in seconds."""
 
-    __slots__ = ("local", "queue", "remote", "requests", "send", "total")
+    __slots__ = ("counts", "requests", "sums")
 
     def __init__(self) -> None:
         self.requests = 0
-        self.total = Histogram()
-        self.queue = Histogram()
-        self.local = Histogram()
-        self.remote = Histogram()
-        self.send = Histogram()
+        self.counts = [0] * (BUCKETS * len(REQUEST_TIMES))
+        self.sums = [0.0] * len(REQUEST_TIMES)
+
+    def histogram(self, index: int) -> tuple[list[int], float]:
+        """The per-bucket counts and the sum (in ms) of the ``index``-th of REQUEST_TIMES."""
+        return self.counts[index * BUCKETS : (index + 1) * BUCKETS], self.sums[index] * 1000
+
+    def observe(self, queue: float, local: float, remote: float, send: float, total: float) -> None:
+        """One request's times in seconds (the hot path of every request: one call, five bisects in
+        C, no object per histogram)."""
+        bounds = TIME_BUCKETS_S
+        self.requests += 1
+        counts = self.counts
+        counts[bisect_left(bounds, queue)] += 1
+        counts[BUCKETS + bisect_left(bounds, local)] += 1
+        counts[2 * BUCKETS + bisect_left(bounds, remote)] += 1
+        counts[3 * BUCKETS + bisect_left(bounds, send)] += 1
+        counts[4 * BUCKETS + bisect_left(bounds, total)] += 1
+        sums = self.sums
+        sums[0] += queue
+        sums[1] += local
+        sums[2] += remote
+        sums[3] += send
+        sums[4] += total
 
 
 class TopicStats:
@@ -115,6 +129,7 @@ class BrokerStats:
         self.topics: dict[str, TopicStats] = {}
         self.all_topics = TopicStats()
         self.requests: dict[str, RequestStats] = {}
+        self.by_key: dict[int, RequestStats] = {}  # the same, by api key
         self.replication_bytes_out = 0
 
     def topic(self, name: str) -> TopicStats:
@@ -166,32 +181,20 @@ class BrokerStats:
             every.bytes_out += nbytes
 
     def observe_request(
-        self, names: tuple[str, ...], queue_s: float, local_s: float, remote_s: float, send_s: float,
-        total_s: float,
-    ) -> None:  # fmt: skip
-        """One request's times under each of ``names`` (the hot path of every request: inlined, the
-        bucket found by bisect in C, no method call per histogram)."""
-        requests = self.requests
-        bounds = TIME_BUCKETS_MS
-        queue, local, remote = queue_s * 1000, local_s * 1000, remote_s * 1000
-        send, total = send_s * 1000, total_s * 1000
-        for name in names:
-            stats = requests.get(name)
-            if stats is None:
-                stats = requests[name] = RequestStats()
-            stats.requests += 1
-            h = stats.queue
-            h.counts[bisect_left(bounds, queue)] += 1
-            h.sum += queue
-            h = stats.local
-            h.counts[bisect_left(bounds, local)] += 1
-            h.sum += local
-            h = stats.remote
-            h.counts[bisect_left(bounds, remote)] += 1
-            h.sum += remote
-            h = stats.send
-            h.counts[bisect_left(bounds, send)] += 1
-            h.sum += send
-            h = stats.total
-            h.counts[bisect_left(bounds, total)] += 1
-            h.sum += total
+        self, context: RequestContext, queue: float, local: float, remote: float, send: float, total: float
+    ) -> None:
+        """The server's RequestObserver: one request's times (seconds) under its API's Kafka name,
+        and under the second name its handler set (Fetch: FetchConsumer or FetchFollower)."""
+        key = context.header.api_key
+        stats = self.by_key.get(key)
+        if stats is None:
+            stats = self.by_key[key] = self.request(kafka_api_name(key))
+        stats.observe(queue, local, remote, send, total)
+        if context.metric_name is not None:
+            self.request(context.metric_name).observe(queue, local, remote, send, total)
+
+    def request(self, name: str) -> RequestStats:
+        stats = self.requests.get(name)
+        if stats is None:
+            stats = self.requests[name] = RequestStats()
+        return stats
