@@ -254,8 +254,10 @@ class Broker:
             return
         state = registry.session_state()
         if state == SESSION_EXPIRED:
+            self.metrics.stats.zookeeper_expires += 1
             self.replicas.fence()
         elif state == SESSION_SUSPENDED and self._loop is not None:
+            self.metrics.stats.zookeeper_disconnects += 1
             self._loop.call_later(
                 self.config["zookeeper.session.timeout.ms"] / 1000, self._fence_if_still_suspended
             )

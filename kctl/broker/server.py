@@ -161,6 +161,7 @@ class KafkaServer:
         self.name = name  # the listener's name (the metrics' label)
         self.on_request = on_request
         self.connections_created = 0
+        self.connections_refused = 0  # over max.connections or max.connections.per.ip
         self.failed_authentications = 0
         self.host = host
         self.port = port
@@ -292,6 +293,7 @@ class _Connection(asyncio.BufferedProtocol):
         refused = self.limits.admit(self.host)
         if refused is not None:
             log.warning("closing connection from %s:%s: %s", self.host, self.port, refused)
+            self.server.connections_refused += 1
             self._lost = True
             transport.abort()
             return

@@ -33,6 +33,7 @@ def _partition(topic: str, index: int, *, leader: bool, isr: int, replicas: int 
         log=log,
         high_watermark=40,
         log_start_offset=index,
+        log_end_offset=50,
     )
 
 
@@ -203,3 +204,34 @@ def test_metrics_listener_values() -> None:
     for bad in ("9404", "https://h:1", "http://h", "http://h:1/other", "http://:1"):
         with pytest.raises(ValueError):
             MetricsListener()(bad)
+
+
+def test_replica_fetcher_max_lag_connections_and_zookeeper_counters() -> None:
+    behind = _partition("a", 0, leader=False, isr=3)  # log end offset 50
+    states = [
+        SimpleNamespace(partition=behind, leader_high_watermark=72),
+        SimpleNamespace(partition=_partition("a", 1, leader=False, isr=3), leader_high_watermark=-1),
+    ]
+    broker = _broker([behind], [], active=False)
+    broker.replicas.fetchers = SimpleNamespace(
+        fetchers={2: SimpleNamespace(partitions=dict(enumerate(states)))}
+    )
+    broker.servers = [
+        SimpleNamespace(
+            name="PLAINTEXT",
+            connection_count=2,
+            connections_created=5,
+            failed_authentications=1,
+            connections_refused=3,
+        )
+    ]
+    stats = BrokerStats()
+    stats.zookeeper_expires = 1
+    samples = _scrape(broker, stats)
+    assert samples.value("kafka_server_replicafetchermanager_maxlag", clientid="Replica") == 22
+    prefix = "kafka_server_socket_server_metrics_"
+    assert samples.value(prefix + "connection_count", listener="PLAINTEXT") == 2
+    assert samples.value(prefix + "connection_refused_total", listener="PLAINTEXT") == 3
+    assert samples.value(prefix + "failed_authentication_total", listener="PLAINTEXT") == 1
+    assert samples.value("kafka_server_sessionexpirelistener_zookeeperexpires_total") == 1
+    assert samples.value("kafka_server_sessionexpirelistener_zookeeperdisconnects_total") == 0

@@ -285,6 +285,36 @@ METRICS: tuple[MetricDef, ...] = (
         "SASL authentications that failed, per listener.",
         "kafka.server:type=socket-server-metrics failed-authentication-total",
     ),
+    MetricDef(
+        "kafka_server_socket_server_metrics_connection_refused_total",
+        COUNTER,
+        ("listener",),
+        "Connections closed when accepted: over max.connections or max.connections.per.ip.",
+        "(kctl; Kafka counts these in its acceptor's connection throttling)",
+    ),
+    # -- replication and ZooKeeper -------------------------------------------------------------
+    MetricDef(
+        "kafka_server_replicafetchermanager_maxlag",
+        GAUGE,
+        ("clientid",),
+        "Largest lag, in records, of a partition this broker follows: the leader's high watermark "
+        "(from the last fetch) minus the follower's log end offset.",
+        "kafka.server:type=ReplicaFetcherManager,name=MaxLag,clientId=Replica",
+    ),
+    MetricDef(
+        "kafka_server_sessionexpirelistener_zookeeperexpires_total",
+        COUNTER,
+        (),
+        "Times this broker's ZooKeeper session expired.",
+        "kafka.server:type=SessionExpireListener,name=ZooKeeperExpiresPerSec",
+    ),
+    MetricDef(
+        "kafka_server_sessionexpirelistener_zookeeperdisconnects_total",
+        COUNTER,
+        (),
+        "Times this broker's ZooKeeper connection was lost (suspended).",
+        "kafka.server:type=SessionExpireListener,name=ZooKeeperDisconnectsPerSec",
+    ),
     # -- group coordinator ---------------------------------------------------------------------
     _groups("numgroups", "NumGroups", "Consumer groups this broker coordinates."),
     _groups("numgroupsstable", "NumGroupsStable", "Coordinated groups in state Stable."),

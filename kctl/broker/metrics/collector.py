@@ -83,6 +83,7 @@ class BrokerCollector(Collector):
         self._connections(families)
         self._groups(families)
         self._event_loop(families)
+        self._replication(families)
         return list(families)
 
     def describe(self) -> Iterable[Metric]:
@@ -189,12 +190,14 @@ class BrokerCollector(Collector):
             "kafka_server_socket_server_metrics_connection_count",
             "kafka_server_socket_server_metrics_connection_creation_total",
             "kafka_server_socket_server_metrics_failed_authentication_total",
+            "kafka_server_socket_server_metrics_connection_refused_total",
         )
         for server in self.broker.servers:
             prefix = "kafka_server_socket_server_metrics_"
             families.add(prefix + "connection_count", server.connection_count, server.name)
             families.add(prefix + "connection_creation_total", server.connections_created, server.name)
             families.add(prefix + "failed_authentication_total", server.failed_authentications, server.name)
+            families.add(prefix + "connection_refused_total", server.connections_refused, server.name)
 
     def _groups(self, families: Families) -> None:
         coordinator = getattr(self.broker, "groups", None)
@@ -227,6 +230,21 @@ class BrokerCollector(Collector):
                 sums[topic] = sums.get(topic, 0) + lag
             for topic, total in sums.items():
                 families.add("kafka_consumergroup_lag_sum", total, group.group_id, topic)
+
+    def _replication(self, families: Families) -> None:
+        replicas = getattr(self.broker, "replicas", None)
+        fetchers = getattr(replicas, "fetchers", None)
+        lag = 0
+        for fetcher in list(fetchers.fetchers.values()) if fetchers is not None else []:
+            for state in fetcher.partitions.values():
+                if state.leader_high_watermark >= 0:
+                    lag = max(lag, state.leader_high_watermark - state.partition.log_end_offset)
+        families.add("kafka_server_replicafetchermanager_maxlag", lag, "Replica")
+        stats = self.stats
+        families.add("kafka_server_sessionexpirelistener_zookeeperexpires_total", stats.zookeeper_expires)
+        families.add(
+            "kafka_server_sessionexpirelistener_zookeeperdisconnects_total", stats.zookeeper_disconnects
+        )
 
     def _event_loop(self, families: Families) -> None:
         loop = self.loop

@@ -131,6 +131,8 @@ class BrokerStats:
         self.requests: dict[str, RequestStats] = {}
         self.by_key: dict[int, RequestStats] = {}  # the same, by api key
         self.replication_bytes_out = 0
+        self.zookeeper_expires = 0  # ZooKeeper sessions expired / connections suspended (the broker's)
+        self.zookeeper_disconnects = 0
 
     def topic(self, name: str) -> TopicStats:
         stats = self.topics.get(name)
