@@ -122,12 +122,16 @@ def test_topic_counters_per_topic_and_for_all_topics() -> None:
     stats.produce_failed("a", 500)
     stats.fetched("a", 2, 1, 700, follower=False)
     stats.fetched("a", 1, 0, 900, follower=True)
+    stats.produce_failed("no-such-topic", 0, known=False)
     samples = _scrape(_broker([], [], active=False), stats)
     name = "kafka_server_brokertopicmetrics_"
     assert samples.value(name + "messagesin_total", topic="a") == 10
     assert samples.value(name + "messagesin_total") == 13
+    assert samples.value(name + "messagesin_total", topic="b") is None  # not in the metadata: deleted
+    assert "b" not in stats.topics and "no-such-topic" not in stats.topics
     assert samples.value(name + "totalproducerequests_total", topic="a") == 2
-    assert samples.value(name + "failedproducerequests_total") == 1
+    assert samples.value(name + "failedproducerequests_total") == 2
+    assert samples.value(name + "failedproducerequests_total", topic="a") == 1
     assert samples.value(name + "bytesrejected_total", topic="a") == 500
     assert samples.value(name + "bytesout_total", topic="a") == 700  # followers' bytes are replication
     assert samples.value(name + "replicationbytesout_total") == 900

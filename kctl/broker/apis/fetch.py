@@ -216,7 +216,8 @@ def _count(broker: Broker, responses: list[FetchableTopicResponse], follower: bo
                 sized = isinstance(records, (bytes, bytearray, memoryview))
                 nbytes += len(records) if sized else records.size
         if topic.topic:
-            stats.fetched(topic.topic, len(topic.partitions), failed, nbytes, follower=follower)
+            known = failed < len(topic.partitions) or broker.metadata.topic(topic.topic) is not None
+            stats.fetched(topic.topic, len(topic.partitions), failed, nbytes, follower=follower, known=known)
 
 
 def _respond(

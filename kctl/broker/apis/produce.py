@@ -136,7 +136,10 @@ async def handle(broker: Broker, context: RequestContext, request: ProduceReques
                     log.warning("produce to %s from %s rejected: %s", tp, context.client_host, error.message)
                 record_errors = error.record_errors if isinstance(error, RecordErrorsApiError) else None
                 rejected = error.code in REJECTED_RECORDS and data.records is not None
-                stats.produce_failed(topic.name, len(data.records) if rejected and data.records else 0)
+                known = broker.metadata.topic(topic.name) is not None
+                stats.produce_failed(
+                    topic.name, len(data.records) if rejected and data.records else 0, known=known
+                )
                 partitions.append(_partition_response(data.index, error.code, error.message, record_errors))
                 continue
             stats.produced(topic.name, info.records_count, len(data.records))

@@ -92,6 +92,11 @@ class BrokerCollector(Collector):
     # -- counters from the request path ---------------------------------------------------------
     def _topics(self, families: Families) -> None:
         stats = self.stats
+        metadata = getattr(self.broker, "metadata", None)
+        if metadata is not None:  # a deleted topic's series go, as Kafka removes its metrics
+            existing = metadata.topics()
+            for gone in [name for name in stats.topics if name not in existing]:
+                stats.forget_topic(gone)
         for attribute, short in TOPIC_COUNTERS:
             name = f"kafka_server_brokertopicmetrics_{short}_total"
             family = families.family(name)

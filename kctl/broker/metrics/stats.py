@@ -155,9 +155,11 @@ class BrokerStats:
         every.messages_in += records
         every.bytes_in += nbytes
 
-    def produce_failed(self, topic: str, rejected_bytes: int) -> None:
-        """One partition of a produce failed; ``rejected_bytes`` when refused for its records."""
-        stats = self.topic(topic)
+    def produce_failed(self, topic: str, rejected_bytes: int, *, known: bool = True) -> None:
+        """One partition of a produce failed; ``rejected_bytes`` when refused for its records. A topic
+        not ``known`` to the cluster is counted in the all-topics series only (a client naming topics
+        at random must not grow the broker's memory)."""
+        stats = self.topic(topic) if known else TopicStats()
         every = self.all_topics
         stats.total_produce += 1
         stats.failed_produce += 1
@@ -167,9 +169,12 @@ class BrokerStats:
             stats.bytes_rejected += rejected_bytes
             every.bytes_rejected += rejected_bytes
 
-    def fetched(self, topic: str, partitions: int, failed: int, nbytes: int, *, follower: bool) -> None:
-        """A fetch response's partitions of one topic: how many, how many failed, bytes of records."""
-        stats = self.topic(topic)
+    def fetched(
+        self, topic: str, partitions: int, failed: int, nbytes: int, *, follower: bool, known: bool = True
+    ) -> None:
+        """A fetch response's partitions of one topic: how many, how many failed, bytes of records
+        (a topic not ``known``: in the all-topics series only)."""
+        stats = self.topic(topic) if known else TopicStats()
         every = self.all_topics
         stats.total_fetch += partitions
         every.total_fetch += partitions
