@@ -86,3 +86,43 @@ def test_urp_follows_a_killed_follower_and_one_controller_is_active(
         describe=lambda: _report(cluster),
     )
     wait_for(lambda: _sum(cluster, ACTIVE) == 1, "one active controller", describe=lambda: _report(cluster))
+
+
+def test_consumer_lag_covers_partitions_the_coordinator_does_not_host(
+    local_cluster_factory: ClusterFactory,
+) -> None:
+    """One partition per broker (replication factor 1): the group's coordinator hosts at most one of
+    them, and still reports the lag of all three (their leaders' high watermarks, asked meanwhile)."""
+    import confluent_kafka as ck
+
+    cluster = local_cluster_factory(3, {**PROPERTIES, "offsets.topic.num.partitions": "3"})
+    topic, group, per_partition = "spread", "spread-group", 8
+    create_topic(cluster.bootstrap_servers, topic, 3, 1)
+    producer = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 5})
+    for n in range(3 * per_partition):
+        producer.produce(topic, b"x", partition=n % 3)
+    assert producer.flush(30) == 0
+    committed = {0: 2, 1: 5, 2: 0}
+    consumer = ck.Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group})
+    try:
+        consumer.commit(
+            offsets=[ck.TopicPartition(topic, p, offset) for p, offset in committed.items()],
+            asynchronous=False,
+        )
+    finally:
+        consumer.close()
+
+    def lags() -> dict[str, float]:
+        found: dict[str, float] = {}
+        for samples in _scrape(cluster):
+            for labels, value in samples.matching("kafka_consumergroup_lag", consumergroup=group).items():
+                found[dict(labels)["partition"]] = value
+        return found
+
+    expected = {str(p): float(per_partition - offset) for p, offset in committed.items()}
+    wait_for(
+        lambda: lags() == expected,
+        f"the lag of {group} on all 3 partitions",
+        60,
+        describe=lambda: str(lags()),
+    )

@@ -14,6 +14,7 @@ from kctl.broker.metrics.stats import BrokerStats
 if TYPE_CHECKING:
     from kctl.broker.broker import Broker
     from kctl.broker.metrics.http import MetricsServer
+    from kctl.broker.metrics.leader_offsets import LeaderOffsets
     from kctl.broker.metrics.loop import EventLoopMonitor
 
 
@@ -25,6 +26,7 @@ class BrokerMetrics:
         self.stats = BrokerStats()
         self.server: MetricsServer | None = None
         self.loop_monitor: EventLoopMonitor | None = None
+        self.leader_offsets: LeaderOffsets | None = None
 
     @property
     def enabled(self) -> bool:
@@ -48,14 +50,23 @@ class BrokerMetrics:
 
         host, port = parse_metrics_listener(self.listener)
         self.loop_monitor = EventLoopMonitor()
+        if broker.replicated:
+            from kctl.broker.metrics.leader_offsets import LeaderOffsets
+
+            self.leader_offsets = LeaderOffsets(broker)
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(BrokerCollector(broker, self.stats, self.loop_monitor))
+        registry.register(BrokerCollector(broker, self.stats, self.loop_monitor, self.leader_offsets))
         server = MetricsServer(registry, host, port)
         await server.start()
         self.server = server
         self.loop_monitor.start()
+        if self.leader_offsets is not None:
+            self.leader_offsets.start()
 
     async def stop(self) -> None:
+        if self.leader_offsets is not None:
+            await self.leader_offsets.stop()
+            self.leader_offsets = None
         if self.loop_monitor is not None:
             await self.loop_monitor.stop()
             self.loop_monitor = None

@@ -343,8 +343,8 @@ METRICS: tuple[MetricDef, ...] = (
         "kafka_consumergroup_lag",
         GAUGE,
         GROUP_TP,
-        "High watermark minus committed offset, for the partitions this broker hosts (all of them in "
-        "one-broker mode; in a cluster, join kafka_topic_partition_current_offset for the others).",
+        "High watermark minus committed offset, computed by the group's coordinator: from the "
+        "partition's own high watermark when it hosts it, otherwise from its leader's (asked every 5 s).",
         "(kafka_exporter)",
     ),
     MetricDef(

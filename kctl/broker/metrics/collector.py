@@ -66,13 +66,26 @@ class Families:
         return iter(self._families.values())
 
 
+class RemoteOffsets(Protocol):
+    """High watermarks of partitions this broker does not host (kctl.broker.metrics.leader_offsets)."""
+
+    high_watermarks: dict[TopicPartition, int]
+
+
 class BrokerCollector(Collector):
     """Collects one broker's metrics (register it in a CollectorRegistry of the broker's own)."""
 
-    def __init__(self, broker: Broker, stats: BrokerStats, loop: LoopReadings | None = None) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        stats: BrokerStats,
+        loop: LoopReadings | None = None,
+        remote: RemoteOffsets | None = None,
+    ) -> None:
         self.broker = broker
         self.stats = stats
         self.loop = loop
+        self.remote = remote
 
     def collect(self) -> Iterable[Metric]:
         families = Families()
@@ -222,15 +235,21 @@ class BrokerCollector(Collector):
         )
         replicas = getattr(self.broker, "replicas", None)
         hosted: dict[Any, Any] = replicas.partitions if replicas is not None else {}
+        remote = self.remote.high_watermarks if self.remote is not None else {}
         for group in groups:
             sums: dict[str, int] = {}
             for (topic, index), value in sorted(group.offsets.items()):
                 labels = (group.group_id, topic, str(index))
                 families.add("kafka_consumergroup_current_offset", value.offset, *labels)
-                partition = hosted.get(TopicPartition(topic, index))
-                if partition is None:
+                tp = TopicPartition(topic, index)
+                partition = hosted.get(tp)
+                if partition is not None:
+                    high_watermark = partition.high_watermark
+                elif tp in remote:  # asked of its leader (at most a few seconds ago)
+                    high_watermark = remote[tp]
+                else:
                     continue
-                lag = max(partition.high_watermark - value.offset, 0)
+                lag = max(high_watermark - value.offset, 0)
                 families.add("kafka_consumergroup_lag", lag, *labels)
                 sums[topic] = sums.get(topic, 0) + lag
             for topic, total in sums.items():
