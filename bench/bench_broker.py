@@ -17,9 +17,13 @@ preloaded log read with raw Fetch requests and with confluent-kafka's Consumer),
 (confluent-kafka producer at a fixed rate to a consumer), then the issue's targets beside what this run
 reached. ``--profile DIR`` runs every broker under cProfile (``bench/broker_profiled.py``: switched on
 by a signal for each measurement window only) and prints the broker's hottest functions after each
-line; the figures are then slowed down by the profiler and are not the ones to quote.
+line; the figures are then slowed down by the profiler and are not the ones to quote. ``--metrics``
+starts every broker with ``metrics.listener`` and scrapes its ``/metrics`` from a thread of this
+process every ``--scrape-interval`` seconds (default 1; Prometheus' default is 15) while it runs: the
+figures beside a run without it are the cost of metrics (issue 26).
 
-Usage: python bench/bench_broker.py [--quick] [--only limits,produce,consume,latency] [--profile DIR]"""
+Usage: python bench/bench_broker.py [--quick] [--only limits,produce,consume,latency] [--profile DIR]
+       [--metrics [--scrape-interval S]]"""
 
 from __future__ import annotations
 
@@ -40,6 +44,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -131,7 +136,9 @@ def machine_busy_seconds() -> float:
 class BrokerProcess:
     """A broker in its own process on a fresh log directory, optionally under cProfile (--profile)."""
 
-    def __init__(self, base: Path, name: str, profile_dir: Path | None) -> None:
+    def __init__(
+        self, base: Path, name: str, profile_dir: Path | None, scrape_interval: float | None = None
+    ) -> None:
         self.name = name
         self.log_dir = base / f"broker-{name}"
         self.log_dir.mkdir(parents=True)
@@ -151,6 +158,8 @@ class BrokerProcess:
             "-X", f"log.dirs={self.log_dir}",
             "-X", f"num.partitions={PARTITIONS}",
         ]  # fmt: skip
+        if scrape_interval is not None:
+            command += ["-X", "metrics.listener=http://127.0.0.1:0"]
         self.stderr_path = base / f"broker-{name}.stderr"
         with open(self.stderr_path, "wb") as stderr:
             self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr)
@@ -162,6 +171,23 @@ class BrokerProcess:
         host, _, port = line.split(",")[0].rpartition(":")
         self.address = (host, int(port))
         self.bootstrap = f"{host}:{port}"
+        self.scrapes = 0
+        self._stop_scraping = threading.Event()
+        self._scraper: threading.Thread | None = None
+        if scrape_interval is not None:  # the broker's second line is its metrics URL
+            url = self.process.stdout.readline().decode().strip()
+            self._scraper = threading.Thread(target=self._scrape, args=(url, scrape_interval), daemon=True)
+            self._scraper.start()
+
+    def _scrape(self, url: str, interval: float) -> None:
+        """GET /metrics every ``interval`` seconds until the broker stops (as Prometheus would)."""
+        while not self._stop_scraping.wait(interval):
+            try:
+                with urllib.request.urlopen(url, timeout=10) as response:
+                    response.read()
+                self.scrapes += 1
+            except OSError as error:
+                print(f"#   scrape of {url} failed: {error}", flush=True)
 
     def cpu(self) -> float:
         return cpu_seconds(self.process.pid)
@@ -196,6 +222,10 @@ class BrokerProcess:
 
     def stop(self) -> None:
         """SIGTERM (the broker flushes and checkpoints), then the log directory is removed."""
+        if self._scraper is not None:
+            self._stop_scraping.set()
+            self._scraper.join()
+            print(f"#   broker {self.name}: {self.scrapes} scrapes of /metrics", flush=True)
         self.process.send_signal(signal.SIGTERM)
         try:
             self.process.wait(120)
@@ -701,7 +731,8 @@ class Bench:
 
     def broker(self, name: str) -> BrokerProcess:
         self._brokers += 1
-        return BrokerProcess(self.base, f"{self._brokers:02d}-{name}", self.args.profile)
+        interval = self.args.scrape_interval if self.args.metrics else None
+        return BrokerProcess(self.base, f"{self._brokers:02d}-{name}", self.args.profile, interval)
 
     @staticmethod
     def header() -> str:
@@ -1156,6 +1187,10 @@ def main() -> None:
         "records, batches')",
     )
     parser.add_argument("--repeat", type=int, default=0, help="runs of each produce line (median shown)")
+    parser.add_argument(
+        "--metrics", action="store_true", help="brokers serve /metrics (metrics.listener), scraped meanwhile"
+    )
+    parser.add_argument("--scrape-interval", type=float, default=1.0, help="seconds between scrapes")
     args = parser.parse_args()
     sections = set(args.only.split(","))
     if args.profile is not None:
@@ -1167,6 +1202,7 @@ def main() -> None:
     print(
         f"# broker benchmark ({'quick' if args.quick else 'full'}) in {base}, {os.cpu_count()} CPUs, Python "
         f"{sys.version.split()[0]}{'; brokers under cProfile: figures slowed' if args.profile else ''}"
+        f"{f'; metrics on, scraped every {args.scrape_interval:g} s' if args.metrics else ''}"
     )
     print()
     limits = None

@@ -11,7 +11,9 @@ changing a command, run this script and commit its output. Written files:
   (`kctl.common.config_def.ConfigDef.describe()` of the broker, topic, producer and consumer tables);
 - completions/kctl.bash, completions/_kctl (zsh), completions/kctl.fish: static scripts (TAB
   never starts Python) that complete subcommands at every level, each command's options, the
-  values of choice options, and file names for path options and arguments.
+  values of choice options, and file names for path options and arguments;
+- docs/metrics.md: every metric the broker serves on ``metrics.listener`` (name, type, labels,
+  meaning, the Kafka MBean it mirrors), from `kctl.broker.metrics.catalog`.
 
 The output is deterministic (no dates), so `--check` can compare it byte for byte.
 """
@@ -40,11 +42,13 @@ from gen_docs_shell import GENERATED_BY, PROG, first_sentence, render_bash, rend
 
 from kctl import __version__  # noqa: E402
 from kctl.__main__ import DEBUG_ENV  # noqa: E402
+from kctl.broker.metrics.catalog import render_reference  # noqa: E402
 from kctl.commands.config import definition  # noqa: E402
 from kctl.commands.errors import ExitCode  # noqa: E402
 from kctl.commands.examples import EXAMPLES  # noqa: E402
 
 MAN_DIR = "man"
+METRICS_REFERENCE = "docs/metrics.md"
 COMPLETIONS_DIR = "completions"
 PROPERTIES_PAGE = (PROG, "config", "show")
 """The command whose man page documents every property, from the config definitions."""
@@ -451,6 +455,7 @@ def generate(tree: CommandDoc) -> dict[str, str]:
     files[f"{COMPLETIONS_DIR}/_{PROG}"] = render_zsh(tree)
     files[f"{COMPLETIONS_DIR}/{PROG}.fish"] = render_fish(tree)
     files[GROUP_HELP_MODULE] = render_group_help()
+    files[METRICS_REFERENCE] = render_reference()
     return files
 
 
@@ -492,7 +497,9 @@ def check(tree: CommandDoc, root: Path) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Generate kctl's man pages and shell completions.")
+    parser = argparse.ArgumentParser(
+        description="Generate kctl's man pages, shell completions and metrics reference."
+    )
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if anything is stale")
     parser.add_argument("--root", type=Path, default=ROOT, help="repository root (default: this checkout)")
     args = parser.parse_args(argv)

@@ -20,6 +20,7 @@ from kctl.broker.dynamic_config import DynamicBrokerConfigs
 from kctl.broker.errors import ApiError
 from kctl.broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
 from kctl.broker.metadata_cache import MetadataCache
+from kctl.broker.metrics import BrokerMetrics
 from kctl.broker.producer_ids import ProducerIdManager
 from kctl.broker.quotas import QuotaManager
 from kctl.broker.replica_manager import ReplicaManager
@@ -74,6 +75,8 @@ class Broker:
         self.leader_quota = ReplicationQuota("leader", lambda: config["leader.replication.throttled.rate"])
         self.broker_id = config.broker_id
         self.clock = clock
+        #: the request path's counters; the /metrics endpoint when metrics.listener is set
+        self.metrics = BrokerMetrics(config["metrics.listener"] or "")
         self.supported_versions = supported_versions()
         self._handlers = {key: handler.handle for key, handler in handlers().items()}
         self.log_manager: LogManager | None = None
@@ -155,6 +158,8 @@ class Broker:
                     security=self.security.listener(listener.name),
                     credentials=self.security.credentials,
                     limits=limits,
+                    name=listener.name,
+                    on_request=self.metrics.stats.observe_request if self.metrics.enabled else None,
                 )
                 await server.start()
                 self.servers.append(server)
@@ -170,6 +175,7 @@ class Broker:
             if self.replicas.fetchers is not None:
                 self.replicas.fetchers.retarget(self._fetch_address)
             self._sync_partitions()
+            await self.metrics.start(self)
         except BaseException:
             await self._shutdown()
             raise
@@ -278,8 +284,10 @@ class Broker:
             return
         state = registry.session_state()
         if state == SESSION_EXPIRED:
+            self.metrics.stats.zookeeper_expires += 1
             self.replicas.fence()
         elif state == SESSION_SUSPENDED and self._loop is not None:
+            self.metrics.stats.zookeeper_disconnects += 1
             self._loop.call_later(
                 self.config["zookeeper.session.timeout.ms"] / 1000, self._fence_if_still_suspended
             )
@@ -345,6 +353,7 @@ class Broker:
             await replicas.stop_fetching()
 
     async def _shutdown(self) -> None:
+        await self.metrics.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

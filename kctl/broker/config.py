@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kctl.broker.metrics.listener import MetricsListener
 from kctl.broker.security.config import (
     DYNAMIC_SECURITY_CONFIGS,
     SECURITY_CONFIGS,
@@ -197,6 +198,13 @@ BROKER_CONFIGS = ConfigDef(
             None,
             "Addresses given to clients (default: listeners).",
             importance=_HIGH,
+        ),
+        _broker(
+            "metrics.listener",
+            T.STRING,
+            "",
+            MetricsListener(),
+            "kctl: serve Prometheus metrics at http://HOST:PORT/metrics (port 0: a free one); empty: off.",
         ),
         _broker(
             "log.dirs",

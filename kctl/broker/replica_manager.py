@@ -94,6 +94,8 @@ class ReplicaManager:
         self._on_isr_conflict = on_isr_conflict
         self._tasks: set[asyncio.Task[None]] = set()
         self._isr_writes: AlterPartitionManager | None = None  # the ISR changes, batched
+        self.isr_shrinks = 0  # ISR changes stored that removed / added replicas (the metrics')
+        self.isr_expands = 0
         self._creating: set[TopicPartition] = set()  # logs a task is creating
         self._created: set[TopicPartition] = set()  # logs it created, not yet taken up by sync()
         self.after_background_create: Callable[[], None] = self.sync
@@ -461,6 +463,10 @@ class ReplicaManager:
         ):
             return
         log.info("%s: ISR %s -> %s (%s)", tp, list(change.previous_isr), list(stored.isr), change.why)
+        if set(change.previous_isr) - set(stored.isr):
+            self.isr_shrinks += 1
+        if set(stored.isr) - set(change.previous_isr):
+            self.isr_expands += 1
         partition.update_state(
             stored.isr, partition.replicas, stored.partition_epoch, stored.controller_epoch
         )

@@ -54,6 +54,7 @@ import logging
 import os
 import socket
 import struct
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -104,12 +105,20 @@ class RequestContext:
     #: set by a handler whose client exceeded a quota: the connection is muted that long after the
     #: response (KIP-219)
     throttle_time_ms: int = 0
+    #: seconds the handler was parked (acks=all waiting for followers, a fetch long-polling): Kafka's
+    #: remote time, added up by the handler for the request metrics
+    remote_time: float = 0.0
+    #: a second request-metrics name set by the handler (Fetch: FetchConsumer or FetchFollower)
+    metric_name: str | None = None
 
 
 #: (context, decoded body) -> response body, or None for no response (Produce acks=0)
 Dispatch = Callable[[RequestContext, Any], Awaitable[Any]]
 #: api key -> (min version, max version) this broker answers
 SupportedVersions = dict[int, tuple[int, int]]
+#: called once per request answered, when metrics are on: (context, queue, local, remote, send, total
+#: time in seconds; kctl.broker.metrics)
+RequestObserver = Callable[[RequestContext, float, float, float, float, float], None]
 #: what a connection may ask before it has authenticated
 _BEFORE_AUTHENTICATION = frozenset(
     {kp.ApiKey.API_VERSIONS, kp.ApiKey.SASL_HANDSHAKE, kp.ApiKey.SASL_AUTHENTICATE}
@@ -146,7 +155,14 @@ class KafkaServer:
         security: ListenerSecurity | None = None,
         credentials: CredentialLookup | None = None,
         limits: ConnectionLimits | None = None,
+        name: str = "PLAINTEXT",
+        on_request: RequestObserver | None = None,
     ) -> None:
+        self.name = name  # the listener's name (the metrics' label)
+        self.on_request = on_request
+        self.connections_created = 0
+        self.connections_refused = 0  # over max.connections or max.connections.per.ip
+        self.failed_authentications = 0
         self.host = host
         self.port = port
         self._dispatch = dispatch
@@ -215,6 +231,10 @@ class KafkaServer:
     def _new_connection(self) -> _Connection:
         return _Connection(self, next(self._ids))
 
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
 
 class _Connection(asyncio.BufferedProtocol):
     """One client connection: the protocol callbacks receive frames, ``task`` handles them in order."""
@@ -248,6 +268,8 @@ class _Connection(asyncio.BufferedProtocol):
         # frames for the task; a str is why the connection must close, None is the end of the stream
         self._queue: deque[memoryview | str | None] = deque()
         self._queued_bytes = 0
+        self._observe = server.on_request
+        self._arrivals: deque[float] = deque()  # arrival time of each queued frame, when observed
         self._reading_paused = False
         self._receiving = True  # until the end of the stream, a bad frame size, or the connection is lost
         self._lost = False
@@ -271,6 +293,7 @@ class _Connection(asyncio.BufferedProtocol):
         refused = self.limits.admit(self.host)
         if refused is not None:
             log.warning("closing connection from %s:%s: %s", self.host, self.port, refused)
+            self.server.connections_refused += 1
             self._lost = True
             transport.abort()
             return
@@ -282,6 +305,7 @@ class _Connection(asyncio.BufferedProtocol):
             with contextlib.suppress(OSError):  # already reset by the peer: the transport will tell
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.server._connections.add(self)
+        self.server.connections_created += 1
         self.task = self.loop.create_task(self._run(), name=f"kctl-connection-{self.connection_id}")
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -416,6 +440,8 @@ class _Connection(asyncio.BufferedProtocol):
 
     def _enqueue(self, frame: memoryview) -> None:
         self._queue.append(frame)
+        if self._observe is not None:
+            self._arrivals.append(time.monotonic())
         self._queued_bytes += len(frame)
         if not self._reading_paused and (
             len(self._queue) >= MAX_QUEUED_FRAMES or self._queued_bytes >= MAX_QUEUED_BYTES
@@ -518,11 +544,12 @@ class _Connection(asyncio.BufferedProtocol):
                 if self._writing_paused:
                     await self._drain()
                 try:
-                    await self._handle(item)
+                    await self._handle(item, self._arrivals.popleft() if self._observe is not None else 0.0)
                 finally:
                     self._give_back(size)
                 if self.session.close_after_response:
                     self._flush()
+                    self.server.failed_authentications += 1
                     raise ConnectionClosed("authentication failed")
                 if size > SMALL_FRAME and self._spare is None:
                     buffer = item.obj
@@ -538,7 +565,7 @@ class _Connection(asyncio.BufferedProtocol):
         log.warning("closing connection from %s:%s: %s", self.host, self.port, why)
         raise ConnectionClosed(why)
 
-    async def _handle(self, frame: memoryview) -> None:
+    async def _handle(self, frame: memoryview, arrived: float) -> None:
         session = self.session
         if session.raw_tokens:
             await self._raw_token(frame)
@@ -577,12 +604,19 @@ class _Connection(asyncio.BufferedProtocol):
             self._close_because(f"malformed {kp.ApiKey(header.api_key).name} v{header.api_version}: {error}")
         context = RequestContext(header, self.host, self.port, self.connection_id, session)
         self._dispatching = True
+        started = time.monotonic() if self._observe is not None else 0.0
         try:
             response = await self.dispatch(context, body)
         finally:
             self._dispatching = False
+        handled = time.monotonic() if self._observe is not None else 0.0
         if response is not None:
             await self._send(kp.encode_response_chunks(header, response))
+        if self._observe is not None:
+            done = time.monotonic()
+            remote = context.remote_time
+            local = handled - started - remote
+            self._observe(context, started - arrived, local, remote, done - handled, done - arrived)
         if context.throttle_time_ms > 0:
             await self._mute(context.throttle_time_ms)
 
@@ -602,6 +636,7 @@ class _Connection(asyncio.BufferedProtocol):
             answer = await self.session.authenticate(bytes(frame), self.server.credentials)
         except AuthenticationError as error:
             log.warning("SASL authentication from %s:%s failed: %s", self.host, self.port, error)
+            self.server.failed_authentications += 1
             raise ConnectionClosed("authentication failed") from None
         await self._send([_SIZE.pack(len(answer)) + answer])
 

@@ -90,6 +90,8 @@ async def _run(config, on_ready: Callable[[str], None] | None) -> None:
         on_ready(address)
     else:
         print(address, flush=True)
+        if broker.metrics.url is not None:  # the second line, when metrics are served
+            print(broker.metrics.url, flush=True)
         info(f"broker {config.broker_id} ready on {address} (Ctrl-C or SIGTERM to stop)")
     await stopping.wait()
     logging.getLogger("kctl.broker").info("stopping: flushing logs and writing checkpoints")

@@ -11,9 +11,11 @@ so two brokers never race for one port) and keeps that port across restarts. ``p
 broker properties passed as ``-X key=value`` and win over the defaults (``listeners``, ``log.dirs``).
 ``python -m kctl`` runs in ``cwd`` (default: the data directory's parent), so a checkout's kctl
 is the one started when ``cwd`` is that checkout. ``start()`` waits, until a deadline and without
-sleeping, for the bootstrap address the broker prints as its first stdout line; the broker's stderr
-goes to ``log_file`` and is quoted when it fails to start. ``pause()``/``resume()`` send
-SIGSTOP/SIGCONT: a broker that is alive but does not answer.
+sleeping, for the bootstrap address the broker prints as its first stdout line (and, with
+``metrics.listener`` among ``properties``, for the metrics URL it prints as its second:
+``metrics_url``, whose port restarts keep); the broker's stderr goes to ``log_file`` and is quoted
+when it fails to start. ``pause()``/``resume()`` send SIGSTOP/SIGCONT: a broker that is alive but
+does not answer.
 
 ``detached=True`` (``kctl cluster up``): the broker runs in a session of its own and writes its
 stdout to ``stdout_file`` instead of a pipe, so it outlives the process that started it; ``start()``
@@ -76,6 +78,7 @@ class BrokerProcess:
         self.process: subprocess.Popen[bytes] | None = None
         self.bootstrap = ""
         self.addresses: list[str] = []
+        self.metrics_url: str | None = None  # http://HOST:PORT/metrics, with metrics.listener
         self.starts = 0
 
     def __repr__(self) -> str:
@@ -108,6 +111,11 @@ class BrokerProcess:
             "log.dirs": str(self.data_dir),
             **self.properties,
         }
+        metrics = props.get("metrics.listener", "")
+        if self.metrics_url and metrics.rstrip("/").endswith(":0"):
+            # a restart keeps the metrics port the kernel picked at the first start, as the listener's
+            # (a Prometheus scraping it keeps its target)
+            props["metrics.listener"] = self.metrics_url.removesuffix("/metrics")
         args = [self.python, "-m", self.module, "broker", "start"]
         for key, value in props.items():
             args += ["-X", f"{key}={value}"]
@@ -152,10 +160,13 @@ class BrokerProcess:
                     start_new_session=self.detached,
                 )
         try:
-            line = self._first_line_of_file(timeout) if self.detached else self._first_line(timeout)
+            lines = self._first_lines(timeout)
         except BaseException:
             self.kill()
             raise
+        line = lines[0]
+        if len(lines) > 1:
+            self.metrics_url = lines[1].strip()
         #: every listener's HOST:PORT, in the order of ``listeners``
         self.addresses = [a.strip().split("://", 1)[-1] for a in line.split(",") if a.strip()]
         address = line.split(",")[0].strip()
@@ -168,15 +179,23 @@ class BrokerProcess:
             threading.Thread(target=self._drain, args=(self.process,), daemon=True).start()
         return self
 
-    def _first_line_of_file(self, timeout: float) -> str:
-        """The first line of ``stdout_file``, polled until the deadline (a detached broker)."""
+    def _first_lines(self, timeout: float) -> list[str]:
+        """The lines the broker prints once it listens: its address, then its metrics URL when
+        ``metrics.listener`` is set."""
+        count = 2 if self.properties.get("metrics.listener") else 1
+        if self.detached:
+            return self._first_lines_of_file(timeout, count)
+        return self._first_lines_of_pipe(timeout, count)
+
+    def _first_lines_of_file(self, timeout: float, count: int) -> list[str]:
+        """The first ``count`` lines of ``stdout_file``, polled until the deadline (a detached broker)."""
         assert self.process is not None
         deadline = time.monotonic() + timeout
         while True:
             with contextlib.suppress(OSError):
                 data = self.stdout_file.read_bytes()
-                if b"\n" in data:
-                    return data.split(b"\n", 1)[0].decode()
+                if data.count(b"\n") >= count:
+                    return [line.decode() for line in data.split(b"\n")[:count]]
             if self.process.poll() is not None:
                 raise BrokerStartError(
                     f"the broker exited with status {self.process.returncode} before printing its "
@@ -186,14 +205,14 @@ class BrokerProcess:
                 raise BrokerStartError(f"no address from the broker within {timeout:g}s\n{self.log_tail()}")
             time.sleep(0.05)  # polling interval, bounded by the deadline
 
-    def _first_line(self, timeout: float) -> str:
+    def _first_lines_of_pipe(self, timeout: float, count: int) -> list[str]:
         assert self.process is not None and self.process.stdout is not None
         fd = self.process.stdout.fileno()
         deadline = time.monotonic() + timeout
         data = b""
         with selectors.DefaultSelector() as selector:
             selector.register(fd, selectors.EVENT_READ)
-            while b"\n" not in data:
+            while data.count(b"\n") < count:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise BrokerStartError(
@@ -208,7 +227,7 @@ class BrokerProcess:
                         f"the broker exited with status {code} before printing its address\n{self.log_tail()}"
                     )
                 data += chunk
-        return data.split(b"\n", 1)[0].decode()
+        return [line.decode() for line in data.split(b"\n")[:count]]
 
     @staticmethod
     def _drain(process: subprocess.Popen[bytes]) -> None:

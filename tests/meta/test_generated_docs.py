@@ -286,15 +286,17 @@ def test_generator_on_every_kind_of_parameter(tmp_path: Path) -> None:
     gen_docs.write_files(files, tmp_path)
     if shutil.which("bash"):
         script = tmp_path / "completions" / "kctl.bash"
-        (tmp_path / "data.log").touch()
-        (tmp_path / "dir").mkdir()
-        assert sorted(bash_complete(script, ["kctl", "sample", "run", "d"], cwd=tmp_path)) == [
+        work = tmp_path / "work"  # not the root: docs/ is generated there too
+        work.mkdir()
+        (work / "data.log").touch()
+        (work / "dir").mkdir()
+        assert sorted(bash_complete(script, ["kctl", "sample", "run", "d"], cwd=work)) == [
             "data.log",
             "dir",
         ]
-        assert bash_complete(script, ["kctl", "sample", "run", "--out", "d"], cwd=tmp_path) == ["dir"]
+        assert bash_complete(script, ["kctl", "sample", "run", "--out", "d"], cwd=work) == ["dir"]
         assert bash_complete(script, ["kctl", "sample", "run", "--mode", ""]) == ["fast", "safe"]
-        files_offered = bash_complete(script, ["kctl", "sample", "run", "--index", "d"], cwd=tmp_path)
+        files_offered = bash_complete(script, ["kctl", "sample", "run", "--index", "d"], cwd=work)
         assert sorted(files_offered) == ["data.log", "dir"]
         assert bash_complete(script, ["kctl", "sample", ""]) == ["run"]
     if shutil.which("zsh"):

@@ -186,9 +186,11 @@ async def handle(broker: Broker, context: RequestContext, request: FetchRequest)
             context.client_port,
             PARKED.count,
         )
+        parked = time.monotonic()
         try:
             await broker.replicas.wait_for_append(hosted, remaining)
         finally:
+            context.remote_time += time.monotonic() - parked
             PARKED.count -= 1
             log.debug(
                 "fetch unparked (%s:%d): %d fetch(es) parked",
@@ -199,6 +201,23 @@ async def handle(broker: Broker, context: RequestContext, request: FetchRequest)
         if time.monotonic() >= deadline:
             responses, total, hosted, errors = _read_all(broker, request, version, denied)
             return _respond(broker, context, request, version, responses, total)
+
+
+def _count(broker: Broker, responses: list[FetchableTopicResponse], follower: bool) -> None:
+    """The fetch's BrokerTopicMetrics: once per topic of the response (kctl.broker.metrics)."""
+    stats = broker.metrics.stats
+    for topic in responses:
+        failed = nbytes = 0
+        for partition in topic.partitions:
+            if partition.error_code:
+                failed += 1
+            else:
+                records = partition.records
+                sized = isinstance(records, (bytes, bytearray, memoryview))
+                nbytes += len(records) if sized else records.size
+        if topic.topic:
+            known = failed < len(topic.partitions) or broker.metadata.topic(topic.topic) is not None
+            stats.fetched(topic.topic, len(topic.partitions), failed, nbytes, follower=follower, known=known)
 
 
 def _respond(
@@ -212,7 +231,9 @@ def _respond(
     """The response, unless a consumer exceeds its consumer_byte_rate: then, as Kafka, no records
     (their bytes not counted) and the throttle time."""
     throttle_time_ms = 0
-    if _replica_id(request, version) < 0:
+    follower = _replica_id(request, version) >= 0
+    context.metric_name = "FetchFollower" if follower else "FetchConsumer"
+    if not follower:
         throttle_time_ms = throttle_request(broker.quotas, FETCH, context, total)
         if throttle_time_ms:
             session = context.session
@@ -221,4 +242,5 @@ def _respond(
             )
             _release(responses)
             responses = []
+    _count(broker, responses, follower)
     return FetchResponse(throttle_time_ms=throttle_time_ms, error_code=0, session_id=0, responses=responses)

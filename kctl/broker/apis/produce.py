@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
@@ -47,6 +48,17 @@ if TYPE_CHECKING:
     from kctl.broker.server import RequestContext
 
 FIRST_RECORD_BATCH_VERSION = 3  # v0-2 carry the pre-0.11 message formats, which kctl does not store
+#: refusals for what the records hold: their bytes count as BytesRejected
+REJECTED_RECORDS = frozenset(
+    {
+        ErrorCode.CORRUPT_MESSAGE,
+        ErrorCode.INVALID_RECORD,
+        ErrorCode.MESSAGE_TOO_LARGE,
+        ErrorCode.RECORD_LIST_TOO_LARGE,
+        ErrorCode.INVALID_TIMESTAMP,
+        ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+    }
+)
 
 log = logging.getLogger("kctl.broker.produce")
 
@@ -92,6 +104,7 @@ async def handle(broker: Broker, context: RequestContext, request: ProduceReques
     version = context.header.api_version
     acks = request.acks
     responses = []
+    stats = broker.metrics.stats  # counted once per partition (kctl.broker.metrics)
     waits: list[tuple[int, list[PartitionProduceResponse], TopicPartition, int]] = []
     for topic in request.topic_data:
         partitions = []
@@ -122,8 +135,14 @@ async def handle(broker: Broker, context: RequestContext, request: ProduceReques
                 if error.code not in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER):
                     log.warning("produce to %s from %s rejected: %s", tp, context.client_host, error.message)
                 record_errors = error.record_errors if isinstance(error, RecordErrorsApiError) else None
+                rejected = error.code in REJECTED_RECORDS and data.records is not None
+                known = broker.metadata.topic(topic.name) is not None
+                stats.produce_failed(
+                    topic.name, len(data.records) if rejected and data.records else 0, known=known
+                )
                 partitions.append(_partition_response(data.index, error.code, error.message, record_errors))
                 continue
+            stats.produced(topic.name, info.records_count, len(data.records))
             if acks == -1 and broker.replicas.replicated:
                 waits.append((len(partitions), partitions, tp, info.last_offset + 1))
             partitions.append(
@@ -145,5 +164,7 @@ async def handle(broker: Broker, context: RequestContext, request: ProduceReques
     if acks == 0:
         return None
     if waits:
+        parked = time.monotonic()
         await _wait_for_replication(broker, waits, request.timeout_ms)
+        context.remote_time += time.monotonic() - parked
     return ProduceResponse(responses=responses, throttle_time_ms=throttle_time_ms)

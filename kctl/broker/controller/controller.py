@@ -112,6 +112,8 @@ class Controller:
         self._queue: asyncio.Queue[str] | None = None
         self._task: asyncio.Task[None] | None = None
         self._reassigner = Reassigner(self)
+        self.leader_elections = 0  # leaders this controller changed (the metrics' counters)
+        self.unclean_leader_elections = 0
 
     # -- lifecycle ---------------------------------------------------------------------------------
     @property
@@ -231,6 +233,7 @@ class Controller:
                     unclean = view.unclean(name) or key in unclean_requests
                     decision = election.offline_partition_election(replicas, state, live, unclean=unclean)
                     if decision[0] >= 0 and decision[0] not in state.isr:
+                        self.unclean_leader_elections += 1
                         log.warning(
                             "unclean leader election of %s-%d: broker %d, not in the ISR %s, leads; "
                             "records only the old ISR held are lost",
@@ -295,6 +298,12 @@ class Controller:
         updates = list(view.updates.values())
         for start in range(0, len(updates), _BATCH):
             batch = updates[start : start + _BATCH]
+            self.leader_elections += sum(
+                1
+                for u in batch
+                if u.state.leader >= 0
+                and ((old := view.states.get((u.topic, u.partition))) is None or old.leader != u.state.leader)
+            )
             stored = self.registry.set_partition_states(batch, fence)
             view.states.update(stored)
         for update in updates:

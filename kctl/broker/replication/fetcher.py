@@ -79,6 +79,7 @@ class FetchState:
     leader_epoch: int
     needs_truncation: bool = True
     delayed_until: float = 0.0
+    leader_high_watermark: int = -1  # from the last fetch response (the replica fetcher's lag metric)
 
 
 def whole_batches(data: memoryview) -> memoryview:
@@ -366,6 +367,7 @@ class ReplicaFetcher:
                     self._delay(state)
                     return
         if high_watermark >= 0:
+            state.leader_high_watermark = high_watermark
             plog.update_high_watermark(min(high_watermark, plog.log_end_offset))
         if log_start_offset > plog.log_start_offset:  # DeleteRecords on the leader: follow it
             plog.maybe_increment_log_start_offset(min(log_start_offset, plog.high_watermark))

@@ -1,0 +1,207 @@
+"""The counters request handling updates: per topic (records and bytes in and out, failures) and per
+API (request count and time histograms). Plain integers and floats on ``__slots__`` objects, updated
+on the event loop's thread once per partition of a request or once per request — never per record,
+no lock, no label lookup: prometheus_client's own Counter and Histogram take a lock and look their
+labels up on every update, which the collector (kctl.broker.metrics.collector) instead pays once per
+scrape when it turns these into metric families."""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from typing import TYPE_CHECKING
+
+from kctl.protocol.registry import ApiKey
+
+if TYPE_CHECKING:
+    from kctl.broker.server import RequestContext
+
+#: request-time histogram bucket bounds, in milliseconds (upper bounds; +Inf is added)
+TIME_BUCKETS_MS: tuple[float, ...] = (
+    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0,
+    10000.0, 30000.0,
+)  # fmt: skip
+#: the same in seconds: what the request path compares its times with (no conversion per request)
+TIME_BUCKETS_S: tuple[float, ...] = tuple(bound / 1000 for bound in TIME_BUCKETS_MS)
+BUCKETS = len(TIME_BUCKETS_MS) + 1
+#: the request time histograms, in the order of RequestStats.counts and .sums
+REQUEST_TIMES = ("requestqueuetimems", "localtimems", "remotetimems", "responsesendtimems", "totaltimems")
+
+
+def kafka_api_name(key: int) -> str:
+    """Kafka's name of an API (``ApiKeys.name``): PRODUCE -> Produce, OFFSET_FOR_LEADER_EPOCH ->
+    OffsetForLeaderEpoch."""
+    try:
+        name = ApiKey(key).name
+    except ValueError:
+        return f"Unknown{key}"
+    return "".join(part.capitalize() for part in name.split("_"))
+
+
+def cumulative(counts: list[int]) -> list[tuple[str, float]]:
+    """prometheus_client's bucket list of one histogram's per-bucket ``counts``: (upper bound in ms,
+    cumulative count), ending with +Inf."""
+    buckets: list[tuple[str, float]] = []
+    total = 0
+    for bound, count in zip((*TIME_BUCKETS_MS, float("inf")), counts, strict=True):
+        total += count
+        buckets.append(("+Inf" if bound == float("inf") else repr(bound), float(total)))
+    return buckets
+
+
+class RequestStats:
+    """One API's (or FetchConsumer's, FetchFollower's) request count and its five time histograms
+    (REQUEST_TIMES): ``counts`` holds their buckets one histogram after the other (BUCKETS each,
+    not cumulative), ``sums`` their sums in seconds."""
+
+    __slots__ = ("counts", "requests", "sums")
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.counts = [0] * (BUCKETS * len(REQUEST_TIMES))
+        self.sums = [0.0] * len(REQUEST_TIMES)
+
+    def histogram(self, index: int) -> tuple[list[int], float]:
+        """The per-bucket counts and the sum (in ms) of the ``index``-th of REQUEST_TIMES."""
+        return self.counts[index * BUCKETS : (index + 1) * BUCKETS], self.sums[index] * 1000
+
+    def observe(self, queue: float, local: float, remote: float, send: float, total: float) -> None:
+        """One request's times in seconds (the hot path of every request: one call, five bisects in
+        C, no object per histogram)."""
+        bounds = TIME_BUCKETS_S
+        self.requests += 1
+        counts = self.counts
+        counts[bisect_left(bounds, queue)] += 1
+        counts[BUCKETS + bisect_left(bounds, local)] += 1
+        counts[2 * BUCKETS + bisect_left(bounds, remote)] += 1
+        counts[3 * BUCKETS + bisect_left(bounds, send)] += 1
+        counts[4 * BUCKETS + bisect_left(bounds, total)] += 1
+        sums = self.sums
+        sums[0] += queue
+        sums[1] += local
+        sums[2] += remote
+        sums[3] += send
+        sums[4] += total
+
+
+class TopicStats:
+    """A topic's BrokerTopicMetrics counters (also kept once for all topics together)."""
+
+    __slots__ = (
+        "bytes_in",
+        "bytes_out",
+        "bytes_rejected",
+        "failed_fetch",
+        "failed_produce",
+        "messages_in",
+        "total_fetch",
+        "total_produce",
+    )
+
+    def __init__(self) -> None:
+        self.messages_in = 0
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self.bytes_rejected = 0
+        self.failed_produce = 0
+        self.failed_fetch = 0
+        self.total_produce = 0
+        self.total_fetch = 0
+
+
+#: TopicStats attribute -> the metric's short name (kafka_server_brokertopicmetrics_<short>_total)
+TOPIC_COUNTERS: tuple[tuple[str, str], ...] = (
+    ("messages_in", "messagesin"),
+    ("bytes_in", "bytesin"),
+    ("bytes_out", "bytesout"),
+    ("bytes_rejected", "bytesrejected"),
+    ("failed_produce", "failedproducerequests"),
+    ("failed_fetch", "failedfetchrequests"),
+    ("total_produce", "totalproducerequests"),
+    ("total_fetch", "totalfetchrequests"),
+)
+
+
+class BrokerStats:
+    """Everything counted on the request path. Handlers call the methods below (one call per
+    partition of a request); the server calls ``observe_request`` once per request."""
+
+    def __init__(self) -> None:
+        self.topics: dict[str, TopicStats] = {}
+        self.all_topics = TopicStats()
+        self.requests: dict[str, RequestStats] = {}
+        self.by_key: dict[int, RequestStats] = {}  # the same, by api key
+        self.replication_bytes_out = 0
+        self.zookeeper_expires = 0  # ZooKeeper sessions expired / connections suspended (the broker's)
+        self.zookeeper_disconnects = 0
+
+    def topic(self, name: str) -> TopicStats:
+        stats = self.topics.get(name)
+        if stats is None:
+            stats = self.topics[name] = TopicStats()
+        return stats
+
+    def forget_topic(self, name: str) -> None:
+        """A deleted topic's counters go (as Kafka removes its BrokerTopicMetrics)."""
+        self.topics.pop(name, None)
+
+    def produced(self, topic: str, records: int, nbytes: int) -> None:
+        """One partition's batches appended."""
+        stats = self.topic(topic)
+        every = self.all_topics
+        stats.total_produce += 1
+        stats.messages_in += records
+        stats.bytes_in += nbytes
+        every.total_produce += 1
+        every.messages_in += records
+        every.bytes_in += nbytes
+
+    def produce_failed(self, topic: str, rejected_bytes: int, *, known: bool = True) -> None:
+        """One partition of a produce failed; ``rejected_bytes`` when refused for its records. A topic
+        not ``known`` to the cluster is counted in the all-topics series only (a client naming topics
+        at random must not grow the broker's memory)."""
+        stats = self.topic(topic) if known else TopicStats()
+        every = self.all_topics
+        stats.total_produce += 1
+        stats.failed_produce += 1
+        every.total_produce += 1
+        every.failed_produce += 1
+        if rejected_bytes:
+            stats.bytes_rejected += rejected_bytes
+            every.bytes_rejected += rejected_bytes
+
+    def fetched(
+        self, topic: str, partitions: int, failed: int, nbytes: int, *, follower: bool, known: bool = True
+    ) -> None:
+        """A fetch response's partitions of one topic: how many, how many failed, bytes of records
+        (a topic not ``known``: in the all-topics series only)."""
+        stats = self.topic(topic) if known else TopicStats()
+        every = self.all_topics
+        stats.total_fetch += partitions
+        every.total_fetch += partitions
+        if failed:
+            stats.failed_fetch += failed
+            every.failed_fetch += failed
+        if follower:
+            self.replication_bytes_out += nbytes
+        else:
+            stats.bytes_out += nbytes
+            every.bytes_out += nbytes
+
+    def observe_request(
+        self, context: RequestContext, queue: float, local: float, remote: float, send: float, total: float
+    ) -> None:
+        """The server's RequestObserver: one request's times (seconds) under its API's Kafka name,
+        and under the second name its handler set (Fetch: FetchConsumer or FetchFollower)."""
+        key = context.header.api_key
+        stats = self.by_key.get(key)
+        if stats is None:
+            stats = self.by_key[key] = self.request(kafka_api_name(key))
+        stats.observe(queue, local, remote, send, total)
+        if context.metric_name is not None:
+            self.request(context.metric_name).observe(queue, local, remote, send, total)
+
+    def request(self, name: str) -> RequestStats:
+        stats = self.requests.get(name)
+        if stats is None:
+            stats = self.requests[name] = RequestStats()
+        return stats
