@@ -5,7 +5,9 @@ dispatches each decoded request to its API handler."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -32,6 +34,7 @@ from kctl.broker.server import KafkaServer, RequestContext
 from kctl.broker.topics import TopicAdmin
 from kctl.log.cleaner import clean_log, needs_cleaning
 from kctl.log.clock import SYSTEM_CLOCK, Clock
+from kctl.log.files import LogStorageError
 from kctl.log.manager import LogManager
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.registry import ApiKey
@@ -49,6 +52,8 @@ from kctl.zk.registry import (
 
 log = logging.getLogger("kctl.broker")
 
+DISK_FAILURE_EXIT = 70
+"""The exit status of a broker halted by a failed disk (EX_SOFTWARE: distinct from a start error)."""
 UNCLEAN_RESTART_WAIT_S = 60.0
 """How long a broker back from an unclean shutdown waits for the controller before taking roles."""
 
@@ -86,6 +91,7 @@ class Broker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending_changes: list[str] = []  # registry change reasons not yet acted on, in order
         self._pending_lock = threading.Lock()
+        self._halting = False  # a disk failed: the process is going (_on_disk_failure)
         self._stopping = False  # set once the controlled shutdown is over: metadata is no longer followed
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -227,6 +233,7 @@ class Broker:
                 response_max_bytes=config["replica.fetch.response.max.bytes"],
                 backoff_ms=config["replica.fetch.backoff.ms"],
                 quota=ReplicationQuota("follower", lambda: config["follower.replication.throttled.rate"]),
+                on_disk_failure=self._on_disk_failure,
             )
             fetchers = ReplicaFetcherManager(settings, self._channel_to)
         return ReplicaManager(
@@ -237,7 +244,27 @@ class Broker:
             fetchers=fetchers,
             replicated=self.replicated,
             on_isr_conflict=lambda: self._on_registry_change(PARTITIONS),
+            on_disk_failure=self._on_disk_failure,
         )
+
+    def _on_disk_failure(self, error: LogStorageError) -> None:
+        """A log dir's disk failed (an I/O error, not a full disk): as Kafka does when its last log
+        dir goes offline, halt at once rather than serve from a disk that lost writes or go on
+        leading partitions it cannot append to. The registry session is closed first, so the
+        controller moves the leaderships at once instead of after the session timeout; the next
+        start recovers the logs (and announces its unclean restart). kctl takes a whole broker
+        offline even with several log dirs: per-dir offline replicas (Kafka's JBOD handling) are
+        not implemented."""
+        if self._halting:
+            return
+        self._halting = True
+        log.critical("log dir disk failure (%s): halting broker %d, as Kafka does", error, self.broker_id)
+        registry = self.registry
+        if registry is not None:
+            with contextlib.suppress(Exception):
+                registry.close()
+        logging.shutdown()
+        os._exit(DISK_FAILURE_EXIT)
 
     def _inter_broker_endpoint(self, broker_id: int) -> tuple[str, int, str | None] | None:
         """``broker_id``'s inter-broker endpoint (``inter.broker.listener.name``'s, or its first) as

@@ -81,6 +81,7 @@ class ReplicaManager:
         replicated: bool = False,
         now_ms: Callable[[], int] | None = None,
         on_isr_conflict: Callable[[], None] | None = None,
+        on_disk_failure: Callable[[LogStorageError], None] | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
@@ -92,6 +93,7 @@ class ReplicaManager:
         self.fenced = False
         self._now_ms = now_ms or (lambda: int(asyncio.get_running_loop().time() * 1000))
         self._on_isr_conflict = on_isr_conflict
+        self._on_disk_failure = on_disk_failure
         self._tasks: set[asyncio.Task[None]] = set()
         self._isr_writes: AlterPartitionManager | None = None  # the ISR changes, batched
         self.isr_shrinks = 0  # ISR changes stored that removed / added replicas (the metrics')
@@ -337,6 +339,7 @@ class ReplicaManager:
             raise ApiError(ErrorCode.MESSAGE_TOO_LARGE, f"{tp}: {error}") from None
         except LogStorageError as error:
             log.error("storage error appending to %s: %s", tp, error)
+            self._storage_failed(error)
             raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"{tp}: {error}") from None
         if self.replicated:
             partition.maybe_advance_high_watermark()
@@ -380,7 +383,12 @@ class ReplicaManager:
         except OffsetOutOfRangeError as error:
             raise ApiError(ErrorCode.OFFSET_OUT_OF_RANGE, str(error)) from None
         except LogStorageError as error:
+            self._storage_failed(error)
             raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, str(error)) from None
+
+    def _storage_failed(self, error: LogStorageError) -> None:
+        if error.disk_failed and self._on_disk_failure is not None:
+            self._on_disk_failure(error)
 
     def record_follower_fetch(self, partition: Partition, replica_id: int, fetch_offset: int) -> None:
         """A follower fetch at ``fetch_offset``: update what the leader knows of it, advance the high

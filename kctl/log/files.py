@@ -18,6 +18,15 @@ from pathlib import Path
 class LogStorageError(OSError):
     """An I/O failure of the log's files (disk full, read-only filesystem, I/O error)."""
 
+    @property
+    def disk_failed(self) -> bool:
+        """Whether the disk itself failed (an I/O error, a read-only or vanished device), as opposed to
+        a full one, which deleting data mends: the log dir cannot be trusted any more."""
+        return self.errno in DISK_FAILURE_ERRNOS
+
+
+DISK_FAILURE_ERRNOS = frozenset({errno.EIO, errno.EROFS, errno.ENXIO, errno.ENODEV})
+
 
 class FileIO:
     """The operating system's file calls, as used by the log. Subclass to inject faults."""

@@ -71,6 +71,8 @@ class FetcherSettings:
     backoff_ms: int = 1000
     #: follower.replication.throttled.rate, for the replicas the topics name (replication.throttle)
     quota: ReplicationQuota | None = None
+    #: told of a follower append that failed because the disk did (the broker's log dir failure)
+    on_disk_failure: Callable[[LogStorageError], None] | None = None
 
 
 @dataclass(slots=True)
@@ -364,6 +366,12 @@ class ReplicaFetcher:
                     plog.append_as_follower(data)
                 except (InvalidRecordBatch, LogStorageError) as error:
                     log.error("%s: follower append failed: %s", tp, error)
+                    if (
+                        isinstance(error, LogStorageError)
+                        and error.disk_failed
+                        and self.settings.on_disk_failure
+                    ):
+                        self.settings.on_disk_failure(error)
                     self._delay(state)
                     return
         if high_watermark >= 0:
