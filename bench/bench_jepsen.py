@@ -17,11 +17,13 @@ Then the writers stop, the topic is read back and checked. Prints: kills survive
 acknowledged, lost, duplicates, reordered, offsets reused (each of the last four must be 0), the
 delivery failures the writers reported, and the elapsed time. Exit status 1 when a check fails.
 
-- ``--nemesis leaders|zookeeper|zombie|all``: a 3-broker cluster on a 3-server ZooKeeper ensemble
+- ``--nemesis leaders|zookeeper|zombie|power|disk|all``: a 3-broker cluster on a 3-server ZooKeeper ensemble
   (quorum mode), each broker reaching it through TCP proxies of its own; each fault is drawn from
   the chosen nemeses: leaders killed or paused (as ``--cluster``), ZooKeeper's leader killed or
   paused, a ZooKeeper follower killed, the quorum lost for 1-4 s, or a partition leader cut from
-  ZooKeeper only (the zombie leader) until another broker leads.
+  ZooKeeper only (the zombie leader) until another broker leads, a broker losing power (SIGKILL,
+  then every file cut back to what it had fsynced), or a broker's disk stalling (50-1000 ms a write
+  for 1-4 s) or failing with EIO (it halts; restarted on a mended disk).
 
 Usage: python bench/bench_jepsen.py [--kills 200 | --faults 300] [--cluster] [--nemesis all]
        [--rate 300] [--progress 200] [--partitions 3] [--pause-every 10] [--seed 17]
@@ -47,6 +49,7 @@ if str(ROOT) not in sys.path:
 from kctl.testing import BrokerProcess, LocalCluster, ZooKeeperEnsemble  # noqa: E402 - this checkout's kctl
 from kctl.testing.cluster_clients import create_topic  # noqa: E402
 from kctl.testing.cluster_view import ClusterView  # noqa: E402
+from kctl.testing.disk_faults import fail_disk, faulty_disk_broker, slow_disk  # noqa: E402
 from kctl.testing.jepsen import (  # noqa: E402
     Campaign,
     ConfluentLoad,
@@ -64,6 +67,7 @@ from kctl.testing.nemesis_zookeeper import (  # noqa: E402
     lose_zookeeper_quorum,
     pause_zookeeper_leader,
 )
+from kctl.testing.power_loss import lose_power, power_loss_broker  # noqa: E402
 
 TOPIC = "jepsen"
 CLUSTER_PROPERTIES = {
@@ -128,9 +132,10 @@ def run_cluster(args: argparse.Namespace, base: Path, rng: random.Random) -> tup
         return campaign, campaign.finish(bootstrap, TOPIC, args.partitions)
 
 
-NEMESES = ("leaders", "zookeeper", "zombie")
+NEMESES = ("leaders", "zookeeper", "zombie", "power", "disk")
 """--nemesis choices (``all`` mixes them): leaders killed/paused; ZooKeeper's own servers killed,
-paused, a quorum lost; a leader cut from ZooKeeper only."""
+paused, a quorum lost; a leader cut from ZooKeeper only; a broker losing power (its unsynced writes);
+a broker's disk stalling or failing."""
 
 
 def _zookeeper_fault(ensemble: ZooKeeperEnsemble, rng: random.Random) -> Callable[[], str]:
@@ -151,6 +156,9 @@ def run_nemeses(args: argparse.Namespace, base: Path, rng: random.Random) -> tup
     with ZooKeeperEnsemble(base / "zookeeper", 3) as ensemble:
         cluster = LocalCluster(base / "cluster", 3, properties=CLUSTER_PROPERTIES, zookeeper=ensemble)
         links = ZooKeeperLinks(cluster, ensemble)
+        for broker_id, broker in cluster.brokers.items():
+            power_loss_broker(broker, base / f"ledger-{broker_id}")
+            faulty_disk_broker(broker, base / f"disk-{broker_id}")
         try:
             with cluster, ClusterView(cluster.zookeeper_connect) as view:
                 bootstrap = cluster.bootstrap_servers
@@ -161,8 +169,17 @@ def run_nemeses(args: argparse.Namespace, base: Path, rng: random.Random) -> tup
                     for done in range(args.kills):
                         kind = rng.choice(kinds)
                         partition = rng.randrange(args.partitions)
+                        broker = cluster.broker(rng.randint(1, 3))
                         if kind == "zookeeper":
                             fault = _zookeeper_fault(ensemble, rng)
+                        elif kind == "power":
+                            fault = partial(lose_power, broker)
+                        elif kind == "disk" and rng.random() < 0.5:
+                            fault = partial(fail_disk, broker)
+                        elif kind == "disk":
+                            fault = partial(
+                                slow_disk, broker, rng.choice((50, 300, 1000)), rng.uniform(1.0, 4.0)
+                            )
                         elif kind == "zombie":
                             fault = partial(
                                 isolate_leader_from_zookeeper, links, view, TOPIC, partition, campaign.loads

@@ -74,8 +74,11 @@ def install(control_path: Path) -> None:
 
 
 def faulty_disk_broker(broker: BrokerProcess, control_path: Path) -> BrokerProcess:
-    """Make ``broker`` (not started) run under this module, its disk driven by ``control_path``."""
-    broker.module = MODULE
+    """Make ``broker`` (not started) run under this module, its disk driven by ``control_path``
+    (under kctl.testing.power_loss when the broker is set up for power losses too: that module
+    installs both)."""
+    if broker.module == "kctl":
+        broker.module = MODULE
     broker.env[CONTROL_ENV] = str(control_path)
     return broker
 
