@@ -243,6 +243,16 @@ def main() -> int:
     print(f"offsets reused       {verdict.offsets_reused}")
     print(f"delivery failures    {len(campaign.failures())}")
     print(f"elapsed              {elapsed:.0f} s")
+    windows = campaign.unavailability()
+    if windows:
+        worst = sorted(windows, key=lambda w: -w[1])
+        by_kind: dict[str, list[float]] = {}
+        for fault, gap in windows:
+            by_kind.setdefault(re.sub(r"\d+", "N", fault.split(" (")[0].split(":")[0]), []).append(gap)
+        print("unavailability (longest time without an acknowledgement after each fault):")
+        for kind, gaps in sorted(by_kind.items()):
+            print(f"  {kind:60s} max {max(gaps):6.2f} s  mean {sum(gaps) / len(gaps):6.2f} s  ({len(gaps)})")
+        print(f"  worst: {worst[0][1]:.2f} s after {worst[0][0]}")
     if not verdict.ok:
         print(verdict.report(), file=sys.stderr)
     for failure in campaign.failures()[:10]:

@@ -24,6 +24,7 @@ Used by tests/cluster/test_jepsen_kill.py (a short run in CI) and bench/bench_je
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -73,6 +74,7 @@ class Load(ABC):
         self.writer = writer
         self.rate_per_s = rate_per_s
         self.acked: list[Ack] = []
+        self.acked_at: list[float] = []  # time.monotonic() of each acknowledgement, as ``acked``
         self.failed: list[str] = []
         self.sent = 0
         self._lock = threading.Lock()
@@ -97,6 +99,7 @@ class Load(ABC):
     def _delivered(self, partition: int, offset: int, value: bytes) -> None:
         with self._lock:
             self.acked.append(Ack(partition, offset, value.decode()))
+            self.acked_at.append(time.monotonic())
 
     def _failed(self, value: bytes, error: object) -> None:
         with self._lock:
@@ -412,6 +415,8 @@ class Campaign:
     """Acknowledgements every writer must gain before each fault (and after the last one)."""
     progress_timeout: float = 120.0
     faults_done: list[str] = field(default_factory=list)
+    fault_windows: list[tuple[float, float]] = field(default_factory=list)
+    """(start, end) in time.monotonic() of each fault, as ``faults_done``."""
 
     def start(self) -> Campaign:
         for load in self.loads:
@@ -424,9 +429,25 @@ class Campaign:
         wait_for_progress(
             self.loads, self.progress if progress is None else progress, timeout=self.progress_timeout
         )
+        started = time.monotonic()
         done = fault()
         self.faults_done.append(done)
+        self.fault_windows.append((started, time.monotonic()))
         return done
+
+    def unavailability(self) -> list[tuple[str, float]]:
+        """For each fault, the longest time without any acknowledgement (every writer's together)
+        from its start until the next fault or, for the last, until the writers stopped: how long
+        the cluster did not take writes because of it."""
+        times = sorted(t for load in self.loads for t in load.acked_at)
+        out: list[tuple[str, float]] = []
+        for index, (done, (started, _)) in enumerate(zip(self.faults_done, self.fault_windows, strict=True)):
+            until = self.fault_windows[index + 1][0] if index + 1 < len(self.fault_windows) else float("inf")
+            inside = [t for t in times if started <= t <= until]
+            edges = [started, *inside]
+            gaps = [later - earlier for earlier, later in itertools.pairwise(edges)]
+            out.append((done, max(gaps, default=0.0)))
+        return out
 
     def stop(self) -> None:
         for load in self.loads:

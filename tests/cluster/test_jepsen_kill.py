@@ -91,6 +91,18 @@ def test_checker_finds_an_offset_reused_for_another_value() -> None:
     assert verdict.lost == 0
 
 
+def test_unavailability_is_the_longest_silence_after_each_fault() -> None:
+    load = ConfluentLoad.__new__(ConfluentLoad)  # only its history is read
+    load.acked_at = [10.0, 10.5, 14.0, 14.1, 20.0, 20.2]
+    campaign = Campaign([load])
+    campaign.faults_done = ["kill -9 broker 1", "kill -9 broker 2"]
+    campaign.fault_windows = [(10.2, 11.0), (15.0, 16.0)]
+    assert campaign.unavailability() == [
+        ("kill -9 broker 1", pytest.approx(3.5)),  # 10.5 -> 14.0
+        ("kill -9 broker 2", pytest.approx(5.0)),  # 15.0 (the fault) -> 20.0
+    ]
+
+
 # --------------------------------------------------------------------------------- one broker
 
 
