@@ -7,7 +7,7 @@ _kctl_subcommands() {
         'kctl broker') echo 'start stop list log-dirs config' ;;
         'kctl broker log-dirs') echo 'describe move' ;;
         'kctl broker config') echo 'describe alter' ;;
-        'kctl cluster') echo 'up status start stop restart down list info' ;;
+        'kctl cluster') echo 'up status start stop restart down list info health' ;;
         'kctl config') echo 'show' ;;
         'kctl group') echo 'list describe rewind delete migrate' ;;
         'kctl log') echo 'dump verify recover purge' ;;
@@ -25,7 +25,7 @@ _kctl_subcommands() {
 
 _kctl_is_subcommand() {
     case "$1 $2" in
-        'kctl broker'|'kctl cluster'|'kctl config'|'kctl consume'|'kctl group'|'kctl log'|'kctl mirror'|'kctl partition'|'kctl perf'|'kctl produce'|'kctl spark'|'kctl topic'|'kctl zk'|'kctl user'|'kctl acl'|'kctl quota'|'kctl transactions'|'kctl man'|'kctl broker start'|'kctl broker stop'|'kctl broker list'|'kctl broker log-dirs'|'kctl broker config'|'kctl broker log-dirs describe'|'kctl broker log-dirs move'|'kctl broker config describe'|'kctl broker config alter'|'kctl cluster up'|'kctl cluster status'|'kctl cluster start'|'kctl cluster stop'|'kctl cluster restart'|'kctl cluster down'|'kctl cluster list'|'kctl cluster info'|'kctl config show'|'kctl group list'|'kctl group describe'|'kctl group rewind'|'kctl group delete'|'kctl group migrate'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge'|'kctl partition reassign'|'kctl partition elect-leaders'|'kctl perf produce'|'kctl perf consume'|'kctl spark load'|'kctl topic create'|'kctl topic list'|'kctl topic describe'|'kctl topic delete'|'kctl topic alter'|'kctl topic offsets'|'kctl topic trim'|'kctl zk ls'|'kctl zk get'|'kctl zk tree'|'kctl zk brokers'|'kctl zk topics'|'kctl zk consumers'|'kctl user create'|'kctl user delete'|'kctl user list'|'kctl acl add'|'kctl acl list'|'kctl acl remove'|'kctl quota describe'|'kctl quota alter'|'kctl transactions describe-producers'|'kctl transactions list'|'kctl transactions describe') return 0 ;;
+        'kctl broker'|'kctl cluster'|'kctl config'|'kctl consume'|'kctl group'|'kctl log'|'kctl mirror'|'kctl partition'|'kctl perf'|'kctl produce'|'kctl spark'|'kctl topic'|'kctl zk'|'kctl user'|'kctl acl'|'kctl quota'|'kctl transactions'|'kctl man'|'kctl broker start'|'kctl broker stop'|'kctl broker list'|'kctl broker log-dirs'|'kctl broker config'|'kctl broker log-dirs describe'|'kctl broker log-dirs move'|'kctl broker config describe'|'kctl broker config alter'|'kctl cluster up'|'kctl cluster status'|'kctl cluster start'|'kctl cluster stop'|'kctl cluster restart'|'kctl cluster down'|'kctl cluster list'|'kctl cluster info'|'kctl cluster health'|'kctl config show'|'kctl group list'|'kctl group describe'|'kctl group rewind'|'kctl group delete'|'kctl group migrate'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge'|'kctl partition reassign'|'kctl partition elect-leaders'|'kctl perf produce'|'kctl perf consume'|'kctl spark load'|'kctl topic create'|'kctl topic list'|'kctl topic describe'|'kctl topic delete'|'kctl topic alter'|'kctl topic offsets'|'kctl topic trim'|'kctl zk ls'|'kctl zk get'|'kctl zk tree'|'kctl zk brokers'|'kctl zk topics'|'kctl zk consumers'|'kctl user create'|'kctl user delete'|'kctl user list'|'kctl acl add'|'kctl acl list'|'kctl acl remove'|'kctl quota describe'|'kctl quota alter'|'kctl transactions describe-producers'|'kctl transactions list'|'kctl transactions describe') return 0 ;;
     esac
     return 1
 }
@@ -52,6 +52,7 @@ _kctl_options() {
         'kctl cluster down') echo '-d --dir --timeout -h --help' ;;
         'kctl cluster list') echo '--clusters -f --format -h --help' ;;
         'kctl cluster info') echo '-t --topic -i --internal -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl cluster health') echo '-w --watch --timeout -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl config') echo '-h --help' ;;
         'kctl config show') echo '-f --format -c --config -X -b --bootstrap-server --show-secrets --broker --topic --producer --consumer -h --help' ;;
         'kctl consume') echo '-t --topic --pattern -p --partition -o --offset -u --until -e --exit-at-end -n --max -g --group --zookeeper -f --format -q --quiet -c --config -X -b --bootstrap-server -h --help' ;;
@@ -187,6 +188,11 @@ _kctl_option_value() {
         'kctl cluster info -c'|'kctl cluster info --config') echo 'file' ;;
         'kctl cluster info -X') echo 'any' ;;
         'kctl cluster info -b'|'kctl cluster info --bootstrap-server') echo 'any' ;;
+        'kctl cluster health --timeout') echo 'any' ;;
+        'kctl cluster health -f'|'kctl cluster health --format') echo 'choice table json jsonl' ;;
+        'kctl cluster health -c'|'kctl cluster health --config') echo 'file' ;;
+        'kctl cluster health -X') echo 'any' ;;
+        'kctl cluster health -b'|'kctl cluster health --bootstrap-server') echo 'any' ;;
         'kctl config show -f'|'kctl config show --format') echo 'choice table json jsonl' ;;
         'kctl config show -c'|'kctl config show --config') echo 'file' ;;
         'kctl config show -X') echo 'any' ;;

@@ -161,9 +161,7 @@ def up(
 
     properties = _broker_properties(overrides)
     if zookeepers % 2 == 0:
-        warn(
-            f"--zookeepers {zookeepers}: an even ensemble survives no more failures than {zookeepers - 1}"
-        )
+        warn(f"--zookeepers {zookeepers}: an even ensemble survives no more failures than {zookeepers - 1}")
     if base_port is not None and base_port + brokers + zookeepers - 1 > 65535:
         raise KctlError(f"--base-port {base_port} leaves no room for {brokers} brokers", ExitCode.USAGE)
     with _cluster_errors():
@@ -576,3 +574,59 @@ def cluster_info(
         warn(f"topic {topic.name!r}: {topic.error}{detail}")
     if missing:
         raise typer.Exit(ExitCode.NOT_FOUND if len(missing) == len(names) else ExitCode.FAILURE)
+
+
+@app.command("health")
+@cluster_options
+def cluster_health_command(
+    watch: Annotated[
+        bool,
+        typer.Option(
+            "--watch", "-w", help="Ask again every second until the cluster is healthy (or --timeout)."
+        ),
+    ] = False,
+    timeout: Annotated[float, _timeout_option("With --watch: seconds to wait for a healthy cluster.")] = 60.0,
+    fmt: FormatOption = DEFAULT_FORMAT,
+    *,
+    cluster: ClusterOptions,
+) -> None:
+    """Say whether a running cluster is healthy (as rpk cluster health), and why not: no controller,
+    brokers down (named as replicas but not alive), leaderless partitions, under-replicated partitions
+    (internal topics included).
+
+    Prints the verdict with its reasons and the partitions concerned; json/jsonl print one object
+    {"healthy", "unhealthy_reasons", "controller_id", "live_brokers", "brokers_down",
+    "leaderless_partitions", "under_replicated_partitions"}. With --watch it asks every second,
+    reporting each change on stderr, until the cluster is healthy or --timeout passes. Exit status 0
+    when healthy, 1 when not, 3 when no broker can be reached."""
+    import time
+
+    from kctl.client.admin.health import cluster_health
+    from kctl.commands.clients import admin_session
+
+    deadline = time.monotonic() + timeout
+    with admin_session(*cluster) as admin:
+        health = cluster_health(admin)
+        said = health.reasons
+        while watch and not health.healthy and time.monotonic() < deadline:
+            if said:
+                info(f"unhealthy: {'; '.join(said)}")
+            time.sleep(1.0)  # the watch's polling interval, bounded by --timeout
+            with contextlib.suppress(Exception):  # a broker going or coming back: ask again
+                health = cluster_health(admin)
+            said = health.reasons if health.reasons != said else []
+    document = health.document()
+    if fmt is OutputFormat.TABLE:
+        render_object(
+            {
+                key: (", ".join(map(str, value)) or "-") if isinstance(value, list) else value
+                for key, value in document.items()
+            },
+            fmt,
+            title="cluster health",
+        )
+    else:
+        render_object(document, fmt)
+    if not health.healthy:
+        warn(f"unhealthy: {'; '.join(health.reasons)}")
+        raise typer.Exit(ExitCode.FAILURE)

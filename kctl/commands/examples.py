@@ -98,6 +98,10 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
         ("Brokers, controller and every partition's leader, replicas and ISR", "kctl cluster info"),
         ("One topic, as JSON", "kctl cluster info -t orders -f json"),
     ),
+    "kctl cluster health": (
+        ("Healthy or not, and why (exit 0 or 1)", "kctl cluster health"),
+        ("Wait up to two minutes for a healthy cluster", "kctl cluster health --watch --timeout 120"),
+    ),
     # -- config
     "kctl config show": (
         (
