@@ -583,7 +583,7 @@ def list_brokers(
     from kctl.commands.clients import admin_session
 
     with admin_session(*cluster) as admin:
-        cluster = admin.describe_cluster()
+        description = admin.describe_cluster()
         topics = admin.list_topics(include_internal=True)
     leads: dict[int, int] = {}
     hosts: dict[int, int] = {}
@@ -600,11 +600,11 @@ def list_brokers(
             "host": b.host,
             "port": b.port,
             "rack": b.rack,
-            "controller": b.node_id == cluster.controller_id,
+            "controller": b.node_id == description.controller_id,
             "leader_partitions": leads.get(b.node_id, 0),
             "replica_partitions": hosts.get(b.node_id, 0),
         }
-        for b in cluster.brokers
+        for b in description.brokers
     ]
     columns = BROKER_COLUMNS
     if fmt is not OutputFormat.TABLE:

@@ -63,7 +63,7 @@ def definition_rows(
     value that does not parse is a usage error naming the key."""
     rows = []
     for name, key in config_def.items():
-        entry = resolved.values.get(name)
+        entry = resolved.by_key.get(name)
         if entry is not None:
             try:
                 config_def.parse_value(name, entry.value)
@@ -90,7 +90,7 @@ def definition_rows(
 
 
 def _say_where_the_bootstrap_default_is_from(config: ResolvedConfig) -> None:
-    entry = config.values.get(BOOTSTRAP_SERVERS_KEY)
+    entry = config.by_key.get(BOOTSTRAP_SERVERS_KEY)
     if entry is None or entry.source is not ConfigSource.LOCAL_CLUSTER:
         return
     from kctl.client.current_cluster import current_cluster, current_cluster_path

@@ -527,8 +527,9 @@ def rewind(
     render_rows(rows, PLAN_COLUMNS, fmt)
     if export is not None:
         _export(export, plan)
-    for topic, error in topic_errors:
-        _error(f"topic {topic!r}: {error}" + (": the topic does not exist" if error == UNKNOWN_TOPIC else ""))
+    for topic, topic_error in topic_errors:
+        detail = ": the topic does not exist" if topic_error == UNKNOWN_TOPIC else ""
+        _error(f"topic {topic!r}: {topic_error}{detail}")
     for p in failed:
         _error(f"partition {p.topic_partition}: {p.error}")
     commit_failures = {tp: c for tp, c in codes.items() if c}
@@ -630,6 +631,8 @@ def delete(
         }
     rows = []
     for result in results:
+        status: str | None
+        message: str | None
         if result.ok:
             status, message = "deleted", None
             info(f"deleted group {result.name!r}")

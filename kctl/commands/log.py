@@ -322,12 +322,12 @@ def _dump_tables(documents: Iterator[Mapping[str, Any]], deep: bool, exact_sizes
     if deep and records:
         columns = [Column("file"), Column("batch"), *RECORD_COLUMNS]
         render_rows(records, columns, OutputFormat.TABLE, title="records")
-    for kind, columns, title in SECONDARY_TABLES:
+    for kind, table, title in SECONDARY_TABLES:
         if kind in by_type:
-            render_rows(by_type[kind], columns, OutputFormat.TABLE, title=title, exact_sizes=exact_sizes)
+            render_rows(by_type[kind], table, OutputFormat.TABLE, title=title, exact_sizes=exact_sizes)
 
 
-SECONDARY_TABLES = [
+SECONDARY_TABLES: list[tuple[str, list[Column | str], str]] = [
     (
         "unreadable",
         [Column("file"), Column("position"), Column("size", size=True), Column("reason")],
@@ -575,7 +575,7 @@ def purge_command(
             f"({error.log_end_offset}): nothing deleted",
             ExitCode.USAGE,
         ) from None
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "base_offset": d.base_offset,
             "last_offset": d.next_offset - 1,

@@ -98,7 +98,7 @@ def _cluster(value: str, config_file: Path | None, overrides: list[str] | None, 
 def _status_document(
     rows: list[PartitionStatus], previous: dict[tuple[str, str, int], tuple[int, int]], elapsed: float
 ) -> dict[str, Any]:
-    parts = []
+    parts: list[dict[str, Any]] = []
     for r in rows:
         before = previous.get((r.source, r.topic, r.partition), (0, 0))
         parts.append(

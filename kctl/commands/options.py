@@ -264,24 +264,24 @@ class ConfigValue:
 class ResolvedConfig(Mapping[str, str]):
     """The merged configuration: a read-only `key -> value` mapping that keeps each key's source."""
 
-    values: Mapping[str, ConfigValue] = field(default_factory=dict)
+    by_key: Mapping[str, ConfigValue] = field(default_factory=dict)
     config_file: Path | None = None
 
     def __getitem__(self, key: str) -> str:
-        return self.values[key].value
+        return self.by_key[key].value
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.values)
+        return iter(self.by_key)
 
     def __len__(self) -> int:
-        return len(self.values)
+        return len(self.by_key)
 
     def source(self, key: str) -> ConfigSource:
-        return self.values[key].source
+        return self.by_key[key].source
 
     def entries(self) -> list[ConfigValue]:
         """All entries, sorted by key."""
-        return list(self.values.values())
+        return list(self.by_key.values())
 
     @property
     def bootstrap_servers(self) -> str:

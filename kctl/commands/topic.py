@@ -184,10 +184,9 @@ def create(
         elif if_not_exists and result.error == "TOPIC_ALREADY_EXISTS":
             row["status"] = "exists"
             row["message"] = None
-            result = Result(result.name)
         else:
             row["status"] = result.error
-        reported.append(result)
+        reported.append(Result(result.name) if row["status"] == "exists" else result)
         rows.append(row)
     render_rows(
         rows,
@@ -419,16 +418,17 @@ def delete(
     rows = []
     reported: list[Result] = []
     for result in results:
+        status: str | None
+        message: str | None
         if result.ok:
             status, message = "deleted", None
             info(f"deleted topic {result.name!r}")
         elif if_exists and result.error == UNKNOWN_TOPIC:
             status, message = "absent", None
-            result = Result(result.name)
         else:
             status, message = result.error, result.error_message
         rows.append({"topic": result.name, "status": status, "message": message})
-        reported.append(result)
+        reported.append(Result(result.name) if status == "absent" else result)
     render_rows(rows, STATUS_COLUMNS, fmt)
     _finish(reported)
 

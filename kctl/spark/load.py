@@ -333,7 +333,7 @@ def _run_load(
     if final.exists():
         raise LoadError(f"{final} exists already: another load ran at the same time")
     staging = destination / f"{_STAGING_PREFIX}{plan.run:06d}"
-    assign = {p.topic: [] for p in ranges}
+    assign: dict[str, list[int]] = {p.topic: [] for p in ranges}
     for p in ranges:
         assign[p.topic].append(p.partition)
     options = source_options(

@@ -62,7 +62,7 @@ def consumer_config(options: SourceOptions, **overrides: Any) -> ConsumerConfig:
     known = ConsumerConfig.known_keys()
     properties = {k: v for k, v in options.client_properties.items() if k in known}
     properties.setdefault("auto.offset.reset", "none")
-    return ConsumerConfig.coerce(properties, **overrides)  # type: ignore[return-value]
+    return ConsumerConfig.coerce(properties, **overrides)
 
 
 def subscribed_partitions(cluster: ClusterClient, options: SourceOptions) -> list[TopicPartition]:

@@ -162,7 +162,7 @@ class KctlBatchReader(DataSourceReader):
         ranges = plan_ranges(starts, ends, options.min_partitions)
         return [KctlPartition(r) for r in ranges]
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(self.options, partition)
 
 
@@ -184,7 +184,7 @@ class KctlStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._consumer = Consumer(self.options.bootstrap_servers, consumer_config(self.options))
         return self._consumer
 
-    def initialOffset(self) -> dict:  # type: ignore[type-arg]
+    def initialOffset(self) -> dict:
         consumer = self._client()
         tps = subscribed_partitions(consumer.cluster, self.options)
         return offsets_json(resolve_bound(consumer, tps, self.options.starting))
@@ -197,7 +197,7 @@ class KctlStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         new = [tp for tp in tps if tp not in known]
         return known | consumer.beginning_offsets(new)
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:  # type: ignore[type-arg]
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         consumer = self._client()
         starts = self._starts(start)
         ends = consumer.end_offsets(list(starts))
@@ -217,7 +217,7 @@ class KctlStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         tps = subscribed_partitions(consumer.cluster, self.options)
         self._target = consumer.end_offsets(tps)
 
-    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:  # type: ignore[type-arg]
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         starts = self._starts(start)
         ends = offsets_from_json(end)
         for tp, until in ends.items():
@@ -229,7 +229,7 @@ class KctlStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ranges = plan_ranges(known, ends, self.options.min_partitions)
         return [KctlPartition(r) for r in ranges]
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(self.options, partition)
 
     def stop(self) -> None:
@@ -263,7 +263,7 @@ class KctlWriter(DataSourceWriter):
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
 
-    def write(self, iterator: Iterator[Any]) -> KctlCommitMessage:  # type: ignore[override]
+    def write(self, iterator: Iterator[Any]) -> KctlCommitMessage:
         return _write(self.options, iterator)
 
 
@@ -274,10 +274,10 @@ class KctlStreamWriter(DataSourceStreamWriter):
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
 
-    def write(self, iterator: Iterator[Any]) -> KctlCommitMessage:  # type: ignore[override]
+    def write(self, iterator: Iterator[Any]) -> KctlCommitMessage:
         return _write(self.options, iterator)
 
-    def commit(self, messages: list, batchId: int) -> None:  # type: ignore[type-arg]
+    def commit(self, messages: list, batchId: int) -> None:
         """Nothing to do: each record was acknowledged before its task ended."""
 
 

@@ -49,7 +49,7 @@ def producer_config(options: SourceOptions) -> ProducerConfig:
     """A ``ProducerConfig`` from the ``kafka.``-prefixed options (consumer-only properties left out)."""
     known = ProducerConfig.known_keys()
     properties = {k: v for k, v in options.client_properties.items() if k in known}
-    return ProducerConfig.coerce(properties)  # type: ignore[return-value]
+    return ProducerConfig.coerce(properties)
 
 
 def record_from_row(row: Mapping[str, Any]) -> OutgoingRecord:

@@ -208,12 +208,15 @@ def read_partitions(
             message = consumer.poll(0.5)
             if message is None:
                 continue
-            if message.error() is not None:
-                if message.error().code() == KafkaError._PARTITION_EOF:
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
                     continue
-                raise AssertionError(f"consumer error: {message.error()}")
-            found[message.partition()].append((message.offset(), (message.value() or b"").decode()))
-            positions[message.partition()] = message.offset() + 1
+                raise AssertionError(f"consumer error: {error}")
+            partition, offset = message.partition(), message.offset()
+            assert partition is not None and offset is not None
+            found[partition].append((offset, (message.value() or b"").decode()))
+            positions[partition] = offset + 1
         return found
     finally:
         consumer.close()

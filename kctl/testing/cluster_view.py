@@ -17,6 +17,7 @@ import json
 import threading
 import time
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
@@ -118,7 +119,10 @@ class ClusterView:
     # -- waits -------------------------------------------------------------------------------------
     @staticmethod
     def wait_for(
-        condition: Callable[[], T], what: str, timeout: float = 30.0, seen: Callable[[], object] | None = None
+        condition: Callable[[], T | None],
+        what: str,
+        timeout: float = 30.0,
+        seen: Callable[[], object] | None = None,
     ) -> T:
         """Poll ``condition`` until it returns a truthy value (returned); `ClusterWaitTimeout` after
         ``timeout`` seconds, quoting ``seen()`` (what the cluster looked like) when given."""
@@ -133,7 +137,7 @@ class ClusterView:
             time.sleep(POLL_INTERVAL)
 
     def wait_for_leader(
-        self, topic: str, partition: int, *, not_in: set[int] = frozenset(), timeout: float = 30.0
+        self, topic: str, partition: int, *, not_in: AbstractSet[int] = frozenset(), timeout: float = 30.0
     ) -> PartitionStateVersion:
         """Wait until the partition has a leader (not -1, not one of ``not_in``); return its state."""
 
@@ -179,7 +183,7 @@ class ClusterView:
         broker started again before that waits for it itself; this is for tests about the expiry."""
         self.wait_for(lambda: broker_id not in self.live_brokers(), f"/brokers/ids/{broker_id} gone", timeout)
 
-    def wait_for_controller(self, *, not_in: set[int] = frozenset(), timeout: float = 30.0) -> int:
+    def wait_for_controller(self, *, not_in: AbstractSet[int] = frozenset(), timeout: float = 30.0) -> int:
         def ready() -> int | None:
             controller = self.controller_id()
             return controller if controller is not None and controller not in not_in else None

@@ -60,7 +60,7 @@ class Template:
     """The pristine log dir and what it holds."""
 
     log_dir: Path
-    segments: list[Path]  # relative to the partition dir: file names in offset order
+    segments: list[str]  # relative to the partition dir: file names in offset order
     batches: list[Batch]
     config: LogConfig
 

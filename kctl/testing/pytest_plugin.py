@@ -142,7 +142,7 @@ SHARED_WORKER_PREFIXES = ("test_spark_",)  # modules with these names share one 
 def _module_scheduling() -> type:
     from xdist.scheduler import LoadScopeScheduling
 
-    class ModuleScheduling(LoadScopeScheduling):  # type: ignore[misc]
+    class ModuleScheduling(LoadScopeScheduling):
         """``--dist loadfile`` with the modules of one ``SHARED_WORKER_PREFIXES`` prefix as one unit."""
 
         def _split_scope(self, nodeid: str) -> str:
