@@ -377,6 +377,7 @@ class Registry(TopicStore, ClusterMembership, ConfigStore, ABC):
     def __init__(self) -> None:
         self._listeners: list[Listener] = []
         self._listeners_lock = threading.Lock()
+        self._dispatch_lock = threading.RLock()  # one notification at a time; remove_listener waits for it
 
     # -- lifecycle ---------------------------------------------------------------------------------
     @abstractmethod
@@ -431,17 +432,21 @@ class Registry(TopicStore, ClusterMembership, ConfigStore, ABC):
             self._listeners.append(callback)
 
     def remove_listener(self, callback: Listener) -> None:
-        """Stop calling ``callback``; no-op if it is not a listener."""
-        with self._listeners_lock:
+        """Stop calling ``callback``; no-op if it is not a listener. Once this returns the callback
+        is not called again: a notification being delivered on another thread (a ZooKeeper watch)
+        is waited for."""
+        with self._dispatch_lock, self._listeners_lock:
             if callback in self._listeners:
                 self._listeners.remove(callback)
 
     def _notify(self, reason: str) -> None:
-        """Call every listener; a failing listener is logged and does not stop the others."""
-        with self._listeners_lock:
-            listeners = list(self._listeners)
-        for callback in listeners:
-            try:
-                callback(reason)
-            except Exception:
-                log.exception("registry listener %r failed on %r", callback, reason)
+        """Call every listener; a failing listener is logged and does not stop the others.
+        Notifications are delivered one at a time (listeners only record or enqueue)."""
+        with self._dispatch_lock:
+            with self._listeners_lock:
+                listeners = list(self._listeners)
+            for callback in listeners:
+                try:
+                    callback(reason)
+                except Exception:
+                    log.exception("registry listener %r failed on %r", callback, reason)
