@@ -204,3 +204,39 @@ def test_a_slow_broker_holds_the_answer_until_it_serves_the_new_topic(
     assert [t.error_code for t in response.topics] == [0], response
     stale = probe(connections, {topic: (3, 3)}, {})
     assert not stale, f"{len(stale)} old view(s) after the answer:\n" + "\n".join(stale[:20])
+
+
+def test_a_broker_that_does_not_follow_in_time_makes_the_answer_request_timed_out(
+    cluster: LocalCluster, connections: dict[int, RawConnection]
+) -> None:
+    """Past the request's timeout_ms the topic is answered REQUEST_TIMED_OUT (Kafka's error when a
+    new topic has no leader in time); the topic is created all the same, and every broker serves it
+    once the slow one runs again. A timeout_ms of 0 answers at once (as Kafka does)."""
+    controller = wait_for(lambda: controller_of(connections), "a controller")
+    slow = next(broker_id for broker_id in connections if broker_id != controller)
+    late, unwaited = unique("late"), unique("unwaited")
+
+    def create(topic: str, timeout_ms: int) -> CreateTopicsRequest:
+        return CreateTopicsRequest(
+            topics=[
+                CreatableTopic(name=topic, num_partitions=2, replication_factor=3, assignments=[], configs=[])
+            ],
+            timeout_ms=timeout_ms,
+            validate_only=False,
+        )
+
+    cluster.broker(slow).pause()
+    try:
+        response = connections[controller].request(kp.ApiKey.CREATE_TOPICS, 5, create(late, 1000))
+        [result] = response.topics
+        assert result.error_code == ErrorCode.REQUEST_TIMED_OUT, result
+        assert str(slow) in (result.error_message or ""), result
+        response = connections[controller].request(kp.ApiKey.CREATE_TOPICS, 5, create(unwaited, 0))
+        assert [t.error_code for t in response.topics] == [0], response
+    finally:
+        cluster.broker(slow).resume()
+    for topic in (late, unwaited):
+        wait_for(
+            lambda topic=topic: all(v[topic] == (2, 2) for v in views(connections, [topic]).values()),
+            f"every broker serving {topic}",
+        )
