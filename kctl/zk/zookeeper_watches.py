@@ -9,7 +9,9 @@ notifications (kctl.zk.registry's reasons), on the registry's shared session
   partition state znodes ("partitions"), set again after each event and, all at once, after a
   reconnection (kazoo drops them with the connection): no thread or blocking call per znode.
 
-Setting a watch is not a change: only later events are announced.
+Setting a watch is not a change: only later events are announced — except the partition states of a
+topic or partitions added while running, which are announced when already there as their watches are
+set (written between the refresh the topic's event caused and the watch: no event would tell of it).
 """
 
 from __future__ import annotations
