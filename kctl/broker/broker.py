@@ -22,6 +22,7 @@ from kctl.broker.dynamic_config import DynamicBrokerConfigs
 from kctl.broker.errors import ApiError
 from kctl.broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
 from kctl.broker.metadata_cache import MetadataCache
+from kctl.broker.metadata_propagation import Expectations, MetadataPropagation
 from kctl.broker.metrics import BrokerMetrics
 from kctl.broker.producer_ids import ProducerIdManager
 from kctl.broker.quotas import QuotaManager
@@ -65,6 +66,7 @@ class Broker:
 
     # set by start()
     metadata: MetadataCache
+    propagation: MetadataPropagation
     replicas: ReplicaManager
     topics: TopicAdmin
     producer_ids: ProducerIdManager
@@ -120,6 +122,7 @@ class Broker:
                 high_watermark_follows_log_end=not self.replicated,
             )
             self.metadata = MetadataCache(registry)
+            self.propagation = MetadataPropagation(self.broker_id, self.metadata, self._channel_to)
             self.replicas = self._replica_manager(registry)
             self.replicas.after_background_create = self._sync_partitions
             self.controller = Controller(
@@ -393,6 +396,9 @@ class Broker:
         replicas: ReplicaManager | None = getattr(self, "replicas", None)
         if replicas is not None:
             await replicas.close()
+        propagation: MetadataPropagation | None = getattr(self, "propagation", None)
+        if propagation is not None:
+            await propagation.close()
         if self.log_manager is not None:
             try:
                 self.log_manager.close()
@@ -502,6 +508,12 @@ class Broker:
                 log.warning("controlled shutdown attempt %d failed: %s", attempt, error)
             await asyncio.sleep(config["controlled.shutdown.retry.backoff.ms"] / 1000)
         log.warning("controlled shutdown of broker %d did not complete; stopping anyway", self.broker_id)
+
+    async def await_metadata(self, expected: Expectations, deadline: float) -> dict[str, str]:
+        """After an admin change made here (created, grown or deleted topics): wait until every live
+        broker serves it, or the event loop time ``deadline``; returns the topics some broker still
+        does not serve, each with a message (kctl.broker.metadata_propagation)."""
+        return await self.propagation.wait(expected, deadline)
 
     def on_metadata_changed(self) -> None:
         """After an admin change made here: bring the hosted partitions in line."""

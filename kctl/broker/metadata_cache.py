@@ -1,6 +1,12 @@
 """The broker's in-memory view of cluster metadata (brokers, controller, topics, partition states, the
 brokers in controlled shutdown), loaded from the registry and refreshed when the registry reports a
-change. Request handlers read only this cache; they never wait on ZooKeeper."""
+change. Request handlers read only this cache; they never wait on ZooKeeper.
+
+Refreshes are serialized (one at a time, reads and install together): the broker's coalesced
+refresh on its event loop and the admin handlers' refresh in a worker thread read the registry in
+turn, through one ZooKeeper session, so a refresh reads at least what the one before it read and a
+refresh started earlier never installs its snapshot over a newer one. A broker never answers an
+older view than one it answered before (kctl.broker.metadata_propagation relies on it)."""
 
 from __future__ import annotations
 
@@ -36,10 +42,16 @@ class MetadataCache:
     def __init__(self, registry: MetadataSource) -> None:
         self._registry = registry
         self._lock = threading.Lock()
+        self._refreshing = threading.Lock()  # one refresh at a time: snapshots never go back
         self.snapshot = MetadataSnapshot(cluster_id="", controller_id=None)
 
     def refresh(self) -> MetadataSnapshot:
-        """Reload everything from the registry (blocking; cheap for the embedded registry)."""
+        """Reload everything from the registry (blocking; cheap for the embedded registry). Waits for
+        a refresh under way in another thread, then reads anew: its snapshot is at least as new."""
+        with self._refreshing:
+            return self._refresh()
+
+    def _refresh(self) -> MetadataSnapshot:
         registry = self._registry
         topics = registry.topics()
         states: dict[tuple[str, int], PartitionState] = {}

@@ -9,7 +9,9 @@ notifications (kctl.zk.registry's reasons), on the registry's shared session
   partition state znodes ("partitions"), set again after each event and, all at once, after a
   reconnection (kazoo drops them with the connection): no thread or blocking call per znode.
 
-Setting a watch is not a change: only later events are announced.
+Setting a watch is not a change: only later events are announced — except the partition states of a
+topic or partitions added while running, which are announced when already there as their watches are
+set (written between the refresh the topic's event caused and the watch: no event would tell of it).
 """
 
 from __future__ import annotations
@@ -196,7 +198,7 @@ class ZooKeeperWatches(ZooKeeperPart):
         token, watcher = entry
         result = client.get_async(TopicZNode.path(topic), watch=watcher)
         if follow:
-            result.rawlink(lambda done: self._on_topic_data(topic, token, done))
+            result.rawlink(lambda done: self._on_topic_data(topic, token, done, announce=True))
         return result
 
     def _arm_state(self, key: tuple[str, int]) -> Any:
@@ -207,9 +209,14 @@ class ZooKeeperWatches(ZooKeeperPart):
             return None
         return client.exists_async(TopicPartitionStateZNode.path(*key), watch=entry[1])
 
-    def _on_topic_data(self, topic: str, token: object, result: Any) -> list[Any]:
+    def _on_topic_data(self, topic: str, token: object, result: Any, *, announce: bool = False) -> list[Any]:
         """A topic znode was read: watch the states of partitions not watched yet. Returns the
-        async results of the new watches (for _arm_now to wait for)."""
+        async results of the new watches (for _arm_now to wait for). With ``announce`` (a topic or
+        partitions added while running): a state found already there when its watch is set is
+        announced ("partitions"), for the controller may have written it after the refresh that the
+        topic's event caused had read the states, and before the watch was set — no event would
+        ever tell of it, and the broker would answer that partition leaderless until the next
+        change."""
         if self._session.closed:
             return []
         if not result.successful():
@@ -231,7 +238,15 @@ class ZooKeeperWatches(ZooKeeperPart):
                 if key not in self._state_watches:
                     self._state_watches[key] = (token, self._state_watcher(key, token))
                     new.append(key)
-        return [r for r in (self._arm_state(key) for key in new) if r is not None]
+        armed = [r for r in (self._arm_state(key) for key in new) if r is not None]
+        if announce:
+            for armed_result in armed:
+                armed_result.rawlink(self._announce_if_exists)
+        return armed
+
+    def _announce_if_exists(self, result: Any) -> None:
+        if not self._session.closed and result.successful() and result.value is not None:
+            self._notify(PARTITIONS)
 
     def _arm_now(self, topics: list[str], keys: list[tuple[str, int]]) -> None:
         """Set the watches of ``topics`` (and their partition states) and of ``keys``, and wait

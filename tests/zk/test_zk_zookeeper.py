@@ -26,7 +26,13 @@ from kctl.zk.model import (
     decode_uuid,
     encode_uuid,
 )
-from kctl.zk.znodes import ConfigEntityChangeNotificationSequenceZNode
+from kctl.zk.znodes import (
+    ConfigEntityChangeNotificationSequenceZNode,
+    TopicPartitionStateZNode,
+    TopicPartitionsZNode,
+    TopicPartitionZNode,
+    TopicZNode,
+)
 from kctl.zk.zookeeper import ZooKeeperRegistry, split_connect
 
 
@@ -496,3 +502,30 @@ def test_no_server_means_unavailable_at_start(tmp_path: Path) -> None:
     with pytest.raises(RegistryUnavailableError, match=r"could not connect to ZooKeeper .* within 300 ms"):
         registry.start()
     registry.close()
+
+
+def test_a_state_there_before_its_watch_is_set_is_announced(brokers: Brokers) -> None:
+    """The controller writes a new topic's states right after the topic: another broker hears of the
+    topic, reads its states (maybe before they exist: the refresh its topic event causes), and then
+    sets their watches — maybe after they were written, when no event will ever come, and the broker
+    answered the partition leaderless until the next change (issue 28). A state found there when its
+    watch is set is announced ("partitions"). Here the topic and its states are written in one
+    transaction, so every state is there before its watch."""
+    other = brokers.open()
+    seen = Notifications()
+    other.add_listener(seen)
+    raw = brokers.raw
+    for round_ in range(3):
+        topic = f"atomic-{round_}"
+        seen.clear()
+        transaction = raw.transaction()
+        transaction.create(TopicZNode.path(topic), TopicZNode.encode(uuid.uuid4(), {0: (1,)}))
+        transaction.create(TopicPartitionsZNode.path(topic))
+        transaction.create(TopicPartitionZNode.path(topic, 0))
+        transaction.create(
+            TopicPartitionStateZNode.path(topic, 0),
+            TopicPartitionStateZNode.encode(PartitionState(1, 0, (1,))),
+        )
+        assert all(not isinstance(r, Exception) for r in transaction.commit())
+        assert seen.wait_for_reason("partitions", timeout=5), f"{topic}: its state was never announced"
+        assert other.partition_states(topic)[0].leader == 1

@@ -3,6 +3,9 @@
 As CreateTopics: more than ``MAX_PARTITIONS_PER_REQUEST`` new partitions in all is POLICY_VIOLATION
 for every topic; logs are created and registry writes made in worker threads.
 
+As CreateTopics too, the answer waits (up to ``timeout_ms``) until every live broker serves the new
+partitions with a leader, else REQUEST_TIMED_OUT for that topic.
+
 Versions: v0-3. The versions differ only in encoding (v2+ are flexible); the request and the answer are
 the same."""
 
@@ -33,6 +36,8 @@ if TYPE_CHECKING:
 async def handle(
     broker: Broker, context: RequestContext, request: CreatePartitionsRequest
 ) -> CreatePartitionsResponse:
+    deadline = asyncio.get_running_loop().time() + request.timeout_ms / 1000
+    grown: dict[str, frozenset[int]] = {}  # the new partitions every broker must serve
     results = []
     try:
         check_request_partitions(sum(_new_partitions(broker, t.name, t.count) for t in request.topics))
@@ -59,6 +64,7 @@ async def handle(
                     discard_logs(broker.logs, created)
                     raise
                 broker.on_metadata_changed()
+                grown[topic.name] = frozenset(plan.assignment)
             results.append(CreatePartitionsTopicResult(name=topic.name, error_code=0))
         except ApiError as error:
             results.append(
@@ -66,6 +72,12 @@ async def handle(
                     name=topic.name, error_code=error.code, error_message=error.message
                 )
             )
+    if grown and request.timeout_ms > 0:
+        late = await broker.await_metadata(grown, deadline)
+        for result in results:
+            if result.name in late:
+                result.error_code = ErrorCode.REQUEST_TIMED_OUT
+                result.error_message = late[result.name]
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)
 
 

@@ -6,6 +6,11 @@ with POLICY_VIOLATION (as Kafka does). Each topic is planned on the event loop, 
 and its registry writes made in worker threads (kctl.broker.topics), so a large create never stalls
 the other connections.
 
+Once the topics are created, the answer waits until every live broker serves them with a leader for
+each partition (``Broker.await_metadata``, kctl.broker.metadata_propagation) for up to the request's
+``timeout_ms`` (from its arrival), then answers REQUEST_TIMED_OUT for the topics some broker does
+not serve yet, as Kafka does; a ``timeout_ms`` of 0 or less answers at once, unwaited.
+
 Versions: v0-7. v1+ may be validate-only and answer with an error message per topic; v5+ (flexible) answer
 with each created topic's partition count, replication factor and configs; v7+ with its topic id."""
 
@@ -39,6 +44,8 @@ from kctl.protocol.types import ZERO_UUID
 async def handle(
     broker: Broker, context: RequestContext, request: CreateTopicsRequest
 ) -> CreateTopicsResponse:
+    deadline = asyncio.get_running_loop().time() + request.timeout_ms / 1000
+    created: dict[str, frozenset[int]] = {}  # what every broker must serve before the answer
     results = []
     seen: dict[str, int] = {}
     for topic in request.topics:
@@ -85,13 +92,14 @@ async def handle(
                 topic.name, topic.num_partitions, topic.replication_factor, assignment or None, configs
             )
             if not request.validate_only:
-                created = await create_hosted_logs(broker.logs, broker.broker_id, plan)
+                logs = await create_hosted_logs(broker.logs, broker.broker_id, plan)
                 try:
                     await asyncio.to_thread(broker.topics.commit_topic, plan)
                 except BaseException:
-                    discard_logs(broker.logs, created)
+                    discard_logs(broker.logs, logs)
                     raise
                 broker.on_metadata_changed()
+                created[topic.name] = frozenset(plan.assignment)
         except ApiError as error:
             results.append(
                 CreatableTopicResult(
@@ -132,4 +140,10 @@ async def handle(
                 configs=configs_out,
             )
         )
+    if created and request.timeout_ms > 0:
+        late = await broker.await_metadata(created, deadline)
+        for result in results:
+            if result.name in late:
+                result.error_code = ErrorCode.REQUEST_TIMED_OUT
+                result.error_message = late[result.name]
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)

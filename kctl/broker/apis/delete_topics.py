@@ -1,10 +1,15 @@
 """DeleteTopics (answered by the controller), by name (v0-5) or by topic id (v6+).
 
+The answer waits (up to the request's ``timeout_ms``) until no live broker serves the deleted topics
+any more (kctl.broker.metadata_propagation), else REQUEST_TIMED_OUT for the topics some broker still
+serves, as Kafka does; a ``timeout_ms`` of 0 or less answers at once.
+
 Versions: v0-6. v0-5 name the topics; v6+ name them or give their topic ids, and answer with both. v4+ are
 flexible; v5+ answer with an error message per topic."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
@@ -35,6 +40,8 @@ async def handle(
         if version >= 6
         else [(n, ZERO_UUID) for n in request.topic_names]
     )
+    deadline = asyncio.get_running_loop().time() + request.timeout_ms / 1000
+    deleted: dict[str, frozenset[int] | None] = {}  # topics no broker may serve before the answer
     results = []
     for name, topic_id in wanted:
         try:
@@ -49,6 +56,7 @@ async def handle(
                 raise ApiError(ErrorCode.NOT_CONTROLLER, "this broker is not the controller")
             broker.topics.delete_topic(name)
             broker.on_metadata_changed()
+            deleted[name] = None
             results.append(
                 DeletableTopicResult(
                     name=name, topic_id=record.topic_id if record else topic_id, error_code=0
@@ -60,4 +68,10 @@ async def handle(
                     name=name, topic_id=topic_id, error_code=error.code, error_message=error.message
                 )
             )
+    if deleted and request.timeout_ms > 0:
+        late = await broker.await_metadata(deleted, deadline)
+        for result in results:
+            if result.name in late:
+                result.error_code = ErrorCode.REQUEST_TIMED_OUT
+                result.error_message = late[result.name]
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
