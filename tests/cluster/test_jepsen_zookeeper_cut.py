@@ -67,3 +67,46 @@ def test_a_leader_cut_from_zookeeper_loses_no_acknowledged_write(
     assert verdict.ok, verdict.report()
     assert verdict.acknowledged >= 2 * 100 * 3
     assert campaign.failures() == []
+
+
+def test_a_zombie_leader_sends_its_clients_elsewhere(
+    linked_cluster: tuple[LocalCluster, ZooKeeperLinks],
+) -> None:
+    """Cut off from ZooKeeper past its session, the old leader no longer names itself leader in its
+    Metadata answers (found by bench_jepsen: librdkafka asked the zombie for metadata, was told the
+    zombie led, and sent its writes there for a minute while another broker led)."""
+    from raw_kafka import RawConnection
+
+    from kctl.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
+    from kctl.protocol.registry import ApiKey
+    from kctl.testing import wait_for
+
+    cluster, links = linked_cluster
+    topic = "zombie-metadata"
+    create_topic(cluster.bootstrap_servers, topic, 1, 3, {"min.insync.replicas": "2"})
+    request = MetadataRequest(
+        topics=[MetadataRequestTopic(name=topic)],
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+
+    def leader_named_by(broker_id: int) -> int:
+        with RawConnection(cluster.broker(broker_id).bootstrap) as conn:
+            answer = conn.request(ApiKey.METADATA, 9, request)
+        return int(answer.topics[0].partitions[0].leader_id)
+
+    with ClusterView(cluster.zookeeper_connect) as view:
+        view.wait_for_full_isr(topic, 1)
+        zombie = view.wait_for_leader(topic, 0).leader
+        links.cut(zombie)
+        try:
+            successor = view.wait_for_leader(topic, 0, not_in={zombie}, timeout=60).leader
+            named = wait_for(
+                lambda: (leader := leader_named_by(zombie)) != zombie and leader,
+                f"broker {zombie}, cut off, to stop naming itself leader",
+                30,
+            )
+            assert named in (-1, successor)
+        finally:
+            links.heal(zombie)
+        view.wait_for_isr(topic, 0, {1, 2, 3}, timeout=60)

@@ -81,10 +81,14 @@ def topic_metadata(broker: Broker, name: str) -> MetadataResponseTopic:
             error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, partitions=[]
         )
     live = {b.broker_id for b in broker.metadata.brokers()}
+    # a broker cut off from ZooKeeper (fenced) leads nothing, whatever its last view says: it sends
+    # its clients elsewhere for the leaders instead of back to itself (a zombie leader's clients
+    # otherwise asked it again and again while another broker led)
+    fenced_self = broker.broker_id if broker.replicas.fenced else None
     partitions = []
     for index, replicas in sorted(record.assignment.items()):
         state = broker.metadata.partition_state(name, index)
-        leader = state.leader if state else -1
+        leader = state.leader if state and state.leader != fenced_self else -1
         error = ErrorCode.NONE if leader in live else ErrorCode.LEADER_NOT_AVAILABLE
         partitions.append(
             MetadataResponsePartition(
