@@ -142,12 +142,15 @@ class TransactionIndex:
             self._file_io.close(fd)
 
     def append(self, entry: AbortedTxn) -> None:
-        """Add an entry (its marker follows every earlier entry's)."""
+        """Add an entry. One whose marker is already indexed is ignored (the replay at load meets the
+        aborts again); one missing below the last entry is put in its place."""
         entries = self.entries
-        if entries and entry.last_offset <= entries[-1].last_offset:
-            if entry in entries:  # replayed at load: already indexed
-                return
-            raise ValueError(f"aborted transaction {entry} is not after {entries[-1]}")
+        if entries and entry.last_offset <= entries[-1].last_offset:  # met again by the replay at load
+            if all(known.last_offset != entry.last_offset for known in entries):  # missing: put in place
+                entries.append(entry)
+                entries.sort(key=lambda known: known.last_offset)
+                self._rewrite(entries)
+            return
         fd = self._file_io.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
         try:
             self._file_io.write_all(fd, _ENTRY.pack(ENTRY_VERSION, *entry))

@@ -206,3 +206,19 @@ def test_snapshots_carry_ongoing_transactions_and_version_1_is_still_read():
     _, old = decode_snapshot(v1, 130)
     assert old[5].epoch == 4 and old[5].current_txn_first_offset == -1
     assert list(old[5].batches) == [BatchRecord(0, 4, 120, 124, T0)]
+
+
+def test_the_replay_keeps_an_index_whose_entries_it_meets_again(open_log):
+    log = open_log()
+    log.append(txn_batch(1, 0))  # 0-2
+    log.append_control_marker(1, 0, 0, commit=False)  # 3
+    log.append(txn_batch(2, 0))  # 4-6
+    log.append_control_marker(2, 0, 0, commit=False)  # 7
+    [name] = txn_files(log)
+    path = log.directory / name
+    path.write_bytes(path.read_bytes()[34:])  # the first entry lost, the second kept
+    for snapshot in log.directory.glob("*.snapshot"):
+        snapshot.unlink()
+    reopened = Log(log.directory, log.topic_partition, log.config, needs_recovery=True, clock=log._clock)
+    assert reopened.aborted_transactions(0, 8) == [AbortedTxn(1, 0, 3, 4), AbortedTxn(2, 4, 7, 8)]
+    assert path.read_bytes() == struct.pack(">hqqqq", 0, 1, 0, 3, 4) + struct.pack(">hqqqq", 0, 2, 4, 7, 8)
