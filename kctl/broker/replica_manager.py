@@ -34,6 +34,7 @@ from kctl.log.naming import TopicPartition
 from kctl.log.producer_state import (
     InvalidCoordinatorEpochError,
     InvalidProducerEpochError,
+    InvalidTxnStateError,
     OutOfOrderSequenceError,
 )
 from kctl.protocol.errors import ErrorCode
@@ -339,6 +340,8 @@ class ReplicaManager:
             raise ApiError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, f"{tp}: {error}") from None
         except InvalidProducerEpochError as error:
             raise ApiError(ErrorCode.INVALID_PRODUCER_EPOCH, f"{tp}: {error}") from None
+        except InvalidTxnStateError as error:
+            raise ApiError(ErrorCode.INVALID_TXN_STATE, f"{tp}: {error}") from None
         except RecordBatchTooLargeError as error:
             raise ApiError(ErrorCode.MESSAGE_TOO_LARGE, f"{tp}: {error}") from None
         except LogStorageError as error:

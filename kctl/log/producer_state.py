@@ -14,9 +14,10 @@ load the log takes the newest valid snapshot in [oldest segment base, trusted en
 headers from its offset to the log end (see :class:`kctl.log.log.Log`).
 
 Transactions (KIP-98): a transactional batch (attribute bit 0x10) of a producer with no ongoing
-transaction on this partition starts one at its base offset; a control batch (a COMMIT or ABORT marker,
-:mod:`kctl.log.transactions`) ends it, and :meth:`ProducerStateManager.record` returns the completed
-transaction. The manager keeps the ongoing transactions' first offsets and the completed transactions
+transaction on this partition starts one at its base offset (a later epoch keeps it, and a
+non-transactional batch of that producer meanwhile is INVALID_TXN_STATE); a control batch (a COMMIT or
+ABORT marker, :mod:`kctl.log.transactions`) ends it, and :meth:`ProducerStateManager.record` returns
+the completed transaction. The manager keeps the ongoing transactions' first offsets and the completed transactions
 whose marker is not yet below the high watermark; the smallest first offset among them is the partition's
 *first unstable offset*, and the last stable offset is the high watermark capped by it. With no
 transaction open both sets are empty and nothing is computed.
@@ -87,6 +88,11 @@ class OutOfOrderSequenceError(ProducerStateError):
 
 class InvalidProducerEpochError(ProducerStateError):
     """INVALID_PRODUCER_EPOCH: the batch's epoch is older than the producer's current epoch."""
+
+
+class InvalidTxnStateError(ProducerStateError):
+    """INVALID_TXN_STATE: a non-transactional batch from a producer whose transaction is ongoing on the
+    partition (Kafka's "Expected transactional write from producer")."""
 
 
 class CorruptSnapshotError(ValueError):
@@ -290,6 +296,11 @@ class ProducerStateManager:
             raise InvalidProducerEpochError(
                 f"producer {header.producer_id} epoch {header.producer_epoch} is older than {entry.epoch}"
             )
+        if entry.current_txn_first_offset >= 0 and not header.is_transactional:
+            raise InvalidTxnStateError(
+                f"expected a transactional write from producer {header.producer_id}: its transaction "
+                f"started at offset {entry.current_txn_first_offset}"
+            )
         if header.producer_epoch > entry.epoch:
             if header.base_sequence != 0:
                 raise OutOfOrderSequenceError(
@@ -333,9 +344,13 @@ class ProducerStateManager:
             return self._complete(header, marker) if marker is not None else None
         entry = self.producers.get(header.producer_id)
         if entry is None or header.producer_epoch > entry.epoch:
+            # a new epoch keeps the coordinator epoch and the ongoing transaction (as Kafka's entry does)
             coordinator_epoch = entry.coordinator_epoch if entry is not None else -1
+            txn_first_offset = entry.current_txn_first_offset if entry is not None else -1
             entry = self.producers[header.producer_id] = ProducerEntry(
-                header.producer_epoch, coordinator_epoch=coordinator_epoch
+                header.producer_epoch,
+                coordinator_epoch=coordinator_epoch,
+                current_txn_first_offset=txn_first_offset,
             )
         if header.is_transactional and entry.current_txn_first_offset < 0:
             entry.current_txn_first_offset = header.base_offset

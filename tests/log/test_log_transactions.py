@@ -15,6 +15,7 @@ from kctl.log.producer_state import (
     BatchRecord,
     InvalidCoordinatorEpochError,
     InvalidProducerEpochError,
+    InvalidTxnStateError,
     ProducerEntry,
     decode_snapshot,
     encode_snapshot,
@@ -222,3 +223,24 @@ def test_the_replay_keeps_an_index_whose_entries_it_meets_again(open_log):
     reopened = Log(log.directory, log.topic_partition, log.config, needs_recovery=True, clock=log._clock)
     assert reopened.aborted_transactions(0, 8) == [AbortedTxn(1, 0, 3, 4), AbortedTxn(2, 4, 7, 8)]
     assert path.read_bytes() == struct.pack(">hqqqq", 0, 1, 0, 3, 4) + struct.pack(">hqqqq", 0, 2, 4, 7, 8)
+
+
+def test_a_non_transactional_write_inside_a_transaction_is_refused(open_log):
+    log = open_log()
+    log.append(txn_batch(1, 0))  # 0-2
+    builder = RecordBatchBuilder(producer_id=1, producer_epoch=0, base_sequence=3)
+    builder.append(T0, None, b"not in the transaction")
+    with pytest.raises(InvalidTxnStateError):
+        log.append(builder.build())
+    assert log.log_end_offset == 3
+    log.append_control_marker(1, 0, 0, commit=True)  # 3
+    log.append(builder.build())  # allowed once the transaction is over
+    assert log.log_end_offset == 5
+
+
+def test_a_new_producer_epoch_keeps_the_ongoing_transaction(open_log):
+    log = open_log()
+    log.append(txn_batch(1, 0, epoch=0))  # 0-2: epoch 0's transaction, no marker yet
+    log.append(txn_batch(1, 0, epoch=1))  # 3-5
+    assert log.producer_state.producers[1].current_txn_first_offset == 0
+    assert log.last_stable_offset == 0
