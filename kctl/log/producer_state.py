@@ -17,10 +17,10 @@ Transactions (KIP-98): a transactional batch (attribute bit 0x10) of a producer 
 transaction on this partition starts one at its base offset (a later epoch keeps it, and a
 non-transactional batch of that producer meanwhile is INVALID_TXN_STATE); a control batch (a COMMIT or
 ABORT marker, :mod:`kctl.log.transactions`) ends it, and :meth:`ProducerStateManager.record` returns
-the completed transaction. The manager keeps the ongoing transactions' first offsets and the completed transactions
-whose marker is not yet below the high watermark; the smallest first offset among them is the partition's
-*first unstable offset*, and the last stable offset is the high watermark capped by it. With no
-transaction open both sets are empty and nothing is computed.
+the completed transaction. The manager keeps the ongoing transactions' first offsets and the completed
+transactions whose marker is not yet below the high watermark; the smallest first offset among them is
+the partition's *first unstable offset*, and the last stable offset is the high watermark capped by it.
+With no transaction open both sets are empty and nothing is computed.
 
 Snapshot format (version 2; big-endian, like the rest of Kafka's formats)::
 
