@@ -9,7 +9,7 @@ KAFKA_STORAGE_ERROR; NOT_ENOUGH_REPLICAS_AFTER_APPEND or REQUEST_TIMED_OUT when,
 is not replicated to the ISR within ``request.timeout.ms`` (markers are written with acks=all, as Kafka
 does). A marker makes read_committed fetches parked on the partition re-read it.
 
-Versions: v0–1 (v1+ flexible)."""
+Versions: v0-1; v1+ are flexible, otherwise the same."""
 
 from __future__ import annotations
 
