@@ -2,7 +2,8 @@
 transactional batches as Kafka's (a transactional batch needs a transactional id, a producer inside a
 transaction may not write outside it: INVALID_TXN_STATE), and a broker killed with SIGKILL with an
 aborted transaction in its log: on restart the aborted-transaction index is rebuilt (even when the
-``.txnindex`` file was lost) and read_committed consumers still never see the aborted records."""
+``.txnindex`` file was lost) and read_committed consumers (librdkafka, kcat) still never see the aborted
+records."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 import confluent_kafka as ck
 import pytest
-from raw_kafka import RawConnection, create_topic, unique
+from raw_kafka import RawConnection, create_topic, kcat, unique
 
 import kctl.protocol as kp
 from kctl.protocol import ErrorCode
@@ -183,3 +184,8 @@ def test_sigkill_with_an_aborted_transaction_keeps_it_hidden(
     with RawConnection(broker.bootstrap) as conn:
         assert aborted_of(conn, topic) == [(aborting, 0)]
     assert read_committed(broker, topic, 2) == [b"c0", b"c1"]
+    consume = ["-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-f", "%s\n"]
+    committed = kcat(broker.bootstrap, "-X", "isolation.level=read_committed", *consume)
+    assert committed.stdout.split() == [b"c0", b"c1"]
+    everything = kcat(broker.bootstrap, "-X", "isolation.level=read_uncommitted", *consume)
+    assert everything.stdout.split() == [b"a0", b"a1", b"c0", b"c1"]
