@@ -29,11 +29,9 @@ Idempotent-producer state (:mod:`kctl.log.producer_state`) lives in memory and i
   offset when retention deletes segments (the newest snapshot is always kept), so there is at most one
   per segment plus one at the log end.
 
-Transactions (:mod:`kctl.log.transactions`): :meth:`Log.append_control_marker` writes a COMMIT or ABORT
-marker; appends and the replay at load record transactional batches and markers in the producer state,
-an abort adds an entry to its segment's ``.txnindex``. :attr:`Log.last_stable_offset` is the high
-watermark capped by the producer state's first unstable offset (two emptiness tests when no transaction
-is open); :meth:`Log.aborted_transactions` answers a read_committed fetch."""
+Transactions (:mod:`kctl.log.transactions`): :meth:`Log.append_control_marker` writes COMMIT/ABORT markers,
+which appends and the replay record in the producer state (an abort also in its segment's ``.txnindex``);
+:attr:`Log.last_stable_offset` and :meth:`Log.aborted_transactions` serve read_committed fetches."""
 
 from __future__ import annotations
 
@@ -59,6 +57,7 @@ from kctl.log.transactions import AbortedTxn, collect_aborted, encode_marker, re
 from kctl.log.validation import RecordBatchTooLargeError as RecordBatchTooLargeError
 from kctl.log.validation import validate_append
 from kctl.records.header import (
+    CONTROL_FLAG_MASK,
     BatchHeader,
     InvalidRecordBatch,
     set_base_offset,
@@ -271,8 +270,7 @@ class Log:
         and an epoch larger than the cache's latest is recorded as starting at the first offset.
         Raises InvalidRecordBatch (corrupt or malformed; CORRUPT_MESSAGE), RecordBatchTooLargeError,
         ProducerStateError, or LogStorageError (nothing of this append is acknowledged, and none of it is
-        left in the file). ``is_marker`` is :meth:`append_control_marker`'s (a control batch, from the
-        leader itself)."""
+        left in the file). ``is_marker``: a control batch from :meth:`append_control_marker`."""
         # patched in place: a writable view (a request frame the broker owns) is used as is
         data = records if isinstance(records, memoryview) and not records.readonly else bytearray(records)
         now = self._clock.time_ms()
@@ -341,9 +339,8 @@ class Log:
         *,
         leader_epoch: int | None = None,
     ) -> AppendInfo:
-        """Append a COMMIT (``commit``) or ABORT marker ending ``producer_id``'s transaction, as the
-        leader does on WriteTxnMarkers. Raises InvalidProducerEpochError for a fenced producer epoch,
-        InvalidCoordinatorEpochError for a fenced coordinator, or LogStorageError."""
+        """Append a COMMIT (``commit``) or ABORT marker ending ``producer_id``'s transaction
+        (WriteTxnMarkers). Raises InvalidProducerEpochError, InvalidCoordinatorEpochError, LogStorageError."""
         with self._lock:
             self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
             marker = encode_marker(
@@ -419,7 +416,11 @@ class Log:
         """Write validated batches with their final offsets to the (possibly new) active segment."""
         segment = self._maybe_roll(len(data), first_offset, last_offset, now)
         segment.append(data, batches, offsets_of_max)
-        record_batches(self.producer_state, segment, data, batches)
+        for position, header in batches:  # a marker (control batch) is decoded: it ends a transaction
+            if header.attributes & CONTROL_FLAG_MASK:
+                record_batches(self.producer_state, segment, data, [(position, header)])
+            else:
+                self.producer_state.record(header)
         self._unflushed_messages += records_count
         self._maybe_flush()
         if self._high_watermark_follows_log_end:
@@ -658,11 +659,8 @@ class Log:
 
     @property
     def last_stable_offset(self) -> int:
-        """The offset below which every transaction is decided (and its marker below the high
-        watermark): what read_committed consumers may read up to."""
-        high_watermark = self.high_watermark
-        first = self.producer_state.first_unstable_offset(high_watermark)
-        return high_watermark if first is None else min(first, high_watermark)
+        """What read_committed consumers may read up to: every transaction below it is decided."""
+        return self.producer_state.last_stable_offset(self.high_watermark)
 
     def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
         """The aborted transactions overlapping [fetch_offset, upper_bound) (Fetch v4+ read_committed)."""

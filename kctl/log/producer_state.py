@@ -396,6 +396,13 @@ class ProducerStateManager:
         firsts.extend(self.ongoing.values())
         return min(firsts)
 
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """The partition's last stable offset: ``high_watermark`` capped by the first unstable offset."""
+        if not self.ongoing and not self.unreplicated:  # no transaction: nothing to compute
+            return high_watermark
+        first = self.first_unstable_offset(high_watermark)
+        return high_watermark if first is None else min(first, high_watermark)
+
     def last_stable_offset_after(self, completed: CompletedTxn) -> int:
         """The last stable offset once ``completed`` is done (its txn index entry's): the first offset of
         the earliest other ongoing transaction, else the offset after its marker."""
