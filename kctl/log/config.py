@@ -458,7 +458,9 @@ class LogConfig:
     compression_lz4_level: int = _default("compression.lz4.level")
     compression_zstd_level: int = _default("compression.zstd.level")
     unclean_leader_election_enable: bool = _default("unclean.leader.election.enable")
-    leader_replication_throttled_replicas: tuple[str, ...] = _default("leader.replication.throttled.replicas")
+    leader_replication_throttled_replicas: tuple[str, ...] = _default(
+        "leader.replication.throttled.replicas"
+    )
     follower_replication_throttled_replicas: tuple[str, ...] = _default(
         "follower.replication.throttled.replicas"
     )
