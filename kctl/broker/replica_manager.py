@@ -31,7 +31,12 @@ from kctl.log.files import FileRegion, LogStorageError
 from kctl.log.log import AppendInfo, OffsetOutOfRangeError, RecordBatchTooLargeError
 from kctl.log.manager import LogManager
 from kctl.log.naming import TopicPartition
-from kctl.log.producer_state import InvalidProducerEpochError, OutOfOrderSequenceError
+from kctl.log.producer_state import (
+    InvalidCoordinatorEpochError,
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceError,
+)
 from kctl.protocol.errors import ErrorCode
 from kctl.records.header import InvalidRecordBatch
 from kctl.records.validate import InvalidRecordError, RecordError, RecordValidationError
@@ -335,10 +340,36 @@ class ReplicaManager:
             raise ApiError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, f"{tp}: {error}") from None
         except InvalidProducerEpochError as error:
             raise ApiError(ErrorCode.INVALID_PRODUCER_EPOCH, f"{tp}: {error}") from None
+        except InvalidTxnStateError as error:
+            raise ApiError(ErrorCode.INVALID_TXN_STATE, f"{tp}: {error}") from None
         except RecordBatchTooLargeError as error:
             raise ApiError(ErrorCode.MESSAGE_TOO_LARGE, f"{tp}: {error}") from None
         except LogStorageError as error:
             log.error("storage error appending to %s: %s", tp, error)
+            self._storage_failed(error)
+            raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"{tp}: {error}") from None
+        if self.replicated:
+            partition.maybe_advance_high_watermark()
+        partition.notify_append()
+        return info
+
+    def append_marker(
+        self, tp: TopicPartition, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool
+    ) -> AppendInfo:
+        """Append a COMMIT or ABORT marker ending ``producer_id``'s transaction on a partition this
+        broker leads (WriteTxnMarkers). ApiError: NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
+        INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED, KAFKA_STORAGE_ERROR."""
+        partition = self.leader_partition(tp)
+        try:
+            info = partition.log.append_control_marker(
+                producer_id, producer_epoch, coordinator_epoch, commit, leader_epoch=partition.leader_epoch
+            )
+        except InvalidProducerEpochError as error:
+            raise ApiError(ErrorCode.INVALID_PRODUCER_EPOCH, f"{tp}: {error}") from None
+        except InvalidCoordinatorEpochError as error:
+            raise ApiError(ErrorCode.TRANSACTION_COORDINATOR_FENCED, f"{tp}: {error}") from None
+        except LogStorageError as error:
+            log.error("storage error appending a marker to %s: %s", tp, error)
             self._storage_failed(error)
             raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"{tp}: {error}") from None
         if self.replicated:
@@ -371,13 +402,17 @@ class ReplicaManager:
         min_one_batch: bool,
         *,
         follower: bool = False,
+        max_offset: int | None = None,
     ) -> FileRegion | None:
-        """Read for a consumer (up to the high watermark) or a follower (up to the log end)."""
+        """Read for a consumer (up to ``max_offset``, default the high watermark; a read_committed one
+        passes the last stable offset) or a follower (up to the log end)."""
+        if max_offset is None and not follower:
+            max_offset = partition.high_watermark
         try:
             return partition.log.read(
                 offset,
                 max_bytes,
-                max_offset=None if follower else partition.high_watermark,
+                max_offset=max_offset,
                 min_one_batch=min_one_batch,
             )
         except OffsetOutOfRangeError as error:

@@ -6,6 +6,12 @@ of recovery (:func:`kctl.log.segment.scan_file`) so verify reports what recovery
 snapshots (``<offset>.snapshot``) are not segments: listings skip them, and verify checks that each one
 decodes (version, CRC, contents) and notes those above the log end, which the broker deletes.
 
+Transactions: a control batch's record is shown (``--deep``) as its end-transaction marker (``control``:
+COMMIT or ABORT, ``coordinator_epoch``); verify checks each segment's aborted-transaction index
+(``.txnindex``, :mod:`kctl.log.transactions`) against the ABORT markers in the segment: whole 34-byte
+entries, each one an ABORT marker of its producer at its last offset, every ABORT marker indexed (a
+missing entry would let read_committed consumers see aborted records), no index without its segment.
+
 Checkpoint files are listed by :func:`checkpoint_rows` and checked by :func:`verify` when named: a
 partition's ``leader-epoch-checkpoint`` (also checked by verify of its partition directory: it must
 parse, epochs and start offsets rise, none starts past the log end) and a log directory's offset
@@ -41,12 +47,15 @@ from kctl.log.naming import (
     SNAPSHOT_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     base_offset_of,
     index_file,
     parse_partition_dir,
     time_index_file,
+    txn_index_file,
 )
 from kctl.log.producer_state import CorruptSnapshotError, read_snapshot, snapshot_files
+from kctl.log.transactions import ENTRY_SIZE, AbortedTxn, marker_of
 from kctl.records.header import (
     HEADER_SIZE,
     MAGIC_OFFSET,
@@ -425,7 +434,7 @@ def decode_records(data: bytes) -> list[dict[str, Any]]:
         ]
 
     batch = decode_batch(data, verify_crc=False)
-    return [
+    rows: list[dict[str, Any]] = [
         {
             "offset": record.offset,
             "timestamp": record.timestamp,
@@ -435,6 +444,10 @@ def decode_records(data: bytes) -> list[dict[str, Any]]:
         }
         for record in batch.records
     ]
+    if batch.header.is_control and rows and (marker := marker_of(data)) is not None:
+        rows[0]["control"] = "COMMIT" if marker.is_commit else "ABORT"
+        rows[0]["coordinator_epoch"] = marker.coordinator_epoch
+    return rows
 
 
 def read_offset_index(path: Path, base_offset: int) -> tuple[list[tuple[int, int]], int]:
@@ -536,6 +549,7 @@ def _verify_segment(
     compacted = _is_compacted(log_path.parent)
     name = log_path.name
     batch_starts: dict[int, BatchInfo] = {}
+    aborts: dict[int, int] = {}  # ABORT marker offset -> producer id
     for item in read_batches(log_path):
         if isinstance(item, Unreadable):
             report.findings.append(
@@ -570,6 +584,10 @@ def _verify_segment(
                     f"last offset {previous_last}",
                 )
             )
+        if info.is_control and info.valid and info.magic == 2:
+            marker = marker_of(data)
+            if marker is not None and marker.is_abort:
+                aborts[info.base_offset] = info.producer_id
         if info.records_count <= 0:
             report.findings.append(Finding(name, info.position, info.base_offset, "batch has no records"))
         elif info.valid and info.magic == 2:
@@ -589,7 +607,46 @@ def _verify_segment(
         previous_last = info.last_offset
     _verify_offset_index(base_offset, log_path, batch_starts, report)
     _verify_time_index(base_offset, log_path, batch_starts, report)
+    _verify_txn_index(txn_index_file(log_path.parent, base_offset), aborts, report)
     return previous_last
+
+
+def _verify_txn_index(path: Path, aborts: dict[int, int], report: VerifyReport) -> None:
+    """The segment's ``.txnindex`` against its ABORT markers (``aborts``: marker offset -> producer)."""
+    data = path.read_bytes() if path.exists() else b""
+    if len(data) % ENTRY_SIZE:
+        report.findings.append(
+            Finding(path.name, None, None, f"{len(data) % ENTRY_SIZE} bytes of a torn entry at the end")
+        )
+    indexed: set[int] = set()
+    for position in range(0, len(data) - len(data) % ENTRY_SIZE, ENTRY_SIZE):
+        version, *fields = struct.unpack_from(">hqqqq", data, position)
+        entry = AbortedTxn(*fields)
+        indexed.add(entry.last_offset)
+        if version != 0 or aborts.get(entry.last_offset) != entry.producer_id:
+            report.findings.append(
+                Finding(
+                    path.name,
+                    position,
+                    entry.last_offset,
+                    f"entry {entry} (version {version}): no ABORT marker of its producer at its last offset",
+                )
+            )
+        elif entry.first_offset > entry.last_offset:
+            report.findings.append(
+                Finding(path.name, position, entry.last_offset, f"entry {entry} starts after its marker")
+            )
+    for offset, producer_id in sorted(aborts.items()):
+        if offset not in indexed:
+            report.findings.append(
+                Finding(
+                    path.name,
+                    None,
+                    offset,
+                    f"the ABORT marker of producer {producer_id} at offset {offset} is not indexed: "
+                    "read_committed consumers would see the aborted records",
+                )
+            )
 
 
 def _read_index_for_verify(
@@ -706,5 +763,5 @@ def _verify_orphans(directory: Path, bases: set[int], report: VerifyReport) -> N
             continue
         if child.name.endswith((CLEANED_SUFFIX, SWAP_SUFFIX)):
             report.findings.append(Finding(child.name, None, None, "leftover of an interrupted compaction"))
-        elif child.name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)) and base not in bases:
+        elif child.name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)) and base not in bases:
             report.findings.append(Finding(child.name, None, None, "index file without a segment"))

@@ -22,6 +22,7 @@ from kctl.log.naming import (
     LOG_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     base_offset_of,
 )
 from kctl.log.recovery import DELETE, TRUNCATE, SegmentRecovery, plan_recovery
@@ -165,7 +166,11 @@ def _load(
     )
     for path in directory.iterdir():  # indexes whose segment is gone
         base = base_offset_of(path)
-        if base is not None and base not in bases and path.name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
+        if (
+            base is not None
+            and base not in bases
+            and path.name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX))
+        ):
             file_io.remove(path)
     plan: list[SegmentRecovery] = []
     if needs_recovery and bases:
@@ -187,6 +192,7 @@ def _load(
             segment.truncate_bytes(step.valid_bytes)
         if base in recovered:
             segment.rebuild_indexes()
+            segment.txn_index.truncate_to(segment.next_offset)  # aborts whose marker was lost
         elif needs_recovery:
             check_indexes(segment)  # (after a clean stop, _damaged_tail checks them)
         segments.append(segment)

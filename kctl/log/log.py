@@ -27,7 +27,11 @@ Idempotent-producer state (:mod:`kctl.log.producer_state`) lives in memory and i
 - deleted above the new log end on truncation (the state is then reloaded from the newest remaining
   snapshot and replay), all of them when the log is truncated fully, and below the oldest segment's base
   offset when retention deletes segments (the newest snapshot is always kept), so there is at most one
-  per segment plus one at the log end."""
+  per segment plus one at the log end.
+
+Transactions (:mod:`kctl.log.transactions`): :meth:`Log.append_control_marker` writes COMMIT/ABORT markers,
+which appends and the replay record in the producer state (an abort also in its segment's ``.txnindex``);
+:attr:`Log.last_stable_offset` and :meth:`Log.aborted_transactions` serve read_committed fetches."""
 
 from __future__ import annotations
 
@@ -49,9 +53,11 @@ from kctl.log.recompress import recompress_for
 from kctl.log.recovery import SegmentRecovery
 from kctl.log.retention import RetentionDecision, SegmentSummary, plan_retention
 from kctl.log.segment import MAX_RELATIVE_OFFSET, LogSegment
+from kctl.log.transactions import AbortedTxn, collect_aborted, encode_marker, record_batches, replay
 from kctl.log.validation import RecordBatchTooLargeError as RecordBatchTooLargeError
 from kctl.log.validation import validate_append
 from kctl.records.header import (
+    CONTROL_FLAG_MASK,
     BatchHeader,
     InvalidRecordBatch,
     set_base_offset,
@@ -211,17 +217,7 @@ class Log:
         first_base = self.segments[0].base_offset
         loaded = self.producer_state.load_latest_snapshot(first_base, self.log_end_offset)
         start = first_base if loaded is None else loaded
-        record = self.producer_state.record
-        for segment in self.segments[self.segment_for(start) :]:
-            position = 0
-            if segment.base_offset < start:
-                found = segment.translate_offset(start)
-                if found is None:
-                    continue
-                position = found[0]
-            for _, header in segment.iter_headers(position):
-                if header.last_offset >= start:
-                    record(header)
+        replay(self.producer_state, self.segments[self.segment_for(start) :], start)
 
     def _take_producer_snapshot(self, offset: int, *, sync_directory: bool = True) -> None:
         """Snapshot the producer state as of ``offset``. A failure is logged, not raised: a missing
@@ -261,7 +257,11 @@ class Log:
 
     # -- appending -----------------------------------------------------------------------------
     def append(
-        self, records: bytes | bytearray | memoryview, *, leader_epoch: int | None = None
+        self,
+        records: bytes | bytearray | memoryview,
+        *,
+        leader_epoch: int | None = None,
+        is_marker: bool = False,
     ) -> AppendInfo:
         """Validate and append one or more whole batches as the leader (the producer path).
 
@@ -270,11 +270,11 @@ class Log:
         and an epoch larger than the cache's latest is recorded as starting at the first offset.
         Raises InvalidRecordBatch (corrupt or malformed; CORRUPT_MESSAGE), RecordBatchTooLargeError,
         ProducerStateError, or LogStorageError (nothing of this append is acknowledged, and none of it is
-        left in the file)."""
+        left in the file). ``is_marker``: a control batch from :meth:`append_control_marker`."""
         # patched in place: a writable view (a request frame the broker owns) is used as is
         data = records if isinstance(records, memoryview) and not records.readonly else bytearray(records)
         now = self._clock.time_ms()
-        validated = validate_append(data, self.config, leader=True, now_ms=now)
+        validated = validate_append(data, self.config, leader=not is_marker, now_ms=now)
         headers = [(batch.position, batch.header) for batch in validated]
         if (recompressed := recompress_for(data, headers, self.config)) is not None:  # compression.type
             data = recompressed
@@ -329,6 +329,24 @@ class Log:
                 len(data),
                 self.log_start_offset,
             )
+
+    def append_control_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        *,
+        leader_epoch: int | None = None,
+    ) -> AppendInfo:
+        """Append a COMMIT (``commit``) or ABORT marker ending ``producer_id``'s transaction
+        (WriteTxnMarkers). Raises InvalidProducerEpochError, InvalidCoordinatorEpochError, LogStorageError."""
+        with self._lock:
+            self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+            marker = encode_marker(
+                producer_id, producer_epoch, coordinator_epoch, commit=commit, timestamp=self._clock.time_ms()
+            )
+            return self.append(bytearray(marker), leader_epoch=leader_epoch, is_marker=True)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
         """Append batches copied from the leader's log, as they are: offsets, timestamps and leader
@@ -398,8 +416,11 @@ class Log:
         """Write validated batches with their final offsets to the (possibly new) active segment."""
         segment = self._maybe_roll(len(data), first_offset, last_offset, now)
         segment.append(data, batches, offsets_of_max)
-        for _, header in batches:
-            self.producer_state.record(header)
+        for position, header in batches:  # a marker (control batch) is decoded: it ends a transaction
+            if header.attributes & CONTROL_FLAG_MASK:
+                record_batches(self.producer_state, segment, data, [(position, header)])
+            else:
+                self.producer_state.record(header)
         self._unflushed_messages += records_count
         self._maybe_flush()
         if self._high_watermark_follows_log_end:
@@ -637,6 +658,16 @@ class Log:
             return self.high_watermark
 
     @property
+    def last_stable_offset(self) -> int:
+        """What read_committed consumers may read up to: every transaction below it is decided."""
+        return self.producer_state.last_stable_offset(self.high_watermark)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [fetch_offset, upper_bound) (Fetch v4+ read_committed)."""
+        with self._lock:
+            return collect_aborted(self.segments[self.segment_for(fetch_offset) :], fetch_offset, upper_bound)
+
+    @property
     def latest_epoch(self) -> int:
         """The newest leader epoch in the log's cache, -1 when none."""
         return self.leader_epoch_cache.latest_epoch
@@ -729,10 +760,13 @@ class Log:
         indexes. A crash between the steps is completed at load (:func:`kctl.log.loader.complete_swaps`)."""
         with self._lock:
             index = self.segments.index(old)
+            aborted = list(old.txn_index.entries)  # the aborted transactions stay indexed
             old.delete()
             self._file_io.rename(swap_path, old.path)
             fresh = self._new_segment(old.base_offset)
             fresh.rebuild_indexes()
+            for entry in aborted:
+                fresh.txn_index.append(entry)
             self.segments[index] = fresh
 
     # -- lifecycle -----------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """File and directory names of the on-disk layout: ``<topic>_<partition>/`` partition directories,
-segment files named by their 20-digit base offset (``.log``, ``.index``, ``.timeindex``), and producer
-snapshots named by the 20-digit offset their state covers (``.snapshot``; not segment files).
+segment files named by their 20-digit base offset (``.log``, ``.index``, ``.timeindex``, ``.txnindex``),
+and producer snapshots named by the 20-digit offset their state covers (``.snapshot``; not segment files).
 ``TopicPartition`` is re-exported from ``kctl.common.topic_partition``."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from kctl.common.topic_partition import TopicPartition
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"  # aborted transactions whose marker is in the segment (kctl.log.transactions)
 SNAPSHOT_SUFFIX = ".snapshot"  # idempotent-producer state as of an offset (kctl.log.producer_state)
 CLEANED_SUFFIX = ".cleaned"  # a compaction output being written; deleted on recovery
 SWAP_SUFFIX = ".swap"  # a finished compaction output waiting to replace segments; completed on recovery
@@ -66,6 +67,10 @@ def index_file(directory: Path, base_offset: int) -> Path:
 
 def time_index_file(directory: Path, base_offset: int) -> Path:
     return directory / (offset_file_name(base_offset) + TIME_INDEX_SUFFIX)
+
+
+def txn_index_file(directory: Path, base_offset: int) -> Path:
+    return directory / (offset_file_name(base_offset) + TXN_INDEX_SUFFIX)
 
 
 def snapshot_file(directory: Path, offset: int) -> Path:

@@ -13,16 +13,27 @@ new segment's base offset) and when it is closed (at the log end offset); append
 load the log takes the newest valid snapshot in [oldest segment base, trusted end] and replays the batch
 headers from its offset to the log end (see :class:`kctl.log.log.Log`).
 
-Snapshot format (version 1; big-endian, like the rest of Kafka's formats)::
+Transactions (KIP-98): a transactional batch (attribute bit 0x10) of a producer with no ongoing
+transaction on this partition starts one at its base offset (a later epoch keeps it, and a
+non-transactional batch of that producer meanwhile is INVALID_TXN_STATE); a control batch (a COMMIT or
+ABORT marker, :mod:`kctl.log.transactions`) ends it, and :meth:`ProducerStateManager.record` returns
+the completed transaction. The manager keeps the ongoing transactions' first offsets and the completed
+transactions whose marker is not yet below the high watermark; the smallest first offset among them is
+the partition's *first unstable offset*, and the last stable offset is the high watermark capped by it.
+With no transaction open both sets are empty and nothing is computed.
+
+Snapshot format (version 2; big-endian, like the rest of Kafka's formats)::
 
     magic          4 bytes  b"KCPS"
-    version        int16    1
+    version        int16    2 (version 1 files, without the two transaction fields, are still read)
     crc            uint32   CRC-32C of every byte after this field
     offset         int64    the offset the state covers (equals the file name)
     producer_count int32
     producer_count times, by increasing producer id:
         producer_id    int64
         epoch          int16
+        coordinator_epoch     int32  (version 2) the epoch of the coordinator that wrote its last marker
+        current_txn_first_offset int64 (version 2) first offset of its ongoing transaction, -1 if none
         batch_count    int8     0..5, oldest first
         batch_count times:
             first_sequence int32
@@ -45,20 +56,23 @@ import struct
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from kctl.log.files import DEFAULT_FILE_IO, FileIO
 from kctl.log.naming import SNAPSHOT_SUFFIX, base_offset_of, offset_file_name, snapshot_file
 from kctl.records.crc import crc32c
 from kctl.records.header import BatchHeader
+from kctl.records.record import ControlRecord
 
 RECENT_BATCHES = 5  # Kafka keeps the metadata of a producer's last 5 batches for deduplication
 INT32_MAX = 2**31 - 1
 
 SNAPSHOT_MAGIC = b"KCPS"
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2
 _PREFIX = struct.Struct(">4shI")  # magic, version, crc
 _BODY_HEADER = struct.Struct(">qi")  # offset, producer count
-_PRODUCER = struct.Struct(">qhb")  # producer id, epoch, batch count
+_PRODUCER_V1 = struct.Struct(">qhb")  # producer id, epoch, batch count
+_PRODUCER = struct.Struct(">qhiqb")  # producer id, epoch, coordinator epoch, txn first offset, batch count
 _BATCH = struct.Struct(">iiqqq")  # first/last sequence, first/last offset, max timestamp
 
 logger = logging.getLogger("kctl.log")
@@ -76,6 +90,11 @@ class InvalidProducerEpochError(ProducerStateError):
     """INVALID_PRODUCER_EPOCH: the batch's epoch is older than the producer's current epoch."""
 
 
+class InvalidTxnStateError(ProducerStateError):
+    """INVALID_TXN_STATE: a non-transactional batch from a producer whose transaction is ongoing on the
+    partition (Kafka's "Expected transactional write from producer")."""
+
+
 class CorruptSnapshotError(ValueError):
     """A producer snapshot file that cannot be trusted (torn, truncated, damaged or of another version)."""
 
@@ -89,10 +108,25 @@ class BatchRecord:
     max_timestamp: int
 
 
+class InvalidCoordinatorEpochError(ProducerStateError):
+    """TRANSACTION_COORDINATOR_FENCED: a marker from a coordinator older than the last one seen."""
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction a marker just ended on this partition."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the marker's offset
+    is_aborted: bool
+
+
 @dataclass
 class ProducerEntry:
     epoch: int
     batches: deque[BatchRecord] = field(default_factory=lambda: deque(maxlen=RECENT_BATCHES))
+    coordinator_epoch: int = -1
+    current_txn_first_offset: int = -1  # -1: no ongoing transaction on this partition
 
     @property
     def last_sequence(self) -> int:
@@ -109,7 +143,13 @@ def encode_snapshot(offset: int, producers: dict[int, ProducerEntry]) -> bytes:
     body = bytearray(_BODY_HEADER.pack(offset, len(producers)))
     for producer_id in sorted(producers):
         entry = producers[producer_id]
-        body += _PRODUCER.pack(producer_id, entry.epoch, len(entry.batches))
+        body += _PRODUCER.pack(
+            producer_id,
+            entry.epoch,
+            entry.coordinator_epoch,
+            entry.current_txn_first_offset,
+            len(entry.batches),
+        )
         for batch in entry.batches:
             body += _BATCH.pack(
                 batch.first_sequence,
@@ -128,7 +168,7 @@ def decode_snapshot(data: bytes, expected_offset: int | None = None) -> tuple[in
     magic, version, crc = _PREFIX.unpack_from(data, 0)
     if magic != SNAPSHOT_MAGIC:
         raise CorruptSnapshotError(f"bad magic {magic!r}")
-    if version != SNAPSHOT_VERSION:
+    if version not in (1, SNAPSHOT_VERSION):
         raise CorruptSnapshotError(f"unsupported snapshot version {version}")
     body = memoryview(data)[_PREFIX.size :]
     computed = crc32c(body)
@@ -141,15 +181,28 @@ def decode_snapshot(data: bytes, expected_offset: int | None = None) -> tuple[in
         raise CorruptSnapshotError(f"negative offset {offset} or producer count {count}")
     producers: dict[int, ProducerEntry] = {}
     position = _BODY_HEADER.size
+    layout = _PRODUCER if version >= 2 else _PRODUCER_V1
     try:
         for _ in range(count):
-            producer_id, epoch, batch_count = _PRODUCER.unpack_from(body, position)
-            position += _PRODUCER.size
-            if producer_id < 0 or producer_id in producers or not 0 <= batch_count <= RECENT_BATCHES:
+            if version >= 2:
+                producer_id, epoch, coordinator_epoch, txn_first, batch_count = layout.unpack_from(
+                    body, position
+                )
+            else:
+                producer_id, epoch, batch_count = layout.unpack_from(body, position)
+                coordinator_epoch, txn_first = -1, -1
+            position += layout.size
+            if (
+                producer_id < 0
+                or producer_id in producers
+                or not 0 <= batch_count <= RECENT_BATCHES
+                or not -1 <= txn_first < offset
+            ):
                 raise CorruptSnapshotError(
                     f"bad entry for producer {producer_id} ({batch_count} batches) at byte {position}"
                 )
-            entry = producers[producer_id] = ProducerEntry(epoch)
+            entry = producers[producer_id] = ProducerEntry(epoch, coordinator_epoch=coordinator_epoch)
+            entry.current_txn_first_offset = txn_first
             for _ in range(batch_count):
                 batch = BatchRecord(*_BATCH.unpack_from(body, position))
                 position += _BATCH.size
@@ -228,6 +281,8 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerEntry] = {}
         self.directory = directory
         self._file_io = file_io
+        self.ongoing: dict[int, int] = {}  # producer id -> first offset of its ongoing transaction
+        self.unreplicated: list[CompletedTxn] = []  # completed, marker not yet below the high watermark
 
     def check(self, header: BatchHeader) -> BatchRecord | None:
         """Validate a batch before it is appended. Returns the original batch if this one is a
@@ -240,6 +295,11 @@ class ProducerStateManager:
         if header.producer_epoch < entry.epoch:
             raise InvalidProducerEpochError(
                 f"producer {header.producer_id} epoch {header.producer_epoch} is older than {entry.epoch}"
+            )
+        if entry.current_txn_first_offset >= 0 and not header.is_transactional:
+            raise InvalidTxnStateError(
+                f"expected a transactional write from producer {header.producer_id}: its transaction "
+                f"started at offset {entry.current_txn_first_offset}"
             )
         if header.producer_epoch > entry.epoch:
             if header.base_sequence != 0:
@@ -259,13 +319,42 @@ class ProducerStateManager:
             )
         return None
 
-    def record(self, header: BatchHeader) -> None:
-        """Remember an appended batch (its header carries the assigned offsets)."""
-        if header.producer_id < 0 or header.is_control:
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+        """Refuse a marker of a fenced producer epoch (InvalidProducerEpochError) or from a fenced
+        coordinator (InvalidCoordinatorEpochError), as Kafka's leader does."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
             return
+        if producer_epoch < entry.epoch:
+            raise InvalidProducerEpochError(
+                f"marker for producer {producer_id} epoch {producer_epoch} is older than {entry.epoch}"
+            )
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise InvalidCoordinatorEpochError(
+                f"marker for producer {producer_id} from coordinator epoch {coordinator_epoch}, older "
+                f"than {entry.coordinator_epoch}"
+            )
+
+    def record(self, header: BatchHeader, marker: ControlRecord | None = None) -> CompletedTxn | None:
+        """Remember an appended batch (its header carries the assigned offsets). For a control batch,
+        ``marker`` is its COMMIT or ABORT record: the producer's transaction is complete and returned."""
+        if header.producer_id < 0:
+            return None
+        if header.is_control:
+            return self._complete(header, marker) if marker is not None else None
         entry = self.producers.get(header.producer_id)
         if entry is None or header.producer_epoch > entry.epoch:
-            entry = self.producers[header.producer_id] = ProducerEntry(header.producer_epoch)
+            # a new epoch keeps the coordinator epoch and the ongoing transaction (as Kafka's entry does)
+            coordinator_epoch = entry.coordinator_epoch if entry is not None else -1
+            txn_first_offset = entry.current_txn_first_offset if entry is not None else -1
+            entry = self.producers[header.producer_id] = ProducerEntry(
+                header.producer_epoch,
+                coordinator_epoch=coordinator_epoch,
+                current_txn_first_offset=txn_first_offset,
+            )
+        if header.is_transactional and entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = header.base_offset
+            self.ongoing[header.producer_id] = header.base_offset
         entry.batches.append(
             BatchRecord(
                 header.base_sequence,
@@ -276,8 +365,63 @@ class ProducerStateManager:
             )
         )
 
+        return None
+
+    def _complete(self, header: BatchHeader, marker: ControlRecord) -> CompletedTxn:
+        producer_id = header.producer_id
+        entry = self.producers.get(producer_id)
+        if entry is None or header.producer_epoch > entry.epoch:
+            batches = entry.batches if entry is not None and entry.epoch == header.producer_epoch else None
+            entry = self.producers[producer_id] = ProducerEntry(header.producer_epoch)
+            if batches:
+                entry.batches = batches
+        if marker.coordinator_epoch is not None:
+            entry.coordinator_epoch = marker.coordinator_epoch
+        first = self.ongoing.pop(producer_id, None)
+        entry.current_txn_first_offset = -1
+        completed = CompletedTxn(
+            producer_id, header.base_offset if first is None else first, header.base_offset, marker.is_abort
+        )
+        self.unreplicated.append(completed)
+        return completed
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The first offset of the earliest transaction that is ongoing or whose marker is not yet below
+        ``high_watermark``; None when there is none (the common case: two emptiness tests)."""
+        if self.unreplicated:
+            self.unreplicated = [txn for txn in self.unreplicated if txn.last_offset >= high_watermark]
+        if not self.ongoing and not self.unreplicated:
+            return None
+        firsts = [txn.first_offset for txn in self.unreplicated]
+        firsts.extend(self.ongoing.values())
+        return min(firsts)
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """The partition's last stable offset: ``high_watermark`` capped by the first unstable offset."""
+        if not self.ongoing and not self.unreplicated:  # no transaction: nothing to compute
+            return high_watermark
+        first = self.first_unstable_offset(high_watermark)
+        return high_watermark if first is None else min(first, high_watermark)
+
+    def last_stable_offset_after(self, completed: CompletedTxn) -> int:
+        """The last stable offset once ``completed`` is done (its txn index entry's): the first offset of
+        the earliest other ongoing transaction, else the offset after its marker."""
+        others = [
+            first for producer_id, first in self.ongoing.items() if producer_id != completed.producer_id
+        ]
+        return min(others) if others else completed.last_offset + 1
+
+    def _set_producers(self, producers: dict[int, ProducerEntry]) -> None:
+        self.producers = producers
+        self.ongoing = {
+            producer_id: entry.current_txn_first_offset
+            for producer_id, entry in producers.items()
+            if entry.current_txn_first_offset >= 0
+        }
+        self.unreplicated = []
+
     def clear(self) -> None:
-        self.producers = {}
+        self._set_producers({})
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> list[int]:
         """Forget the producers whose last batch's max timestamp is more than ``expiration_ms`` before
@@ -287,7 +431,8 @@ class ProducerStateManager:
         expired = [
             producer_id
             for producer_id, entry in self.producers.items()
-            if not entry.batches or entry.batches[-1].max_timestamp < cutoff
+            if (not entry.batches or entry.batches[-1].max_timestamp < cutoff)
+            and entry.current_txn_first_offset < 0  # never a producer in a transaction
         ]
         for producer_id in expired:
             del self.producers[producer_id]
@@ -317,7 +462,7 @@ class ProducerStateManager:
             if offset < lower:
                 break
             try:
-                self.producers = read_snapshot(path, self._file_io)
+                self._set_producers(read_snapshot(path, self._file_io))
             except CorruptSnapshotError as error:
                 logger.warning("ignoring producer snapshot %s and deleting it: %s", path, error)
                 with contextlib.suppress(OSError):

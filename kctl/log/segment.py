@@ -1,4 +1,6 @@
-"""One log segment: a ``.log`` file of whole record batches plus its ``.index`` and ``.timeindex``.
+"""One log segment: a ``.log`` file of whole record batches plus its ``.index`` and ``.timeindex``, and
+its aborted-transaction index ``.txnindex`` (:mod:`kctl.log.transactions`; a file only once a
+transaction is aborted in the segment).
 
 The segment appends pre-validated batches as bytes, indexes every ``index.interval.bytes``, and
 answers reads with :class:`FileRegion` objects (file, position, size) that the broker can sendfile.
@@ -19,7 +21,8 @@ from pathlib import Path
 
 from kctl.log.files import FileIO, FileRegion, LogStorageError, SharedFile
 from kctl.log.index import OffsetIndex, TimeIndex
-from kctl.log.naming import index_file, log_file, time_index_file
+from kctl.log.naming import index_file, log_file, time_index_file, txn_index_file
+from kctl.log.transactions import TransactionIndex
 from kctl.records.header import (
     HEADER_SIZE,
     BatchHeader,
@@ -75,6 +78,7 @@ class LogSegment:
         )
         for index_path in (self.offset_index.path, self.time_index.path):
             index_path.touch(exist_ok=True)
+        self.txn_index = TransactionIndex(txn_index_file(directory, base_offset), file_io)
         self.created_ms = created_ms
         self._bytes_since_last_index_entry = 0
         self._next_offset: int | None = None if self.size else base_offset
@@ -201,6 +205,7 @@ class LogSegment:
         self._file_io.fsync(self._file.fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
         self.flushed_size = self.size
         self.failed = False  # set when a failed write could not be undone
 
@@ -380,6 +385,7 @@ class LogSegment:
         removed = self.truncate_bytes(position)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self.rebuild_indexes()
         return removed
 
@@ -396,6 +402,7 @@ class LogSegment:
                 self._file_io.remove(path)
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         self._file.close()
 
     def __repr__(self) -> str:

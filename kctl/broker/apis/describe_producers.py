@@ -1,7 +1,7 @@
 """DescribeProducers: the active producers of partitions this broker leads, from each log's
-idempotent-producer state — producer id and epoch, the last sequence written and its batch's
-timestamp. kctl has no transactions: the coordinator epoch and the current transaction's start offset
-are -1. Needs READ on the topic (TOPIC_AUTHORIZATION_FAILED); a partition this broker does not lead is
+producer state — producer id and epoch, the last sequence written and its batch's timestamp, the epoch
+of the coordinator that wrote its last marker and the first offset of its ongoing transaction (-1 when
+none). Needs READ on the topic (TOPIC_AUTHORIZATION_FAILED); a partition this broker does not lead is
 NOT_LEADER_OR_FOLLOWER, an unknown one UNKNOWN_TOPIC_OR_PARTITION.
 
 Versions: v0 only (flexible)."""
@@ -39,8 +39,8 @@ def _producers(broker: Broker, tp: TopicPartition) -> list[ProducerState]:
             producer_epoch=entry.epoch,
             last_sequence=entry.last_sequence,
             last_timestamp=entry.batches[-1].max_timestamp if entry.batches else -1,
-            coordinator_epoch=-1,
-            current_txn_start_offset=-1,
+            coordinator_epoch=entry.coordinator_epoch,
+            current_txn_start_offset=entry.current_txn_first_offset,
         )
         for producer_id, entry in sorted(producers.items())
     ]

@@ -1,20 +1,22 @@
-"""Fetch: file regions of each requested partition, sent with sendfile; long polling until
-``min_bytes`` are available or ``max_wait_ms`` passes, woken as soon as a partition gets data.
+"""Fetch: file regions of each requested partition, sent with sendfile; long polling until ``min_bytes``
+are available or ``max_wait_ms`` passes, woken as soon as a partition gets data.
 
-No fetch sessions (a session id of 0 tells clients to send full requests), no transactions (the last
-stable offset is the high watermark). A fetch with a replica id (>= 0) comes from a follower: it is
-served up to the log end offset, its fetch offset is recorded as the follower's log end offset (which
-may advance the high watermark and add the follower to the ISR); consumers read up to the high
-watermark. A current leader epoch older than the partition's is FENCED_LEADER_EPOCH, a newer one
-UNKNOWN_LEADER_EPOCH.
+No fetch sessions (a session id of 0 tells clients to send full requests). A fetch with a replica id (>=
+0) comes from a follower: it is served up to the log end offset, its fetch offset is recorded as the
+follower's log end offset (which may advance the high watermark and add the follower to the ISR);
+consumers read up to the high watermark, or with isolation level 1 (READ_COMMITTED, v4+) up to the last
+stable offset, and are then sent the aborted transactions overlapping [fetch offset, last stable offset)
+from the log's transaction indexes (an empty list when none; null for READ_UNCOMMITTED). Every partition
+answers with its last stable offset (the high watermark when no transaction is open). A current leader
+epoch older than the partition's is FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH.
 
 A fetch parks for at most ``fetch.wait.max.ms`` (a longer ``max_wait_ms`` is capped). A parked fetch
 whose connection closes is cancelled by the server (kctl.broker.server); ``PARKED`` counts the fetches
 parked in this process, and each park and unpark is logged at DEBUG with that count.
 
-Versions: v0-17. v3+ bound the response by max_bytes; v4+ answer with the last stable offset and aborted
-transactions (none); v5+ with the log start offset; v7+ carry fetch sessions (answered with session id 0);
-v12+ are flexible; v13+ name topics by topic id instead of name."""
+Versions: v0-17. v3+ bound the response by max_bytes; v4+ carry the isolation level and answer with the
+last stable offset and aborted transactions; v5+ with the log start offset; v7+ carry fetch sessions
+(answered with session id 0); v12+ are flexible; v13+ name topics by topic id instead of name."""
 
 from __future__ import annotations
 
@@ -30,7 +32,13 @@ from kctl.broker.security.acls import allowed
 from kctl.log.naming import TopicPartition
 from kctl.protocol.acl_types import CLUSTER_NAME, AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
-from kctl.protocol.messages.fetch import FetchableTopicResponse, FetchRequest, FetchResponse, PartitionData
+from kctl.protocol.messages.fetch import (
+    AbortedTransaction,
+    FetchableTopicResponse,
+    FetchRequest,
+    FetchResponse,
+    PartitionData,
+)
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
@@ -41,6 +49,8 @@ log = logging.getLogger("kctl.broker.fetch")
 
 FIRST_TOPIC_ID_VERSION = 13
 FIRST_REPLICA_STATE_VERSION = 15  # the follower's id moves into replica_state
+FIRST_ISOLATION_VERSION = 4
+READ_COMMITTED = 1
 
 
 class _Parked:
@@ -80,6 +90,9 @@ def _read_all(
     replicas = broker.replicas
     replica_id = _replica_id(request, version)
     follower = replica_id >= 0
+    committed = (
+        not follower and version >= FIRST_ISOLATION_VERSION and request.isolation_level == READ_COMMITTED
+    )
     total = 0
     errors = False
     hosted = []
@@ -103,13 +116,23 @@ def _read_all(
                 if follower:
                     replicas.record_follower_fetch(partition, replica_id, part.fetch_offset)
                 hosted.append(partition)
+                high_watermark = partition.high_watermark
+                last_stable_offset = partition.log.last_stable_offset
+                aborted = None
                 region = None
                 limit = min(part.partition_max_bytes, remaining)
                 if follower and leader_throttles(broker.leader_quota, partition, replica_id):
                     pass  # leader.replication.throttled.rate exceeded: no records this time
                 elif limit > 0 or total == 0:
                     region = replicas.read(
-                        partition, part.fetch_offset, max(limit, 0), total == 0, follower=follower
+                        partition,
+                        part.fetch_offset,
+                        max(limit, 0),
+                        total == 0,
+                        follower=follower,
+                        max_offset=last_stable_offset
+                        if committed
+                        else (None if follower else high_watermark),
                     )
                     if follower and region is not None:
                         record_leader_bytes(broker.leader_quota, partition, replica_id, region.size)
@@ -117,18 +140,26 @@ def _read_all(
                 partitions.append(_error(part.partition, error.code))
                 errors = True
                 continue
+            if committed:
+                aborted = (
+                    [
+                        AbortedTransaction(producer_id=txn.producer_id, first_offset=txn.first_offset)
+                        for txn in partition.log.aborted_transactions(part.fetch_offset, last_stable_offset)
+                    ]
+                    if region is not None
+                    else []
+                )
             size = region.size if region is not None else 0
             total += size
             remaining -= size
-            high_watermark = partition.high_watermark
             partitions.append(
                 PartitionData(
                     partition_index=part.partition,
                     error_code=0,
                     high_watermark=high_watermark,
-                    last_stable_offset=high_watermark,
+                    last_stable_offset=last_stable_offset,
                     log_start_offset=partition.log_start_offset,
-                    aborted_transactions=None,
+                    aborted_transactions=aborted,
                     records=region if region is not None else b"",
                 )
             )

@@ -5,7 +5,8 @@ Versions: v0-9. v0 asks for several old-style offsets (answered with at most one
 offset and its timestamp; v2+ carry an isolation level; v4+ carry and answer with a leader epoch; v6+ are
 flexible; v7+ may ask for the offset of the max timestamp (-3). A request with a replica id (>= 0)
 comes from a follower, whose latest offset is the leader's log end offset (consumers: the high
-watermark)."""
+watermark, or with isolation level 1, READ_COMMITTED, the last stable offset; a read_committed
+timestamp lookup finds nothing at or above the last stable offset, as Kafka's)."""
 
 from __future__ import annotations
 
@@ -31,15 +32,21 @@ if TYPE_CHECKING:
     from kctl.broker.server import RequestContext
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+READ_COMMITTED = 1
 EARLIEST_LOCAL, LATEST_TIERED = -4, -5  # tiered storage (v8+/v9): no tiers here, the log is all local
 
 
-def _lookup(partition: Partition, timestamp: int, follower: bool = False) -> tuple[int, int]:
+def _lookup(
+    partition: Partition, timestamp: int, follower: bool = False, committed: bool = False
+) -> tuple[int, int]:
     """(offset, timestamp) for the request's timestamp; (-1, -1) when no record is that recent.
-    The latest offset is the high watermark for a consumer, the log end offset for a follower."""
+    The latest offset is the high watermark for a consumer (the last stable offset when ``committed``),
+    the log end offset for a follower."""
     log = partition.log
     if timestamp == LATEST:
-        return (partition.log_end_offset if follower else partition.high_watermark), -1
+        if follower:
+            return partition.log_end_offset, -1
+        return (log.last_stable_offset if committed else partition.high_watermark), -1
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return partition.log_start_offset, -1
     if timestamp == LATEST_TIERED:
@@ -48,7 +55,9 @@ def _lookup(partition: Partition, timestamp: int, follower: bool = False) -> tup
         max_timestamp, offset = log.max_timestamp_and_offset()
         return (offset, max_timestamp) if offset >= 0 else (-1, -1)
     found = log.offset_for_timestamp(timestamp)
-    return found if found is not None else (-1, -1)
+    if found is None or (committed and found[0] >= log.last_stable_offset):
+        return -1, -1
+    return found
 
 
 @api_handler(ApiKey.LIST_OFFSETS, versions=(0, 9))
@@ -67,7 +76,12 @@ async def handle(broker: Broker, context: RequestContext, request: ListOffsetsRe
                 partition = broker.replicas.leader_partition(
                     TopicPartition(topic.name, part.partition_index), part.current_leader_epoch
                 )
-                offset, timestamp = _lookup(partition, part.timestamp, request.replica_id >= 0)
+                offset, timestamp = _lookup(
+                    partition,
+                    part.timestamp,
+                    request.replica_id >= 0,
+                    version >= 2 and request.isolation_level == READ_COMMITTED,
+                )
                 partitions.append(
                     ListOffsetsPartitionResponse(
                         partition_index=part.partition_index,

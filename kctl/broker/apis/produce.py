@@ -7,7 +7,7 @@ below min.insync.replicas meanwhile). In embedded mode (one replica) it is answe
 
 Versions: v0-11. v0-2 carry the pre-0.11 message formats, which kctl does not store: each partition gets
 UNSUPPORTED_VERSION (the versions are advertised because librdkafka before 2.11.1 requires them). v3+
-carry record batches and a transactional id (transactions are not supported); v2+ answer with
+carry record batches and a transactional id; v2+ answer with
 log_append_time_ms, v5+ with the log start offset, v8+ with record errors and an error message; v9+ are
 flexible.
 
@@ -15,7 +15,16 @@ Validation (as Kafka's): v3+ carry exactly one magic-2 batch per partition (INVA
 needs v7+ (UNSUPPORTED_COMPRESSION_TYPE); the log then validates the batch
 (:mod:`kctl.log.validation`): CORRUPT_MESSAGE for framing, CRC, codec or records that do not parse,
 INVALID_RECORD for rule breaks, and per-record ``record_errors`` with INVALID_RECORD (a record without
-a key on a compacted topic) or INVALID_TIMESTAMP (``message.timestamp.before/after.max.ms``)."""
+a key on a compacted topic) or INVALID_TIMESTAMP (``message.timestamp.before/after.max.ms``).
+
+Transactional batches (attribute bit 0x10) are appended like any other: the log opens the producer's
+transaction at the first one (:mod:`kctl.log.transactions`). As in Kafka, a request whose partitions'
+first batches include a transactional one needs a transactional id with WRITE on it
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition otherwise, also when the id is null); the id
+is not checked for other requests. A non-transactional batch from a producer whose transaction is
+ongoing on the partition is INVALID_TXN_STATE. Not yet checked here: that the coordinator has the
+partition in the producer's transaction (KIP-890 part 1's AddPartitionsToTxn verification); that comes
+with the transaction coordinator."""
 
 from __future__ import annotations
 
@@ -41,6 +50,7 @@ from kctl.protocol.messages.produce import (
     TopicProduceResponse,
 )
 from kctl.protocol.registry import ApiKey
+from kctl.records.header import ATTRIBUTES_OFFSET, MAGIC_OFFSET, TRANSACTIONAL_FLAG_MASK
 from kctl.records.validate import InvalidRecordError, RecordError
 
 if TYPE_CHECKING:
@@ -99,6 +109,22 @@ async def _wait_for_replication(
             partitions[index] = _partition_response(partitions[index].index, code)
 
 
+def _has_transactional_records(request: ProduceRequest) -> bool:
+    """Whether a partition's first batch is transactional (Kafka's check: one byte per partition)."""
+    low_attributes = ATTRIBUTES_OFFSET + 1  # attributes are an int16; the flags are in its low byte
+    for topic in request.topic_data:
+        for data in topic.partition_data:
+            records = data.records
+            if (
+                records is not None
+                and len(records) > low_attributes
+                and records[MAGIC_OFFSET] >= 2
+                and records[low_attributes] & TRANSACTIONAL_FLAG_MASK
+            ):
+                return True
+    return False
+
+
 @api_handler(ApiKey.PRODUCE, versions=(0, 11))
 async def handle(broker: Broker, context: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
     version = context.header.api_version
@@ -106,12 +132,26 @@ async def handle(broker: Broker, context: RequestContext, request: ProduceReques
     responses = []
     stats = broker.metrics.stats  # counted once per partition (kctl.broker.metrics)
     waits: list[tuple[int, list[PartitionProduceResponse], TopicPartition, int]] = []
+    # as Kafka: transactional batches need a transactional id with WRITE on it (checked only then)
+    txn_writable = (
+        version < FIRST_RECORD_BATCH_VERSION
+        or not _has_transactional_records(request)
+        or (
+            (txn_id := request.transactional_id) is not None
+            and allowed(broker, context, AclOperation.WRITE, AclResourceType.TRANSACTIONAL_ID, txn_id)
+        )
+    )
     for topic in request.topic_data:
         partitions = []
         writable = allowed(broker, context, AclOperation.WRITE, AclResourceType.TOPIC, topic.name)
         for data in topic.partition_data:
             tp = TopicPartition(topic.name, data.index)
             try:
+                if not txn_writable:
+                    raise ApiError(
+                        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                        f"WRITE on transactional id {request.transactional_id!r} denied",
+                    )
                 if not writable:
                     raise ApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"WRITE on {topic.name!r} denied")
                 if acks not in (0, 1, -1):
