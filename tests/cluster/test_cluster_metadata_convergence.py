@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from raw_kafka import RawConnection, metadata, unique
 
 import kctl.protocol as kp
 from kctl.localcluster.cluster import LocalCluster
@@ -23,7 +24,6 @@ from kctl.protocol.messages.create_topics import CreatableTopic, CreateTopicsReq
 from kctl.protocol.messages.delete_topics import DeleteTopicsRequest
 from kctl.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 from kctl.testing import wait_for
-from tests.raw_kafka import RawConnection, metadata, unique
 
 PROBE_S = 0.3  # how long every broker is probed after each admin answer
 ROUNDS = 6

@@ -118,10 +118,15 @@ def test_reassignment_follows_kafkas_steps(cluster: LocalCluster, registry: ZooK
     try:
         registry.admin_requests.set_reassignment_requests({("r", 0): (2, 3)})
 
-        # step 1: replicas = target + old, adding/removing visible in the topic znode, new epoch
+        # step 1: replicas = target + old, adding/removing visible in the topic znode, new epoch (two
+        # writes, as Kafka's: the topic znode, then the partition state; a read may fall between)
         def started() -> bool:
             record = registry.get_topic("r")
-            return record is not None and record.assignment == {0: (2, 3, 1)}
+            return (
+                record is not None
+                and record.assignment == {0: (2, 3, 1)}
+                and summary(registry, "r")[0][1] >= 1
+            )
 
         wait_for(started, "reassignment started", timeout=SESSION_MS / 2000)
         record = registry.get_topic("r")
