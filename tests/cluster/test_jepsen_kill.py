@@ -29,7 +29,6 @@ from kctl.testing.jepsen import (
     read_topic,
     wait_for_progress,
 )
-from kctl.testing.jepsen_offsets import CommittedOffsetsWatcher
 from kctl.testing.pytest_plugin import BrokerFactory, ClusterFactory
 
 PARTITIONS = 3
@@ -186,7 +185,6 @@ def test_cluster_leaders_killed_and_paused_under_load_lose_nothing(
     campaign = Campaign(
         [ConfluentLoad(bootstrap, topic, "ck"), KctlLoad(bootstrap, topic, "kctl")], progress=100
     ).start()
-    offsets = CommittedOffsetsWatcher(bootstrap, topic, "jepsen-readers").start()  # its coordinator dies too
     rng = random.Random(17)
     try:
         for _ in range(2):
@@ -195,14 +193,9 @@ def test_cluster_leaders_killed_and_paused_under_load_lose_nothing(
         campaign.inject(partial(pause_leader, cluster, view, topic, 0, campaign.loads))
     except BaseException:
         campaign.stop()
-        offsets.stop()
         raise
     verdict = campaign.finish(cluster.bootstrap_servers, topic, PARTITIONS)
-    offsets.stop()
     print(f"cluster: faults survived {len(campaign.faults_done)}, {verdict.summary()}")
-    print(f"committed offsets: {offsets.observations} observations, highest {offsets.highest}")
-    assert offsets.regressions == [], offsets.regressions
-    assert offsets.observations > 10 and sum(offsets.highest.values()) > 0, offsets.errors[-5:]
     assert [fault.split()[0] for fault in campaign.faults_done] == ["kill", "kill", "kill"]
     assert "-STOP" in campaign.faults_done[-1]
     assert verdict.ok, verdict.report()
