@@ -117,19 +117,46 @@ def run_cluster(args: argparse.Namespace, base: Path, rng: random.Random) -> tup
         create_topic(bootstrap, TOPIC, args.partitions, 3, {"min.insync.replicas": "2"})
         view.wait_for_full_isr(TOPIC, args.partitions, timeout=60)
         campaign = _campaign(bootstrap, args.rate).start()
-        try:
-            for done in range(args.kills):
-                partition = rng.randrange(args.partitions)
-                if args.pause_every and (done + 1) % args.pause_every == 0:
-                    fault = partial(pause_leader, cluster, view, TOPIC, partition, campaign.loads)
-                else:
-                    fault = partial(kill_leader, cluster, view, TOPIC, partition)
-                campaign.inject(fault, progress=rng.randint(10, args.progress))
-                _progress(args, rng, done + 1)
-        except BaseException:
-            campaign.stop()
-            raise
-        return campaign, campaign.finish(bootstrap, TOPIC, args.partitions)
+
+        def choose(done: int) -> Callable[[], str]:
+            partition = rng.randrange(args.partitions)
+            return _leader_fault(args, cluster, view, partition, done, campaign)
+
+        return _run_faults(args, rng, campaign, bootstrap, choose)
+
+
+def _leader_fault(
+    args: argparse.Namespace,
+    cluster: LocalCluster,
+    view: ClusterView,
+    partition: int,
+    done: int,
+    campaign: Campaign,
+) -> Callable[[], str]:
+    """Kill the partition's leader, or every ``--pause-every``-th fault SIGSTOP it past its session."""
+    if args.pause_every and (done + 1) % args.pause_every == 0:
+        return partial(pause_leader, cluster, view, TOPIC, partition, campaign.loads)
+    return partial(kill_leader, cluster, view, TOPIC, partition)
+
+
+def _run_faults(
+    args: argparse.Namespace,
+    rng: random.Random,
+    campaign: Campaign,
+    bootstrap: str,
+    choose: Callable[[int], Callable[[], str]],
+) -> tuple[Campaign, Verdict]:
+    """``--kills`` faults, each ``choose(n)``, each after 10..``--progress`` acknowledgements; then
+    the check."""
+    try:
+        for done in range(args.kills):
+            fault = choose(done)
+            campaign.inject(fault, progress=rng.randint(10, args.progress))
+            _progress(args, rng, done + 1)
+    except BaseException:
+        campaign.stop()
+        raise
+    return campaign, campaign.finish(bootstrap, TOPIC, args.partitions)
 
 
 NEMESES = ("leaders", "zookeeper", "zombie", "power", "disk")
@@ -165,35 +192,26 @@ def run_nemeses(args: argparse.Namespace, base: Path, rng: random.Random) -> tup
                 create_topic(bootstrap, TOPIC, args.partitions, 3, {"min.insync.replicas": "2"})
                 view.wait_for_full_isr(TOPIC, args.partitions, timeout=60)
                 campaign = _campaign(bootstrap, args.rate).start()
-                try:
-                    for done in range(args.kills):
-                        kind = rng.choice(kinds)
-                        partition = rng.randrange(args.partitions)
-                        broker = cluster.broker(rng.randint(1, 3))
-                        if kind == "zookeeper":
-                            fault = _zookeeper_fault(ensemble, rng)
-                        elif kind == "power":
-                            fault = partial(lose_power, broker)
-                        elif kind == "disk" and rng.random() < 0.5:
-                            fault = partial(fail_disk, broker)
-                        elif kind == "disk":
-                            fault = partial(
-                                slow_disk, broker, rng.choice((50, 300, 1000)), rng.uniform(1.0, 4.0)
-                            )
-                        elif kind == "zombie":
-                            fault = partial(
-                                isolate_leader_from_zookeeper, links, view, TOPIC, partition, campaign.loads
-                            )
-                        elif args.pause_every and (done + 1) % args.pause_every == 0:
-                            fault = partial(pause_leader, cluster, view, TOPIC, partition, campaign.loads)
-                        else:
-                            fault = partial(kill_leader, cluster, view, TOPIC, partition)
-                        campaign.inject(fault, progress=rng.randint(10, args.progress))
-                        _progress(args, rng, done + 1)
-                except BaseException:
-                    campaign.stop()
-                    raise
-                return campaign, campaign.finish(bootstrap, TOPIC, args.partitions)
+
+                def choose(done: int) -> Callable[[], str]:
+                    kind = rng.choice(kinds)
+                    partition = rng.randrange(args.partitions)
+                    broker = cluster.broker(rng.randint(1, 3))
+                    if kind == "zookeeper":
+                        return _zookeeper_fault(ensemble, rng)
+                    if kind == "power":
+                        return partial(lose_power, broker)
+                    if kind == "disk" and rng.random() < 0.5:
+                        return partial(fail_disk, broker)
+                    if kind == "disk":
+                        return partial(slow_disk, broker, rng.choice((50, 300, 1000)), rng.uniform(1.0, 4.0))
+                    if kind == "zombie":
+                        return partial(
+                            isolate_leader_from_zookeeper, links, view, TOPIC, partition, campaign.loads
+                        )
+                    return _leader_fault(args, cluster, view, partition, done, campaign)
+
+                return _run_faults(args, rng, campaign, bootstrap, choose)
         finally:
             links.close()
 

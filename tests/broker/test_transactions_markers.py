@@ -7,58 +7,25 @@ read_uncommitted sees every record."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-import confluent_kafka as ck
 import pytest
 from raw_kafka import RawConnection, api_versions, create_topic, unique
+from txn_support import READ_COMMITTED, READ_UNCOMMITTED, batch, consume, produce
 
 import kctl.protocol as kp
 from kctl.protocol import ErrorCode
 from kctl.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from kctl.protocol.messages.init_producer_id import InitProducerIdRequest
 from kctl.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
-from kctl.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from kctl.protocol.messages.write_txn_markers import (
     WritableTxnMarker,
     WritableTxnMarkerTopic,
     WriteTxnMarkersRequest,
 )
-from kctl.records.builder import RecordBatchBuilder
 from kctl.records.reader import iter_batches
 from kctl.testing import BrokerProcess
-from kctl.testing.helpers import wait_for
 from kctl.testing.pytest_plugin import BrokerFactory
-
-READ_UNCOMMITTED, READ_COMMITTED = 0, 1
-
-
-def batch(values: list[bytes], producer_id: int = -1, *, transactional: bool = False) -> bytes:
-    builder = RecordBatchBuilder(
-        producer_id=producer_id,
-        producer_epoch=0 if producer_id >= 0 else -1,
-        base_sequence=0 if producer_id >= 0 else -1,
-        is_transactional=transactional,
-    )
-    now = int(time.time() * 1000)
-    for value in values:
-        builder.append(now, None, value)
-    return builder.build()
-
-
-def produce(conn: RawConnection, topic: str, records: bytes, transactional_id: str | None = None) -> Any:
-    request = ProduceRequest(
-        transactional_id=transactional_id,
-        acks=-1,
-        timeout_ms=10000,
-        topic_data=[
-            TopicProduceData(name=topic, partition_data=[PartitionProduceData(index=0, records=records)])
-        ],
-    )
-    [topic_response] = conn.request(kp.ApiKey.PRODUCE, 9, request).responses
-    [part] = topic_response.partition_responses
-    return part
 
 
 def fetch(conn: RawConnection, topic: str, isolation: int, offset: int = 0) -> Any:
@@ -124,32 +91,6 @@ def markers(conn: RawConnection, *entries: tuple[int, bool, str, int, int]) -> l
 
 def values(records: Any) -> list[bytes]:
     return [r.value for b in iter_batches(bytes(records)) if not b.header.is_control for r in b.records]
-
-
-def consume(broker: BrokerProcess, topic: str, isolation: str, expected: int) -> list[bytes]:
-    consumer = ck.Consumer(
-        {
-            "bootstrap.servers": broker.bootstrap,
-            "group.id": unique("g"),
-            "isolation.level": isolation,
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.assign([ck.TopicPartition(topic, 0, 0)])
-    got: list[bytes] = []
-
-    def done() -> bool:
-        for message in consumer.consume(100, timeout=0.5):
-            assert message.error() is None, message.error()
-            got.append(message.value())
-        return len(got) >= expected
-
-    try:
-        wait_for(done, f"{isolation} consumer to get {expected} records", describe=lambda: f"got {got}")
-        got.extend(m.value() for m in consumer.consume(100, timeout=1.0) if m.error() is None)  # no more
-    finally:
-        consumer.close()
-    return got
 
 
 @pytest.fixture

@@ -7,53 +7,21 @@ records."""
 
 from __future__ import annotations
 
-import time
-from typing import Any
-
-import confluent_kafka as ck
 import pytest
 from raw_kafka import RawConnection, create_topic, kcat, unique
+from txn_support import READ_COMMITTED, batch, consume, produce
 
 import kctl.protocol as kp
 from kctl.protocol import ErrorCode
 from kctl.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from kctl.protocol.messages.init_producer_id import InitProducerIdRequest
-from kctl.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from kctl.protocol.messages.write_txn_markers import (
     WritableTxnMarker,
     WritableTxnMarkerTopic,
     WriteTxnMarkersRequest,
 )
-from kctl.records.builder import RecordBatchBuilder
 from kctl.testing import BrokerProcess
-from kctl.testing.helpers import wait_for
 from kctl.testing.pytest_plugin import BrokerFactory
-
-READ_COMMITTED = 1
-
-
-def batch(values: list[bytes], producer_id: int, sequence: int = 0, *, transactional: bool) -> bytes:
-    builder = RecordBatchBuilder(
-        producer_id=producer_id, producer_epoch=0, base_sequence=sequence, is_transactional=transactional
-    )
-    now = int(time.time() * 1000)
-    for value in values:
-        builder.append(now, None, value)
-    return builder.build()
-
-
-def produce(conn: RawConnection, topic: str, records: bytes, transactional_id: str | None) -> Any:
-    request = ProduceRequest(
-        transactional_id=transactional_id,
-        acks=-1,
-        timeout_ms=10000,
-        topic_data=[
-            TopicProduceData(name=topic, partition_data=[PartitionProduceData(index=0, records=records)])
-        ],
-    )
-    [topic_response] = conn.request(kp.ApiKey.PRODUCE, 9, request).responses
-    [part] = topic_response.partition_responses
-    return part
 
 
 def producer_id(conn: RawConnection) -> int:
@@ -105,32 +73,6 @@ def aborted_of(conn: RawConnection, topic: str) -> list[tuple[int, int]]:
     return [(t.producer_id, t.first_offset) for t in part.aborted_transactions]
 
 
-def read_committed(broker: BrokerProcess, topic: str, expected: int) -> list[bytes]:
-    consumer = ck.Consumer(
-        {
-            "bootstrap.servers": broker.bootstrap,
-            "group.id": unique("g"),
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.assign([ck.TopicPartition(topic, 0, 0)])
-    got: list[bytes] = []
-
-    def done() -> bool:
-        for message in consumer.consume(100, timeout=0.5):
-            assert message.error() is None, message.error()
-            got.append(message.value())
-        return len(got) >= expected
-
-    try:
-        wait_for(done, f"read_committed consumer to get {expected} records", describe=lambda: f"got {got}")
-        got.extend(m.value() for m in consumer.consume(100, timeout=1.0) if m.error() is None)  # no more
-    finally:
-        consumer.close()
-    return got
-
-
 @pytest.fixture
 def broker(broker_factory: BrokerFactory) -> BrokerProcess:
     return broker_factory()
@@ -150,7 +92,7 @@ def test_produce_checks_transactional_batches_as_kafka(broker: BrokerProcess) ->
         assert outside.error_code == ErrorCode.INVALID_TXN_STATE
         end_txn(conn, topic, pid, commit=True)
         assert produce(conn, topic, batch([b"plain"], pid, 1, transactional=False), None).error_code == 0
-    assert read_committed(broker, topic, 2) == [b"t0", b"plain"]
+    assert consume(broker, topic, "read_committed", 2) == [b"t0", b"plain"]
 
 
 @pytest.mark.parametrize("lose_the_index", [False, True], ids=["index-kept", "index-lost"])
@@ -183,9 +125,9 @@ def test_sigkill_with_an_aborted_transaction_keeps_it_hidden(
     assert txn_index.read_bytes() == indexed  # rebuilt by the replay at load, byte for byte
     with RawConnection(broker.bootstrap) as conn:
         assert aborted_of(conn, topic) == [(aborting, 0)]
-    assert read_committed(broker, topic, 2) == [b"c0", b"c1"]
-    consume = ["-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-f", "%s\n"]
-    committed = kcat(broker.bootstrap, "-X", "isolation.level=read_committed", *consume)
+    assert consume(broker, topic, "read_committed", 2) == [b"c0", b"c1"]
+    kcat_args = ["-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-f", "%s\n"]
+    committed = kcat(broker.bootstrap, "-X", "isolation.level=read_committed", *kcat_args)
     assert committed.stdout.split() == [b"c0", b"c1"]
-    everything = kcat(broker.bootstrap, "-X", "isolation.level=read_uncommitted", *consume)
+    everything = kcat(broker.bootstrap, "-X", "isolation.level=read_uncommitted", *kcat_args)
     assert everything.stdout.split() == [b"a0", b"a1", b"c0", b"c1"]

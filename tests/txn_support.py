@@ -1,0 +1,79 @@
+"""Helpers for the transaction tests (tests/broker/test_transactions_*.py): a record batch, optionally
+transactional, from a producer id; a raw acks=all Produce of it to partition 0; and a confluent-kafka
+consumer reading partition 0 at an isolation level until it has the records expected."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import confluent_kafka as ck
+from raw_kafka import RawConnection, unique
+
+import kctl.protocol as kp
+from kctl.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
+from kctl.records.builder import RecordBatchBuilder
+from kctl.testing import BrokerProcess
+from kctl.testing.helpers import wait_for
+
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+
+
+def batch(
+    values: list[bytes], producer_id: int = -1, sequence: int = 0, *, transactional: bool = False
+) -> bytes:
+    """A batch of ``values``; with a producer id (epoch 0, first sequence ``sequence``), idempotent or
+    ``transactional``."""
+    builder = RecordBatchBuilder(
+        producer_id=producer_id,
+        producer_epoch=0 if producer_id >= 0 else -1,
+        base_sequence=sequence if producer_id >= 0 else -1,
+        is_transactional=transactional,
+    )
+    now = int(time.time() * 1000)
+    for value in values:
+        builder.append(now, None, value)
+    return builder.build()
+
+
+def produce(conn: RawConnection, topic: str, records: bytes, transactional_id: str | None = None) -> Any:
+    """Produce v9, acks=all, to partition 0: its partition response."""
+    request = ProduceRequest(
+        transactional_id=transactional_id,
+        acks=-1,
+        timeout_ms=10000,
+        topic_data=[
+            TopicProduceData(name=topic, partition_data=[PartitionProduceData(index=0, records=records)])
+        ],
+    )
+    [topic_response] = conn.request(kp.ApiKey.PRODUCE, 9, request).responses
+    [part] = topic_response.partition_responses
+    return part
+
+
+def consume(broker: BrokerProcess, topic: str, isolation: str, expected: int) -> list[bytes]:
+    """The values a confluent-kafka consumer at ``isolation`` reads from partition 0: at least
+    ``expected`` of them, then whatever else comes within a second."""
+    consumer = ck.Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": unique("g"),
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([ck.TopicPartition(topic, 0, 0)])
+    got: list[bytes] = []
+
+    def done() -> bool:
+        for message in consumer.consume(100, timeout=0.5):
+            assert message.error() is None, message.error()
+            got.append(message.value())
+        return len(got) >= expected
+
+    try:
+        wait_for(done, f"{isolation} consumer to get {expected} records", describe=lambda: f"got {got}")
+        got.extend(m.value() for m in consumer.consume(100, timeout=1.0) if m.error() is None)  # no more
+    finally:
+        consumer.close()
+    return got
