@@ -17,7 +17,7 @@ Then the writers stop, the topic is read back and checked. Prints: kills survive
 acknowledged, lost, duplicates, reordered, offsets reused (each of the last four must be 0), the
 delivery failures the writers reported, and the elapsed time. Exit status 1 when a check fails.
 
-- ``--nemesis leaders|zookeeper|zombie|power|disk|network|all``: a 3-broker cluster on a 3-server
+- ``--nemesis leaders|zookeeper|zombie|power|disk|network|clock|all``: a 3-broker cluster on a 3-server
   ZooKeeper ensemble (quorum mode), each broker reaching it through TCP proxies of its own; each
   fault is drawn from
   the chosen nemeses: leaders killed or paused (as ``--cluster``), ZooKeeper's leader killed or
@@ -26,7 +26,8 @@ delivery failures the writers reported, and the elapsed time. Exit status 1 when
   then every file cut back to what it had fsynced), or a broker's disk stalling (50-1000 ms a write
   for 1-4 s) or failing with EIO (it halts; restarted on a mended disk), or (``network``: each broker
   in a network namespace of its own, kctl.testing.netns; needs root) a partition leader isolated from
-  everything, cut from its followers, bridged, or its packets to its followers dropped one way.
+  everything, cut from its followers, bridged, or its packets to its followers dropped one way, or a
+  broker's wall clock jumping an hour or a day forward or back for 1-4 s (kctl.testing.clock_skew).
 
 Usage: python bench/bench_jepsen.py [--kills 200 | --faults 300] [--cluster] [--nemesis all]
        [--rate 300] [--progress 200] [--partitions 3] [--pause-every 10] [--seed 17]
@@ -51,6 +52,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from kctl.testing import BrokerProcess, LocalCluster, ZooKeeperEnsemble  # noqa: E402 - this checkout's kctl
+from kctl.testing.clock_skew import clock_skewed_broker, jump_clock  # noqa: E402
 from kctl.testing.cluster_clients import create_topic  # noqa: E402
 from kctl.testing.cluster_view import ClusterView  # noqa: E402
 from kctl.testing.disk_faults import fail_disk, faulty_disk_broker, slow_disk  # noqa: E402
@@ -165,11 +167,11 @@ def _run_faults(
     return campaign, campaign.finish(bootstrap, TOPIC, args.partitions)
 
 
-NEMESES = ("leaders", "zookeeper", "zombie", "power", "disk", "network")
+NEMESES = ("leaders", "zookeeper", "zombie", "power", "disk", "network", "clock")
 """--nemesis choices (``all`` mixes them): leaders killed/paused; ZooKeeper's own servers killed,
 paused, a quorum lost; a leader cut from ZooKeeper only; a broker losing power (its unsynced writes);
 a broker's disk stalling or failing; network partitions between the brokers (each in a network
-namespace: needs root)."""
+namespace: needs root); a broker's wall clock jumping an hour or a day forward or back."""
 
 
 def _network_fault(
@@ -213,6 +215,7 @@ def run_nemeses(args: argparse.Namespace, base: Path, rng: random.Random) -> tup
         for broker_id, broker in cluster.brokers.items():
             power_loss_broker(broker, base / f"ledger-{broker_id}")
             faulty_disk_broker(broker, base / f"disk-{broker_id}")
+            clock_skewed_broker(broker, base / f"clock-{broker_id}")
         with cluster, ClusterView(cluster.zookeeper_connect) as view:
             bootstrap = cluster.bootstrap_servers
             create_topic(bootstrap, TOPIC, args.partitions, 3, {"min.insync.replicas": "2"})
@@ -228,6 +231,9 @@ def run_nemeses(args: argparse.Namespace, base: Path, rng: random.Random) -> tup
                     return _zookeeper_fault(ensemble, rng)
                 if kind == "network" and network is not None:
                     return _network_fault(network, rng, partition, campaign)
+                if kind == "clock":
+                    jump = rng.choice((-86400.0, -3600.0, 3600.0, 86400.0))
+                    return partial(jump_clock, broker, jump, rng.uniform(1.0, 4.0))
                 if kind == "power":
                     return partial(lose_power, broker)
                 if kind == "disk" and rng.random() < 0.5:
