@@ -159,8 +159,11 @@ def _run_faults(
     try:
         for done in range(args.kills):
             fault = choose(done)
-            campaign.inject(fault, progress=rng.randint(10, args.progress))
-            _progress(args, rng, done + 1)
+            started = time.monotonic()
+            what = campaign.inject(fault, progress=rng.randint(10, args.progress))
+            # the fault schedule, as it happens (a failing run shows what led to it)
+            took = time.monotonic() - started
+            print(f"  {done + 1}/{args.kills} [{took:5.1f} s] {what}", file=sys.stderr, flush=True)
     except BaseException:
         campaign.stop()
         raise

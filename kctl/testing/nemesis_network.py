@@ -23,6 +23,7 @@ nothing acknowledged was lost, duplicated, reordered or acknowledged at one offs
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 
 from kctl.testing.cluster_view import ClusterView
@@ -30,6 +31,7 @@ from kctl.testing.jepsen import Load, wait_for_progress
 from kctl.testing.netns import NetworkLab, Node
 
 FAULT_TIMEOUT_S = 60.0
+STALLED_HOLD_S = 5.0
 
 
 class NetworkNemesis:
@@ -56,6 +58,19 @@ class NetworkNemesis:
 
     def _followers(self, topic: str, partition: int, leader: int) -> list[int]:
         return [b for b in self.view.assignment(topic)[partition] if b != leader]
+
+    def _go_on_without(self, topic: str, leader: int, loads: Sequence[Load]) -> str:
+        """While ``leader`` takes no acks=all write (alone in its ISRs): wait until the writers made
+        progress on the partitions other brokers lead or, when it leads them all (nothing can be
+        written until the heal, in Kafka too), hold the cut ``STALLED_HOLD_S``."""
+        led_elsewhere = [
+            p for p in self.view.assignment(topic) if self.view.leader_of(topic, p) not in (leader, None, -1)
+        ]
+        if led_elsewhere:
+            wait_for_progress(loads, 50, timeout=FAULT_TIMEOUT_S)
+            return "the writers went on elsewhere"
+        time.sleep(STALLED_HOLD_S)  # the fault's length: no progress is possible meanwhile
+        return f"it led every partition: held {STALLED_HOLD_S:g} s"
 
     def isolate_leader(self, topic: str, partition: int, loads: Sequence[Load]) -> str:
         leader = self._leader(topic, partition)
@@ -87,12 +102,12 @@ class NetworkNemesis:
         try:
             # the leader keeps its session, so it stays leader, alone in the ISR
             self.view.wait_for_isr(topic, partition, {leader}, timeout=FAULT_TIMEOUT_S)
-            wait_for_progress(loads, 50, timeout=FAULT_TIMEOUT_S)  # on the partitions it does not lead
+            then = self._go_on_without(topic, leader, loads)
         finally:
             self._heal_and_wait(topic)
         return (
             f"cut broker {leader} (leader of {topic}/{partition}) from its followers {followers} "
-            "until alone in the ISR"
+            f"until alone in the ISR; {then}"
         )
 
     def bridge(self, topic: str, partition: int, loads: Sequence[Load]) -> str:
@@ -121,10 +136,10 @@ class NetworkNemesis:
             self.lab.cut_one_way(self.brokers[leader], self.brokers[follower])
         try:
             self.view.wait_for_isr(topic, partition, {leader}, timeout=FAULT_TIMEOUT_S)
-            wait_for_progress(loads, 50, timeout=FAULT_TIMEOUT_S)
+            then = self._go_on_without(topic, leader, loads)
         finally:
             self._heal_and_wait(topic)
         return (
             f"dropped broker {leader}'s packets (leader of {topic}/{partition}) to its followers "
-            f"{followers}, one way, until alone in the ISR"
+            f"{followers}, one way, until alone in the ISR; {then}"
         )
