@@ -2,23 +2,24 @@
 embedded broker (issue 27 §1): commit (seen by a read_committed consumer on every partition of the
 transaction), abort (never seen by read_committed, seen by read_uncommitted), fencing of an older
 producer with the same transactional.id, the proactive abort of a transaction open past its timeout,
-and FindCoordinator / InitProducerId / DescribeTransactions / ListTransactions answers."""
+and FindCoordinator / InitProducerId / DescribeTransactions / ListTransactions answers; kafka-python's
+transactional producer too."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import confluent_kafka as ck
+import kafka
 import pytest
 from raw_kafka import RawConnection, create_topic, unique
-from txn_support import READ_COMMITTED
+from txn_support import consume_all, describe, last_stable_offset, produce_to_all, two_topics
 
 import kctl.protocol as kp
 from kctl.protocol import ErrorCode
 from kctl.protocol.messages.find_coordinator import FindCoordinatorRequest
 from kctl.protocol.messages.init_producer_id import InitProducerIdRequest
-from kctl.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
-from kctl.protocol.messages.transactions import DescribeTransactionsRequest, ListTransactionsRequest
+from kctl.protocol.messages.transactions import ListTransactionsRequest
 from kctl.testing import BrokerProcess
 from kctl.testing.helpers import wait_for
 from kctl.testing.pytest_plugin import BrokerFactory
@@ -41,77 +42,6 @@ def transactional_producer(broker: BrokerProcess, transactional_id: str, **extra
     )
     producer.init_transactions(TIMEOUT_S)
     return producer
-
-
-def consume_all(broker: BrokerProcess, topics: dict[str, int], isolation: str, expected: int) -> list[bytes]:
-    """Every value a confluent-kafka consumer at ``isolation`` reads from the partitions of ``topics``
-    (name -> partition count): at least ``expected``, then whatever else comes within a second."""
-    consumer = ck.Consumer(
-        {
-            "bootstrap.servers": broker.bootstrap,
-            "group.id": unique("g"),
-            "isolation.level": isolation,
-            "enable.auto.commit": False,
-            "enable.partition.eof": False,
-        }
-    )
-    consumer.assign([ck.TopicPartition(t, p, 0) for t, count in topics.items() for p in range(count)])
-    got: list[bytes] = []
-
-    def poll() -> bool:
-        for message in consumer.consume(500, timeout=0.3):
-            assert message.error() is None, message.error()
-            got.append(message.value())
-        return len(got) >= expected
-
-    try:
-        wait_for(poll, f"{isolation} consumer to get {expected} records", describe=lambda: f"got {got}")
-        got.extend(m.value() for m in consumer.consume(500, timeout=1.0) if m.error() is None)
-    finally:
-        consumer.close()
-    return got
-
-
-def last_stable_offset(conn: RawConnection, topic: str, partition: int = 0) -> int:
-    request = ListOffsetsRequest(
-        replica_id=-1,
-        isolation_level=READ_COMMITTED,
-        topics=[
-            ListOffsetsTopic(
-                name=topic, partitions=[ListOffsetsPartition(partition_index=partition, timestamp=-1)]
-            )
-        ],
-    )
-    [topic_response] = conn.request(kp.ApiKey.LIST_OFFSETS, 5, request).topics
-    [part] = topic_response.partitions
-    assert part.error_code == 0
-    offset: int = part.offset
-    return offset
-
-
-def describe(conn: RawConnection, transactional_id: str) -> Any:
-    [state] = conn.request(
-        kp.ApiKey.DESCRIBE_TRANSACTIONS, 0, DescribeTransactionsRequest(transactional_ids=[transactional_id])
-    ).transaction_states
-    return state
-
-
-def two_topics(broker: BrokerProcess) -> dict[str, int]:
-    topics = {unique("txn-a"): 2, unique("txn-b"): 1}
-    for name, partitions in topics.items():
-        assert create_topic(broker.bootstrap, name, partitions) == 0
-    return topics
-
-
-def produce_to_all(producer: ck.Producer, topics: dict[str, int], prefix: str) -> list[bytes]:
-    values = []
-    for topic, partitions in topics.items():
-        for partition in range(partitions):
-            for i in range(3):
-                value = f"{prefix}-{topic}-{partition}-{i}".encode()
-                producer.produce(topic, value, partition=partition)
-                values.append(value)
-    return values
 
 
 def test_committed_transaction_is_seen_on_every_partition(broker: BrokerProcess) -> None:
@@ -260,3 +190,24 @@ def test_coordinator_answers(broker: BrokerProcess) -> None:
         ]
         unknown = describe(conn, unique("never-used"))
         assert unknown.error_code in (ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, ErrorCode.NOT_COORDINATOR)
+
+
+def test_kafka_python_transactional_producer(broker: BrokerProcess) -> None:
+    topics = two_topics(broker)
+    producer = kafka.KafkaProducer(
+        bootstrap_servers=broker.bootstrap, transactional_id=unique("tid-kafka-python"), max_block_ms=30000
+    )
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        for topic in topics:
+            producer.send(topic, b"aborted", partition=0)
+        producer.abort_transaction()
+        producer.begin_transaction()
+        committed = [f"kp-{topic}".encode() for topic in topics]
+        for topic, value in zip(topics, committed, strict=True):
+            producer.send(topic, value, partition=0)
+        producer.commit_transaction()
+    finally:
+        producer.close(timeout=5)
+    assert sorted(consume_all(broker, topics, "read_committed", len(committed))) == sorted(committed)
