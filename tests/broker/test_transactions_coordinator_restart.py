@@ -3,7 +3,8 @@ confluent-kafka producer whose broker is killed and restarted in the middle of a
 afterwards, and a read_committed consumer sees its records exactly once; a transaction whose
 PrepareCommit is in ``__transaction_state`` but whose markers were never written (the record is put
 there while the broker is down, as a coordinator that died between the two leaves it) is completed by
-the restarted coordinator — COMMIT markers on its partitions, then CompleteCommit — exactly once."""
+the restarted coordinator — COMMIT markers on its partitions, then CompleteCommit — exactly once. Also
+AddOffsetsToTxn, AddPartitionsToTxn v4 verify-only and the error codes of old versions, raw."""
 
 from __future__ import annotations
 
@@ -25,7 +26,13 @@ from kctl.broker.transaction.state import TransactionMetadata, TransactionState
 from kctl.log.log import Log
 from kctl.log.naming import TopicPartition, partition_dir_name
 from kctl.protocol import ErrorCode
-from kctl.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
+from kctl.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
+from kctl.protocol.messages.add_partitions_to_txn import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnTopic,
+    AddPartitionsToTxnTransaction,
+)
+from kctl.protocol.messages.end_txn import EndTxnRequest
 from kctl.protocol.messages.find_coordinator import FindCoordinatorRequest
 from kctl.protocol.messages.init_producer_id import InitProducerIdRequest
 from kctl.records.builder import RecordBatchBuilder
@@ -134,3 +141,86 @@ def test_a_prepare_commit_left_by_a_dead_coordinator_is_completed(broker: Broker
             lambda: describe(conn, tid).transaction_state == "CompleteCommit", "the loaded commit to complete"
         )
     assert consume_all(broker, {topic: 1}, "read_committed", 2) == [b"p0", b"p1"]
+
+
+def test_add_offsets_verify_only_and_old_versions(broker: BrokerProcess) -> None:
+    """AddOffsetsToTxn puts the group's __consumer_offsets partition in the transaction (its marker is
+    written there on commit); AddPartitionsToTxn v4 verify-only adds nothing and answers per partition;
+    an older producer epoch is PRODUCER_FENCED from v2 and INVALID_PRODUCER_EPOCH before."""
+    topic = unique("txn-offsets")
+    assert create_topic(broker.bootstrap, topic, 2) == 0
+    tid, group = unique("tid-offsets"), unique("group")
+    with RawConnection(broker.bootstrap) as conn:
+        assert (
+            _request(
+                conn, kp.ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(key=tid, key_type=1)
+            ).error_code
+            == 0
+        )
+        init = _request(
+            conn,
+            kp.ApiKey.INIT_PRODUCER_ID,
+            4,
+            InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=60000),
+        )
+        pid, epoch = init.producer_id, init.producer_epoch
+
+        def add(version: int, producer_epoch: int) -> int:
+            request = AddPartitionsToTxnRequest(
+                v3_and_below_transactional_id=tid,
+                v3_and_below_producer_id=pid,
+                v3_and_below_producer_epoch=producer_epoch,
+                v3_and_below_topics=[AddPartitionsToTxnTopic(name=topic, partitions=[0])],
+            )
+            [result] = conn.request(
+                kp.ApiKey.ADD_PARTITIONS_TO_TXN, version, request
+            ).results_by_topic_v3_and_below
+            [partition] = result.results_by_partition
+            code: int = partition.partition_error_code
+            return code
+
+        assert add(3, epoch) == 0
+        assert (add(1, epoch - 1 if epoch else 99), add(2, epoch + 1)) == (
+            ErrorCode.INVALID_PRODUCER_EPOCH,
+            ErrorCode.PRODUCER_FENCED,
+        )
+        offsets = conn.request(
+            kp.ApiKey.ADD_OFFSETS_TO_TXN,
+            3,
+            AddOffsetsToTxnRequest(
+                transactional_id=tid, producer_id=pid, producer_epoch=epoch, group_id=group
+            ),
+        )
+        assert offsets.error_code == 0
+        described = describe(conn, tid)
+        topics = {t.topic: t.partitions for t in described.topics}
+        assert topics[topic] == [0] and list(topics) == sorted([topic, "__consumer_offsets"])
+        verify = AddPartitionsToTxnRequest(
+            transactions=[
+                AddPartitionsToTxnTransaction(
+                    transactional_id=tid,
+                    producer_id=pid,
+                    producer_epoch=epoch,
+                    verify_only=True,
+                    topics=[AddPartitionsToTxnTopic(name=topic, partitions=[0, 1])],
+                )
+            ]
+        )
+        [verified] = conn.request(kp.ApiKey.ADD_PARTITIONS_TO_TXN, 4, verify).results_by_transaction
+        [result] = verified.topic_results
+        codes = {p.partition_index: p.partition_error_code for p in result.results_by_partition}
+        assert codes == {0: ErrorCode.NONE, 1: ErrorCode.INVALID_TXN_STATE}
+        assert {t.topic: t.partitions for t in describe(conn, tid).topics} == topics  # nothing added
+        ended = conn.request(
+            kp.ApiKey.END_TXN,
+            3,
+            EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=True),
+        )
+        assert ended.error_code == 0
+        wait_for(lambda: describe(conn, tid).transaction_state == "CompleteCommit", "CompleteCommit")
+        again = conn.request(
+            kp.ApiKey.END_TXN,
+            3,
+            EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=False),
+        )
+        assert again.error_code == ErrorCode.INVALID_TXN_STATE  # committed already
