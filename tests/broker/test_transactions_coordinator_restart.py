@@ -4,7 +4,8 @@ afterwards, and a read_committed consumer sees its records exactly once; a trans
 PrepareCommit is in ``__transaction_state`` but whose markers were never written (the record is put
 there while the broker is down, as a coordinator that died between the two leaves it) is completed by
 the restarted coordinator — COMMIT markers on its partitions, then CompleteCommit — exactly once. Also
-AddOffsetsToTxn, AddPartitionsToTxn v4 verify-only and the error codes of old versions, raw."""
+AddOffsetsToTxn, AddPartitionsToTxn v4 verify-only and the error codes of old versions, raw; the expiry of
+an idle transactional id."""
 
 from __future__ import annotations
 
@@ -224,3 +225,33 @@ def test_add_offsets_verify_only_and_old_versions(broker: BrokerProcess) -> None
             EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=False),
         )
         assert again.error_code == ErrorCode.INVALID_TXN_STATE  # committed already
+
+
+def test_an_idle_transactional_id_expires(broker_factory: BrokerFactory) -> None:
+    """transactional.id.expiration.ms: an id with no transaction and no change for that long is
+    tombstoned (TRANSACTIONAL_ID_NOT_FOUND after), one in a transaction is kept."""
+    expiring = broker_factory(
+        {
+            "transaction.state.log.num.partitions": str(STATE_PARTITIONS),
+            "transactional.id.expiration.ms": "1500",
+            "transaction.remove.expired.transaction.cleanup.interval.ms": "200",
+        }
+    )
+    topic = unique("txn-expiry")
+    assert create_topic(expiring.bootstrap, topic) == 0
+    idle, busy = unique("tid-idle"), unique("tid-busy")
+    idle_producer = ck.Producer({"bootstrap.servers": expiring.bootstrap, "transactional.id": idle})
+    idle_producer.init_transactions(TIMEOUT_S)
+    busy_producer = ck.Producer({"bootstrap.servers": expiring.bootstrap, "transactional.id": busy})
+    busy_producer.init_transactions(TIMEOUT_S)
+    busy_producer.begin_transaction()
+    busy_producer.produce(topic, b"open", partition=0)
+    busy_producer.flush(TIMEOUT_S)
+    with RawConnection(expiring.bootstrap) as conn:
+        assert describe(conn, idle).transaction_state == "Empty"
+        wait_for(
+            lambda: describe(conn, idle).error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND,
+            "the idle transactional id to expire",
+        )
+        assert describe(conn, busy).transaction_state == "Ongoing"
+    busy_producer.commit_transaction(TIMEOUT_S)
