@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kctl.broker.config_transactions import TRANSACTION_CONFIGS
 from kctl.broker.metrics.listener import MetricsListener
 from kctl.broker.security.config import (
     DYNAMIC_SECURITY_CONFIGS,
@@ -663,6 +664,7 @@ BROKER_CONFIGS = ConfigDef(
             importance=_LOW,
         ),
         *SECURITY_CONFIGS,
+        *TRANSACTION_CONFIGS,
     ],
     BrokerConfigError,
 )
