@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections import deque
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -29,6 +30,7 @@ from kctl.commands.output import OutputFormat, progress, render_object, warn
 
 if TYPE_CHECKING:
     from kctl.perf import Figures, Interval, IntervalStats
+    from kctl.perf.stats import LatencyHistogram
 
 app = typer.Typer(
     help=(
@@ -39,6 +41,7 @@ app = typer.Typer(
 )
 
 LIVE_REFRESH = 0.25
+SPARK_WIDTH = 20  # live refreshes shown by the sparklines (5 s)
 """Seconds between two updates of the live display."""
 
 
@@ -147,6 +150,8 @@ class Reporter:
         self.next_line = math.inf
         self.next_refresh = 0.0
         self._warm = False
+        self.rates: deque[float] = deque(maxlen=SPARK_WIDTH)  # records/s at each live refresh
+        self.latencies: deque[float] = deque(maxlen=SPARK_WIDTH)  # average latency (ms) likewise
 
     def __enter__(self) -> Reporter:
         from rich.progress import BarColumn, TaskProgressColumn, TextColumn, TimeElapsedColumn
@@ -175,6 +180,14 @@ class Reporter:
         self._warm = warmup
         self.next_line = now + self.interval if self.interval > 0 else math.inf
 
+    def histogram(self, histogram: LatencyHistogram) -> None:
+        """At the end of a run on a terminal: the latency histogram, on stderr under the lines."""
+        from kctl.perf.charts import latency_histogram
+
+        if self.live:
+            for text in latency_histogram(histogram):
+                self.line(text)
+
     def line(self, text: str) -> None:
         if self._progress is not None:
             self._progress.console.print(text, markup=False, highlight=False, soft_wrap=True)
@@ -201,9 +214,16 @@ class Reporter:
             fractions.append(figures.records / self.total_records)
         if self.total_seconds:
             fractions.append((now - self.started) / self.total_seconds)
-        text = f"{figures.records:,} records · {human_count(figures.rate)} rec/s · {figures.mb_rate:.2f} MB/s"
+        from kctl.perf.charts import sparkline
+
+        self.rates.append(figures.rate)
+        text = (
+            f"{figures.records:,} records · {human_count(figures.rate)} rec/s {sparkline(self.rates)} · "
+            f"{figures.mb_rate:.2f} MB/s"
+        )
         if self.latency and figures.latency_ms is not None:
-            text += f" · avg {figures.latency_ms:.2f} ms"
+            self.latencies.append(figures.latency_ms)
+            text += f" · avg {figures.latency_ms:.2f} ms {sparkline(self.latencies)}"
         if figures.warmup:
             text += " · warm-up"
         completed = min(max(fractions), 1.0) * 100.0 if fractions else None
@@ -401,6 +421,8 @@ def produce(
             run.run()
     finally:
         producer.close(timeout=0)
+    if fmt == OutputFormat.TABLE:  # a picture for a person; json and jsonl stay as they are
+        reporter.histogram(run.histogram)
     render_object(run.summary(config, record_size).as_dict(), fmt, title=f"kctl perf produce {topic}")
     failures = run.failure_message()
     if run.interrupted:

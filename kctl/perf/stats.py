@@ -111,6 +111,12 @@ class LatencyHistogram:
     def mean(self) -> float | None:
         return self.total / self.count if self.count else None
 
+    def buckets(self) -> list[tuple[int, int, int]]:
+        """The non-empty buckets as (low, high, count): values in ``[low, high)`` microseconds."""
+        with self._lock:
+            counts = list(self._counts)
+        return [(*_bucket_range(index), n) for index, n in enumerate(counts) if n]
+
     def percentile(self, percent: float) -> float | None:
         """The value below which `percent` % of the recorded values lie (None when empty)."""
         with self._lock:

@@ -24,6 +24,7 @@ from raw_kafka import running_broker, unique
 from kctl.client import AdminClient, NewTopic, TopicPartition
 from kctl.client.consumer import Consumer
 from kctl.commands.perf import interval_line
+from kctl.perf.charts import latency_histogram, sparkline
 from kctl.perf.stats import BUCKETS, LatencyHistogram, Sampler, _bucket_index, _bucket_range
 from kctl.perf.stats import Interval as IntervalFigures
 from kctl.perf.workload import TokenBucket, Warmup, make_keys, make_payload, parse_duration, parse_warmup
@@ -180,6 +181,32 @@ def test_parse_warmup_and_payloads() -> None:
     assert make_keys(100, 8)[99] == b"00000099"
     with pytest.raises(ValueError):
         make_keys(1000, 2)
+
+
+def test_sparkline_scales_to_the_largest_value() -> None:
+    assert sparkline([]) == ""
+    assert sparkline([0, 0, 0]) == "▁▁▁"
+    assert sparkline([0, 1, 2, 3, 4, 5, 6, 7]) == "▁▂▃▄▅▆▇█"
+    assert sparkline([5, 10]) == "▅█"
+    assert sparkline([1000, 1, 2, 3, 4], width=4) == "▃▅▆█"  # the last 4 only, scaled to theirs
+
+
+def test_latency_histogram_rows_add_up() -> None:
+    histogram = LatencyHistogram()
+    assert latency_histogram(histogram) == []
+    for value_us, weight in ((500, 70), (2_000, 20), (40_000, 9), (900_000, 1)):
+        histogram.record(value_us, weight)
+    lines = latency_histogram(histogram, rows=6, width=20)
+    assert lines[0] == "latency histogram (ms), 100 records"
+    rows = lines[1:]
+    assert len(rows) == 6
+    counts = [int(row.split()[-2].replace(",", "")) for row in rows]
+    assert sum(counts) == 100 and counts[0] == 70 and counts[-1] == 1
+    assert rows[-1].endswith("100.00%")
+    bars = [row.split("│")[1].rstrip("0123456789,.% ") for row in rows]
+    assert bars[0] == "█" * 20  # the fullest range fills the width
+    assert len(bars[1].strip()) < len(bars[0])  # the others in proportion
+    assert rows[0].lstrip().startswith("0.50-")  # from the smallest latency, in ms
 
 
 def test_interval_line() -> None:
@@ -385,17 +412,16 @@ def test_ctrl_c_prints_the_summary_so_far_and_exits_130(shared: BrokerProcess) -
     assert end_offsets(shared.bootstrap, topic) >= document["records"]
 
 
-def test_live_display_on_a_terminal_keeps_stdout_clean(shared: BrokerProcess) -> None:
-    topic = unique("tty")
+def _on_a_terminal(args: list[str]) -> tuple[int, bytes, str]:
+    """`kctl ARGS` with stderr on a pseudo-terminal: exit status, stdout, what the terminal showed."""
     master, slave = pty.openpty()
     environment = {k: v for k, v in os.environ.items() if k not in ("KCTL_BOOTSTRAP_SERVER", "NO_COLOR")}
     process = subprocess.Popen(
-        [sys.executable, "-m", "kctl", "perf", "produce", topic, "-n", "3000", "-t", "3000", "-i", "500ms",
-         "-f", "json", "-b", shared.bootstrap],
+        [sys.executable, "-m", "kctl", *args],
         stdout=subprocess.PIPE,
         stderr=slave,
         env={**environment, "COLUMNS": "160", "TERM": "xterm"},
-    )  # fmt: skip
+    )
     os.close(slave)
     terminal = b""
     with selectors.DefaultSelector() as selector:
@@ -416,13 +442,34 @@ def test_live_display_on_a_terminal_keeps_stdout_clean(shared: BrokerProcess) ->
     os.close(master)
     assert process.stdout is not None
     stdout = process.stdout.read()
-    assert process.wait(timeout=30) == 0
+    return process.wait(timeout=30), stdout, terminal.decode("utf-8", "replace")
+
+
+def test_live_display_on_a_terminal_keeps_stdout_clean(shared: BrokerProcess) -> None:
+    topic = unique("tty")
+    args = ["perf", "produce", topic, "-n", "3000", "-t", "3000", "-i", "500ms", "-f", "json"]
+    status, stdout, text = _on_a_terminal([*args, "-b", shared.bootstrap])
+    assert status == 0
     document = json.loads(stdout)
     assert document["records"] == 3000
-    text = terminal.decode("utf-8", "replace")
     assert f"produce {topic}" in text  # the live display's description
     assert "rec/s" in text  # its running figures
+    assert any(block in text for block in "▂▃▄▅▆▇█")  # with their sparkline
     assert "records/s (" in text  # and the interval lines printed above it
+    assert "latency histogram" not in text  # json: the run prints nothing more than before
+
+
+def test_a_table_run_on_a_terminal_ends_with_a_latency_histogram(shared: BrokerProcess) -> None:
+    topic = unique("tty-hist")
+    status, stdout, text = _on_a_terminal(
+        ["perf", "produce", topic, "-n", "2000", "-t", "2000", "-f", "table", "-b", shared.bootstrap]
+    )
+    assert status == 0 and b"records" in stdout
+    assert "latency histogram (ms), 2,000 records" in text, text[-2000:]
+    rows = [line for line in text.splitlines() if "│" in line and "%" in line]
+    assert 2 <= len(rows) <= 12
+    assert rows[-1].rstrip().endswith("100.00%")
+    assert sum(int(row.split()[-2].replace(",", "")) for row in rows) == 2000
 
 
 # -- exit codes --------------------------------------------------------------------------------------
