@@ -587,7 +587,7 @@ class Broker:
             config["log.flush.offset.checkpoint.interval.ms"], "checkpoint", lambda: self.logs.checkpoint()
         )
         self._every(
-            config["offsets.retention.check.interval.ms"], "offset-expiry", self.groups.expire_offsets
+            config["offsets.retention.check.interval.ms"], "offset-expiry", self.groups.offsets.expire_offsets
         )
         self._every(
             config["producer.id.expiration.check.interval.ms"], "producer-expiry", self._expire_producers

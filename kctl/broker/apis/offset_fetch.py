@@ -43,7 +43,7 @@ def _fetch(
             broker, context, AclOperation.DESCRIBE, AclResourceType.GROUP, group_id
         ):
             raise ApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED, "DESCRIBE on the group denied")
-        found = broker.groups.fetch_offsets(group_id, wanted)
+        found = broker.groups.offsets.fetch_offsets(group_id, wanted)
     except ApiError as error:
         found = {tp: None for tp in wanted or []}
         by_topic: dict[str, list[tuple[int, Any]]] = {}

@@ -1,6 +1,7 @@
 """The GroupCoordinator: the classic consumer-group protocol (JoinGroup, SyncGroup, Heartbeat,
-LeaveGroup, static membership) and committed offsets (OffsetCommit/Fetch/Delete, DeleteGroups),
-for the groups whose ``__consumer_offsets`` partition this broker leads.
+LeaveGroup, static membership) and DeleteGroups, for the groups whose ``__consumer_offsets`` partition
+this broker leads; their committed offsets are its collaborator ``offsets``
+(:class:`kctl.broker.group.offsets.GroupOffsets`).
 
 Every committed offset and every group generation is written to ``__consumer_offsets`` and
 acknowledged only once written (offset commits: once replicated to the ISR, ``wait_replicated``);
@@ -19,19 +20,17 @@ from typing import TYPE_CHECKING, Protocol
 
 from kctl.broker.errors import ApiError
 from kctl.broker.group.membership import Group, GroupState, JoinResult, Member, SyncResult
+from kctl.broker.group.offsets import GroupOffsets
 from kctl.broker.group.records import (
     GroupKey,
     GroupValue,
     MemberValue,
     OffsetKey,
-    OffsetValue,
     decode_group_value,
     decode_key,
-    decode_offset_value,
     encode_group_key,
     encode_group_value,
     encode_offset_key,
-    encode_offset_value,
     partition_for_group,
 )
 from kctl.log.naming import TopicPartition
@@ -85,6 +84,8 @@ class GroupCoordinator:
         self.groups: dict[str, Group] = {}
         self.loaded: set[int] = set()  # __consumer_offsets partitions loaded and owned
         self.loading: set[int] = set()
+        self.offsets = GroupOffsets(self)
+        """The groups' committed offsets (OffsetCommit, OffsetFetch, OffsetDelete, expiry)."""
 
     # -- ownership and loading -----------------------------------------------------------------
     def partition_of(self, group_id: str) -> int:
@@ -155,12 +156,7 @@ class GroupCoordinator:
         try:
             parsed = decode_key(key)
             if isinstance(parsed, OffsetKey):
-                group = self.groups.setdefault(parsed.group, Group(parsed.group))
-                tp = (parsed.topic, parsed.partition)
-                if value is None:
-                    group.offsets.pop(tp, None)
-                else:
-                    group.offsets[tp] = decode_offset_value(value)
+                self.offsets.apply_record(parsed, value)
                 return
             if value is None:
                 self.groups.pop(parsed.group, None)
@@ -219,7 +215,7 @@ class GroupCoordinator:
             return ErrorCode.NOT_COORDINATOR
         return ErrorCode.COORDINATOR_NOT_AVAILABLE if code != ErrorCode.NONE else ErrorCode.NONE
 
-    def _write(self, group_id: str, records: Iterable[tuple[bytes, bytes | None]]) -> None:
+    def write(self, group_id: str, records: Iterable[tuple[bytes, bytes | None]]) -> None:
         """Append records to the group's __consumer_offsets partition (raises ApiError)."""
         builder = RecordBatchBuilder()
         now = self.broker.clock.time_ms()
@@ -366,7 +362,7 @@ class GroupCoordinator:
             group.protocol_name = None
             group.leader_id = None
             with contextlib.suppress(ApiError):
-                self._write(group.group_id, [self._group_record(group)])
+                self.write(group.group_id, [self._group_record(group)])
             return
         group.generation_id += 1
         group.protocol_name = group.select_protocol()
@@ -539,7 +535,7 @@ class GroupCoordinator:
         self._schedule_expiry(group, old)
         if group.state == GroupState.STABLE and not changed:
             try:
-                self._write(group.group_id, [self._group_record(group)])
+                self.write(group.group_id, [self._group_record(group)])
             except ApiError as error:
                 return JoinResult(error.code, member_id=new_id)
             result = self._current_join_result(group, old)
@@ -558,7 +554,7 @@ class GroupCoordinator:
             self._prepare_rebalance(group, f"static member {instance_id} rejoined")
         return await future
 
-    def _member(
+    def current_member(
         self, group_id: str, member_id: str, instance_id: str | None, generation: int
     ) -> tuple[Group, Member]:
         group = self.groups.get(group_id)
@@ -578,7 +574,9 @@ class GroupCoordinator:
     async def sync_group(self, request: SyncGroupRequest, version: int) -> SyncResult:
         self.check_owner(request.group_id)
         instance_id = request.group_instance_id if version >= 3 else None
-        group, member = self._member(request.group_id, request.member_id, instance_id, request.generation_id)
+        group, member = self.current_member(
+            request.group_id, request.member_id, instance_id, request.generation_id
+        )
         if version >= 5 and (
             (request.protocol_type is not None and request.protocol_type != group.protocol_type)
             or (request.protocol_name is not None and request.protocol_name != group.protocol_name)
@@ -598,7 +596,7 @@ class GroupCoordinator:
             for each in group.members.values():
                 each.assignment = assignments.get(each.member_id, b"")
             try:
-                self._write(group.group_id, [self._group_record(group)])
+                self.write(group.group_id, [self._group_record(group)])
             except ApiError as error:
                 for each in group.members.values():
                     each.assignment = b""
@@ -621,7 +619,9 @@ class GroupCoordinator:
         group = self.groups.get(request.group_id)
         if group is not None and group.state == GroupState.EMPTY:
             raise ApiError(ErrorCode.UNKNOWN_MEMBER_ID)
-        group, member = self._member(request.group_id, request.member_id, instance_id, request.generation_id)
+        group, member = self.current_member(
+            request.group_id, request.member_id, instance_id, request.generation_id
+        )
         self._schedule_expiry(group, member)
         if group.state == GroupState.PREPARING_REBALANCE:
             return ErrorCode.REBALANCE_IN_PROGRESS
@@ -656,109 +656,6 @@ class GroupCoordinator:
             self._after_membership_change(group)
         return codes
 
-    # -- offsets -------------------------------------------------------------------------------
-    def commit_offsets(
-        self,
-        group_id: str,
-        member_id: str,
-        instance_id: str | None,
-        generation: int,
-        offsets: dict[tuple[str, int], OffsetValue],
-    ) -> dict[tuple[str, int], int]:
-        self.check_owner(group_id)
-        group = self.groups.get(group_id)
-        if generation < 0 and not member_id:
-            if group is not None and group.members:
-                raise ApiError(ErrorCode.UNKNOWN_MEMBER_ID, "the group has active members")
-        else:
-            group, _member = self._member(group_id, member_id, instance_id, generation)
-            if group.state == GroupState.COMPLETING_REBALANCE:
-                raise ApiError(ErrorCode.REBALANCE_IN_PROGRESS)
-        results: dict[tuple[str, int], int] = {}
-        records = []
-        for tp, value in offsets.items():
-            record = self.broker.metadata.topic(tp[0])
-            if record is None or tp[1] not in record.assignment:
-                results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif len(value.metadata.encode()) > self.max_metadata_size:
-                results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-            else:
-                records.append(
-                    (encode_offset_key(OffsetKey(group_id, tp[0], tp[1])), encode_offset_value(value))
-                )
-                results[tp] = ErrorCode.NONE
-        if records:
-            self._write(group_id, records)
-            if group is None:
-                group = self.groups[group_id] = Group(group_id, state_timestamp=self.broker.clock.time_ms())
-            for tp, code in results.items():
-                if code == ErrorCode.NONE:
-                    group.offsets[tp] = offsets[tp]
-        return results
-
-    def fetch_offsets(
-        self, group_id: str, partitions: list[tuple[str, int]] | None
-    ) -> dict[tuple[str, int], OffsetValue | None]:
-        self.check_owner(group_id)
-        group = self.groups.get(group_id)
-        stored = group.offsets if group is not None else {}
-        if partitions is None:
-            return dict(sorted(stored.items()))
-        return {tp: stored.get(tp) for tp in partitions}
-
-    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        self.check_owner(group_id)
-        group = self.groups.get(group_id)
-        if group is None:
-            raise ApiError(ErrorCode.GROUP_ID_NOT_FOUND)
-        subscribed = self._subscribed_topics(group)
-        results: dict[tuple[str, int], int] = {}
-        records = []
-        for tp in partitions:
-            if tp[0] in subscribed:
-                results[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
-                continue
-            results[tp] = ErrorCode.NONE
-            if tp in group.offsets:
-                records.append((encode_offset_key(OffsetKey(group_id, tp[0], tp[1])), None))
-        self._write(group_id, records)
-        for tp, code in results.items():
-            if code == ErrorCode.NONE:
-                group.offsets.pop(tp, None)
-        return results
-
-    @staticmethod
-    def _subscribed_topics(group: Group) -> set[str]:
-        """Topics the members' consumer-protocol subscriptions name (best effort)."""
-        from kctl.broker.group.consumer_protocol import subscription_topics
-
-        topics: set[str] = set()
-        if group.protocol_type == "consumer" and group.state != GroupState.EMPTY:
-            for member in group.members.values():
-                topics |= subscription_topics(member.metadata_for(group.protocol_name or ""))
-        return topics
-
-    def expire_offsets(self) -> int:
-        """Drop the offsets of groups that have been empty longer than offsets.retention.minutes."""
-        now = self.broker.clock.time_ms()
-        expired = 0
-        for group_id, group in list(self.groups.items()):
-            if self.partition_of(group_id) not in self.loaded or group.members:
-                continue
-            last = max([group.state_timestamp, *(v.commit_timestamp for v in group.offsets.values())])
-            if now - last < self.retention_ms:
-                continue
-            records = [(encode_offset_key(OffsetKey(group_id, t, p)), None) for (t, p) in group.offsets]
-            records.append((encode_group_key(GroupKey(group_id)), None))
-            try:
-                self._write(group_id, records)
-            except ApiError:
-                continue
-            expired += len(group.offsets)
-            del self.groups[group_id]
-            log.info("expired the offsets of empty group %s", group_id)
-        return expired
-
     # -- groups --------------------------------------------------------------------------------
     def list_groups(self, states: set[str] | None = None) -> list[Group]:
         return [
@@ -780,7 +677,7 @@ class GroupCoordinator:
             return ErrorCode.NON_EMPTY_GROUP
         records = [(encode_offset_key(OffsetKey(group_id, t, p)), None) for (t, p) in group.offsets]
         records.append((encode_group_key(GroupKey(group_id)), None))
-        self._write(group_id, records)
+        self.write(group_id, records)
         group.state = GroupState.DEAD
         del self.groups[group_id]
         return ErrorCode.NONE
