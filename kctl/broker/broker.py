@@ -140,6 +140,7 @@ class Broker:
             )
             self.producer_ids = ProducerIdManager(self.broker_id, metadata_dir)
             self.groups = GroupCoordinator(self)
+            self.replicas.on_marker = self.groups.offsets.on_txn_marker
             self.security = BrokerSecurity(
                 config.effective_properties(),  # the dynamic listener TLS material too
                 config.values,

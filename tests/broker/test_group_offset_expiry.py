@@ -19,8 +19,9 @@ class RecordingReplicas:
         self.appended: list[tuple[object, bytes]] = []
         self.partitions: dict[object, object] = {}
 
-    def append(self, tp: object, records: bytes) -> None:
+    def append(self, tp: object, records: bytes, **_options: object) -> SimpleNamespace:
         self.appended.append((tp, records))
+        return SimpleNamespace(first_offset=len(self.appended) - 1)  # the AppendInfo the coordinator reads
 
 
 def coordinator(clock: ManualClock) -> tuple[GroupCoordinator, RecordingReplicas]:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from kctl.broker.errors import ApiError
 from kctl.broker.group.membership import Group, GroupState, JoinResult, Member, SyncResult
-from kctl.broker.group.offsets import GroupOffsets
+from kctl.broker.group.offsets import OFFSETS_TOPIC, GroupOffsets
 from kctl.broker.group.records import (
     GroupKey,
     GroupValue,
@@ -36,6 +36,7 @@ from kctl.broker.group.records import (
 from kctl.log.naming import TopicPartition
 from kctl.protocol.errors import ErrorCode
 from kctl.records.builder import RecordBatchBuilder
+from kctl.records.header import BatchHeader
 from kctl.records.reader import iter_batches
 
 if TYPE_CHECKING:
@@ -49,7 +50,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kctl.broker.group")
 
-OFFSETS_TOPIC = "__consumer_offsets"
 SKIP_ASSIGNMENT_VERSION = 9
 READ_CHUNK = 4 * 1024 * 1024
 OFFSET_COMMIT_TIMEOUT = 5.0  # Kafka's offsets.commit.timeout.ms
@@ -117,8 +117,10 @@ class GroupCoordinator:
         for partition in (self.loaded | self.loading) - led:
             self.loaded.discard(partition)
             self.loading.discard(partition)
-            for group_id in [g for g in self.groups if self.partition_of(g) == partition]:
+            dropped = [g for g in self.groups if self.partition_of(g) == partition]
+            for group_id in dropped:
                 self._unload(self.groups.pop(group_id))
+            self.offsets.forget_groups(dropped)
 
     async def _load(self, partition: int) -> None:
         try:
@@ -131,10 +133,14 @@ class GroupCoordinator:
                 data = plog.read_bytes(offset, READ_CHUNK)
                 last = offset
                 for batch in iter_batches(data, verify_crc=False):
-                    for record in batch.records:
-                        self._apply(record.key, record.value)
-                        count += 1
-                    last = batch.header.next_offset
+                    header = batch.header
+                    if header.is_control:  # a marker completes its producer's offset commits
+                        self.offsets.apply_marker(partition, header.producer_id, batch.records)
+                    else:
+                        for record in batch.records:
+                            self._apply(record.key, record.value, header)
+                            count += 1
+                    last = header.next_offset
                 if last == offset:
                     break
                 offset = last
@@ -150,13 +156,14 @@ class GroupCoordinator:
         finally:
             self.loading.discard(partition)
 
-    def _apply(self, key: bytes | None, value: bytes | None) -> None:
+    def _apply(self, key: bytes | None, value: bytes | None, header: BatchHeader) -> None:
         if key is None:
             return
         try:
             parsed = decode_key(key)
             if isinstance(parsed, OffsetKey):
-                self.offsets.apply_record(parsed, value)
+                producer_id = header.producer_id if header.is_transactional else None
+                self.offsets.apply_record(parsed, value, header.base_offset, producer_id)
                 return
             if value is None:
                 self.groups.pop(parsed.group, None)
@@ -215,20 +222,37 @@ class GroupCoordinator:
             return ErrorCode.NOT_COORDINATOR
         return ErrorCode.COORDINATOR_NOT_AVAILABLE if code != ErrorCode.NONE else ErrorCode.NONE
 
-    def write(self, group_id: str, records: Iterable[tuple[bytes, bytes | None]]) -> None:
-        """Append records to the group's __consumer_offsets partition (raises ApiError)."""
-        builder = RecordBatchBuilder()
+    def write(
+        self,
+        group_id: str,
+        records: Iterable[tuple[bytes, bytes | None]],
+        *,
+        producer: tuple[int, int] | None = None,
+    ) -> int:
+        """Append records to the group's __consumer_offsets partition; the offset of the batch, -1
+        when there was nothing to write. ``producer`` (id, epoch): a transactional batch of that
+        producer (TxnOffsetCommit), its epoch checked by the log. Raises ApiError:
+        INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, else COORDINATOR_NOT_AVAILABLE."""
+        if producer is None:
+            builder = RecordBatchBuilder()
+        else:
+            builder = RecordBatchBuilder(
+                producer_id=producer[0], producer_epoch=producer[1], base_sequence=0, is_transactional=True
+            )
         now = self.broker.clock.time_ms()
         for key, value in records:
             builder.append(now, key, value)
         if not len(builder):
-            return
+            return -1
         tp = TopicPartition(OFFSETS_TOPIC, self.partition_of(group_id))
         try:
-            self.broker.replicas.append(tp, builder.build())
+            info = self.broker.replicas.append(tp, builder.build(), from_coordinator=producer is not None)
         except ApiError as error:
+            if error.code in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.INVALID_TXN_STATE):
+                raise
             log.error("cannot write to %s: %s", tp, error.message)
             raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, error.message) from None
+        return info.first_offset
 
     def _group_record(self, group: Group) -> tuple[bytes, bytes | None]:
         value = GroupValue(

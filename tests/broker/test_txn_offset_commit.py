@@ -1,0 +1,381 @@
+"""Transactional offset commits (TxnOffsetCommit, KIP-98 / KIP-447) on real broker processes, driven
+with raw requests as the transaction coordinator and a transactional producer would send them: the
+offsets are pending (OffsetFetch answers the last committed value, require_stable answers
+UNSTABLE_OFFSET_COMMIT) until the producer's COMMIT marker on the group's ``__consumer_offsets``
+partition (WriteTxnMarkers), and never visible after an ABORT; a plain OffsetCommit written while the
+transaction is open wins over it, one written before does not (Kafka's rule); a SIGKILL with a commit
+pending leaves it pending after the reload, and the marker then commits it; the group metadata of v3+
+fences a stale generation, an unknown member and a fenced static member; an older producer epoch is
+INVALID_PRODUCER_EPOCH."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from group_clients import BROKER_PROPERTIES
+from raw_kafka import RawConnection, create_topic, running_broker, unique
+
+import kctl.protocol as kp
+from kctl.broker.group.records import partition_for_group
+from kctl.localcluster.broker import BrokerProcess
+from kctl.protocol.errors import ErrorCode
+from kctl.protocol.messages.find_coordinator import FindCoordinatorRequest
+from kctl.protocol.messages.init_producer_id import InitProducerIdRequest
+from kctl.protocol.messages.join_group import JoinGroupRequest, JoinGroupRequestProtocol
+from kctl.protocol.messages.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+)
+from kctl.protocol.messages.offset_fetch import (
+    OffsetFetchRequest,
+    OffsetFetchRequestGroup,
+    OffsetFetchRequestTopics,
+)
+from kctl.protocol.messages.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
+from kctl.protocol.messages.txn_offset_commit import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitRequestPartition,
+    TxnOffsetCommitRequestTopic,
+)
+from kctl.protocol.messages.write_txn_markers import (
+    WritableTxnMarker,
+    WritableTxnMarkerTopic,
+    WriteTxnMarkersRequest,
+)
+from kctl.testing import wait_for
+
+pytestmark = pytest.mark.timeout(120)
+
+OFFSETS_PARTITIONS = int(BROKER_PROPERTIES["offsets.topic.num.partitions"])
+UNSTABLE = ErrorCode.UNSTABLE_OFFSET_COMMIT
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    with running_broker(tmp_path_factory, BROKER_PROPERTIES, "txn-offsets") as process:
+        yield process
+
+
+@pytest.fixture
+def own_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    """A broker of the test's own, for the tests that kill it."""
+    process = BrokerProcess(tmp_path / "data", BROKER_PROPERTIES).start()
+    yield process
+    process.stop()
+
+
+# ------------------------------------------------------------------------------------------- requests
+
+
+def coordinator_ready(conn: RawConnection, group: str) -> None:
+    """FindCoordinator (creating __consumer_offsets) until the broker answers for ``group`` and has
+    loaded its partition (OffsetFetch answers it)."""
+    wait_for(
+        lambda: (
+            conn.request(kp.ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(key=group)).error_code == 0
+        ),
+        f"the coordinator of {group}",
+        30,
+    )
+    wait_for(lambda: fetch(conn, group, "-", [0])[0] == ErrorCode.NONE, "the group's partition loaded", 30)
+
+
+def producer_id(conn: RawConnection) -> int:
+    response = conn.request(
+        kp.ApiKey.INIT_PRODUCER_ID,
+        4,
+        InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000),
+    )
+    assert response.error_code == 0, response
+    return int(response.producer_id)
+
+
+def txn_commit(
+    conn: RawConnection,
+    group: str,
+    pid: int,
+    topic: str,
+    offsets: dict[int, int],
+    *,
+    epoch: int = 0,
+    version: int = 3,
+    generation: int = -1,
+    member_id: str = "",
+    instance_id: str | None = None,
+) -> dict[int, int]:
+    """TxnOffsetCommit of ``offsets`` (partition -> offset); partition -> error code."""
+    body = TxnOffsetCommitRequest(
+        transactional_id=f"txn-{pid}",
+        group_id=group,
+        producer_id=pid,
+        producer_epoch=epoch,
+        generation_id=generation,
+        member_id=member_id,
+        group_instance_id=instance_id,
+        topics=[
+            TxnOffsetCommitRequestTopic(
+                name=topic,
+                partitions=[
+                    TxnOffsetCommitRequestPartition(
+                        partition_index=p, committed_offset=o, committed_metadata="m"
+                    )
+                    for p, o in offsets.items()
+                ],
+            )
+        ],
+    )
+    [answer] = conn.request(kp.ApiKey.TXN_OFFSET_COMMIT, version, body).topics
+    assert answer.name == topic
+    return {p.partition_index: p.error_code for p in answer.partitions}
+
+
+def plain_commit(conn: RawConnection, group: str, topic: str, offsets: dict[int, int]) -> None:
+    """OffsetCommit v8 as a simple consumer (no member, generation -1)."""
+    body = OffsetCommitRequest(
+        group_id=group,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        topics=[
+            OffsetCommitRequestTopic(
+                name=topic,
+                partitions=[
+                    OffsetCommitRequestPartition(partition_index=p, committed_offset=o, committed_metadata="")
+                    for p, o in offsets.items()
+                ],
+            )
+        ],
+    )
+    [answer] = conn.request(kp.ApiKey.OFFSET_COMMIT, 8, body).topics
+    assert [p.error_code for p in answer.partitions] == [0] * len(offsets)
+
+
+def fetch(
+    conn: RawConnection,
+    group: str,
+    topic: str,
+    partitions: list[int],
+    *,
+    stable: bool = False,
+    version: int = 8,
+) -> tuple[int, dict[int, tuple[int, int]]]:
+    """OffsetFetch (v8 batched, or v7); (group error, partition -> (committed offset, error code))."""
+    if version >= 8:
+        body = OffsetFetchRequest(
+            groups=[
+                OffsetFetchRequestGroup(
+                    group_id=group,
+                    topics=[OffsetFetchRequestTopics(name=topic, partition_indexes=partitions)],
+                )
+            ],
+            require_stable=stable,
+        )
+        [answer] = conn.request(kp.ApiKey.OFFSET_FETCH, version, body).groups
+    else:
+        from kctl.protocol.messages.offset_fetch import OffsetFetchRequestTopic
+
+        body = OffsetFetchRequest(
+            group_id=group,
+            topics=[OffsetFetchRequestTopic(name=topic, partition_indexes=partitions)],
+            require_stable=stable,
+        )
+        answer = conn.request(kp.ApiKey.OFFSET_FETCH, version, body)
+    return answer.error_code, {
+        p.partition_index: (p.committed_offset, p.error_code) for t in answer.topics for p in t.partitions
+    }
+
+
+def marker(conn: RawConnection, pid: int, group: str, *, commit: bool, epoch: int = 0) -> int:
+    """WriteTxnMarkers of ``pid``'s COMMIT or ABORT to ``group``'s __consumer_offsets partition (as the
+    transaction coordinator sends it); the partition's error code."""
+    request = WriteTxnMarkersRequest(
+        markers=[
+            WritableTxnMarker(
+                producer_id=pid,
+                producer_epoch=epoch,
+                transaction_result=commit,
+                topics=[
+                    WritableTxnMarkerTopic(
+                        name="__consumer_offsets",
+                        partition_indexes=[partition_for_group(group, OFFSETS_PARTITIONS)],
+                    )
+                ],
+                coordinator_epoch=0,
+            )
+        ]
+    )
+    [result] = conn.request(kp.ApiKey.WRITE_TXN_MARKERS, 1, request).markers
+    [topic] = result.topics
+    [part] = topic.partitions
+    return int(part.error_code)
+
+
+def join(conn: RawConnection, group: str, instance_id: str | None = None) -> tuple[str, int]:
+    """The only member of ``group`` (JoinGroup v5, MEMBER_ID_REQUIRED first unless static, then
+    SyncGroup as leader): (member id, generation)."""
+
+    def join_once(member_id: str) -> Any:
+        body = JoinGroupRequest(
+            group_id=group,
+            session_timeout_ms=30000,
+            rebalance_timeout_ms=30000,
+            member_id=member_id,
+            group_instance_id=instance_id,
+            protocol_type="consumer",
+            protocols=[
+                JoinGroupRequestProtocol(name="range", metadata=b"\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff")
+            ],
+        )
+        return conn.request(kp.ApiKey.JOIN_GROUP, 5, body)
+
+    response = join_once("")
+    if response.error_code == ErrorCode.MEMBER_ID_REQUIRED:
+        response = join_once(response.member_id)
+    assert response.error_code == 0, response
+    member_id, generation = response.member_id, response.generation_id
+    sync = SyncGroupRequest(
+        group_id=group,
+        generation_id=generation,
+        member_id=member_id,
+        group_instance_id=instance_id,
+        protocol_type="consumer",
+        protocol_name="range",
+        assignments=[SyncGroupRequestAssignment(member_id=member_id, assignment=b"")],
+    )
+    assert conn.request(kp.ApiKey.SYNC_GROUP, 5, sync).error_code == 0
+    return member_id, generation
+
+
+def setup(broker: BrokerProcess, partitions: int = 2) -> tuple[RawConnection, str, str, int]:
+    """A connection, a new topic, a new group whose coordinator is ready, a new producer id."""
+    conn = RawConnection(broker.bootstrap)
+    topic, group = unique("txn-offsets"), unique("g")
+    assert create_topic(broker.bootstrap, topic, partitions) == 0
+    coordinator_ready(conn, group)
+    return conn, topic, group, producer_id(conn)
+
+
+# ---------------------------------------------------------------------------------------------- tests
+
+
+def test_txn_offsets_are_visible_only_after_the_commit_marker(broker: BrokerProcess) -> None:
+    conn, topic, group, pid = setup(broker)
+    with conn:
+        assert txn_commit(conn, group, pid, topic, {0: 5, 1: 6}) == {0: 0, 1: 0}
+        assert fetch(conn, group, topic, [0, 1]) == (0, {0: (-1, 0), 1: (-1, 0)})
+        assert fetch(conn, group, topic, [0, 1], stable=True) == (0, {0: (-1, UNSTABLE), 1: (-1, UNSTABLE)})
+        assert fetch(conn, group, topic, [0], stable=True, version=7) == (0, {0: (-1, UNSTABLE)})
+        assert marker(conn, pid, group, commit=True) == 0
+        assert fetch(conn, group, topic, [0, 1]) == (0, {0: (5, 0), 1: (6, 0)})
+        assert fetch(conn, group, topic, [0, 1], stable=True) == (0, {0: (5, 0), 1: (6, 0)})
+
+
+def test_aborted_txn_offsets_are_never_visible(broker: BrokerProcess) -> None:
+    conn, topic, group, pid = setup(broker)
+    with conn:
+        plain_commit(conn, group, topic, {0: 3})
+        assert txn_commit(conn, group, pid, topic, {0: 7}) == {0: 0}
+        assert fetch(conn, group, topic, [0]) == (0, {0: (3, 0)})
+        assert fetch(conn, group, topic, [0], stable=True) == (0, {0: (-1, UNSTABLE)})
+        assert marker(conn, pid, group, commit=False) == 0
+        assert fetch(conn, group, topic, [0], stable=True) == (0, {0: (3, 0)})
+
+
+def test_a_plain_commit_written_after_the_txn_commit_wins_one_written_before_does_not(
+    broker: BrokerProcess,
+) -> None:
+    conn, topic, group, pid = setup(broker)
+    with conn:
+        plain_commit(conn, group, topic, {1: 1})  # before the transactional commit: replaced by it
+        assert txn_commit(conn, group, pid, topic, {0: 10, 1: 11}) == {0: 0, 1: 0}
+        plain_commit(conn, group, topic, {0: 20})  # after it, before the marker: accepted, and wins
+        assert fetch(conn, group, topic, [0, 1]) == (0, {0: (20, 0), 1: (1, 0)})
+        assert fetch(conn, group, topic, [0], stable=True) == (0, {0: (-1, UNSTABLE)})
+        assert marker(conn, pid, group, commit=True) == 0
+        assert fetch(conn, group, topic, [0, 1], stable=True) == (0, {0: (20, 0), 1: (11, 0)})
+
+
+def test_group_metadata_fences_stale_generations_unknown_and_fenced_members(broker: BrokerProcess) -> None:
+    conn, topic, group, pid = setup(broker)
+    with conn:
+        member_id, generation = join(conn, group)
+        assert txn_commit(
+            conn, group, pid, topic, {0: 1}, generation=generation + 1, member_id=member_id
+        ) == {0: ErrorCode.ILLEGAL_GENERATION}
+        assert txn_commit(conn, group, pid, topic, {0: 1}, generation=generation, member_id="nobody") == {
+            0: ErrorCode.UNKNOWN_MEMBER_ID
+        }
+        assert fetch(conn, group, topic, [0], stable=True) == (0, {0: (-1, 0)})  # nothing pending
+        assert txn_commit(conn, group, pid, topic, {0: 2}, generation=generation, member_id=member_id) == {
+            0: 0
+        }
+        # v0-2 carry no group metadata: accepted whatever the group's state
+        assert txn_commit(conn, group, pid, topic, {1: 3}, version=2) == {1: 0}
+        assert marker(conn, pid, group, commit=True) == 0
+        assert fetch(conn, group, topic, [0, 1]) == (0, {0: (2, 0), 1: (3, 0)})
+
+    conn, topic, static_group, pid = setup(broker)
+    with conn:
+        member_id, generation = join(conn, static_group, instance_id="instance-1")
+        fenced = txn_commit(
+            conn,
+            static_group,
+            pid,
+            topic,
+            {0: 1},
+            generation=generation,
+            member_id="old",
+            instance_id="instance-1",
+        )
+        assert fenced == {0: ErrorCode.FENCED_INSTANCE_ID}
+        assert txn_commit(
+            conn,
+            static_group,
+            pid,
+            topic,
+            {0: 4},
+            generation=generation,
+            member_id=member_id,
+            instance_id="instance-1",
+        ) == {0: 0}
+
+
+def test_an_older_producer_epoch_and_unknown_partitions_are_refused(broker: BrokerProcess) -> None:
+    conn, topic, group, pid = setup(broker)
+    with conn:
+        assert txn_commit(conn, group, pid, topic, {0: 1}, epoch=1) == {0: 0}
+        assert txn_commit(conn, group, pid, topic, {0: 2}, epoch=0) == {0: ErrorCode.INVALID_PRODUCER_EPOCH}
+        assert txn_commit(conn, group, pid, topic, {0: 3, 7: 3}, epoch=1) == {
+            0: 0,
+            7: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        }
+        assert marker(conn, pid, group, commit=True, epoch=1) == 0
+        assert fetch(conn, group, topic, [0]) == (0, {0: (3, 0)})
+
+
+def test_a_pending_commit_survives_a_kill_then_the_marker_commits_it(own_broker: BrokerProcess) -> None:
+    conn, topic, group, pid = setup(own_broker)
+    with conn:
+        plain_commit(conn, group, topic, {0: 1})
+        assert txn_commit(conn, group, pid, topic, {0: 42}) == {0: 0}
+    own_broker.restart(clean=False)  # SIGKILL
+    with RawConnection(own_broker.bootstrap) as conn:
+        coordinator_ready(conn, group)
+        assert fetch(conn, group, topic, [0]) == (0, {0: (1, 0)})
+        assert fetch(conn, group, topic, [0], stable=True) == (0, {0: (-1, UNSTABLE)})
+        assert marker(conn, pid, group, commit=True) == 0
+        assert fetch(conn, group, topic, [0], stable=True) == (0, {0: (42, 0)})
+        assert txn_commit(conn, group, pid, topic, {0: 99}) == {0: 0}  # the producer's next transaction
+    own_broker.restart(clean=False)
+    with RawConnection(own_broker.bootstrap) as conn:
+        coordinator_ready(conn, group)
+        assert fetch(conn, group, topic, [0]) == (0, {0: (42, 0)})  # committed survives, next one pending
+        assert fetch(conn, group, topic, [0], stable=True) == (0, {0: (-1, UNSTABLE)})
+        assert marker(conn, pid, group, commit=False) == 0
+    own_broker.restart(clean=False)
+    with RawConnection(own_broker.bootstrap) as conn:
+        coordinator_ready(conn, group)
+        assert fetch(conn, group, topic, [0], stable=True) == (0, {0: (42, 0)})
