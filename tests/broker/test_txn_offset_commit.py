@@ -6,7 +6,8 @@ partition (WriteTxnMarkers), and never visible after an ABORT; a plain OffsetCom
 transaction is open wins over it, one written before does not (Kafka's rule); a SIGKILL with a commit
 pending leaves it pending after the reload, and the marker then commits it; the group metadata of v3+
 fences a stale generation, an unknown member and a fenced static member; an older producer epoch is
-INVALID_PRODUCER_EPOCH."""
+INVALID_PRODUCER_EPOCH; with the ACL authorizer, WRITE on the TransactionalId is checked first, then
+READ on the group, then READ on each topic."""
 
 from __future__ import annotations
 
@@ -379,3 +380,112 @@ def test_a_pending_commit_survives_a_kill_then_the_marker_commits_it(own_broker:
     with RawConnection(own_broker.bootstrap) as conn:
         coordinator_ready(conn, group)
         assert fetch(conn, group, topic, [0], stable=True) == (0, {0: (42, 0)})
+
+
+# ------------------------------------------------------------------------------------- authorization
+
+ADMIN_PASSWORD, ALICE_PASSWORD = "admin-secret", "alice-secret"
+
+
+def sasl(user: str, password: str) -> dict[str, str]:
+    return {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": user,
+        "sasl.password": password,
+    }
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """SASL_PLAINTEXT with PLAIN users admin (a super user) and alice, and the ACL authorizer; alice may
+    WRITE on the TransactionalId txn-ok, READ the group g-ok and READ the topic acl-ok."""
+    from kctl.client.admin import AdminClient, NewTopic
+    from kctl.client.admin.security import AclBinding
+    from kctl.protocol.acl_types import AclOperation, AclPermissionType, AclResourceType, PatternType
+
+    jaas = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="admin" password="{ADMIN_PASSWORD}" user_admin="{ADMIN_PASSWORD}" '
+        f'user_alice="{ALICE_PASSWORD}";'
+    )
+    properties = {
+        **BROKER_PROPERTIES,
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.jaas.config": jaas,
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:admin",
+    }
+    broker = BrokerProcess(tmp_path_factory.mktemp("txn-offsets-acl") / "data", properties).start()
+    try:
+        allow = AclPermissionType.ALLOW
+        with AdminClient(broker.bootstrap, sasl("admin", ADMIN_PASSWORD)) as admin:
+            admin.create_topics([NewTopic(name, 1, 1) for name in ("acl-ok", "acl-hidden")])
+            bindings = [
+                AclBinding(AclResourceType.TRANSACTIONAL_ID, "txn-ok", PatternType.LITERAL, "User:alice", "*",
+                           AclOperation.WRITE, allow),
+                AclBinding(AclResourceType.GROUP, "g-ok", PatternType.LITERAL, "User:alice", "*",
+                           AclOperation.READ, allow),
+                AclBinding(AclResourceType.TOPIC, "acl-ok", PatternType.LITERAL, "User:alice", "*",
+                           AclOperation.READ, allow),
+            ]  # fmt: skip
+            assert all(result.error_code == 0 for result in admin.create_acls(bindings))
+        yield broker
+    finally:
+        broker.stop()
+
+
+def test_authorization_in_kafkas_order(secured: BrokerProcess) -> None:
+    from kctl.client.config import ClientConfig
+    from kctl.client.connection import BrokerConnection, parse_address
+    from kctl.client.security import SecuritySettings
+
+    def connect(user: str, password: str) -> BrokerConnection:
+        security = SecuritySettings.from_config(ClientConfig.from_properties(sasl(user, password)))
+        return BrokerConnection(*parse_address(secured.bootstrap), security=security)
+
+    def commit(conn: BrokerConnection, transactional_id: str, group: str) -> dict[str, int]:
+        body = TxnOffsetCommitRequest(
+            transactional_id=transactional_id,
+            group_id=group,
+            producer_id=1000,
+            producer_epoch=0,
+            topics=[
+                TxnOffsetCommitRequestTopic(
+                    name=name,
+                    partitions=[
+                        TxnOffsetCommitRequestPartition(
+                            partition_index=0, committed_offset=1, committed_metadata=""
+                        )
+                    ],
+                )
+                for name in ("acl-ok", "acl-hidden")
+            ],
+        )
+        response = conn.request(kp.ApiKey.TXN_OFFSET_COMMIT, body, 3)
+        return {t.name: t.partitions[0].error_code for t in response.topics}
+
+    with connect("admin", ADMIN_PASSWORD) as admin:
+        wait_for(
+            lambda: (
+                admin.request(kp.ApiKey.FIND_COORDINATOR, FindCoordinatorRequest(key="g-ok"), 3).error_code
+                == 0
+            ),
+            "the coordinator of g-ok",
+            30,
+        )
+    with connect("alice", ALICE_PASSWORD) as conn:
+        denied = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        assert commit(conn, "txn-denied", "g-ok") == {"acl-ok": denied, "acl-hidden": denied}
+        denied = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        assert commit(conn, "txn-ok", "g-denied") == {"acl-ok": denied, "acl-hidden": denied}
+        wait_for(
+            lambda: commit(conn, "txn-ok", "g-ok")["acl-ok"] != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+            "the group's partition loaded",
+            30,
+        )
+        assert commit(conn, "txn-ok", "g-ok") == {
+            "acl-ok": ErrorCode.NONE,
+            "acl-hidden": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        }
