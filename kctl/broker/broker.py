@@ -143,6 +143,7 @@ class Broker:
             self.producer_ids = ProducerIdManager(self.broker_id, metadata_dir)
             self.groups = GroupCoordinator(self)
             self.transactions = TransactionCoordinator(self, self._channel_to)
+            self.replicas.on_marker = self.groups.offsets.on_txn_marker
             self.security = BrokerSecurity(
                 config.effective_properties(),  # the dynamic listener TLS material too
                 config.values,
@@ -594,7 +595,7 @@ class Broker:
             config["log.flush.offset.checkpoint.interval.ms"], "checkpoint", lambda: self.logs.checkpoint()
         )
         self._every(
-            config["offsets.retention.check.interval.ms"], "offset-expiry", self.groups.expire_offsets
+            config["offsets.retention.check.interval.ms"], "offset-expiry", self.groups.offsets.expire_offsets
         )
         self._every(
             config["producer.id.expiration.check.interval.ms"], "producer-expiry", self._expire_producers

@@ -107,6 +107,9 @@ class ReplicaManager:
         self._created: set[TopicPartition] = set()  # logs it created, not yet taken up by sync()
         self.after_background_create: Callable[[], None] = self.sync
         """Called once logs created by that task exist (the broker syncs its groups too)."""
+        self.on_marker: Callable[[TopicPartition, int, bool, int], None] | None = None
+        """Told of every marker appended here as leader: (partition, producer id, commit, marker
+        offset); the group coordinator completes the transactional offset commits it ends."""
 
     # -- roles ---------------------------------------------------------------------------------
     def sync(self) -> None:
@@ -319,7 +322,16 @@ class ReplicaManager:
         return partition
 
     # -- produce -------------------------------------------------------------------------------
-    def append(self, tp: TopicPartition, records: memoryview | bytes, *, acks: int = 1) -> AppendInfo:
+    def append(
+        self,
+        tp: TopicPartition,
+        records: memoryview | bytes,
+        *,
+        acks: int = 1,
+        from_coordinator: bool = False,
+    ) -> AppendInfo:
+        """Append batches as the leader (``from_coordinator``: the group coordinator's write for a
+        transactional producer, see :meth:`kctl.log.log.Log.append`)."""
         partition = self.leader_partition(tp)
         if acks == -1 and len(partition.isr) < partition.min_insync_replicas:
             raise ApiError(
@@ -328,7 +340,9 @@ class ReplicaManager:
                 f"{partition.min_insync_replicas}",
             )
         try:
-            info = partition.log.append(records, leader_epoch=partition.leader_epoch)
+            info = partition.log.append(
+                records, leader_epoch=partition.leader_epoch, from_coordinator=from_coordinator
+            )
         except RecordValidationError as error:
             code = ErrorCode.INVALID_TIMESTAMP if error.invalid_timestamp else ErrorCode.INVALID_RECORD
             raise RecordErrorsApiError(code, str(error), error.record_errors) from None
@@ -375,6 +389,8 @@ class ReplicaManager:
         if self.replicated:
             partition.maybe_advance_high_watermark()
         partition.notify_append()
+        if self.on_marker is not None:
+            self.on_marker(tp, producer_id, commit, info.first_offset)
         return info
 
     async def wait_for_replication(self, tp: TopicPartition, required_offset: int, timeout: float) -> int:

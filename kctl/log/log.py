@@ -262,6 +262,7 @@ class Log:
         *,
         leader_epoch: int | None = None,
         is_marker: bool = False,
+        from_coordinator: bool = False,
     ) -> AppendInfo:
         """Validate and append one or more whole batches as the leader (the producer path).
 
@@ -270,7 +271,9 @@ class Log:
         and an epoch larger than the cache's latest is recorded as starting at the first offset.
         Raises InvalidRecordBatch (corrupt or malformed; CORRUPT_MESSAGE), RecordBatchTooLargeError,
         ProducerStateError, or LogStorageError (nothing of this append is acknowledged, and none of it is
-        left in the file). ``is_marker``: a control batch from :meth:`append_control_marker`."""
+        left in the file). ``is_marker``: a control batch from :meth:`append_control_marker`;
+        ``from_coordinator``: a batch the group coordinator writes for a transactional producer (its
+        producer epoch is checked, its sequence is not)."""
         # patched in place: a writable view (a request frame the broker owns) is used as is
         data = records if isinstance(records, memoryview) and not records.readonly else bytearray(records)
         now = self._clock.time_ms()
@@ -288,7 +291,7 @@ class Log:
                 )
         batches = [(batch.position, batch.header) for batch in validated]
         with self._lock:
-            duplicate, data, batches = self._drop_duplicates(data, batches)
+            duplicate, data, batches = self._drop_duplicates(data, batches, from_coordinator)
             if duplicate is not None:
                 return duplicate
             append_time = now if self.config.log_append_time else -1
@@ -427,13 +430,13 @@ class Log:
             self.high_watermark = last_offset + 1
 
     def _drop_duplicates(
-        self, data: bytearray | memoryview, batches: list[tuple[int, BatchHeader]]
+        self, data: bytearray | memoryview, batches: list[tuple[int, BatchHeader]], coordinator: bool
     ) -> tuple[AppendInfo | None, bytearray | memoryview, list[tuple[int, BatchHeader]]]:
         """Check idempotent producers' sequences (raises ProducerStateError); drop batches already
         written. Returns (the original AppendInfo if every batch was a duplicate, data, batches)."""
         duplicates = {}
         for position, header in batches:
-            original = self.producer_state.check(header)
+            original = self.producer_state.check(header, from_coordinator=coordinator)
             if original is not None:
                 duplicates[position] = original
         if not duplicates:

@@ -284,9 +284,11 @@ class ProducerStateManager:
         self.ongoing: dict[int, int] = {}  # producer id -> first offset of its ongoing transaction
         self.unreplicated: list[CompletedTxn] = []  # completed, marker not yet below the high watermark
 
-    def check(self, header: BatchHeader) -> BatchRecord | None:
+    def check(self, header: BatchHeader, *, from_coordinator: bool = False) -> BatchRecord | None:
         """Validate a batch before it is appended. Returns the original batch if this one is a
-        duplicate (already written), None if it may be appended; raises ProducerStateError otherwise."""
+        duplicate (already written), None if it may be appended; raises ProducerStateError otherwise.
+        ``from_coordinator``: a batch the group coordinator writes for a producer (a transactional
+        offset commit, Kafka's AppendOrigin.COORDINATOR): its epoch is checked, not its sequence."""
         if header.producer_id < 0 or header.is_control:
             return None
         entry = self.producers.get(header.producer_id)
@@ -301,6 +303,8 @@ class ProducerStateManager:
                 f"expected a transactional write from producer {header.producer_id}: its transaction "
                 f"started at offset {entry.current_txn_first_offset}"
             )
+        if from_coordinator:
+            return None
         if header.producer_epoch > entry.epoch:
             if header.base_sequence != 0:
                 raise OutOfOrderSequenceError(

@@ -178,6 +178,12 @@ class TransactionIndex:
             self._entries = kept
             self._rewrite(kept)
 
+    def retain(self, kept: list[AbortedTxn]) -> None:
+        """Keep only the ``kept`` entries (compaction removed the others' markers)."""
+        if len(kept) != len(self.entries):
+            self._entries = list(kept)
+            self._rewrite(kept)
+
     def collect(self, fetch_offset: int, upper_bound: int, into: list[AbortedTxn]) -> bool:
         """Add the entries overlapping [fetch_offset, upper_bound) to ``into``; True when the search is
         complete (an entry's last stable offset reached ``upper_bound``)."""

@@ -19,8 +19,9 @@ class RecordingReplicas:
         self.appended: list[tuple[object, bytes]] = []
         self.partitions: dict[object, object] = {}
 
-    def append(self, tp: object, records: bytes) -> None:
+    def append(self, tp: object, records: bytes, **_options: object) -> SimpleNamespace:
         self.appended.append((tp, records))
+        return SimpleNamespace(first_offset=len(self.appended) - 1)  # the AppendInfo the coordinator reads
 
 
 def coordinator(clock: ManualClock) -> tuple[GroupCoordinator, RecordingReplicas]:
@@ -48,14 +49,14 @@ def test_offsets_of_a_group_empty_past_retention_expire() -> None:
     recent = Group("recent", state_timestamp=clock.time_ms() - 11 * MINUTE)
     recent.offsets[("t", 0)] = OffsetValue(7, -1, "", clock.time_ms() - 1 * MINUTE)  # committed lately
     groups.groups.update(old=old, recent=recent)
-    assert groups.expire_offsets() == 1
+    assert groups.offsets.expire_offsets() == 1
     assert set(groups.groups) == {"recent"}
     ((_tp, data),) = replicas.appended
     records = [r for batch in iter_batches(data) for r in batch.records]
     assert {decode_key(r.key) for r in records} == {OffsetKey("old", "t", 0), GroupKey("old")}
     assert all(r.value is None for r in records)  # tombstones
     clock.advance(10 * MINUTE)
-    assert groups.expire_offsets() == 1 and not groups.groups
+    assert groups.offsets.expire_offsets() == 1 and not groups.groups
 
 
 def test_groups_with_members_never_expire() -> None:
@@ -65,4 +66,4 @@ def test_groups_with_members_never_expire() -> None:
     busy.offsets[("t", 0)] = OffsetValue(1, -1, "", 0)
     busy.members["m"] = SimpleNamespace()  # type: ignore[assignment]
     groups.groups["busy"] = busy
-    assert groups.expire_offsets() == 0 and replicas.appended == []
+    assert groups.offsets.expire_offsets() == 0 and replicas.appended == []

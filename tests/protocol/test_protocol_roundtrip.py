@@ -152,6 +152,7 @@ def test_every_api_of_the_brief_is_registered_with_its_range() -> None:
         "AddPartitionsToTxn": (0, 5),
         "AddOffsetsToTxn": (0, 4),
         "EndTxn": (0, 5),
+        "TxnOffsetCommit": (0, 4),
     }
     got = {s.name: (s.min_version, s.max_version) for s in SCHEMAS.values()}
     assert got == expected

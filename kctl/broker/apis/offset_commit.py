@@ -50,7 +50,9 @@ async def handle(
     try:
         if not allowed(broker, context, AclOperation.READ, AclResourceType.GROUP, request.group_id):
             raise ApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED, "READ on the group denied")
-        results = broker.groups.commit_offsets(request.group_id, member_id, instance_id, generation, offsets)
+        results = broker.groups.offsets.commit_offsets(
+            request.group_id, member_id, instance_id, generation, offsets
+        )
         code = await broker.groups.wait_replicated(request.group_id)
         if code != ErrorCode.NONE:
             results = {tp: code if result == ErrorCode.NONE else result for tp, result in results.items()}

@@ -39,7 +39,7 @@ async def handle(
     }
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions if t.name in readable]
     try:
-        results = broker.groups.delete_offsets(request.group_id, wanted)
+        results = broker.groups.offsets.delete_offsets(request.group_id, wanted)
         for t in request.topics:
             if t.name not in readable:
                 results.update(

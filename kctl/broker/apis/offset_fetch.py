@@ -2,8 +2,9 @@
 per request from v8).
 
 Versions: v0-9. v0-1 report a group error per partition, v2+ once at the top level; v5+ answer with
-committed leader epochs; v6+ are flexible; v7+ carry require_stable (no pending transactions here, so all
-offsets are stable); v8+ ask for several groups at once."""
+committed leader epochs; v6+ are flexible; v7+ carry require_stable: a named partition with a
+transactional offset commit pending (KIP-447) then answers UNSTABLE_OFFSET_COMMIT (offset -1; the
+consumer retries), and without it the last committed offset; v8+ ask for several groups at once."""
 
 from __future__ import annotations
 
@@ -30,26 +31,46 @@ if TYPE_CHECKING:
     from kctl.broker.server import RequestContext
 
 FIRST_BATCHED_VERSION = 8
+FIRST_REQUIRE_STABLE_VERSION = 7
+
+
+def _unstable_v8(partition: int) -> OffsetFetchResponsePartitions:
+    """A partition with a transactional offset commit pending, asked for with require_stable."""
+    return OffsetFetchResponsePartitions(
+        partition_index=partition,
+        committed_offset=-1,
+        committed_leader_epoch=-1,
+        metadata="",
+        error_code=ErrorCode.UNSTABLE_OFFSET_COMMIT,
+    )
 
 
 def _fetch(
-    broker: Broker, group_id: str, topics: Any, context: RequestContext | None = None
-) -> tuple[int, dict[str, list[tuple[int, Any]]]]:
-    """(group error, topic -> [(partition, OffsetValue | None)]); the topics the principal may not
-    describe are left out (Kafka answers them TOPIC_AUTHORIZATION_FAILED)."""
+    broker: Broker,
+    group_id: str,
+    topics: Any,
+    context: RequestContext | None = None,
+    require_stable: bool = False,
+) -> tuple[int, dict[str, list[tuple[int, Any]]], set[tuple[str, int]]]:
+    """(group error, topic -> [(partition, OffsetValue | None)], the partitions to answer
+    UNSTABLE_OFFSET_COMMIT); the topics the principal may not describe are left out (Kafka answers
+    them TOPIC_AUTHORIZATION_FAILED)."""
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     try:
         if context is not None and not allowed(
             broker, context, AclOperation.DESCRIBE, AclResourceType.GROUP, group_id
         ):
             raise ApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED, "DESCRIBE on the group denied")
-        found = broker.groups.fetch_offsets(group_id, wanted)
+        found = broker.groups.offsets.fetch_offsets(group_id, wanted)
     except ApiError as error:
         found = {tp: None for tp in wanted or []}
         by_topic: dict[str, list[tuple[int, Any]]] = {}
         for (topic, partition), value in found.items():
             by_topic.setdefault(topic, []).append((partition, value))
-        return error.code, by_topic
+        return error.code, by_topic, set()
+    unstable = (
+        broker.groups.offsets.unstable_partitions(group_id, wanted) if require_stable and wanted else set()
+    )
     by_topic = {}
     for (topic, partition), value in found.items():
         if context is None or allowed(
@@ -61,7 +82,7 @@ def _fetch(
             log_denied=wanted is not None,
         ):
             by_topic.setdefault(topic, []).append((partition, value))
-    return ErrorCode.NONE, by_topic
+    return ErrorCode.NONE, by_topic, unstable
 
 
 @api_handler(ApiKey.OFFSET_FETCH, versions=(0, 9))
@@ -70,7 +91,9 @@ async def handle(broker: Broker, context: RequestContext, request: OffsetFetchRe
     if version >= FIRST_BATCHED_VERSION:
         groups = []
         for group in request.groups:
-            code, by_topic = _fetch(broker, group.group_id, group.topics, context)
+            code, by_topic, unstable = _fetch(
+                broker, group.group_id, group.topics, context, request.require_stable
+            )
             groups.append(
                 OffsetFetchResponseGroup(
                     group_id=group.group_id,
@@ -86,6 +109,8 @@ async def handle(broker: Broker, context: RequestContext, request: OffsetFetchRe
                                     metadata=v.metadata if v else "",
                                     error_code=0,
                                 )
+                                if (topic, p) not in unstable
+                                else _unstable_v8(p)
                                 for p, v in parts
                             ],
                         )
@@ -94,7 +119,8 @@ async def handle(broker: Broker, context: RequestContext, request: OffsetFetchRe
                 )
             )
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
-    code, by_topic = _fetch(broker, request.group_id, request.topics, context)
+    require_stable = version >= FIRST_REQUIRE_STABLE_VERSION and request.require_stable
+    code, by_topic, unstable = _fetch(broker, request.group_id, request.topics, context, require_stable)
     partition_code = code if version < 2 else ErrorCode.NONE
     return OffsetFetchResponse(
         throttle_time_ms=0,
@@ -109,6 +135,14 @@ async def handle(broker: Broker, context: RequestContext, request: OffsetFetchRe
                         committed_leader_epoch=v.leader_epoch if v else -1,
                         metadata=v.metadata if v else "",
                         error_code=partition_code,
+                    )
+                    if (topic, p) not in unstable
+                    else OffsetFetchResponsePartition(
+                        partition_index=p,
+                        committed_offset=-1,
+                        committed_leader_epoch=-1,
+                        metadata="",
+                        error_code=ErrorCode.UNSTABLE_OFFSET_COMMIT,
                     )
                     for p, v in parts
                 ],

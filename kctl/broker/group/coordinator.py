@@ -1,6 +1,7 @@
 """The GroupCoordinator: the classic consumer-group protocol (JoinGroup, SyncGroup, Heartbeat,
-LeaveGroup, static membership) and committed offsets (OffsetCommit/Fetch/Delete, DeleteGroups),
-for the groups whose ``__consumer_offsets`` partition this broker leads.
+LeaveGroup, static membership) and DeleteGroups, for the groups whose ``__consumer_offsets`` partition
+this broker leads; their committed offsets are its collaborator ``offsets``
+(:class:`kctl.broker.group.offsets.GroupOffsets`).
 
 Every committed offset and every group generation is written to ``__consumer_offsets`` and
 acknowledged only once written (offset commits: once replicated to the ISR, ``wait_replicated``);
@@ -19,24 +20,23 @@ from typing import TYPE_CHECKING, Protocol
 
 from kctl.broker.errors import ApiError
 from kctl.broker.group.membership import Group, GroupState, JoinResult, Member, SyncResult
+from kctl.broker.group.offsets import OFFSETS_TOPIC, GroupOffsets
 from kctl.broker.group.records import (
     GroupKey,
     GroupValue,
     MemberValue,
     OffsetKey,
-    OffsetValue,
     decode_group_value,
     decode_key,
-    decode_offset_value,
     encode_group_key,
     encode_group_value,
     encode_offset_key,
-    encode_offset_value,
     partition_for_group,
 )
 from kctl.log.naming import TopicPartition
 from kctl.protocol.errors import ErrorCode
 from kctl.records.builder import RecordBatchBuilder
+from kctl.records.header import BatchHeader
 from kctl.records.reader import iter_batches
 
 if TYPE_CHECKING:
@@ -50,7 +50,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kctl.broker.group")
 
-OFFSETS_TOPIC = "__consumer_offsets"
 SKIP_ASSIGNMENT_VERSION = 9
 READ_CHUNK = 4 * 1024 * 1024
 OFFSET_COMMIT_TIMEOUT = 5.0  # Kafka's offsets.commit.timeout.ms
@@ -85,6 +84,8 @@ class GroupCoordinator:
         self.groups: dict[str, Group] = {}
         self.loaded: set[int] = set()  # __consumer_offsets partitions loaded and owned
         self.loading: set[int] = set()
+        self.offsets = GroupOffsets(self)
+        """The groups' committed offsets (OffsetCommit, OffsetFetch, OffsetDelete, expiry)."""
 
     # -- ownership and loading -----------------------------------------------------------------
     def partition_of(self, group_id: str) -> int:
@@ -116,8 +117,10 @@ class GroupCoordinator:
         for partition in (self.loaded | self.loading) - led:
             self.loaded.discard(partition)
             self.loading.discard(partition)
-            for group_id in [g for g in self.groups if self.partition_of(g) == partition]:
+            dropped = [g for g in self.groups if self.partition_of(g) == partition]
+            for group_id in dropped:
                 self._unload(self.groups.pop(group_id))
+            self.offsets.forget_groups(dropped)
 
     async def _load(self, partition: int) -> None:
         try:
@@ -130,10 +133,14 @@ class GroupCoordinator:
                 data = plog.read_bytes(offset, READ_CHUNK)
                 last = offset
                 for batch in iter_batches(data, verify_crc=False):
-                    for record in batch.records:
-                        self._apply(record.key, record.value)
-                        count += 1
-                    last = batch.header.next_offset
+                    header = batch.header
+                    if header.is_control:  # a marker completes its producer's offset commits
+                        self.offsets.apply_marker(partition, header.producer_id, batch.records)
+                    else:
+                        for record in batch.records:
+                            self._apply(record.key, record.value, header)
+                            count += 1
+                    last = header.next_offset
                 if last == offset:
                     break
                 offset = last
@@ -149,18 +156,14 @@ class GroupCoordinator:
         finally:
             self.loading.discard(partition)
 
-    def _apply(self, key: bytes | None, value: bytes | None) -> None:
+    def _apply(self, key: bytes | None, value: bytes | None, header: BatchHeader) -> None:
         if key is None:
             return
         try:
             parsed = decode_key(key)
             if isinstance(parsed, OffsetKey):
-                group = self.groups.setdefault(parsed.group, Group(parsed.group))
-                tp = (parsed.topic, parsed.partition)
-                if value is None:
-                    group.offsets.pop(tp, None)
-                else:
-                    group.offsets[tp] = decode_offset_value(value)
+                producer_id = header.producer_id if header.is_transactional else None
+                self.offsets.apply_record(parsed, value, header.base_offset, producer_id)
                 return
             if value is None:
                 self.groups.pop(parsed.group, None)
@@ -219,20 +222,37 @@ class GroupCoordinator:
             return ErrorCode.NOT_COORDINATOR
         return ErrorCode.COORDINATOR_NOT_AVAILABLE if code != ErrorCode.NONE else ErrorCode.NONE
 
-    def _write(self, group_id: str, records: Iterable[tuple[bytes, bytes | None]]) -> None:
-        """Append records to the group's __consumer_offsets partition (raises ApiError)."""
-        builder = RecordBatchBuilder()
+    def write(
+        self,
+        group_id: str,
+        records: Iterable[tuple[bytes, bytes | None]],
+        *,
+        producer: tuple[int, int] | None = None,
+    ) -> int:
+        """Append records to the group's __consumer_offsets partition; the offset of the batch, -1
+        when there was nothing to write. ``producer`` (id, epoch): a transactional batch of that
+        producer (TxnOffsetCommit), its epoch checked by the log. Raises ApiError:
+        INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, else COORDINATOR_NOT_AVAILABLE."""
+        if producer is None:
+            builder = RecordBatchBuilder()
+        else:
+            builder = RecordBatchBuilder(
+                producer_id=producer[0], producer_epoch=producer[1], base_sequence=0, is_transactional=True
+            )
         now = self.broker.clock.time_ms()
         for key, value in records:
             builder.append(now, key, value)
         if not len(builder):
-            return
+            return -1
         tp = TopicPartition(OFFSETS_TOPIC, self.partition_of(group_id))
         try:
-            self.broker.replicas.append(tp, builder.build())
+            info = self.broker.replicas.append(tp, builder.build(), from_coordinator=producer is not None)
         except ApiError as error:
+            if error.code in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.INVALID_TXN_STATE):
+                raise
             log.error("cannot write to %s: %s", tp, error.message)
             raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, error.message) from None
+        return info.first_offset
 
     def _group_record(self, group: Group) -> tuple[bytes, bytes | None]:
         value = GroupValue(
@@ -366,7 +386,7 @@ class GroupCoordinator:
             group.protocol_name = None
             group.leader_id = None
             with contextlib.suppress(ApiError):
-                self._write(group.group_id, [self._group_record(group)])
+                self.write(group.group_id, [self._group_record(group)])
             return
         group.generation_id += 1
         group.protocol_name = group.select_protocol()
@@ -539,7 +559,7 @@ class GroupCoordinator:
         self._schedule_expiry(group, old)
         if group.state == GroupState.STABLE and not changed:
             try:
-                self._write(group.group_id, [self._group_record(group)])
+                self.write(group.group_id, [self._group_record(group)])
             except ApiError as error:
                 return JoinResult(error.code, member_id=new_id)
             result = self._current_join_result(group, old)
@@ -558,7 +578,7 @@ class GroupCoordinator:
             self._prepare_rebalance(group, f"static member {instance_id} rejoined")
         return await future
 
-    def _member(
+    def current_member(
         self, group_id: str, member_id: str, instance_id: str | None, generation: int
     ) -> tuple[Group, Member]:
         group = self.groups.get(group_id)
@@ -578,7 +598,9 @@ class GroupCoordinator:
     async def sync_group(self, request: SyncGroupRequest, version: int) -> SyncResult:
         self.check_owner(request.group_id)
         instance_id = request.group_instance_id if version >= 3 else None
-        group, member = self._member(request.group_id, request.member_id, instance_id, request.generation_id)
+        group, member = self.current_member(
+            request.group_id, request.member_id, instance_id, request.generation_id
+        )
         if version >= 5 and (
             (request.protocol_type is not None and request.protocol_type != group.protocol_type)
             or (request.protocol_name is not None and request.protocol_name != group.protocol_name)
@@ -598,7 +620,7 @@ class GroupCoordinator:
             for each in group.members.values():
                 each.assignment = assignments.get(each.member_id, b"")
             try:
-                self._write(group.group_id, [self._group_record(group)])
+                self.write(group.group_id, [self._group_record(group)])
             except ApiError as error:
                 for each in group.members.values():
                     each.assignment = b""
@@ -621,7 +643,9 @@ class GroupCoordinator:
         group = self.groups.get(request.group_id)
         if group is not None and group.state == GroupState.EMPTY:
             raise ApiError(ErrorCode.UNKNOWN_MEMBER_ID)
-        group, member = self._member(request.group_id, request.member_id, instance_id, request.generation_id)
+        group, member = self.current_member(
+            request.group_id, request.member_id, instance_id, request.generation_id
+        )
         self._schedule_expiry(group, member)
         if group.state == GroupState.PREPARING_REBALANCE:
             return ErrorCode.REBALANCE_IN_PROGRESS
@@ -656,109 +680,6 @@ class GroupCoordinator:
             self._after_membership_change(group)
         return codes
 
-    # -- offsets -------------------------------------------------------------------------------
-    def commit_offsets(
-        self,
-        group_id: str,
-        member_id: str,
-        instance_id: str | None,
-        generation: int,
-        offsets: dict[tuple[str, int], OffsetValue],
-    ) -> dict[tuple[str, int], int]:
-        self.check_owner(group_id)
-        group = self.groups.get(group_id)
-        if generation < 0 and not member_id:
-            if group is not None and group.members:
-                raise ApiError(ErrorCode.UNKNOWN_MEMBER_ID, "the group has active members")
-        else:
-            group, _member = self._member(group_id, member_id, instance_id, generation)
-            if group.state == GroupState.COMPLETING_REBALANCE:
-                raise ApiError(ErrorCode.REBALANCE_IN_PROGRESS)
-        results: dict[tuple[str, int], int] = {}
-        records = []
-        for tp, value in offsets.items():
-            record = self.broker.metadata.topic(tp[0])
-            if record is None or tp[1] not in record.assignment:
-                results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif len(value.metadata.encode()) > self.max_metadata_size:
-                results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-            else:
-                records.append(
-                    (encode_offset_key(OffsetKey(group_id, tp[0], tp[1])), encode_offset_value(value))
-                )
-                results[tp] = ErrorCode.NONE
-        if records:
-            self._write(group_id, records)
-            if group is None:
-                group = self.groups[group_id] = Group(group_id, state_timestamp=self.broker.clock.time_ms())
-            for tp, code in results.items():
-                if code == ErrorCode.NONE:
-                    group.offsets[tp] = offsets[tp]
-        return results
-
-    def fetch_offsets(
-        self, group_id: str, partitions: list[tuple[str, int]] | None
-    ) -> dict[tuple[str, int], OffsetValue | None]:
-        self.check_owner(group_id)
-        group = self.groups.get(group_id)
-        stored = group.offsets if group is not None else {}
-        if partitions is None:
-            return dict(sorted(stored.items()))
-        return {tp: stored.get(tp) for tp in partitions}
-
-    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        self.check_owner(group_id)
-        group = self.groups.get(group_id)
-        if group is None:
-            raise ApiError(ErrorCode.GROUP_ID_NOT_FOUND)
-        subscribed = self._subscribed_topics(group)
-        results: dict[tuple[str, int], int] = {}
-        records = []
-        for tp in partitions:
-            if tp[0] in subscribed:
-                results[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
-                continue
-            results[tp] = ErrorCode.NONE
-            if tp in group.offsets:
-                records.append((encode_offset_key(OffsetKey(group_id, tp[0], tp[1])), None))
-        self._write(group_id, records)
-        for tp, code in results.items():
-            if code == ErrorCode.NONE:
-                group.offsets.pop(tp, None)
-        return results
-
-    @staticmethod
-    def _subscribed_topics(group: Group) -> set[str]:
-        """Topics the members' consumer-protocol subscriptions name (best effort)."""
-        from kctl.broker.group.consumer_protocol import subscription_topics
-
-        topics: set[str] = set()
-        if group.protocol_type == "consumer" and group.state != GroupState.EMPTY:
-            for member in group.members.values():
-                topics |= subscription_topics(member.metadata_for(group.protocol_name or ""))
-        return topics
-
-    def expire_offsets(self) -> int:
-        """Drop the offsets of groups that have been empty longer than offsets.retention.minutes."""
-        now = self.broker.clock.time_ms()
-        expired = 0
-        for group_id, group in list(self.groups.items()):
-            if self.partition_of(group_id) not in self.loaded or group.members:
-                continue
-            last = max([group.state_timestamp, *(v.commit_timestamp for v in group.offsets.values())])
-            if now - last < self.retention_ms:
-                continue
-            records = [(encode_offset_key(OffsetKey(group_id, t, p)), None) for (t, p) in group.offsets]
-            records.append((encode_group_key(GroupKey(group_id)), None))
-            try:
-                self._write(group_id, records)
-            except ApiError:
-                continue
-            expired += len(group.offsets)
-            del self.groups[group_id]
-            log.info("expired the offsets of empty group %s", group_id)
-        return expired
-
     # -- groups --------------------------------------------------------------------------------
     def list_groups(self, states: set[str] | None = None) -> list[Group]:
         return [
@@ -780,7 +701,7 @@ class GroupCoordinator:
             return ErrorCode.NON_EMPTY_GROUP
         records = [(encode_offset_key(OffsetKey(group_id, t, p)), None) for (t, p) in group.offsets]
         records.append((encode_group_key(GroupKey(group_id)), None))
-        self._write(group_id, records)
+        self.write(group_id, records)
         group.state = GroupState.DEAD
         del self.groups[group_id]
         return ErrorCode.NONE

@@ -83,6 +83,14 @@ class Group:
     static_members: dict[str, str] = field(default_factory=dict)  # group.instance.id -> member id
     pending_members: set[str] = field(default_factory=set)  # ids handed out with MEMBER_ID_REQUIRED
     offsets: dict[tuple[str, int], OffsetValue] = field(default_factory=dict)
+    offset_positions: dict[tuple[str, int], int] = field(default_factory=dict)
+    """The __consumer_offsets offset of the batch holding each committed offset (Kafka's
+    appendedBatchOffset: a transactional commit completed by COMMIT replaces only an older one)."""
+    pending_txn_offsets: dict[int, dict[tuple[str, int], tuple[OffsetValue, int]]] = field(
+        default_factory=dict
+    )
+    """Producer id -> the offsets its open transaction committed (TxnOffsetCommit), each with the
+    offset of its batch: invisible to OffsetFetch until the producer's COMMIT marker."""
     state_timestamp: int = -1
     rebalance_timer: asyncio.TimerHandle | None = None
     join_not_before: float = 0.0  # loop time before which a join may not complete (initial delay)
