@@ -54,7 +54,12 @@ class MetadataCache:
     def _refresh(self) -> MetadataSnapshot:
         registry = self._registry
         topics = registry.topics()
-        states = registry.partition_states_of(topics)  # one pipelined read in ZooKeeper
+        deleted: set[str] = set()
+        states = registry.partition_states_of(topics, deleted)  # one pipelined read in ZooKeeper
+        for name in deleted:  # deleted since the list was read: gone from this snapshot too
+            del topics[name]
+        if deleted:
+            states = {key: state for key, state in states.items() if key[0] not in deleted}
         snapshot = MetadataSnapshot(
             cluster_id=registry.cluster_id(),
             controller_id=registry.controller_id(),

@@ -213,9 +213,12 @@ class TopicStore(Protocol):
     def partition_states(self, topic: str) -> dict[int, PartitionState]:
         """The partitions of ``topic`` that have a state. Raises UnknownTopicError."""
 
-    def partition_states_of(self, topics: Mapping[str, TopicRecord]) -> dict[tuple[str, int], PartitionState]:
+    def partition_states_of(
+        self, topics: Mapping[str, TopicRecord], deleted: set[str] | None = None
+    ) -> dict[tuple[str, int], PartitionState]:
         """The states of every partition of ``topics`` (as read by `topics()`: their assignments name
-        the partitions) that has one; a topic deleted meanwhile is left out. The ZooKeeper backend
+        the partitions) that has one; a topic deleted meanwhile is left out (and added to ``deleted``
+        when given). The ZooKeeper backend
         reads them all in one pipelined batch (a refresh of the whole cluster's metadata costs one
         round trip, not one per topic)."""
         states: dict[tuple[str, int], PartitionState] = {}
@@ -223,6 +226,8 @@ class TopicStore(Protocol):
             try:
                 found = self.partition_states(name)
             except UnknownTopicError:
+                if deleted is not None:
+                    deleted.add(name)
                 continue
             for partition, state in found.items():
                 states[(name, partition)] = state

@@ -296,8 +296,10 @@ class ZooKeeperRegistry(Registry):
     def partition_states(self, topic: str) -> dict[int, PartitionState]:
         return self._topics.partition_states(topic)
 
-    def partition_states_of(self, topics: Mapping[str, TopicRecord]) -> dict[tuple[str, int], PartitionState]:
-        return self._topics.partition_states_of(topics)
+    def partition_states_of(
+        self, topics: Mapping[str, TopicRecord], deleted: set[str] | None = None
+    ) -> dict[tuple[str, int], PartitionState]:
+        return self._topics.partition_states_of(topics, deleted)
 
     # -- ConfigStore: ZooKeeperConfigs -------------------------------------------------------------
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:

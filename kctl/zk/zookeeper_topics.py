@@ -429,7 +429,9 @@ class ZooKeeperTopics(ZooKeeperPart, TopicStore):
                 log.warning("ignoring a partition state kctl cannot read: %s", error)
         return states
 
-    def partition_states_of(self, topics: Mapping[str, TopicRecord]) -> dict[tuple[str, int], PartitionState]:
+    def partition_states_of(
+        self, topics: Mapping[str, TopicRecord], deleted: set[str] | None = None
+    ) -> dict[tuple[str, int], PartitionState]:
         client = self._zk_client()
         wanted = [(name, p) for name, record in topics.items() for p in sorted(record.assignment)]
         with self._zk(f"read the partition states of {len(topics)} topics"):
@@ -437,6 +439,12 @@ class ZooKeeperTopics(ZooKeeperPart, TopicStore):
                 [client.get_async(TopicPartitionStateZNode.path(name, p)) for name, p in wanted],
                 self._op_timeout,
             )
+            if deleted is not None:  # in the same pipeline: which topics are gone since the listing
+                names = list(topics)
+                gone = [client.exists_async(TopicZNode.path(name)) for name in names]
+                for name, result in zip(names, gone, strict=True):
+                    if result.get(timeout=self._op_timeout) is None:
+                        deleted.add(name)
         states: dict[tuple[str, int], PartitionState] = {}
         for (name, partition), result in zip(wanted, results, strict=True):
             if result is None:

@@ -11,6 +11,7 @@ import uuid
 from kctl.broker.metadata_cache import MetadataCache
 from kctl.testing import wait_for
 from kctl.zk.model import PartitionState, TopicRecord, UnknownTopicError
+from kctl.zk.registry import TopicStore
 
 
 class RacingRegistry:
@@ -27,6 +28,11 @@ class RacingRegistry:
         if topic in self.deleted:
             raise UnknownTopicError(f"Topic '{topic}' does not exist.")
         return {0: PartitionState(leader=1, leader_epoch=0, isr=(1,))}
+
+    def partition_states_of(
+        self, topics: dict[str, TopicRecord], deleted: set[str] | None = None
+    ) -> dict[tuple[str, int], PartitionState]:
+        return TopicStore.partition_states_of(self, topics, deleted)  # type: ignore[arg-type]
 
     def cluster_id(self) -> str:
         return "c"

@@ -241,6 +241,20 @@ def test_create_topics_answers_per_topic(registry: Registry) -> None:
     assert "topics" in seen.reasons
 
 
+def test_partition_states_of_many_topics_names_the_deleted(registry: Registry) -> None:
+    registry.create_topic("kept", {0: (1,), 1: (1,)}, {})
+    registry.create_topic("gone", {0: (1,)}, {})
+    registry.create_topic("new", {0: (1,)}, {})  # no state yet
+    registry.set_partition_state("kept", 0, PartitionState(1, 2, (1,)))
+    registry.set_partition_state("gone", 0, PartitionState(1, 0, (1,)))
+    listed = registry.topics()
+    registry.delete_topic("gone")  # after the listing, as a refresh may meet it
+    deleted: set[str] = set()
+    states = registry.partition_states_of(listed, deleted)
+    assert deleted == {"gone"}
+    assert list(states) == [("kept", 0)] and states[("kept", 0)].leader_epoch == 2
+
+
 def test_a_deleted_topic_can_be_created_again(registry: Registry) -> None:
     first = registry.create_topic("t", {0: (1,), 1: (1,)}, {"cleanup.policy": "compact"})
     registry.set_partition_state("t", 0, PartitionState(1, 3, (1,)))
