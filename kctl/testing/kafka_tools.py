@@ -49,6 +49,8 @@ TOOL_CLASSES: Mapping[str, str] = {
     "kafka-verifiable-producer": "org.apache.kafka.tools.VerifiableProducer",
     "kafka-verifiable-consumer": "org.apache.kafka.tools.VerifiableConsumer",
     "kafka-e2e-latency": "org.apache.kafka.tools.EndToEndLatency",
+    # not a bin/ script: the copier of Kafka's own exactly-once system tests (kafka-run-class.sh)
+    "transactional-message-copier": "org.apache.kafka.tools.TransactionalMessageCopier",
 }
 
 DEFAULT_TIMEOUT_S = 120.0
