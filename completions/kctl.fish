@@ -93,7 +93,7 @@ complete -c kctl -n '__kctl_at "kctl broker start"' -s X -x -d 'Set a configurat
 complete -c kctl -n '__kctl_at "kctl broker start"' -s d -l daemon -d 'Run in the background; print the address and exit'
 complete -c kctl -n '__kctl_at "kctl broker start"' -l pid-file -r -F -d 'Pid file (default: `FIRST_LOG_DIR/kctl-broker.pid`)'
 complete -c kctl -n '__kctl_at "kctl broker start"' -l log-file -r -F -d 'Write the broker log here (default: stderr; with --daemon: `LOG_DIR/kctl-broker.log`)'
-complete -c kctl -n '__kctl_at "kctl broker start"' -l log-level -x -d 'DEBUG, INFO, WARNING or ERROR'
+complete -c kctl -n '__kctl_at "kctl broker start"' -l log-level -x -d 'DEBUG, INFO, WARNING or ERROR: the root logger\'s level (default: the log.level property, INFO; log.level.LOGGER=LEVEL sets one logger\'s)'
 complete -c kctl -n '__kctl_at "kctl broker start"' -s h -l help -d 'Show this message and exit'
 complete -c kctl -n '__kctl_at "kctl broker stop"' -s c -l config -r -F -d 'Read configuration properties (Java .properties format) from FILE'
 complete -c kctl -n '__kctl_at "kctl broker stop"' -s X -x -d 'Set a configuration property, overriding the --config file (repeatable)'

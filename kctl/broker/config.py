@@ -22,6 +22,7 @@ from kctl.broker.properties.groups import GROUP_CONFIGS
 from kctl.broker.properties.key import CLUSTER_WIDE_CONFIGS, PER_BROKER_CONFIGS
 from kctl.broker.properties.limits import LIMIT_CONFIGS
 from kctl.broker.properties.log import LOG_CONFIGS
+from kctl.broker.properties.log_output import LOG_OUTPUT_CONFIGS, LOGGER_LEVEL_PREFIX, logger_levels
 from kctl.broker.properties.replication import REPLICATION_CONFIGS, REPLICATION_THROTTLE_CONFIGS
 from kctl.broker.properties.server import SERVER_CONFIGS
 from kctl.broker.security.config import SECURITY_CONFIGS, is_dynamic_listener_config
@@ -93,6 +94,7 @@ BROKER_SECTIONS: list[list[ConfigKey]] = [
     GROUP_CONFIGS,
     REPLICATION_CONFIGS,
     LIMIT_CONFIGS,
+    LOG_OUTPUT_CONFIGS,
     SECURITY_CONFIGS,
 ]
 
@@ -115,6 +117,9 @@ def _synonym_groups() -> dict[str, frozenset[str]]:
 _SYNONYM_GROUPS = _synonym_groups()
 
 
+_PREFIXED_FAMILIES = ("listener.name.", LOGGER_LEVEL_PREFIX)
+
+
 class BrokerConfig:
     """Parsed broker properties. ``values`` holds every known property (defaults filled in),
     ``explicit`` the names that were set, ``ignored`` the unknown names that were given."""
@@ -123,8 +128,14 @@ class BrokerConfig:
         given = {str(k): str(v) for k, v in (properties or {}).items()}
         parsed = self._load(given)
         self.explicit = set(parsed.given)
-        # listener.name.<listener>.<property>: Kafka's per-listener overrides (kctl.broker.security)
-        self.ignored = [name for name in parsed.unknown if not name.startswith("listener.name.")]
+        # listener.name.<listener>.<property>: Kafka's per-listener overrides (kctl.broker.security);
+        # log.level.<logger>: a logger's level (kctl.broker.properties.log_output)
+        self.ignored = [name for name in parsed.unknown if not name.startswith(_PREFIXED_FAMILIES)]
+        try:
+            #: logger name -> level, from the log.level.<logger> properties
+            self.logger_levels = logger_levels(given)
+        except ConfigError as error:
+            raise BrokerConfigError(error.key, error.reason) from None
         self.properties = given
         #: dynamic configs (AlterConfigs, stored in the registry): this broker's and the cluster's
         self.dynamic_broker: dict[str, str] = {}

@@ -424,6 +424,13 @@ class GroupCoordinator:
     ) -> JoinResult:
         group_id = request.group_id
         self.check_owner(group_id)
+        log.debug(
+            "JoinGroup of group %s from member %r (client %s at %s)",
+            group_id,
+            request.member_id,
+            client_id,
+            client_host,
+        )
         session = request.session_timeout_ms
         if not self.min_session_timeout_ms <= session <= self.max_session_timeout_ms:
             return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id=request.member_id)
@@ -688,6 +695,7 @@ class GroupCoordinator:
                 )
                 results[tp] = ErrorCode.NONE
         if records:
+            log.debug("group %s commits %d offsets (generation %d)", group_id, len(records), generation)
             self._write(group_id, records)
             if group is None:
                 group = self.groups[group_id] = Group(group_id, state_timestamp=self.broker.clock.time_ms())
