@@ -65,7 +65,7 @@ LOG_OUTPUT_CONFIGS = [
         100 * 1024 * 1024,
         Range(0),
         "kctl: the size at which the broker's log file (--daemon, or --log-file) is rotated: FILE becomes "
-        "FILE.1, FILE.1 FILE.2, ... (0: never rotated).",
+        "FILE.1, FILE.1 becomes FILE.2, ... (0: never rotated).",
         importance=LOW,
     ),
     broker_key(
