@@ -17,13 +17,17 @@ Then the writers stop, the topic is read back and checked. Prints: kills survive
 acknowledged, lost, duplicates, reordered, offsets reused (each of the last four must be 0), the
 delivery failures the writers reported, and the elapsed time. Exit status 1 when a check fails.
 
-- ``--nemesis leaders|zookeeper|zombie|power|disk|all``: a 3-broker cluster on a 3-server ZooKeeper ensemble
-  (quorum mode), each broker reaching it through TCP proxies of its own; each fault is drawn from
+- ``--nemesis leaders|zookeeper|zombie|power|disk|network|clock|all``: a 3-broker cluster on a 3-server
+  ZooKeeper ensemble (quorum mode), each broker reaching it through TCP proxies of its own; each
+  fault is drawn from
   the chosen nemeses: leaders killed or paused (as ``--cluster``), ZooKeeper's leader killed or
   paused, a ZooKeeper follower killed, the quorum lost for 1-4 s, or a partition leader cut from
   ZooKeeper only (the zombie leader) until another broker leads, a broker losing power (SIGKILL,
   then every file cut back to what it had fsynced), or a broker's disk stalling (50-1000 ms a write
-  for 1-4 s) or failing with EIO (it halts; restarted on a mended disk).
+  for 1-4 s) or failing with EIO (it halts; restarted on a mended disk), or (``network``: each broker
+  in a network namespace of its own, kctl.testing.netns; needs root) a partition leader isolated from
+  everything, cut from its followers, bridged, or its packets to its followers dropped one way, or a
+  broker's wall clock jumping an hour or a day forward or back for 1-4 s (kctl.testing.clock_skew).
 
 Usage: python bench/bench_jepsen.py [--kills 200 | --faults 300] [--cluster] [--nemesis all]
        [--rate 300] [--progress 200] [--partitions 3] [--pause-every 10] [--seed 17]
@@ -32,6 +36,7 @@ Usage: python bench/bench_jepsen.py [--kills 200 | --faults 300] [--cluster] [--
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
 import re
 import sys
@@ -47,6 +52,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from kctl.testing import BrokerProcess, LocalCluster, ZooKeeperEnsemble  # noqa: E402 - this checkout's kctl
+from kctl.testing.clock_skew import clock_skewed_broker, jump_clock  # noqa: E402
 from kctl.testing.cluster_clients import create_topic  # noqa: E402
 from kctl.testing.cluster_view import ClusterView  # noqa: E402
 from kctl.testing.disk_faults import fail_disk, faulty_disk_broker, slow_disk  # noqa: E402
@@ -59,6 +65,7 @@ from kctl.testing.jepsen import (  # noqa: E402
     kill_leader,
     pause_leader,
 )
+from kctl.testing.nemesis_network import NetworkNemesis  # noqa: E402
 from kctl.testing.nemesis_zookeeper import (  # noqa: E402
     ZooKeeperLinks,
     isolate_leader_from_zookeeper,
@@ -67,6 +74,7 @@ from kctl.testing.nemesis_zookeeper import (  # noqa: E402
     lose_zookeeper_quorum,
     pause_zookeeper_leader,
 )
+from kctl.testing.netns import NetworkLab  # noqa: E402
 from kctl.testing.power_loss import lose_power, power_loss_broker  # noqa: E402
 
 TOPIC = "jepsen"
@@ -151,18 +159,36 @@ def _run_faults(
     try:
         for done in range(args.kills):
             fault = choose(done)
-            campaign.inject(fault, progress=rng.randint(10, args.progress))
-            _progress(args, rng, done + 1)
+            started = time.monotonic()
+            what = campaign.inject(fault, progress=rng.randint(10, args.progress))
+            # the fault schedule, as it happens (a failing run shows what led to it)
+            took = time.monotonic() - started
+            print(f"  {done + 1}/{args.kills} [{took:5.1f} s] {what}", file=sys.stderr, flush=True)
     except BaseException:
         campaign.stop()
         raise
     return campaign, campaign.finish(bootstrap, TOPIC, args.partitions)
 
 
-NEMESES = ("leaders", "zookeeper", "zombie", "power", "disk")
+NEMESES = ("leaders", "zookeeper", "zombie", "power", "disk", "network", "clock")
 """--nemesis choices (``all`` mixes them): leaders killed/paused; ZooKeeper's own servers killed,
 paused, a quorum lost; a leader cut from ZooKeeper only; a broker losing power (its unsynced writes);
-a broker's disk stalling or failing."""
+a broker's disk stalling or failing; network partitions between the brokers (each in a network
+namespace: needs root); a broker's wall clock jumping an hour or a day forward or back."""
+
+
+def _network_fault(
+    nemesis: NetworkNemesis, rng: random.Random, partition: int, campaign: Campaign
+) -> Callable[[], str]:
+    fault = rng.choice(
+        (
+            nemesis.isolate_leader,
+            nemesis.cut_leader_from_followers,
+            nemesis.bridge,
+            nemesis.asymmetric_leader_to_followers,
+        )
+    )
+    return partial(fault, TOPIC, partition, campaign.loads)
 
 
 def _zookeeper_fault(ensemble: ZooKeeperEnsemble, rng: random.Random) -> Callable[[], str]:
@@ -180,40 +206,51 @@ def run_nemeses(args: argparse.Namespace, base: Path, rng: random.Random) -> tup
     """A 3-broker cluster on a 3-server ZooKeeper ensemble, each broker reaching it through proxies
     of its own (kctl.testing.nemesis_zookeeper), under the faults of ``--nemesis``."""
     kinds = NEMESES if args.nemesis == "all" else (args.nemesis,)
-    with ZooKeeperEnsemble(base / "zookeeper", 3) as ensemble:
+    with contextlib.ExitStack() as stack:
+        ensemble = stack.enter_context(ZooKeeperEnsemble(base / "zookeeper", 3))
         cluster = LocalCluster(base / "cluster", 3, properties=CLUSTER_PROPERTIES, zookeeper=ensemble)
-        links = ZooKeeperLinks(cluster, ensemble)
+        lab = nodes = None
+        if "network" in kinds:  # brokers in network namespaces, ZooKeeper reached through the root one
+            lab = stack.enter_context(NetworkLab.create())
+            nodes = lab.attach(cluster)
+        links = ZooKeeperLinks(cluster, ensemble, listen_host=lab.client_ip if lab else "127.0.0.1")
+        stack.callback(links.close)
         for broker_id, broker in cluster.brokers.items():
             power_loss_broker(broker, base / f"ledger-{broker_id}")
             faulty_disk_broker(broker, base / f"disk-{broker_id}")
-        try:
-            with cluster, ClusterView(cluster.zookeeper_connect) as view:
-                bootstrap = cluster.bootstrap_servers
-                create_topic(bootstrap, TOPIC, args.partitions, 3, {"min.insync.replicas": "2"})
-                view.wait_for_full_isr(TOPIC, args.partitions, timeout=60)
-                campaign = _campaign(bootstrap, args.rate).start()
+            clock_skewed_broker(broker, base / f"clock-{broker_id}")
+        with cluster, ClusterView(cluster.zookeeper_connect) as view:
+            bootstrap = cluster.bootstrap_servers
+            create_topic(bootstrap, TOPIC, args.partitions, 3, {"min.insync.replicas": "2"})
+            view.wait_for_full_isr(TOPIC, args.partitions, timeout=60)
+            campaign = _campaign(bootstrap, args.rate).start()
+            network = NetworkNemesis(lab, nodes, None, view) if lab and nodes else None
 
-                def choose(done: int) -> Callable[[], str]:
-                    kind = rng.choice(kinds)
-                    partition = rng.randrange(args.partitions)
-                    broker = cluster.broker(rng.randint(1, 3))
-                    if kind == "zookeeper":
-                        return _zookeeper_fault(ensemble, rng)
-                    if kind == "power":
-                        return partial(lose_power, broker)
-                    if kind == "disk" and rng.random() < 0.5:
-                        return partial(fail_disk, broker)
-                    if kind == "disk":
-                        return partial(slow_disk, broker, rng.choice((50, 300, 1000)), rng.uniform(1.0, 4.0))
-                    if kind == "zombie":
-                        return partial(
-                            isolate_leader_from_zookeeper, links, view, TOPIC, partition, campaign.loads
-                        )
-                    return _leader_fault(args, cluster, view, partition, done, campaign)
+            def choose(done: int) -> Callable[[], str]:
+                kind = rng.choice(kinds)
+                partition = rng.randrange(args.partitions)
+                broker = cluster.broker(rng.randint(1, 3))
+                if kind == "zookeeper":
+                    return _zookeeper_fault(ensemble, rng)
+                if kind == "network" and network is not None:
+                    return _network_fault(network, rng, partition, campaign)
+                if kind == "clock":
+                    jump = rng.choice((-86400.0, -3600.0, 3600.0, 86400.0))
+                    return partial(jump_clock, broker, jump, rng.uniform(1.0, 4.0))
+                if kind == "power":
+                    return partial(lose_power, broker)
+                if kind == "disk" and rng.random() < 0.5:
+                    return partial(fail_disk, broker)
+                if kind == "disk":
+                    return partial(slow_disk, broker, rng.choice((50, 300, 1000)), rng.uniform(1.0, 4.0))
+                if kind == "zombie":
+                    return partial(
+                        isolate_leader_from_zookeeper, links, view, TOPIC, partition, campaign.loads
+                    )
+                return _leader_fault(args, cluster, view, partition, done, campaign)
 
-                return _run_faults(args, rng, campaign, bootstrap, choose)
-        finally:
-            links.close()
+            return _run_faults(args, rng, campaign, bootstrap, choose)
+    raise AssertionError("unreachable")
 
 
 def main() -> int:

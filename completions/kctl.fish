@@ -668,7 +668,7 @@ complete -c kctl -n '__kctl_at "kctl quota alter"' -s X -x -d 'Set a configurati
 complete -c kctl -n '__kctl_at "kctl quota alter"' -s b -l bootstrap-server -x -d 'Broker(s) to connect to first, as HOST:PORT[,HOST:PORT...], or a name from the clusters file'
 complete -c kctl -n '__kctl_at "kctl quota alter"' -s h -l help -d 'Show this message and exit'
 complete -c kctl -n '__kctl_at "kctl transactions"' -a 'describe-producers' -d 'The active (idempotent) producers of a topic\'s partitions, from each partition\'s leader'
-complete -c kctl -n '__kctl_at "kctl transactions"' -a 'list' -d 'The transactions every broker coordinates (ListTransactions)'
+complete -c kctl -n '__kctl_at "kctl transactions"' -a 'list' -d 'The transactional ids every broker coordinates, with their producer id and state (ListTransactions)'
 complete -c kctl -n '__kctl_at "kctl transactions"' -a 'describe' -d 'The state of transactional ids (DescribeTransactions)'
 complete -c kctl -n '__kctl_at "kctl transactions"' -s h -l help -d 'Show this message and exit'
 complete -c kctl -n '__kctl_at "kctl transactions describe-producers"' -l topic -x -a '(__kctl_names topics)' -d 'The topic'

@@ -14,6 +14,7 @@ command -v fish >/dev/null 2>&1 || need+=(fish)
 command -v mvn >/dev/null 2>&1 || need+=(maven)   # resolves Apache Kafka's jars, a test client and benchmark peer
 command -v tmux >/dev/null 2>&1 || need+=(tmux)   # kctl top's live view, driven as a person would (tests/cli/test_cli_top.py)
 command -v prometheus >/dev/null 2>&1 || need+=(prometheus)   # a real Prometheus scraping brokers' /metrics (tests/cluster/test_prometheus.py)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)   # network namespaces for the partition nemesis (tests/cluster/test_jepsen_network.py)
 [ ${#need[@]} -eq 0 ] && exit 0
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"

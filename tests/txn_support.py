@@ -1,6 +1,8 @@
 """Helpers for the transaction tests (tests/broker/test_transactions_*.py): a record batch, optionally
 transactional, from a producer id; a raw acks=all Produce of it to partition 0; and a confluent-kafka
-consumer reading partition 0 at an isolation level until it has the records expected."""
+consumer reading partition 0 at an isolation level until it has the records expected; for the
+coordinator's tests (test_transactions_coordinator*.py) two topics (three partitions) to write
+transactions to, a consumer of all of them, the last stable offset, DescribeTransactions of one id."""
 
 from __future__ import annotations
 
@@ -8,10 +10,12 @@ import time
 from typing import Any
 
 import confluent_kafka as ck
-from raw_kafka import RawConnection, unique
+from raw_kafka import RawConnection, create_topic, unique
 
 import kctl.protocol as kp
+from kctl.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kctl.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
+from kctl.protocol.messages.transactions import DescribeTransactionsRequest
 from kctl.records.builder import RecordBatchBuilder
 from kctl.testing import BrokerProcess
 from kctl.testing.helpers import wait_for
@@ -77,3 +81,74 @@ def consume(broker: BrokerProcess, topic: str, isolation: str, expected: int) ->
     finally:
         consumer.close()
     return got
+
+
+def consume_all(broker: BrokerProcess, topics: dict[str, int], isolation: str, expected: int) -> list[bytes]:
+    """Every value a confluent-kafka consumer at ``isolation`` reads from the partitions of ``topics``
+    (name -> partition count): at least ``expected``, then whatever else comes within a second."""
+    consumer = ck.Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": unique("g"),
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+            "enable.partition.eof": False,
+        }
+    )
+    consumer.assign([ck.TopicPartition(t, p, 0) for t, count in topics.items() for p in range(count)])
+    got: list[bytes] = []
+
+    def poll() -> bool:
+        for message in consumer.consume(500, timeout=0.3):
+            assert message.error() is None, message.error()
+            got.append(message.value())
+        return len(got) >= expected
+
+    try:
+        wait_for(poll, f"{isolation} consumer to get {expected} records", describe=lambda: f"got {got}")
+        got.extend(m.value() for m in consumer.consume(500, timeout=1.0) if m.error() is None)
+    finally:
+        consumer.close()
+    return got
+
+
+def last_stable_offset(conn: RawConnection, topic: str, partition: int = 0) -> int:
+    request = ListOffsetsRequest(
+        replica_id=-1,
+        isolation_level=READ_COMMITTED,
+        topics=[
+            ListOffsetsTopic(
+                name=topic, partitions=[ListOffsetsPartition(partition_index=partition, timestamp=-1)]
+            )
+        ],
+    )
+    [topic_response] = conn.request(kp.ApiKey.LIST_OFFSETS, 5, request).topics
+    [part] = topic_response.partitions
+    assert part.error_code == 0
+    offset: int = part.offset
+    return offset
+
+
+def describe(conn: RawConnection, transactional_id: str) -> Any:
+    [state] = conn.request(
+        kp.ApiKey.DESCRIBE_TRANSACTIONS, 0, DescribeTransactionsRequest(transactional_ids=[transactional_id])
+    ).transaction_states
+    return state
+
+
+def two_topics(broker: BrokerProcess) -> dict[str, int]:
+    topics = {unique("txn-a"): 2, unique("txn-b"): 1}
+    for name, partitions in topics.items():
+        assert create_topic(broker.bootstrap, name, partitions) == 0
+    return topics
+
+
+def produce_to_all(producer: ck.Producer, topics: dict[str, int], prefix: str) -> list[bytes]:
+    values = []
+    for topic, partitions in topics.items():
+        for partition in range(partitions):
+            for i in range(3):
+                value = f"{prefix}-{topic}-{partition}-{i}".encode()
+                producer.produce(topic, value, partition=partition)
+                values.append(value)
+    return values

@@ -34,6 +34,7 @@ from kctl.broker.request_log import RequestLog, combine, request_log_enabled
 from kctl.broker.security.manager import BrokerSecurity
 from kctl.broker.server import KafkaServer, RequestContext, RequestObserver
 from kctl.broker.topics import TopicAdmin
+from kctl.broker.transaction.coordinator import TransactionCoordinator
 from kctl.log.cleaner import clean_log, needs_cleaning
 from kctl.log.clock import SYSTEM_CLOCK, Clock
 from kctl.log.files import LogStorageError
@@ -63,7 +64,7 @@ UNCLEAN_RESTART_WAIT_S = 60.0
 class Broker:
     """One broker. What its API handlers use of it: ``config``, ``broker_id``, ``clock``,
     ``supported_versions``, and — once started — ``logs``, ``metadata``, ``replicas``, ``topics``,
-    ``groups``, ``producer_ids`` and the methods below."""
+    ``groups``, ``transactions``, ``producer_ids`` and the methods below."""
 
     # set by start()
     metadata: MetadataCache
@@ -72,6 +73,7 @@ class Broker:
     topics: TopicAdmin
     producer_ids: ProducerIdManager
     groups: GroupCoordinator
+    transactions: TransactionCoordinator
     controller: Controller
     security: BrokerSecurity
     dynamic_configs: DynamicBrokerConfigs
@@ -141,6 +143,7 @@ class Broker:
             )
             self.producer_ids = ProducerIdManager(self.broker_id, metadata_dir)
             self.groups = GroupCoordinator(self)
+            self.transactions = TransactionCoordinator(self, self._channel_to)
             self.security = BrokerSecurity(
                 config.effective_properties(),  # the dynamic listener TLS material too
                 config.values,
@@ -401,6 +404,9 @@ class Broker:
         for server in self.servers:
             await server.stop()
         self.servers.clear()
+        transactions: TransactionCoordinator | None = getattr(self, "transactions", None)
+        if transactions is not None:
+            await transactions.close()
         replicas: ReplicaManager | None = getattr(self, "replicas", None)
         if replicas is not None:
             await replicas.close()
@@ -530,6 +536,7 @@ class Broker:
     def _sync_partitions(self) -> None:
         self.replicas.sync()
         self.groups.on_partitions_changed()
+        self.transactions.on_partitions_changed()
 
     def group_coordinator_for(self, group_id: str) -> int:
         """The broker id leading ``group_id``'s __consumer_offsets partition (creating the topic on
@@ -600,6 +607,10 @@ class Broker:
         self._every(
             config["producer.id.expiration.check.interval.ms"], "producer-expiry", self._expire_producers
         )
+        txn_abort_ms = config["transaction.abort.timed.out.transaction.cleanup.interval.ms"]
+        self._every(txn_abort_ms, "txn-abort", self.transactions.abort_timed_out)
+        txn_expiry_ms = config["transaction.remove.expired.transaction.cleanup.interval.ms"]
+        self._every(txn_expiry_ms, "txn-expiry", self.transactions.remove_expired)
         # the counts of repeated authorization denials, at most once a minute per key
         self._every(10_000, "authorizer-denials", self.security.authorizer.denials.flush)
         self._start_replication_tasks()

@@ -3,7 +3,8 @@ types, defaults, validators, docs), the parsed :class:`BrokerConfig`, and how th
 properties become the default topic-level :class:`LogConfig` (each topic config's first synonym).
 
 The properties are defined by area in kctl.broker.properties (one module, one list each, keys built
-with ``broker_key``) and the security ones in kctl.broker.security.config; ``BROKER_SECTIONS``
+with ``broker_key``), the security ones in kctl.broker.security.config and the transaction
+coordinator's in kctl.broker.config_transactions; ``BROKER_SECTIONS``
 registers each list, in the order they are documented. A new area is a new module there and one
 line in ``BROKER_SECTIONS``.
 
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kctl.broker.config_transactions import TRANSACTION_CONFIGS
 from kctl.broker.properties.groups import GROUP_CONFIGS
 from kctl.broker.properties.key import CLUSTER_WIDE_CONFIGS, PER_BROKER_CONFIGS
 from kctl.broker.properties.limits import LIMIT_CONFIGS
@@ -96,6 +98,7 @@ BROKER_SECTIONS: list[list[ConfigKey]] = [
     LIMIT_CONFIGS,
     LOG_OUTPUT_CONFIGS,
     SECURITY_CONFIGS,
+    TRANSACTION_CONFIGS,
 ]
 
 #: Every broker property kctl uses.

@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from kctl.zk.model import BrokerRegistration, PartitionState, TopicRecord, UnknownTopicError
+from kctl.zk.model import BrokerRegistration, PartitionState, TopicRecord
 from kctl.zk.registry import ClusterMembership, TopicStore
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -54,15 +54,7 @@ class MetadataCache:
     def _refresh(self) -> MetadataSnapshot:
         registry = self._registry
         topics = registry.topics()
-        states: dict[tuple[str, int], PartitionState] = {}
-        for name in list(topics):
-            try:
-                found = registry.partition_states(name)
-            except UnknownTopicError:  # deleted since the list was read: gone from this snapshot too
-                del topics[name]
-                continue
-            for partition, state in found.items():
-                states[(name, partition)] = state
+        states = registry.partition_states_of(topics)  # one pipelined read in ZooKeeper
         snapshot = MetadataSnapshot(
             cluster_id=registry.cluster_id(),
             controller_id=registry.controller_id(),

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -31,7 +31,15 @@ from kctl.log.config import InvalidConfigError
 from kctl.log.manager import LogManager
 from kctl.log.naming import TopicPartition, validate_topic_name
 from kctl.protocol.errors import ErrorCode
-from kctl.zk.model import InvalidPartitionsError, TopicExistsError, TopicRecord, UnknownTopicError
+from kctl.zk.model import (
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    InvalidTopicError,
+    RegistryError,
+    TopicExistsError,
+    TopicRecord,
+    UnknownTopicError,
+)
 from kctl.zk.registry import ConfigStore, TopicStore
 
 MAX_PARTITIONS = 100_000
@@ -96,6 +104,17 @@ def discard_logs(logs: LogManager, created: list[TopicPartition]) -> None:
     """Delete the logs ``create_hosted_logs`` made for a create that was not committed."""
     for tp in created:
         logs.delete_log(tp)
+
+
+def _create_error(plan: PartitionPlan, error: RegistryError) -> ApiError:
+    """Kafka's answer for a topic the registry refused to create."""
+    if isinstance(error, TopicExistsError):
+        return ApiError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {plan.name!r} already exists")
+    if isinstance(error, InvalidTopicError):
+        return ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(error))
+    if isinstance(error, InvalidReplicaAssignmentError):
+        return ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, str(error))
+    raise error
 
 
 class TopicRegistry(TopicStore, ConfigStore, Protocol):
@@ -216,18 +235,32 @@ class TopicAdmin:
 
     def commit_topic(self, plan: PartitionPlan) -> TopicRecord:
         """Write the planned topic and its first partition states (one embedded-registry write)."""
+        [outcome] = self.commit_topics([plan])
+        if isinstance(outcome, ApiError):
+            raise outcome
+        return outcome
+
+    def commit_topics(self, plans: Sequence[PartitionPlan]) -> list[TopicRecord | ApiError]:
+        """Write the planned topics, then their first partition states, then refresh the metadata
+        once for them all (a CreateTopics of a hundred topics reads the cluster's state once, not a
+        hundred times); per plan, its topic or why it was not created."""
+        outcomes: list[TopicRecord | ApiError] = []
         try:
             with self.registry.write_batch():
-                record = self.registry.create_topic(plan.name, plan.assignment, plan.configs)
-                self._elect_leaders()
-        except TopicExistsError:
-            raise ApiError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {plan.name!r} already exists") from None
+                written = self.registry.create_topics(
+                    [(plan.name, dict(plan.assignment), dict(plan.configs)) for plan in plans]
+                )
+                for plan, outcome in zip(plans, written, strict=True):
+                    outcomes.append(
+                        outcome if isinstance(outcome, TopicRecord) else _create_error(plan, outcome)
+                    )
+                if any(not isinstance(outcome, ApiError) for outcome in outcomes):
+                    self._elect_leaders()
         except OSError as error:  # the embedded registry's file could not be written (a full disk)
-            raise ApiError(
-                ErrorCode.KAFKA_STORAGE_ERROR, f"cannot store the cluster metadata: {error}"
-            ) from None
+            failure = ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot store the cluster metadata: {error}")
+            return [failure for _ in plans]
         self.metadata.refresh()
-        return record
+        return outcomes
 
     def delete_topic(self, name: str) -> None:
         if not self.config["delete.topic.enable"]:

@@ -176,20 +176,11 @@ def _start_failure(error: BaseException, config: Any) -> KctlError | None:
 
 
 def _running_pid(pid_path: Path) -> int | None:
-    """The pid in ``pid_path`` if that process is alive (and not this one), else None."""
-    try:
-        pid = int(pid_path.read_text().strip())
-    except (FileNotFoundError, ValueError):
-        return None
-    if pid == os.getpid():
-        return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None
-    except PermissionError:
-        return pid  # alive, someone else's
-    return pid
+    """The pid in ``pid_path`` if that process is alive, is not this one and wrote the file (not a
+    process that reused a killed broker's pid: ``kctl.common.pidfile``), else None."""
+    from kctl.common.pidfile import pid_file_owner
+
+    return pid_file_owner(pid_path)
 
 
 def _refuse_if_running(pid_path: Path, log_dir: Path) -> None:
@@ -286,11 +277,15 @@ def stop(
     Exit status 0 when it stopped, 3 when no broker is running for the pid file, 1 on timeout."""
     path = pid_file or _default_pid_file(config_file, overrides)
     try:
-        pid = int(path.read_text().strip())
+        recorded = int(path.read_text().strip())
     except FileNotFoundError:
         raise KctlError(f"no pid file at {path}: is a broker running?", ExitCode.NOT_FOUND) from None
     except ValueError:
         raise KctlError(f"pid file {path} does not hold a pid") from None
+    pid = _running_pid(path)  # never signal a process that reused a killed broker's pid
+    if pid is None:
+        path.unlink(missing_ok=True)
+        raise KctlError(f"no process {recorded} (stale pid file {path} removed)", ExitCode.NOT_FOUND)
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:

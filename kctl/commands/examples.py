@@ -301,7 +301,7 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
         ),
     ),
     "kctl transactions list": (
-        ("Transactions in progress (none: kctl has no transactions yet)", "kctl transactions list"),
+        ("Transactions and their states, from every coordinator", "kctl transactions list"),
     ),
     "kctl transactions describe": (
         ("A transactional id's state", "kctl transactions describe --transactional-id payments-tx"),

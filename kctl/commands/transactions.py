@@ -1,7 +1,7 @@
 """`kctl transactions`: the jobs of ``kafka-transactions.sh`` — the active producers of a topic's
 partitions (DescribeProducers, to each leader: producer id, epoch, last sequence and timestamp),
-and the cluster's transactions (ListTransactions, DescribeTransactions). kctl brokers have no
-transactions yet: ``list`` prints only its header, ``describe`` reports every id as not found."""
+and the cluster's transactions (ListTransactions to every broker, DescribeTransactions to each
+transactional id's coordinator)."""
 
 from __future__ import annotations
 
@@ -81,8 +81,8 @@ def list_transactions(
     *,
     cluster: ClusterOptions,
 ) -> None:
-    """The transactions every broker coordinates (ListTransactions). kctl has none yet: only the
-    header is printed."""
+    """The transactional ids every broker coordinates, with their producer id and state
+    (ListTransactions)."""
     with admin_session(*cluster) as admin:
         listings = admin.list_transactions(states=state or (), producer_ids=producer_id or ())
     rows = [
@@ -109,7 +109,7 @@ def describe(
 ) -> None:
     """The state of transactional ids (DescribeTransactions).
 
-    Exit status 3 when an id is not found (on kctl, every id: it has no transactions yet)."""
+    Exit status 3 when an id is not found (never used, or expired)."""
     from kctl.protocol.errors import ErrorCode, error_name
 
     with admin_session(*cluster) as admin:

@@ -74,6 +74,8 @@ class BrokerProcess:
         self.detached = detached
         self.env = dict(env or {})  # added to this process's environment
         self.module = "kctl"  # what `python -m` runs (a fault test may wrap kctl: kctl.testing.power_loss)
+        #: put before the command line, e.g. `ip netns exec NS` (kctl.testing.netns), which execs it
+        self.command_prefix: list[str] = []
         self.stdout_file = self.data_dir.with_name(self.data_dir.name + ".out")
         self.process: subprocess.Popen[bytes] | None = None
         self.bootstrap = ""
@@ -151,7 +153,7 @@ class BrokerProcess:
                 if self.detached:
                     stdout = files.enter_context(open(self.stdout_file, "wb"))
                 self.process = subprocess.Popen(
-                    self.argv(),
+                    [*self.command_prefix, *self.argv()],
                     stdin=subprocess.DEVNULL,
                     stdout=stdout,
                     stderr=log,

@@ -8,7 +8,8 @@ A broker is found through its log dir, first of:
    holds, read from ``/proc/locks``): this is the broker, however it was started;
 2. the pid in ``<log dir>/kctl-broker.pid``, written by ``kctl broker start`` (foreground and
    ``--daemon``) before it takes the lock and removed after it released it, when that pid runs a
-   ``kctl broker start``;
+   ``kctl broker start`` that started before the file was written (``kctl.common.pidfile``: a killed
+   broker's file may name a pid reused since, even by another broker);
 3. the pid recorded in cluster.json, when it still runs a ``kctl broker start`` naming that log dir.
 
 A ZooKeeper server is its recorded pid when that still runs ZooKeeper's main class (standalone or
@@ -28,28 +29,13 @@ import struct
 import time
 from pathlib import Path
 
+from kctl.common.pidfile import command_line, pid_file_owner
+
 ZOOKEEPER_MARK = "org.apache.zookeeper.server."  # standalone or quorum main class
 BROKER_MARK = "kctl broker start"
 LOCK_FILE = ".lock"  # kctl.log.manager.LOCK_FILE (this layer may not import kctl.log)
 PID_FILE = "kctl-broker.pid"  # what `kctl broker start` writes in its first log dir
 POLL_S = 0.05  # polling interval of the waits below, each bounded by its deadline
-
-
-def command_line(pid: int) -> str | None:
-    """The command line of a live (not zombie) ``pid``, its arguments joined by blanks; None when
-    it does not run."""
-    if pid <= 0:
-        return None
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)  # reap it if it is our own exited child
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return None
-    if stat.rsplit(")", 1)[1].split()[0] in ("Z", "X"):
-        return None
-    return cmdline
 
 
 def process_alive(pid: int, mark: str = "") -> bool:
@@ -77,21 +63,13 @@ def lock_holders(path: Path) -> list[int]:
     return pids
 
 
-def read_pid_file(path: Path) -> int | None:
-    """The pid in ``path``, None when there is no such file or no pid in it."""
-    try:
-        return int(path.read_text().strip())
-    except (OSError, ValueError):
-        return None
-
-
 def broker_pid(log_dir: Path, recorded: int = -1) -> int | None:
     """The pid of the broker running on ``log_dir`` (see the module docstring), None when none runs."""
     for pid in lock_holders(log_dir / LOCK_FILE):
         if process_alive(pid, BROKER_MARK):  # not another tool holding the lock (`kctl log ...`)
             return pid
-    from_file = read_pid_file(log_dir / PID_FILE)
-    if from_file is not None and process_alive(from_file, BROKER_MARK):
+    from_file = pid_file_owner(log_dir / PID_FILE, BROKER_MARK)  # not a pid reused since
+    if from_file is not None:
         return from_file
     cmdline = command_line(recorded)
     if cmdline is not None and BROKER_MARK in cmdline and str(log_dir) in cmdline:

@@ -72,10 +72,10 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _listening(port: int) -> bool:
-    """Whether something accepts connections on 127.0.0.1:``port``."""
+def _listening(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether something accepts connections on ``host``:``port``."""
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+        with socket.create_connection((host, port), timeout=0.5):
             return True
     except OSError:
         return False
@@ -85,10 +85,10 @@ class _PortTakenError(Exception):
     """The server's client port was taken by another process."""
 
 
-def four_letter_word(port: int, word: str, timeout: float = 1.0) -> str:
+def four_letter_word(port: int, word: str, timeout: float = 1.0, host: str = "127.0.0.1") -> str:
     """Send a four-letter command (``ruok``, ``srvr``) and return the answer ("" on failure)."""
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
             sock.sendall(word.encode("ascii"))
             chunks = []
             while chunk := sock.recv(4096):
@@ -115,6 +115,8 @@ class ZooKeeperServer:
         detached: bool = False,
         quorum: Sequence[QuorumPeer] = (),
         server_id: int | None = None,
+        host: str = "127.0.0.1",
+        command_prefix: Sequence[str] = (),
     ) -> None:
         java = shutil.which("java")
         if java is None or not ZOOKEEPER_JAR.is_file():
@@ -123,6 +125,7 @@ class ZooKeeperServer:
                 "and a Java runtime"
             )
         self.directory = Path(directory)
+        self.host = host  # its client address (another one inside a network namespace)
         self.port = port or free_port()
         self._port_chosen = port is None  # a port picked here may be taken before the server binds it
         self.detached = detached  # a session of its own: it outlives the process that started it
@@ -135,6 +138,7 @@ class ZooKeeperServer:
         self.config_file = self.directory / "zoo.cfg"
         self._write_config()
         self.command = [
+            *command_prefix,  # e.g. `ip netns exec NS` (kctl.testing.netns), which execs the server
             java,
             "-Xmx256m",
             "-XX:+UseSerialGC",
@@ -157,7 +161,7 @@ class ZooKeeperServer:
                     "syncLimit=5",
                     f"dataDir={self.data_dir}",
                     f"clientPort={self.port}",
-                    "clientPortAddress=127.0.0.1",
+                    f"clientPortAddress={self.host}",
                     "admin.enableServer=false",
                     "4lw.commands.whitelist=ruok,srvr,stat",
                     "minSessionTimeout=1000",
@@ -190,15 +194,16 @@ class ZooKeeperServer:
 
     @property
     def hosts(self) -> str:
-        """``127.0.0.1:PORT``: the connect string without a chroot."""
-        return f"127.0.0.1:{self.port}"
+        """``HOST:PORT`` (127.0.0.1 unless another ``host`` was given): the connect string without a
+        chroot."""
+        return f"{self.host}:{self.port}"
 
     def chroot(self, prefix: str = "kctl-test") -> str:
         """A fresh, unique chroot path (``/kctl-test-<random>``) for one test or one cluster."""
         return new_chroot(prefix)
 
     def connect_string(self, chroot: str | None = None) -> str:
-        """``127.0.0.1:PORT/<chroot>``: a fresh unique chroot when none is given."""
+        """``HOST:PORT/<chroot>``: a fresh unique chroot when none is given."""
         path = chroot or self.chroot()
         return f"{self.hosts}/{path.lstrip('/')}"
 
@@ -234,7 +239,7 @@ class ZooKeeperServer:
         raise AssertionError("unreachable")
 
     def _start_once(self, timeout: float) -> ZooKeeperServer:
-        if self._port_chosen and _listening(self.port):
+        if self._port_chosen and _listening(self.port, self.host):
             raise _PortTakenError
         self.launch()
         return self.wait_serving(timeout)
@@ -277,7 +282,7 @@ class ZooKeeperServer:
 
     def mode(self) -> str:
         """What ``srvr`` reports: "standalone", "leader" or "follower" while it serves, else ""."""
-        for line in four_letter_word(self.port, "srvr", timeout=0.5).splitlines():
+        for line in four_letter_word(self.port, "srvr", timeout=0.5, host=self.host).splitlines():
             if line.startswith("Mode:"):
                 return line.split(":", 1)[1].strip()
         return ""

@@ -124,6 +124,9 @@ def slow_disk(broker: BrokerProcess, delay_ms: int, hold_s: float) -> str:
 def main() -> None:
     """``python -m kctl.testing.disk_faults ARGS``: ``kctl ARGS`` on a disk the control file drives."""
     install(Path(os.environ[CONTROL_ENV]))
+    from kctl.testing import clock_skew
+
+    clock_skew.install_from_environment()
     sys.argv[0] = "kctl"
     runpy.run_module("kctl", run_name="__main__", alter_sys=True)
 

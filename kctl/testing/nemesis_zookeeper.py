@@ -87,15 +87,24 @@ def lose_zookeeper_quorum(ensemble: ZooKeeperEnsemble, hold_s: float = 3.0) -> s
 class ZooKeeperLinks:
     """Each broker of ``cluster`` (not started yet) connected to ``zookeeper`` (a server or every
     server of an ensemble) through `TcpProxy` objects of its own, so that one broker's link can be
-    cut while the others stay."""
+    cut while the others stay. The proxies listen on ``listen_host`` (another address than 127.0.0.1
+    when the brokers run in network namespaces: kctl.testing.netns's ``client_ip``)."""
 
-    def __init__(self, cluster: LocalCluster, zookeeper: ZooKeeperServer | ZooKeeperEnsemble) -> None:
+    def __init__(
+        self,
+        cluster: LocalCluster,
+        zookeeper: ZooKeeperServer | ZooKeeperEnsemble,
+        *,
+        listen_host: str = "127.0.0.1",
+    ) -> None:
         servers = zookeeper.servers if isinstance(zookeeper, ZooKeeperEnsemble) else [zookeeper]
         self.proxies: dict[int, list[TcpProxy]] = {}
         chroot = cluster.chroot.lstrip("/")
         for broker_id, broker in cluster.brokers.items():
-            proxies = self.proxies[broker_id] = [TcpProxy(server.port).start() for server in servers]
-            hosts = ",".join(f"127.0.0.1:{proxy.port}" for proxy in proxies)
+            proxies = self.proxies[broker_id] = [
+                TcpProxy(server.port, listen_host=listen_host).start() for server in servers
+            ]
+            hosts = ",".join(f"{listen_host}:{proxy.port}" for proxy in proxies)
             broker.properties["zookeeper.connect"] = f"{hosts}/{chroot}"
 
     def cut(self, broker_id: int) -> None:

@@ -149,12 +149,16 @@ def lose_power(broker: BrokerProcess) -> str:
 
 def main() -> None:
     """``python -m kctl.testing.power_loss ARGS``: ``kctl ARGS`` with the ledger installed (and the
-    disk faults of kctl.testing.disk_faults too when its control file is set)."""
+    disk faults of kctl.testing.disk_faults and the clock of kctl.testing.clock_skew too when their
+    control files are set)."""
     install(Path(os.environ[LEDGER_ENV]))
     from kctl.testing import disk_faults
 
     if disk_faults.CONTROL_ENV in os.environ:
         disk_faults.install(Path(os.environ[disk_faults.CONTROL_ENV]))
+    from kctl.testing import clock_skew
+
+    clock_skew.install_from_environment()
     sys.argv[0] = "kctl"
     runpy.run_module("kctl", run_name="__main__", alter_sys=True)
 

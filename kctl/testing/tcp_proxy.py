@@ -28,11 +28,15 @@ POLL_S = 0.1
 
 
 class TcpProxy:
-    """Forwards 127.0.0.1:``port`` to 127.0.0.1:``target_port`` until cut (see the module docstring)."""
+    """Forwards ``listen_host``:``port`` (127.0.0.1 by default) to ``target_host``:``target_port``
+    until cut (see the module docstring)."""
 
-    def __init__(self, target_port: int, *, target_host: str = "127.0.0.1") -> None:
+    def __init__(
+        self, target_port: int, *, target_host: str = "127.0.0.1", listen_host: str = "127.0.0.1"
+    ) -> None:
         self.target = (target_host, target_port)
-        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.host = listen_host
+        self._listener = socket.create_server((listen_host, 0))
         self.port = int(self._listener.getsockname()[1])
         self._lock = threading.Lock()
         self._cut = False

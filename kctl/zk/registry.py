@@ -39,7 +39,7 @@ import logging
 import threading
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Protocol, Self
 
@@ -51,6 +51,7 @@ from kctl.zk.model import (
     PartitionStateUpdate,
     RegistryError,
     TopicRecord,
+    UnknownTopicError,
 )
 from kctl.zk.quota_store import QuotaStore
 from kctl.zk.security_store import SecurityStore
@@ -123,6 +124,20 @@ class TopicStore(Protocol):
         """Create a topic with partitions 0..n-1 assigned to replicas, and its config overrides.
         A topic id is generated unless given. Raises TopicExistsError, InvalidTopicError,
         InvalidReplicaAssignmentError."""
+
+    def create_topics(
+        self, topics: Sequence[tuple[str, dict[int, tuple[int, ...]], dict[str, str]]]
+    ) -> list[TopicRecord | RegistryError]:
+        """`create_topic` for each (name, assignment, configs): per topic its record or the error
+        that refused it. The ZooKeeper backend writes them in a few multi-ops (one round trip per
+        chunk instead of three per topic, and one watch notification)."""
+        outcomes: list[TopicRecord | RegistryError] = []
+        for name, assignment, configs in topics:
+            try:
+                outcomes.append(self.create_topic(name, assignment, configs))
+            except RegistryError as error:
+                outcomes.append(error)
+        return outcomes
 
     @abstractmethod
     def delete_topic(self, name: str) -> None:
@@ -197,6 +212,21 @@ class TopicStore(Protocol):
     @abstractmethod
     def partition_states(self, topic: str) -> dict[int, PartitionState]:
         """The partitions of ``topic`` that have a state. Raises UnknownTopicError."""
+
+    def partition_states_of(self, topics: Mapping[str, TopicRecord]) -> dict[tuple[str, int], PartitionState]:
+        """The states of every partition of ``topics`` (as read by `topics()`: their assignments name
+        the partitions) that has one; a topic deleted meanwhile is left out. The ZooKeeper backend
+        reads them all in one pipelined batch (a refresh of the whole cluster's metadata costs one
+        round trip, not one per topic)."""
+        states: dict[tuple[str, int], PartitionState] = {}
+        for name in topics:
+            try:
+                found = self.partition_states(name)
+            except UnknownTopicError:
+                continue
+            for partition, state in found.items():
+                states[(name, partition)] = state
+        return states
 
 
 class ClusterMembership(Protocol):

@@ -35,6 +35,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
@@ -243,6 +244,11 @@ class ZooKeeperRegistry(Registry):
     ) -> TopicRecord:
         return self._topics.create_topic(name, assignment, configs, topic_id)
 
+    def create_topics(
+        self, topics: Sequence[tuple[str, dict[int, tuple[int, ...]], dict[str, str]]]
+    ) -> list[TopicRecord | RegistryError]:
+        return self._topics.create_topics(topics)
+
     def delete_topic(self, name: str) -> None:
         self._topics.delete_topic(name)
 
@@ -289,6 +295,9 @@ class ZooKeeperRegistry(Registry):
 
     def partition_states(self, topic: str) -> dict[int, PartitionState]:
         return self._topics.partition_states(topic)
+
+    def partition_states_of(self, topics: Mapping[str, TopicRecord]) -> dict[tuple[str, int], PartitionState]:
+        return self._topics.partition_states_of(topics)
 
     # -- ConfigStore: ZooKeeperConfigs -------------------------------------------------------------
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import uuid
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -65,6 +66,8 @@ __all__ = ["ZooKeeperTopics"]
 log = logging.getLogger("kctl.zk.zookeeper")
 
 _RETRIES = 10
+CREATE_CHUNK = 50
+"""Topics written per multi-op by `create_topics` (well under ZooKeeper's 1 MB request limit)."""
 
 
 class ZooKeeperTopics(ZooKeeperPart, TopicStore):
@@ -109,6 +112,65 @@ class ZooKeeperTopics(ZooKeeperPart, TopicStore):
                 raise RegistryError(f"could not create topic {name}: {config_path} kept changing")
         self._notify(TOPICS)
         return record
+
+    def create_topics(
+        self, topics: Sequence[tuple[str, dict[int, tuple[int, ...]], dict[str, str]]]
+    ) -> list[TopicRecord | RegistryError]:
+        """Many `create_topic`s: the topic list read once, the config znodes looked up in one
+        pipelined batch, then each chunk of ``CREATE_CHUNK`` topics written in one multi-op (a chunk
+        that fails, e.g. a topic created by someone else meanwhile, is written topic by topic)."""
+        client = self._zk_client()
+        outcomes: list[TopicRecord | RegistryError | None] = [None] * len(topics)
+        planned: list[tuple[int, TopicRecord]] = []
+        with self._zk(f"create {len(topics)} topics"):
+            existing = set(client.get_children(TopicsZNode.path))
+            for index, (name, assignment, configs) in enumerate(topics):
+                try:
+                    validate_topic_name(name)
+                    normalized = validate_replica_assignment(assignment)
+                    if name in existing:
+                        raise TopicExistsError(f"Topic '{name}' already exists.")
+                    check_topic_collisions(name, existing)
+                except RegistryError as error:
+                    outcomes[index] = error
+                    continue
+                existing.add(name)  # a later topic of the batch may collide with it
+                planned.append((index, TopicRecord(name, random_kafka_uuid(), normalized, dict(configs))))
+            config_paths = [ConfigEntityZNode.path(ConfigEntityZNode.TOPICS, r.name) for _, r in planned]
+            stats = [
+                result.get(timeout=self._op_timeout)
+                for result in [client.exists_async(p) for p in config_paths]
+            ]
+            for start in range(0, len(planned), CREATE_CHUNK):
+                end = start + CREATE_CHUNK
+                chunk = list(zip(planned[start:end], stats[start:end], strict=True))
+                transaction = client.transaction()
+                for (_, record), config_stat in chunk:
+                    config_path = ConfigEntityZNode.path(ConfigEntityZNode.TOPICS, record.name)
+                    config_data = ConfigEntityZNode.encode(record.configs)
+                    if config_stat is None:
+                        transaction.create(config_path, config_data)
+                    else:
+                        transaction.set_data(config_path, config_data, version=config_stat.version)
+                    transaction.create(
+                        TopicZNode.path(record.name), TopicZNode.encode(record.topic_id, record.assignment)
+                    )
+                results = transaction.commit()
+                if not any(isinstance(r, Exception) for r in results):
+                    for (index, record), _ in chunk:
+                        outcomes[index] = record
+                    continue
+                for (index, record), _ in chunk:  # one at a time, with create_topic's own retries
+                    try:
+                        outcomes[index] = self.create_topic(
+                            record.name, dict(record.assignment), dict(record.configs), record.topic_id
+                        )
+                    except RegistryError as error:
+                        outcomes[index] = error
+        self._notify(TOPICS)
+        done = [outcome for outcome in outcomes if outcome is not None]
+        assert len(done) == len(topics), "every topic has an outcome"
+        return done
 
     def delete_topic(self, name: str) -> None:
         client = self._zk_client()
@@ -363,6 +425,26 @@ class ZooKeeperTopics(ZooKeeperPart, TopicStore):
             data, stat = result
             try:
                 states[partition] = TopicPartitionStateZNode.decode(topic, partition, data, stat.version)
+            except ZNodeDecodeError as error:
+                log.warning("ignoring a partition state kctl cannot read: %s", error)
+        return states
+
+    def partition_states_of(self, topics: Mapping[str, TopicRecord]) -> dict[tuple[str, int], PartitionState]:
+        client = self._zk_client()
+        wanted = [(name, p) for name, record in topics.items() for p in sorted(record.assignment)]
+        with self._zk(f"read the partition states of {len(topics)} topics"):
+            results = collect(
+                [client.get_async(TopicPartitionStateZNode.path(name, p)) for name, p in wanted],
+                self._op_timeout,
+            )
+        states: dict[tuple[str, int], PartitionState] = {}
+        for (name, partition), result in zip(wanted, results, strict=True):
+            if result is None:
+                continue  # no state yet (or the topic was deleted meanwhile)
+            data, stat = result
+            try:
+                state = TopicPartitionStateZNode.decode(name, partition, data, stat.version)
+                states[(name, partition)] = state
             except ZNodeDecodeError as error:
                 log.warning("ignoring a partition state kctl cannot read: %s", error)
         return states

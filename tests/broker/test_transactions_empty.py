@@ -1,4 +1,4 @@
-"""DescribeTransactions / ListTransactions (issue 16 §2) while kctl has no transactions: the list is
+"""DescribeTransactions / ListTransactions (issue 16 §2) on a broker without transactions: the list is
 empty (unknown state filters reported back, as Kafka does), every transactional id is
 TRANSACTIONAL_ID_NOT_FOUND, and `kctl transactions list` prints only its header and exits 0."""
 

@@ -255,7 +255,7 @@ def test_a_broker_restarted_by_hand_is_shown_running_and_stopped_by_down(cluster
 
 def test_start_brings_a_stopped_cluster_back_and_stop_stops_it(cluster: Cluster) -> None:
     status = cluster.cluster("status", "-f", "json")
-    assert status.returncode == 1 and not any(r["alive"] for r in json.loads(status.stdout))
+    assert status.returncode == 1 and not any(r["alive"] for r in json.loads(status.stdout)), status.stdout
     started = cluster.cluster("start", "--timeout", STEP_TIMEOUT)
     assert started.returncode == 0, started.stderr
     assert "started ZooKeeper" in started.stderr and "started broker 3" in started.stderr

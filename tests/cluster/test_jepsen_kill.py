@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from functools import partial
+from pathlib import Path
 
 import pytest
 
@@ -29,6 +30,7 @@ from kctl.testing.jepsen import (
     read_topic,
     wait_for_progress,
 )
+from kctl.testing.jepsen_offsets import CommittedOffsetsWatcher
 from kctl.testing.pytest_plugin import BrokerFactory, ClusterFactory
 
 PARTITIONS = 3
@@ -176,7 +178,7 @@ def view(cluster: LocalCluster) -> Iterator[ClusterView]:
 
 @pytest.mark.slow
 def test_cluster_leaders_killed_and_paused_under_load_lose_nothing(
-    cluster: LocalCluster, view: ClusterView
+    cluster: LocalCluster, view: ClusterView, tmp_path: Path
 ) -> None:
     topic = "jepsen-cluster"
     bootstrap = cluster.bootstrap_servers
@@ -185,6 +187,8 @@ def test_cluster_leaders_killed_and_paused_under_load_lose_nothing(
     campaign = Campaign(
         [ConfluentLoad(bootstrap, topic, "ck"), KctlLoad(bootstrap, topic, "kctl")], progress=100
     ).start()
+    # a group consuming and committing throughout (its coordinator is killed too), in a process of its own
+    offsets = CommittedOffsetsWatcher(bootstrap, topic, "jepsen-readers", tmp_path / "offsets.jsonl").start()
     rng = random.Random(17)
     try:
         for _ in range(2):
@@ -193,9 +197,14 @@ def test_cluster_leaders_killed_and_paused_under_load_lose_nothing(
         campaign.inject(partial(pause_leader, cluster, view, topic, 0, campaign.loads))
     except BaseException:
         campaign.stop()
+        offsets.stop()
         raise
     verdict = campaign.finish(cluster.bootstrap_servers, topic, PARTITIONS)
+    offsets.stop()
     print(f"cluster: faults survived {len(campaign.faults_done)}, {verdict.summary()}")
+    print(f"committed offsets: {offsets.observations} observations, highest {offsets.highest}")
+    assert offsets.regressions == [], offsets.regressions
+    assert offsets.observations > 10 and sum(offsets.highest.values()) > 0, offsets.errors[-5:]
     assert [fault.split()[0] for fault in campaign.faults_done] == ["kill", "kill", "kill"]
     assert "-STOP" in campaign.faults_done[-1]
     assert verdict.ok, verdict.report()

@@ -327,6 +327,8 @@ def shared(
             "log.dirs": f"{data},{data2}",
             "offsets.topic.replication.factor": "1",
             "offsets.topic.num.partitions": "8",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.num.partitions": "8",
             "group.initial.rebalance.delay.ms": "0",
         }
     )

@@ -149,6 +149,9 @@ def test_every_api_of_the_brief_is_registered_with_its_range() -> None:
         "DescribeTransactions": (0, 0),
         "ListTransactions": (0, 2),
         "WriteTxnMarkers": (0, 1),
+        "AddPartitionsToTxn": (0, 5),
+        "AddOffsetsToTxn": (0, 4),
+        "EndTxn": (0, 5),
     }
     got = {s.name: (s.min_version, s.max_version) for s in SCHEMAS.values()}
     assert got == expected

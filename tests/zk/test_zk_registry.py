@@ -205,6 +205,42 @@ def test_topic_errors(registry: Registry) -> None:
     assert sorted(registry.topics()) == ["a.b", "t"]
 
 
+def test_create_topics_answers_per_topic(registry: Registry) -> None:
+    """Many topics at once (CreateTopics of a hundred: a few multi-ops in ZooKeeper): each gets its
+    record or its own error, in order; the others are created all the same."""
+    registry.create_topic("taken", {0: (1,)}, {})
+    registry.create_topic("a.b", {0: (1,)}, {})
+    registry.create_topic("reborn", {0: (1,)}, {"retention.ms": "5"})
+    registry.delete_topic("reborn")  # a deleted topic may leave its config znode behind
+    seen = Notifications()
+    registry.add_listener(seen)
+    names = [f"t{i}" for i in range(120)]  # more than one chunk
+    outcomes = registry.create_topics(
+        [
+            *((name, {0: (1,), 1: (1,)}, {"retention.ms": "7"}) for name in names),
+            ("taken", {0: (1,)}, {}),
+            ("a_b", {0: (1,)}, {}),
+            ("gap", {0: (1,), 2: (1,)}, {}),
+            ("reborn", {0: (1,)}, {"cleanup.policy": "compact"}),
+            ("x.y", {0: (1,)}, {}),
+            ("x_y", {0: (1,)}, {}),  # collides with one created in the same batch
+        ]
+    )
+    created = outcomes[:120]
+    assert [r.name for r in created if isinstance(r, TopicRecord)] == names
+    assert isinstance(outcomes[120], TopicExistsError)
+    assert isinstance(outcomes[121], InvalidTopicError) and "collides" in str(outcomes[121])
+    assert isinstance(outcomes[122], InvalidReplicaAssignmentError)
+    assert isinstance(outcomes[123], TopicRecord) and outcomes[123].configs == {"cleanup.policy": "compact"}
+    assert isinstance(outcomes[124], TopicRecord)
+    assert isinstance(outcomes[125], InvalidTopicError)
+    topics = registry.topics()
+    assert set(topics) == {"taken", "a.b", "reborn", "x.y", *names}
+    assert topics["t7"] == created[7] and topics["t7"].configs == {"retention.ms": "7"}
+    assert topics["reborn"].configs == {"cleanup.policy": "compact"}
+    assert "topics" in seen.reasons
+
+
 def test_a_deleted_topic_can_be_created_again(registry: Registry) -> None:
     first = registry.create_topic("t", {0: (1,), 1: (1,)}, {"cleanup.policy": "compact"})
     registry.set_partition_state("t", 0, PartitionState(1, 3, (1,)))

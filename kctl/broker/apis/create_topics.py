@@ -2,9 +2,10 @@
 assignment, topic configs, validate-only.
 
 A request asking for more than ``MAX_PARTITIONS_PER_REQUEST`` partitions in all is refused whole
-with POLICY_VIOLATION (as Kafka does). Each topic is planned on the event loop, its logs are created
-and its registry writes made in worker threads (kctl.broker.topics), so a large create never stalls
-the other connections.
+with POLICY_VIOLATION (as Kafka does). Each topic is planned on the event loop, then their logs are
+created and their registry writes made, all the topics together (`TopicAdmin.commit_topics`: a few
+ZooKeeper multi-ops, one controller pass, one metadata refresh), in worker threads
+(kctl.broker.topics), so a large create never stalls the other connections.
 
 Once the topics are created, the answer waits until every live broker serves them with a leader for
 each partition (``Broker.await_metadata``, kctl.broker.metadata_propagation) for up to the request's
@@ -23,7 +24,7 @@ from kctl.broker.apis.describe_configs import topic_config_entries
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.broker.security.acls import allowed
-from kctl.broker.topics import check_request_partitions, create_hosted_logs, discard_logs
+from kctl.broker.topics import PartitionPlan, check_request_partitions, create_hosted_logs, discard_logs
 from kctl.protocol.acl_types import CLUSTER_NAME, AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.create_topics import (
@@ -68,7 +69,9 @@ async def handle(
                 for t in request.topics
             ],
         )
-    for topic in request.topics:
+    errors: dict[str, ApiError] = {}
+    plans: list[PartitionPlan] = []
+    for topic in request.topics:  # validated and placed one by one, committed together below
         try:
             if seen[topic.name] > 1:
                 raise ApiError(ErrorCode.INVALID_REQUEST, f"topic {topic.name!r} is named more than once")
@@ -88,26 +91,38 @@ async def handle(
                 raise ApiError(ErrorCode.NOT_CONTROLLER, "this broker is not the controller")
             assignment = {a.partition_index: tuple(a.broker_ids) for a in topic.assignments}
             configs = {c.name: c.value for c in topic.configs}
-            plan = broker.topics.plan_topic(
-                topic.name, topic.num_partitions, topic.replication_factor, assignment or None, configs
+            plans.append(
+                broker.topics.plan_topic(
+                    topic.name, topic.num_partitions, topic.replication_factor, assignment or None, configs
+                )
             )
-            if not request.validate_only:
-                logs = await create_hosted_logs(broker.logs, broker.broker_id, plan)
-                try:
-                    await asyncio.to_thread(broker.topics.commit_topic, plan)
-                except BaseException:
-                    discard_logs(broker.logs, logs)
-                    raise
-                broker.on_metadata_changed()
-                created[topic.name] = frozenset(plan.assignment)
         except ApiError as error:
+            errors[topic.name] = error
+    if plans and not request.validate_only:
+        hosted = [await create_hosted_logs(broker.logs, broker.broker_id, plan) for plan in plans]
+        try:
+            outcomes = await asyncio.to_thread(broker.topics.commit_topics, plans)
+        except BaseException:
+            for logs in hosted:
+                discard_logs(broker.logs, logs)
+            raise
+        for plan, logs, outcome in zip(plans, hosted, outcomes, strict=True):
+            if isinstance(outcome, ApiError):
+                discard_logs(broker.logs, logs)
+                errors[plan.name] = outcome
+            else:
+                created[plan.name] = frozenset(plan.assignment)
+        broker.on_metadata_changed()
+    for topic in request.topics:
+        failure = errors.get(topic.name)
+        if failure is not None:
             results.append(
                 CreatableTopicResult(
-                    name=topic.name, error_code=error.code, error_message=error.message, configs=None
+                    name=topic.name, error_code=failure.code, error_message=failure.message, configs=None
                 )
             )
             continue
-        record = broker.metadata.topic(topic.name)
+        record = broker.metadata.topic(topic.name) if not request.validate_only else None
         if record is None:  # validate_only
             partitions = topic.num_partitions if topic.num_partitions > 0 else broker.config["num.partitions"]
             factor = (

@@ -1,14 +1,13 @@
 """FindCoordinator: which broker coordinates a consumer group — the leader of the group's
-``__consumer_offsets`` partition (the topic is created on first use). Transactions are not
-supported: a transaction key answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED with the message "transactions
-are not supported by this broker" — the one error librdkafka, the Java client and kafka-python all
-treat as fatal at this step (librdkafka retries COORDINATOR_NOT_AVAILABLE and UNSUPPORTED_VERSION
-until its timeout), so a transactional producer's init_transactions() fails at once. A group whose
-``__consumer_offsets`` partition cannot be created (a full disk) answers COORDINATOR_NOT_AVAILABLE
-(logged; the client retries).
+``__consumer_offsets`` partition — or a transactional id (key type 1) — the leader of its
+``__transaction_state`` partition (kctl.broker.transaction). Either topic is created on first use, from
+whichever broker is asked. A group needs DESCRIBE on it (GROUP_AUTHORIZATION_FAILED), a transactional id
+DESCRIBE on it (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an empty group id is INVALID_GROUP_ID, an empty
+transactional id INVALID_REQUEST, another key type INVALID_REQUEST. A topic whose partitions cannot be
+created yet (too few brokers, a full disk) answers COORDINATOR_NOT_AVAILABLE (the client retries).
 
-Versions: v0-6. v1+ carry a key type (only groups are coordinated here) and answer with an error message;
-v3+ are flexible; v4+ ask for several keys at once and answer with a list of coordinators."""
+Versions: v0-6. v1+ carry a key type and answer with an error message; v3+ are flexible; v4+ ask for
+several keys at once and answer with a list of coordinators."""
 
 from __future__ import annotations
 
@@ -35,7 +34,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("kctl.broker.group")
 
 GROUP, TRANSACTION = 0, 1
-NO_TRANSACTIONS = "transactions are not supported by this broker"
 FIRST_BATCHED_VERSION = 4
 
 
@@ -43,21 +41,38 @@ def _unavailable(key: str, message: str, code: int = ErrorCode.COORDINATOR_NOT_A
     return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=code, error_message=message)
 
 
-def _coordinator(broker: Broker, context: RequestContext, key: str, key_type: int) -> Coordinator:
-    if key_type != GROUP:  # fatal in clients, so a transactional producer fails at once
-        return _unavailable(key, NO_TRANSACTIONS, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+def _leader(broker: Broker, context: RequestContext, key: str, key_type: int) -> int | Coordinator:
+    """The coordinator's broker id, or the error answer."""
+    if key_type == TRANSACTION:
+        if not key:
+            return _unavailable(key, "the transactional id is empty", ErrorCode.INVALID_REQUEST)
+        if not allowed(broker, context, AclOperation.DESCRIBE, AclResourceType.TRANSACTIONAL_ID, key):
+            denied = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            return _unavailable(key, "not authorized to describe the transactional id", denied)
+        try:
+            return broker.transactions.coordinator_for(key)
+        except ApiError as error:
+            return _unavailable(key, error.message, error.code)
+    if key_type != GROUP:
+        return _unavailable(key, f"unknown key type {key_type}", ErrorCode.INVALID_REQUEST)
     if not key:
         return _unavailable(key, "the group id is empty", ErrorCode.INVALID_GROUP_ID)
     if not allowed(broker, context, AclOperation.DESCRIBE, AclResourceType.GROUP, key):
         denied = ErrorCode.GROUP_AUTHORIZATION_FAILED
         return _unavailable(key, "not authorized to describe the group", denied)
     try:
-        leader = broker.group_coordinator_for(key)
+        return broker.group_coordinator_for(key)
     except ApiError as error:
         return _unavailable(key, error.message, error.code)
     except OSError as error:  # the offsets topic's logs could not be created
         log.warning("no coordinator for group %r: %s", key, error)
         return _unavailable(key, f"the group's partition cannot be created: {error}")
+
+
+def _coordinator(broker: Broker, context: RequestContext, key: str, key_type: int) -> Coordinator:
+    leader = _leader(broker, context, key, key_type)
+    if isinstance(leader, Coordinator):
+        return leader
     node = next((b for b in broker.metadata.brokers() if b.broker_id == leader), None)
     if node is None:
         return _unavailable(key, "the coordinator is not available yet")

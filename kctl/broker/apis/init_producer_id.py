@@ -1,19 +1,25 @@
-"""InitProducerId: a producer id and epoch for an idempotent producer (a new id, or the same id with
-its epoch bumped when the producer asks, KIP-360). Transactions are not supported: a request with a
-transactional id answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED (fatal in clients, as FindCoordinator's answer
-for a transaction key, so a transactional producer fails at once). Without a transactional id the
-producer needs IdempotentWrite on the cluster or Write on some topic, judged by resource type as Kafka
-does (KIP-679): a prefixed or literal ALLOW counts even before a topic it covers exists.
+"""InitProducerId: a producer id and epoch. With a transactional id the transaction coordinator answers
+(kctl.broker.transaction.operations.init_producer_id): a new producer id on the id's first use, else
+the epoch bumped, fencing every older producer of the id (an ongoing transaction is aborted first and
+CONCURRENT_TRANSACTIONS answered; the producer retries); it needs WRITE on the transactional id
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED), a timeout within ``transaction.max.timeout.ms``
+(INVALID_TRANSACTION_TIMEOUT), and is answered NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS by a broker
+that does not coordinate it (yet). Without a transactional id (an idempotent producer) a new id, or the
+same id with its epoch bumped when the producer asks (KIP-360); the producer needs IdempotentWrite on the
+cluster or Write on some topic, judged by resource type as Kafka does (KIP-679): a prefixed or literal
+ALLOW counts even before a topic it covers exists.
 
-Versions: v0-5. v2+ are flexible; v3+ carry the producer's current id and epoch, so an idempotent producer
-can ask for its epoch to be bumped (KIP-360)."""
+Versions: v0-5. v2+ are flexible; v3+ carry the producer's current id and epoch, so a producer can ask
+for its epoch to be bumped (KIP-360); PRODUCER_FENCED is answered INVALID_PRODUCER_EPOCH before v4."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
+from kctl.broker.errors import ApiError
 from kctl.broker.security.acls import allowed, allowed_by_resource_type, log_denial
+from kctl.broker.transaction.operations import init_producer_id
 from kctl.protocol.acl_types import CLUSTER_NAME, AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
@@ -24,6 +30,33 @@ if TYPE_CHECKING:
     from kctl.broker.server import RequestContext
 
 MAX_EPOCH = 32767
+FIRST_PRODUCER_FENCED_VERSION = 4
+
+
+async def _transactional(
+    broker: Broker, context: RequestContext, request: InitProducerIdRequest
+) -> InitProducerIdResponse:
+    tid = request.transactional_id
+    assert tid is not None
+    if not allowed(broker, context, AclOperation.WRITE, AclResourceType.TRANSACTIONAL_ID, tid):
+        code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return InitProducerIdResponse(throttle_time_ms=0, error_code=code, producer_id=-1, producer_epoch=-1)
+    try:
+        given = await init_producer_id(
+            broker.transactions,
+            tid,
+            request.transaction_timeout_ms,
+            request.producer_id,
+            request.producer_epoch,
+        )
+    except ApiError as error:
+        code = error.code
+        if code == ErrorCode.PRODUCER_FENCED and context.header.api_version < FIRST_PRODUCER_FENCED_VERSION:
+            code = ErrorCode.INVALID_PRODUCER_EPOCH
+        return InitProducerIdResponse(throttle_time_ms=0, error_code=code, producer_id=-1, producer_epoch=-1)
+    return InitProducerIdResponse(
+        throttle_time_ms=0, error_code=0, producer_id=given.producer_id, producer_epoch=given.producer_epoch
+    )
 
 
 @api_handler(ApiKey.INIT_PRODUCER_ID, versions=(0, 5))
@@ -31,12 +64,7 @@ async def handle(
     broker: Broker, context: RequestContext, request: InitProducerIdRequest
 ) -> InitProducerIdResponse:
     if request.transactional_id is not None:
-        return InitProducerIdResponse(
-            throttle_time_ms=0,
-            error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            producer_id=-1,
-            producer_epoch=-1,
-        )
+        return await _transactional(broker, context, request)
     idempotent_write = (AclOperation.IDEMPOTENT_WRITE, AclResourceType.CLUSTER, CLUSTER_NAME)
     if not (
         allowed(broker, context, *idempotent_write, log_denied=False)

@@ -202,11 +202,7 @@ class Controller:
         shutting = {b for b in registry.controlled_shutdown_requests() if b in registered}
         restarting = registry.unclean_restarts()
         topics = registry.topics()
-        states = {
-            (name, partition): state
-            for name in topics
-            for partition, state in registry.partition_states(name).items()
-        }
+        states = registry.partition_states_of(topics)
         return ClusterView(
             registered, shutting, topics, states, self.unclean_leader_election, restarting=restarting
         )

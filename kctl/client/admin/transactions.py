@@ -1,7 +1,7 @@
 """Producer and transaction admin calls: the active producers of partitions (DescribeProducers, to
 each partition's leader, as ``kafka-transactions.sh describe-producers``), and the transactions of
-the cluster (ListTransactions, to every broker; DescribeTransactions) — kctl brokers have no
-transactions and answer those empty."""
+the cluster (ListTransactions, to every broker; DescribeTransactions, to each transactional id's
+coordinator)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,11 @@ from kctl.client.cluster import Deadline
 from kctl.client.errors import BrokerResponseError
 from kctl.client.types import TopicPartition
 from kctl.protocol import ApiKey
+from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.describe_producers import DescribeProducersRequest, DescribeProducersTopicRequest
 from kctl.protocol.messages.transactions import DescribeTransactionsRequest, ListTransactionsRequest
+
+TRANSACTION_KEY_TYPE = 1
 
 
 @dataclass(frozen=True)
@@ -170,27 +173,42 @@ class TransactionAdmin(AdminBase):
         ids = list(transactional_ids)
         if not ids:
             return []
-        deadline = self._deadline(timeout)
+        from kctl.client.group.coordinator import find_coordinators  # kctl.client.group imports admin
 
-        def call() -> Any:
-            conn = self.cluster.any_connection(deadline=deadline)
-            return conn.request(
+        deadline = self._deadline(timeout)
+        found = find_coordinators(self.cluster, ids, deadline=deadline, key_type=TRANSACTION_KEY_TYPE)
+        described: dict[str, TransactionDescription] = {}
+        by_node: dict[int, list[str]] = {}
+        for tid, where in found.items():
+            if isinstance(where, BrokerResponseError):
+                described[tid] = TransactionDescription(tid, where.code, "", -1, -1, 0, -1)
+            else:
+                by_node.setdefault(where.node_id, []).append(tid)
+
+        def call(node_id: int, asked: list[str]) -> Any:
+            conn = self.cluster.connection(node_id, deadline=deadline)
+            r = conn.request(
                 ApiKey.DESCRIBE_TRANSACTIONS,
-                DescribeTransactionsRequest(transactional_ids=ids),
+                DescribeTransactionsRequest(transactional_ids=asked),
                 timeout=deadline.timeout(self.config.request_timeout),
             )
+            for s in r.transaction_states:  # a coordinator still loading: ask again
+                if s.error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                    what = f"transactional id {s.transactional_id!r}"
+                    raise BrokerResponseError(s.error_code, context=what)
+            return r
 
-        r = self.cluster.retry(call, deadline=deadline)
-        return [
-            TransactionDescription(
-                s.transactional_id,
-                s.error_code,
-                s.transaction_state,
-                s.producer_id,
-                s.producer_epoch,
-                s.transaction_timeout_ms,
-                s.transaction_start_time_ms,
-                tuple(TopicPartition(t.topic, p) for t in s.topics for p in t.partitions),
-            )
-            for s in r.transaction_states
-        ]
+        for node_id, asked in by_node.items():
+            r = self.cluster.retry(functools.partial(call, node_id, asked), deadline=deadline)
+            for s in r.transaction_states:
+                described[s.transactional_id] = TransactionDescription(
+                    s.transactional_id,
+                    s.error_code,
+                    s.transaction_state,
+                    s.producer_id,
+                    s.producer_epoch,
+                    s.transaction_timeout_ms,
+                    s.transaction_start_time_ms,
+                    tuple(TopicPartition(t.topic, p) for t in s.topics for p in t.partitions),
+                )
+        return [described[tid] for tid in ids if tid in described]

@@ -86,7 +86,8 @@ CONSUMER_CONFIGS = CLIENT_CONFIGS.extend(
             T.STRING,
             "read_uncommitted",
             OneOf(tuple(ISOLATION_LEVELS), case_insensitive=True),
-            "Sent with each fetch; the kctl broker has no transactions, so both levels read the same.",
+            "Sent with each fetch: read_committed reads up to the last stable offset (kctl's consumer "
+            "does not yet drop the records of the aborted transactions the broker lists).",
         ),
     ],
 )

@@ -15,9 +15,9 @@ fetches.
 
 Configuration uses Kafka's consumer property names (``ConsumerConfig``): ``fetch.min.bytes``,
 ``fetch.max.wait.ms``, ``fetch.max.bytes``, ``max.partition.fetch.bytes``, ``max.poll.records``,
-``auto.offset.reset`` (earliest, latest or none), ``check.crcs``, ``isolation.level`` (accepted and
-sent; the broker has no transactions) and every ``ClientConfig`` property (``client.id``,
-``request.timeout.ms``, ...).
+``auto.offset.reset`` (earliest, latest or none), ``check.crcs``, ``isolation.level`` (sent:
+read_committed reads up to the last stable offset; aborted records are not dropped yet) and every
+``ClientConfig`` property (``client.id``, ``request.timeout.ms``, ...).
 
 Fetching. One Fetch request per leader broker covers every assigned partition it leads that has a
 position, is not paused, and has at most one fetched-but-unconsumed response buffered. While the

@@ -83,11 +83,12 @@ def as_offset(value: int | OffsetAndMetadata | tuple[Any, ...]) -> OffsetAndMeta
 
 
 def find_coordinators(
-    cluster: ClusterClient, group_ids: Iterable[str], *, deadline: Deadline
+    cluster: ClusterClient, group_ids: Iterable[str], *, deadline: Deadline, key_type: int = GROUP_KEY_TYPE
 ) -> dict[str, BrokerInfo | BrokerResponseError]:
     """The coordinator of each group (FindCoordinator, batched from v4), or the error the broker
-    gave for it. Retriable errors (the offsets topic being created, a coordinator loading) are
-    retried until the deadline."""
+    gave for it; with ``key_type`` 1, of each transactional id. Retriable errors (the offsets topic
+    being created, a coordinator loading) are retried until the deadline."""
+    what = "group" if key_type == GROUP_KEY_TYPE else "transactional id"
     pending = list(dict.fromkeys(group_ids))
     found: dict[str, BrokerInfo | BrokerResponseError] = {}
 
@@ -99,7 +100,7 @@ def find_coordinators(
         if version >= 4:
             r = conn.request(
                 ApiKey.FIND_COORDINATOR,
-                FindCoordinatorRequest(key_type=GROUP_KEY_TYPE, coordinator_keys=list(pending)),
+                FindCoordinatorRequest(key_type=key_type, coordinator_keys=list(pending)),
                 version,
                 timeout=timeout,
             )
@@ -110,7 +111,7 @@ def find_coordinators(
             for group_id in pending:
                 r = conn.request(
                     ApiKey.FIND_COORDINATOR,
-                    FindCoordinatorRequest(key=group_id, key_type=GROUP_KEY_TYPE),
+                    FindCoordinatorRequest(key=group_id, key_type=key_type),
                     version,
                     timeout=timeout,
                 )
@@ -122,7 +123,7 @@ def find_coordinators(
             if key not in pending:
                 continue
             if code:
-                error = BrokerResponseError(code, message, context=f"group {key!r}")
+                error = BrokerResponseError(code, message, context=f"{what} {key!r}")
                 found[key] = error
                 if error.retriable:
                     retry.append(key)

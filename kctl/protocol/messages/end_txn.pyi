@@ -1,0 +1,26 @@
+# Generated from kctl/protocol/messages/end_txn.py by scripts/gen_protocol_stubs.py.
+# Do not edit: run `make gen`.
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from kctl.protocol.schema import ApiSchema
+from kctl.protocol.types import StructSchema
+
+@dataclass(slots=True)
+class EndTxnRequest:
+    __kafka_schema__: ClassVar[StructSchema]
+    transactional_id: str = ...
+    producer_id: int = ...
+    producer_epoch: int = ...
+    committed: bool = ...
+
+@dataclass(slots=True)
+class EndTxnResponse:
+    __kafka_schema__: ClassVar[StructSchema]
+    throttle_time_ms: int = ...
+    error_code: int = ...
+    producer_id: int = ...
+    producer_epoch: int = ...
+
+SCHEMA: ApiSchema
