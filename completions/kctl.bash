@@ -3,7 +3,7 @@
 
 _kctl_subcommands() {
     case "$1" in
-        'kctl') echo 'broker cluster config consume group log mirror partition perf produce spark topic zk user acl quota transactions man' ;;
+        'kctl') echo 'broker cluster config consume group log mirror partition perf top produce spark topic zk user acl quota transactions man' ;;
         'kctl broker') echo 'start stop list log-dirs config' ;;
         'kctl broker log-dirs') echo 'describe move' ;;
         'kctl broker config') echo 'describe alter' ;;
@@ -25,7 +25,7 @@ _kctl_subcommands() {
 
 _kctl_is_subcommand() {
     case "$1 $2" in
-        'kctl broker'|'kctl cluster'|'kctl config'|'kctl consume'|'kctl group'|'kctl log'|'kctl mirror'|'kctl partition'|'kctl perf'|'kctl produce'|'kctl spark'|'kctl topic'|'kctl zk'|'kctl user'|'kctl acl'|'kctl quota'|'kctl transactions'|'kctl man'|'kctl broker start'|'kctl broker stop'|'kctl broker list'|'kctl broker log-dirs'|'kctl broker config'|'kctl broker log-dirs describe'|'kctl broker log-dirs move'|'kctl broker config describe'|'kctl broker config alter'|'kctl cluster up'|'kctl cluster status'|'kctl cluster start'|'kctl cluster stop'|'kctl cluster restart'|'kctl cluster down'|'kctl cluster list'|'kctl cluster info'|'kctl cluster health'|'kctl config show'|'kctl group list'|'kctl group describe'|'kctl group rewind'|'kctl group delete'|'kctl group migrate'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge'|'kctl partition reassign'|'kctl partition elect-leaders'|'kctl perf produce'|'kctl perf consume'|'kctl spark load'|'kctl topic create'|'kctl topic list'|'kctl topic describe'|'kctl topic delete'|'kctl topic alter'|'kctl topic offsets'|'kctl topic trim'|'kctl zk ls'|'kctl zk get'|'kctl zk tree'|'kctl zk brokers'|'kctl zk topics'|'kctl zk consumers'|'kctl user create'|'kctl user delete'|'kctl user list'|'kctl acl add'|'kctl acl list'|'kctl acl remove'|'kctl quota describe'|'kctl quota alter'|'kctl transactions describe-producers'|'kctl transactions list'|'kctl transactions describe') return 0 ;;
+        'kctl broker'|'kctl cluster'|'kctl config'|'kctl consume'|'kctl group'|'kctl log'|'kctl mirror'|'kctl partition'|'kctl perf'|'kctl top'|'kctl produce'|'kctl spark'|'kctl topic'|'kctl zk'|'kctl user'|'kctl acl'|'kctl quota'|'kctl transactions'|'kctl man'|'kctl broker start'|'kctl broker stop'|'kctl broker list'|'kctl broker log-dirs'|'kctl broker config'|'kctl broker log-dirs describe'|'kctl broker log-dirs move'|'kctl broker config describe'|'kctl broker config alter'|'kctl cluster up'|'kctl cluster status'|'kctl cluster start'|'kctl cluster stop'|'kctl cluster restart'|'kctl cluster down'|'kctl cluster list'|'kctl cluster info'|'kctl cluster health'|'kctl config show'|'kctl group list'|'kctl group describe'|'kctl group rewind'|'kctl group delete'|'kctl group migrate'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge'|'kctl partition reassign'|'kctl partition elect-leaders'|'kctl perf produce'|'kctl perf consume'|'kctl spark load'|'kctl topic create'|'kctl topic list'|'kctl topic describe'|'kctl topic delete'|'kctl topic alter'|'kctl topic offsets'|'kctl topic trim'|'kctl zk ls'|'kctl zk get'|'kctl zk tree'|'kctl zk brokers'|'kctl zk topics'|'kctl zk consumers'|'kctl user create'|'kctl user delete'|'kctl user list'|'kctl acl add'|'kctl acl list'|'kctl acl remove'|'kctl quota describe'|'kctl quota alter'|'kctl transactions describe-producers'|'kctl transactions list'|'kctl transactions describe') return 0 ;;
     esac
     return 1
 }
@@ -74,6 +74,7 @@ _kctl_options() {
         'kctl perf') echo '-h --help' ;;
         'kctl perf produce') echo '-n --num-records -d --duration -s --record-size -t --throughput -w --warmup -k --keys --key-size -a --acks -z --compression -i --interval --latency-every -q --quiet -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl perf consume') echo '-n --num-records -d --duration -o --offset -p --partition -l --latency --idle-timeout -i --interval --latency-every -q --quiet -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl top') echo '--once -n --interval --rows -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl produce') echo '-t --topic -f --format -K --key-separator -D --delimiter --null-marker -H --header -p --partition --keep-partition --keep-timestamp -z --compression -a --acks --print-offsets --report-format -q --quiet -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl spark') echo '-h --help' ;;
         'kctl spark load') echo '--to --file-format --master --value-format --key-format --json-schema --until --min-partitions --fail-on-data-loss --no-fail-on-data-loss --conf --execute -f --format -c --config -X -b --bootstrap-server -h --help' ;;
@@ -322,6 +323,12 @@ _kctl_option_value() {
         'kctl perf consume -c'|'kctl perf consume --config') echo 'file' ;;
         'kctl perf consume -X') echo 'any' ;;
         'kctl perf consume -b'|'kctl perf consume --bootstrap-server') echo 'any' ;;
+        'kctl top -n'|'kctl top --interval') echo 'any' ;;
+        'kctl top --rows') echo 'any' ;;
+        'kctl top -f'|'kctl top --format') echo 'choice table json jsonl' ;;
+        'kctl top -c'|'kctl top --config') echo 'file' ;;
+        'kctl top -X') echo 'any' ;;
+        'kctl top -b'|'kctl top --bootstrap-server') echo 'any' ;;
         'kctl produce -t'|'kctl produce --topic') echo 'topic' ;;
         'kctl produce -f'|'kctl produce --format') echo 'any' ;;
         'kctl produce -K'|'kctl produce --key-separator') echo 'any' ;;

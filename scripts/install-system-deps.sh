@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests use (a real ZooKeeper server, kcat, a Java runtime, Maven,
-# Prometheus) when missing.
+# Prometheus, tmux) when missing.
 set -euo pipefail
 need=()
 [ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
@@ -12,6 +12,7 @@ fi
 command -v zsh >/dev/null 2>&1 || need+=(zsh)
 command -v fish >/dev/null 2>&1 || need+=(fish)
 command -v mvn >/dev/null 2>&1 || need+=(maven)   # resolves Apache Kafka's jars, a test client and benchmark peer
+command -v tmux >/dev/null 2>&1 || need+=(tmux)   # kctl top's live view, driven as a person would (tests/cli/test_cli_top.py)
 command -v prometheus >/dev/null 2>&1 || need+=(prometheus)   # a real Prometheus scraping brokers' /metrics (tests/cluster/test_prometheus.py)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)   # network namespaces for the partition nemesis (tests/cluster/test_jepsen_network.py)
 [ ${#need[@]} -eq 0 ] && exit 0

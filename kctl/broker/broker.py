@@ -30,8 +30,9 @@ from kctl.broker.replica_manager import ReplicaManager
 from kctl.broker.replication.channel import BrokerChannel
 from kctl.broker.replication.fetcher import FetcherSettings, ReplicaFetcherManager
 from kctl.broker.replication.throttle import ReplicationQuota
+from kctl.broker.request_log import RequestLog, combine, request_log_enabled
 from kctl.broker.security.manager import BrokerSecurity
-from kctl.broker.server import KafkaServer, RequestContext
+from kctl.broker.server import KafkaServer, RequestContext, RequestObserver
 from kctl.broker.topics import TopicAdmin
 from kctl.broker.transaction.coordinator import TransactionCoordinator
 from kctl.log.cleaner import clean_log, needs_cleaning
@@ -172,7 +173,7 @@ class Broker:
                     credentials=self.security.credentials,
                     limits=limits,
                     name=listener.name,
-                    on_request=self.metrics.stats.observe_request if self.metrics.enabled else None,
+                    on_request=self._request_observer(listener.name),
                 )
                 await server.start()
                 self.servers.append(server)
@@ -341,6 +342,13 @@ class Broker:
             "hw-checkpoint",
             lambda: self.logs.checkpoint(),
         )
+
+    def _request_observer(self, listener: str) -> RequestObserver | None:
+        """What a listener calls once per request: the request metrics and the request log, those
+        that are on (None when neither is: the request path then measures nothing)."""
+        metrics = self.metrics.stats.observe_request if self.metrics.enabled else None
+        request_log = RequestLog(listener).observe if request_log_enabled() else None
+        return combine(metrics, request_log)
 
     def _register(self, registry: Registry) -> None:
         advertised = []

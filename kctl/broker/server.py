@@ -116,9 +116,10 @@ class RequestContext:
 Dispatch = Callable[[RequestContext, Any], Awaitable[Any]]
 #: api key -> (min version, max version) this broker answers
 SupportedVersions = dict[int, tuple[int, int]]
-#: called once per request answered, when metrics are on: (context, queue, local, remote, send, total
-#: time in seconds; kctl.broker.metrics)
-RequestObserver = Callable[[RequestContext, float, float, float, float, float], None]
+#: called once per request answered, when metrics or the request log are on: (context, request bytes,
+#: response bytes (both on the wire, size prefix included), queue, local, remote, send, total time in
+#: seconds; kctl.broker.metrics, kctl.broker.request_log)
+RequestObserver = Callable[[RequestContext, int, int, float, float, float, float, float], None]
 #: what a connection may ask before it has authenticated
 _BEFORE_AUTHENTICATION = frozenset(
     {kp.ApiKey.API_VERSIONS, kp.ApiKey.SASL_HANDSHAKE, kp.ApiKey.SASL_AUTHENTICATE}
@@ -127,6 +128,13 @@ _BEFORE_AUTHENTICATION = frozenset(
 
 class ConnectionClosed(Exception):
     pass
+
+
+def _chunks_size(chunks: list[Any]) -> int:
+    """The bytes of a response's chunks (byte strings and file regions)."""
+    return sum(
+        len(chunk) if isinstance(chunk, bytes | bytearray | memoryview) else chunk.size for chunk in chunks
+    )
 
 
 def _unexported(buffer: bytearray) -> bool:
@@ -611,12 +619,23 @@ class _Connection(asyncio.BufferedProtocol):
             self._dispatching = False
         handled = time.monotonic() if self._observe is not None else 0.0
         if response is not None:
-            await self._send(kp.encode_response_chunks(header, response))
+            chunks = kp.encode_response_chunks(header, response)
+            await self._send(chunks)
         if self._observe is not None:
             done = time.monotonic()
             remote = context.remote_time
             local = handled - started - remote
-            self._observe(context, started - arrived, local, remote, done - handled, done - arrived)
+            sent = _chunks_size(chunks) if response is not None else 0
+            self._observe(
+                context,
+                len(frame) + 4,
+                sent,
+                started - arrived,
+                local,
+                remote,
+                done - handled,
+                done - arrived,
+            )
         if context.throttle_time_ms > 0:
             await self._mute(context.throttle_time_ms)
 

@@ -31,6 +31,7 @@ COMMAND_GROUPS: tuple[tuple[str, str], ...] = (
     ("kctl.commands.mirror", "mirror"),
     ("kctl.commands.partition", "partition"),
     ("kctl.commands.perf", "perf"),
+    ("kctl.commands.top", "top"),
     ("kctl.commands.produce", "produce"),
     ("kctl.commands.spark", "spark"),
     ("kctl.commands.topic", "topic"),

@@ -58,20 +58,10 @@ def _default_pid_file(config_file: Path | None, overrides: list[str] | None) -> 
     return Path(config.log_dirs[0]) / PID_FILE_NAME
 
 
-def _setup_logging(level: str, log_file: Path | None) -> None:
-    handler: logging.Handler = (
-        logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
-    )
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    # kazoo logs each reconnection attempt (about one a second while ZooKeeper is down): at most one
-    # line of each kind a minute, with the count of those held back
-    from kctl.common.ratelimit import RateLimitFilter
+def _setup_logging(config: Any, level: str | None, log_file: Path | None) -> None:
+    from kctl.broker.log_setup import setup_logging
 
-    handler.addFilter(RateLimitFilter(("kazoo",)))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
-    logging.getLogger("kazoo").setLevel(logging.WARNING)
+    setup_logging(config, log_file, level)
 
 
 async def _run(config, on_ready: Callable[[str], None] | None) -> None:
@@ -92,7 +82,10 @@ async def _run(config, on_ready: Callable[[str], None] | None) -> None:
         print(address, flush=True)
         if broker.metrics.url is not None:  # the second line, when metrics are served
             print(broker.metrics.url, flush=True)
-        info(f"broker {config.broker_id} ready on {address} (Ctrl-C or SIGTERM to stop)")
+        # a line of the broker's log (its format: text or JSON), not a diagnostic of the command
+        logging.getLogger("kctl.broker").info(
+            "broker %d ready on %s (Ctrl-C or SIGTERM to stop)", config.broker_id, address
+        )
     await stopping.wait()
     logging.getLogger("kctl.broker").info("stopping: flushing logs and writing checkpoints")
     await broker.stop()
@@ -114,7 +107,14 @@ def start(
             help="Write the broker log here (default: stderr; with --daemon: `LOG_DIR/kctl-broker.log`).",
         ),
     ] = None,
-    log_level: Annotated[str, typer.Option("--log-level", help="DEBUG, INFO, WARNING or ERROR.")] = "INFO",
+    log_level: Annotated[
+        str | None,
+        typer.Option(
+            "--log-level",
+            help="DEBUG, INFO, WARNING or ERROR: the root logger's level (default: the log.level property, "
+            "INFO; log.level.LOGGER=LEVEL sets one logger's).",
+        ),
+    ] = None,
 ) -> None:
     """Start a broker with Kafka's broker properties (server.properties and -X).
 
@@ -123,7 +123,7 @@ def start(
     connections. SIGTERM or Ctrl-C stops it cleanly (logs flushed, checkpoints written); after an unclean
     stop the next start recovers the logs."""
     config = _broker_config(config_file, overrides)
-    if log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+    if log_level is not None and log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise KctlError(f"unknown log level {log_level!r}", ExitCode.USAGE)
     log_dir = Path(config.log_dirs[0])
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -132,7 +132,7 @@ def start(
     if daemon:
         _start_daemon(config, pid_path, log_file or log_dir / "kctl-broker.log", log_level)
         return
-    _setup_logging(log_level, log_file)
+    _setup_logging(config, log_level, log_file)
     pid_path.write_text(f"{os.getpid()}\n")
     import asyncio  # here: only a running broker needs it (`kctl broker --help` starts without it)
 
@@ -202,7 +202,7 @@ FAILED_PREFIX = "failed "
 (a ready daemon writes its address instead)."""
 
 
-def _start_daemon(config, pid_path: Path, log_file: Path, log_level: str) -> None:
+def _start_daemon(config, pid_path: Path, log_file: Path, log_level: str | None) -> None:
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # the daemon
@@ -224,7 +224,7 @@ def _start_daemon(config, pid_path: Path, log_file: Path, log_level: str) -> Non
     )
 
 
-def _daemon(config, pid_path: Path, log_file: Path, log_level: str, ready_fd: int) -> int:
+def _daemon(config, pid_path: Path, log_file: Path, log_level: str | None, ready_fd: int) -> int:
     """The daemon's life (in the forked child): the broker until it stops; its exit status. A
     broker that does not start says why in one line, in its log and on the pipe to the parent."""
     os.setsid()
@@ -242,7 +242,7 @@ def _daemon(config, pid_path: Path, log_file: Path, log_level: str, ready_fd: in
         ready = True
 
     try:
-        _setup_logging(log_level, log_file)
+        _setup_logging(config, log_level, log_file)
         pid_path.write_text(f"{os.getpid()}\n")
         import asyncio
 

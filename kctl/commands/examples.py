@@ -35,6 +35,15 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
         ("Stop the broker started with --daemon (waits for a clean shutdown)", "kctl broker stop"),
     ),
     "kctl broker list": (("List the brokers of a cluster", "kctl broker list -b 127.0.0.1:9092"),),
+    # -- top
+    "kctl top": (
+        ("Watch a cluster live (q quits, s changes the sort, / filters)", "kctl top -b 127.0.0.1:9092"),
+        ("One snapshot as JSON, rates over two seconds", "kctl top -b 127.0.0.1:9092 --once -f json -n 2"),
+        (
+            "Each consumer group's lag, from a script",
+            "kctl top --once -f json | jq '.groups[].lag'",
+        ),
+    ),
     "kctl broker log-dirs describe": (
         ("Size of every partition in every log dir of every broker", "kctl broker log-dirs describe"),
         ("Only one topic, as JSON", "kctl broker log-dirs describe --topic orders -f json"),

@@ -97,6 +97,34 @@ GROUP_HELP: dict[str, tuple[str, bool]] = {
         "test.sh; talks to a running cluster).",
         False,
     ),
+    "top": (
+        "A live view of a running cluster, refreshed every second, as top: its brokers "
+        "(alive, the\n"
+        "controller, partitions led, requests/s, bytes in and out per second, event-loop "
+        "busy), its busiest\n"
+        "topics (records/s in, bytes/s in and out), the partitions under-replicated or "
+        "offline, and the\n"
+        "consumer groups with their lag and its trend (the change per second).\n"
+        "\n"
+        "The rates come from each broker's Prometheus /metrics (`metrics.listener`, found"
+        " with\n"
+        "DescribeConfigs); a broker without a metrics endpoint, or whose endpoint does "
+        "not answer, says so\n"
+        "in its row and has no rates. Leadership, partitions and groups come from the "
+        "admin API (Metadata,\n"
+        "DescribeCluster, ListGroups, OffsetFetch, ListOffsets). Keys: `s` cycles the "
+        "topics' sort (bytes\n"
+        "in, bytes out, records in, name; `S` back), `/` filters topics, partitions and "
+        "groups by name\n"
+        "(Enter applies, Esc cancels; Esc clears it), `q` quits.\n"
+        "\n"
+        "--once prints one snapshot and exits: json/jsonl one object {\"time\", "
+        "\"interval_s\", \"cluster_id\",\n"
+        "\"controller_id\", \"brokers\", \"topics\", \"partitions\", \"groups\", \"notes\"} (rates "
+        "per second, null where\n"
+        "unknown), table the screen once. Exit status 0; 3 when no broker can be reached.",
+        False,
+    ),
     "produce": (
         "Send records read from stdin to a topic, and wait until each one is "
         "acknowledged.\n"

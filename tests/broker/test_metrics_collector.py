@@ -145,9 +145,9 @@ def _context(api_key: int, metric_name: str | None = None) -> Any:
 
 def test_request_histograms_are_cumulative_in_milliseconds() -> None:
     stats = BrokerStats()
-    stats.observe_request(_context(1, "FetchConsumer"), 0.0001, 0.002, 0.3, 0.0, 0.3021)
-    stats.observe_request(_context(1, "FetchConsumer"), 0.0, 0.001, 0.0, 0.0, 0.001)
-    stats.observe_request(_context(0), 0.0, 0.001, 0.0, 0.0, 0.001)
+    stats.observe_request(_context(1, "FetchConsumer"), 100, 200, 0.0001, 0.002, 0.3, 0.0, 0.3021)
+    stats.observe_request(_context(1, "FetchConsumer"), 100, 200, 0.0, 0.001, 0.0, 0.0, 0.001)
+    stats.observe_request(_context(0), 100, 200, 0.0, 0.001, 0.0, 0.0, 0.001)
     samples = _scrape(_broker([], [], active=False), stats)
     assert samples.value("kafka_network_requestmetrics_requests_total", request="FetchConsumer") == 2
     assert samples.value("kafka_network_requestmetrics_requests_total", request="Fetch") == 2

@@ -85,6 +85,8 @@ SKIP = {
     ("Broker", "kctl broker stop"): "stops the daemon of ./data: tests/cli/test_cli_broker.py",
     ("Broker", "curl -s http://127.0.0.1:9404/metrics"): "needs a broker started with metrics.listener: "
     "tests/broker/test_metrics_endpoint.py",
+    ("Broker", "kctl top -b 127.0.0.1:9092 --interval"): "a live view until q is pressed: "
+    "tests/cli/test_cli_top.py runs it under tmux",
     ("Topics", "kctl topic trim"): "its exit statuses are being reworked (issue 25, in parallel): "
     "tests/cli/test_cli_topic_offsets.py",
     ("Local clusters", "kctl cluster up"): "the cluster's life cycle runs in test_readme_cluster_block",

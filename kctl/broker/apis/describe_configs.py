@@ -129,6 +129,8 @@ def broker_config_entries(
             value = config.raw.get(name)  # a synonym may set it (log.retention.ms <- .hours)
         if key.sensitive:
             value = None
+        if name == "metrics.listener" and value:
+            value = _bound_metrics_listener(broker, value)
         synonyms = [(name, None if key.sensitive else v, src) for v, src in layers]
         entries.append(
             ConfigEntry(
@@ -145,6 +147,15 @@ def broker_config_entries(
     if not default_only:
         entries += _listener_entries(config, keys, include_synonyms, include_documentation)
     return entries
+
+
+def _bound_metrics_listener(broker: Broker, configured: str) -> str:
+    """``metrics.listener`` with port 0 (a free one) described as the port the endpoint got, so that
+    a client (`kctl top`) finds it; any other value as configured."""
+    url = broker.metrics.url
+    if url is None or not configured.rstrip("/").endswith(":0"):
+        return configured
+    return url.removesuffix("/metrics")
 
 
 def _listener_entries(

@@ -444,6 +444,13 @@ class GroupCoordinator:
     ) -> JoinResult:
         group_id = request.group_id
         self.check_owner(group_id)
+        log.debug(
+            "JoinGroup of group %s from member %r (client %s at %s)",
+            group_id,
+            request.member_id,
+            client_id,
+            client_host,
+        )
         session = request.session_timeout_ms
         if not self.min_session_timeout_ms <= session <= self.max_session_timeout_ms:
             return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id=request.member_id)

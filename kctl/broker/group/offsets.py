@@ -222,6 +222,7 @@ class GroupOffsets:
                 )
                 results[tp] = ErrorCode.NONE
         if records:
+            log.debug("group %s commits %d offsets (generation %d)", group_id, len(records), generation)
             position = self.coordinator.write(group_id, records)
             if group is None:
                 group = self.groups[group_id] = Group(group_id, state_timestamp=self.broker.clock.time_ms())

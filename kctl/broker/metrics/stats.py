@@ -188,7 +188,15 @@ class BrokerStats:
             every.bytes_out += nbytes
 
     def observe_request(
-        self, context: RequestContext, queue: float, local: float, remote: float, send: float, total: float
+        self,
+        context: RequestContext,
+        request_bytes: int,
+        response_bytes: int,
+        queue: float,
+        local: float,
+        remote: float,
+        send: float,
+        total: float,
     ) -> None:
         """The server's RequestObserver: one request's times (seconds) under its API's Kafka name,
         and under the second name its handler set (Fetch: FetchConsumer or FetchFollower)."""
