@@ -14,12 +14,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import time
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from kctl.log.files import FileIO, FileRegion, LogStorageError, SharedFile
+from kctl.log.flush_stats import LOG_FLUSHES
 from kctl.log.index import OffsetIndex, TimeIndex
 from kctl.log.naming import index_file, log_file, time_index_file, txn_index_file
 from kctl.log.transactions import TransactionIndex
@@ -202,10 +204,12 @@ class LogSegment:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
 
     def flush(self) -> None:
+        started = time.perf_counter()
         self._file_io.fsync(self._file.fd)
         self.offset_index.flush()
         self.time_index.flush()
         self.txn_index.flush()
+        LOG_FLUSHES.observe(time.perf_counter() - started)
         self.flushed_size = self.size
         self.failed = False  # set when a failed write could not be undone
 

@@ -40,6 +40,7 @@ from collections.abc import Mapping, Sequence
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
+from kctl.common.time_histogram import TimeHistogram
 from kctl.zk.admin_requests import ZooKeeperAdminRequests
 from kctl.zk.model import (
     BrokerIdInUseError,
@@ -295,6 +296,11 @@ class ZooKeeperRegistry(Registry):
 
     def partition_states(self, topic: str) -> dict[int, PartitionState]:
         return self._topics.partition_states(topic)
+
+    @property
+    def request_latency(self) -> TimeHistogram:
+        """How long this registry's ZooKeeper operations took (kctl.common.time_histogram)."""
+        return self._session.request_latency
 
     def partition_states_of(
         self, topics: Mapping[str, TopicRecord], deleted: set[str] | None = None

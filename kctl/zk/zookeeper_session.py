@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 
 from kazoo.client import KazooClient, KazooState
@@ -40,6 +41,7 @@ from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.states import ZnodeStat
 from kazoo.retry import KazooRetry
 
+from kctl.common.time_histogram import TimeHistogram
 from kctl.zk.model import ControllerFence, RegistryError, RegistryUnavailableError
 from kctl.zk.registry import (
     CONTROLLER,
@@ -118,6 +120,8 @@ class ZooKeeperSession:
         )
         #: how long one operation (or one pipelined batch) may wait for ZooKeeper
         self.op_timeout = max(session_timeout_ms, self.connection_timeout_ms) / 1000
+        #: how long the registry's operations took (the broker's ZooKeeperRequestLatencyMs metric)
+        self.request_latency = TimeHistogram()
         self.notify = notify
         self._on_reconnect = on_reconnect
         self._start_lock = threading.Lock()
@@ -223,7 +227,10 @@ class ZooKeeperSession:
 
     @contextlib.contextmanager
     def guard(self, action: str) -> Iterator[None]:
-        """Turn kazoo's connection errors into RegistryUnavailableError, naming what failed."""
+        """Turn kazoo's connection errors into RegistryUnavailableError, naming what failed; time the
+        operation into ``request_latency`` (one registry operation: one ZooKeeper request, or one
+        pipelined batch of them)."""
+        started = time.perf_counter()
         try:
             yield
         except _UNAVAILABLE as error:
@@ -235,6 +242,8 @@ class ZooKeeperSession:
             raise
         except KazooException as error:
             raise RegistryError(f"ZooKeeper error while trying to {action}: {error!r}") from error
+        finally:
+            self.request_latency.observe(time.perf_counter() - started)
 
     @property
     def session_id(self) -> int:

@@ -186,3 +186,20 @@ def test_the_broker_serves_exactly_the_metrics_of_the_catalog(broker: BrokerProc
 
     served = set(_metrics(broker).families)
     assert served == {metric.family for metric in METRICS}
+
+
+def test_log_flushes_are_timed(broker: BrokerProcess) -> None:
+    """Every fsync of a log (here: one per append, flush.messages=1 on the topic) is counted in the
+    LogFlushRateAndTimeMs histogram; the embedded broker has no ZooKeeper latency samples."""
+    name = "kafka_log_logflushstats_logflushrateandtimems_count"
+    before = _metrics(broker).value(name) or 0
+    topic = "flushed"
+    create_topic(broker.bootstrap, topic, 1, 1, {"flush.messages": "1"})
+    producer = ck.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "acks": "all"})
+    for _ in range(5):
+        producer.produce(topic, VALUE, partition=0)
+        assert producer.flush(30) == 0  # one request, one append, one fsync each
+    samples = _metrics(broker)
+    assert (samples.value(name) or 0) >= before + 5
+    assert (samples.value("kafka_log_logflushstats_logflushrateandtimems_sum") or 0) > 0
+    assert samples.value("kafka_server_zookeeperclientmetrics_zookeeperrequestlatencyms_count") is None

@@ -55,6 +55,8 @@ def test_urp_follows_a_killed_follower_and_one_controller_is_active(
     wait_for(
         lambda: _sum(cluster, URP) == 0, "no under-replicated partition", describe=lambda: _report(cluster)
     )
+    for samples in _scrape(cluster):  # every broker timed its ZooKeeper operations (registration, reads)
+        assert (samples.value("kafka_server_zookeeperclientmetrics_zookeeperrequestlatencyms_count") or 0) > 0
 
     actives = {
         broker_id: samples.value(ACTIVE)

@@ -315,6 +315,22 @@ METRICS: tuple[MetricDef, ...] = (
         "Times this broker's ZooKeeper connection was lost (suspended).",
         "kafka.server:type=SessionExpireListener,name=ZooKeeperDisconnectsPerSec",
     ),
+    MetricDef(
+        "kafka_server_zookeeperclientmetrics_zookeeperrequestlatencyms",
+        HISTOGRAM,
+        (),
+        "Time of the broker's ZooKeeper operations (milliseconds): one request, or one pipelined "
+        "batch of reads (a metadata refresh); no samples on a broker without ZooKeeper.",
+        "kafka.server:type=ZooKeeperClientMetrics,name=ZooKeeperRequestLatencyMs",
+    ),
+    MetricDef(
+        "kafka_log_logflushstats_logflushrateandtimems",
+        HISTOGRAM,
+        (),
+        "Time of the log's flushes (milliseconds): each segment's fsync with its indexes', whether "
+        "due to flush.ms, flush.messages, a roll or a clean shutdown; the count is the flush rate.",
+        "kafka.log:type=LogFlushStats,name=LogFlushRateAndTimeMs",
+    ),
     # -- group coordinator ---------------------------------------------------------------------
     _groups("numgroups", "NumGroups", "Consumer groups this broker coordinates."),
     _groups("numgroupsstable", "NumGroupsStable", "Coordinated groups in state Stable."),

@@ -19,6 +19,8 @@ from prometheus_client.registry import Collector
 from kctl.broker.group.membership import GroupState
 from kctl.broker.metrics.catalog import BY_NAME, COUNTER, GAUGE, HISTOGRAM
 from kctl.broker.metrics.stats import REQUEST_TIMES, TOPIC_COUNTERS, BrokerStats, cumulative
+from kctl.common.time_histogram import TimeHistogram
+from kctl.log.flush_stats import LOG_FLUSHES
 from kctl.log.naming import TopicPartition
 
 if TYPE_CHECKING:
@@ -269,6 +271,13 @@ class BrokerCollector(Collector):
         families.add(
             "kafka_server_sessionexpirelistener_zookeeperdisconnects_total", stats.zookeeper_disconnects
         )
+        families.declare("kafka_server_zookeeperclientmetrics_zookeeperrequestlatencyms")
+        latency = getattr(getattr(self.broker, "registry", None), "request_latency", None)
+        if isinstance(latency, TimeHistogram):  # ZooKeeper mode
+            family = families.family("kafka_server_zookeeperclientmetrics_zookeeperrequestlatencyms")
+            family.add_metric([], cumulative(latency.counts), latency.sum_s * 1000)  # type: ignore[attr-defined]
+        flushes = families.family("kafka_log_logflushstats_logflushrateandtimems")
+        flushes.add_metric([], cumulative(LOG_FLUSHES.counts), LOG_FLUSHES.sum_s * 1000)  # type: ignore[attr-defined]
 
     def _event_loop(self, families: Families) -> None:
         loop = self.loop

@@ -10,19 +10,25 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import TYPE_CHECKING
 
+from kctl.common.time_histogram import BUCKETS, TIME_BUCKETS_MS, TIME_BUCKETS_S, cumulative
 from kctl.protocol.registry import ApiKey
+
+__all__ = [
+    "BUCKETS",
+    "REQUEST_TIMES",
+    "TIME_BUCKETS_MS",
+    "TIME_BUCKETS_S",
+    "TOPIC_COUNTERS",
+    "BrokerStats",
+    "RequestStats",
+    "TopicStats",
+    "cumulative",
+    "kafka_api_name",
+]
 
 if TYPE_CHECKING:
     from kctl.broker.server import RequestContext
 
-#: request-time histogram bucket bounds, in milliseconds (upper bounds; +Inf is added)
-TIME_BUCKETS_MS: tuple[float, ...] = (
-    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0,
-    10000.0, 30000.0,
-)  # fmt: skip
-#: the same in seconds: what the request path compares its times with (no conversion per request)
-TIME_BUCKETS_S: tuple[float, ...] = tuple(bound / 1000 for bound in TIME_BUCKETS_MS)
-BUCKETS = len(TIME_BUCKETS_MS) + 1
 #: the request time histograms, in the order of RequestStats.counts and .sums
 REQUEST_TIMES = ("requestqueuetimems", "localtimems", "remotetimems", "responsesendtimems", "totaltimems")
 
@@ -35,17 +41,6 @@ def kafka_api_name(key: int) -> str:
     except ValueError:
         return f"Unknown{key}"
     return "".join(part.capitalize() for part in name.split("_"))
-
-
-def cumulative(counts: list[int]) -> list[tuple[str, float]]:
-    """prometheus_client's bucket list of one histogram's per-bucket ``counts``: (upper bound in ms,
-    cumulative count), ending with +Inf."""
-    buckets: list[tuple[str, float]] = []
-    total = 0
-    for bound, count in zip((*TIME_BUCKETS_MS, float("inf")), counts, strict=True):
-        total += count
-        buckets.append(("+Inf" if bound == float("inf") else repr(bound), float(total)))
-    return buckets
 
 
 class RequestStats:
