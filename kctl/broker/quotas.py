@@ -67,7 +67,7 @@ def user_of(principal: str | None) -> str:
 
 @dataclass(slots=True)
 class _Rate:
-    """Bytes per sample window: [(window start ms, bytes)], oldest first."""
+    """Per sample window, oldest first: [window start ms, bytes, throttle ms given, requests]."""
 
     samples: deque[list[float]] = field(default_factory=deque)
     last_used_ms: float = 0.0
@@ -168,15 +168,32 @@ class QuotaManager:
                 rate = self._rates[sensor] = _Rate()
             samples = rate.samples
             if not samples or samples[-1][0] + self.window_ms <= now:
-                samples.append([now, 0.0])
-            samples[-1][1] += nbytes
+                samples.append([now, 0.0, 0.0, 0.0])
+            current = samples[-1]
+            current[1] += nbytes
             rate.last_used_ms = now
             value, window = self._rate(rate, now)
             self._maybe_prune(now)
-        if quota <= 0 or value <= quota:
-            return 0
-        throttle = (value - quota) / quota * window
-        return int(min(throttle, self.max_throttle_ms))
+            throttle = 0
+            if quota > 0 and value > quota:
+                throttle = int(min((value - quota) / quota * window, self.max_throttle_ms))
+            current[2] += throttle  # Kafka's throttle-time sensor: every request, throttled or not
+            current[3] += 1
+        return throttle
+
+    def client_metrics(self) -> list[tuple[str, str, str, float, float]]:
+        """Per measured client (quota key, user, client id): its byte rate and the average throttle
+        time (ms) of its requests over the sample windows — Kafka's ``byte-rate`` and
+        ``throttle-time`` of the Produce and Fetch quota MBeans."""
+        now = self._now_ms()
+        out = []
+        with self._lock:
+            for (key, user, client), rate in self._rates.items():
+                value, _ = self._rate(rate, now)
+                requests = sum(s[3] for s in rate.samples)
+                throttle = sum(s[2] for s in rate.samples) / requests if requests else 0.0
+                out.append((key, user, client, value, throttle))
+        return out
 
     def unrecord(self, key: str, principal: str | None, client_id: str | None, nbytes: int) -> None:
         """Take back ``nbytes`` just recorded (a throttled Fetch answered without records)."""

@@ -79,6 +79,24 @@ def test_throttle_time_follows_kafkas_rate_over_the_window(tmp_path: Path) -> No
     assert manager.record(PRODUCE, None, "c", 10**9) == 11_000  # capped at the whole window
 
 
+def test_client_metrics_give_each_clients_byte_rate_and_average_throttle(tmp_path: Path) -> None:
+    """What the broker's /metrics serves as kafka_server_produce_byte_rate / _throttle_time: per
+    measured client, the rate and the mean throttle over its requests (throttled or not)."""
+    clock = FakeClock()
+    manager = _manager(tmp_path, clock, window_size_ms=1000, window_count=11)
+    manager.store.alter((None, "c"), {PRODUCE: 1000})
+    assert manager.client_metrics() == []
+    assert manager.record(PRODUCE, None, "c", 10_000) == 0
+    assert manager.record(PRODUCE, None, "c", 1_000) == 1000
+    [(key, user, client, byte_rate, throttle)] = manager.client_metrics()
+    assert (key, user, client) == (PRODUCE, "", "c")
+    assert byte_rate == pytest.approx(1100)
+    assert throttle == pytest.approx(500)  # (0 + 1000) / 2 requests
+    clock.now += 20  # every sample expired: nothing measured, nothing throttled
+    [(_, _, _, byte_rate, throttle)] = manager.client_metrics()
+    assert byte_rate == 0 and throttle == 0
+
+
 def test_entity_paths_are_kafkas(tmp_path: Path) -> None:
     assert entity_path(("User:CN=a,O=b", "<default>")) == "users/User%3ACN%3Da%2CO%3Db/clients/<default>"
     assert entity_path((None, "my client*")) == "clients/my%20client%2A"
@@ -90,7 +108,7 @@ def test_entity_paths_are_kafkas(tmp_path: Path) -> None:
 # -- a broker ----------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def quota_broker(module_broker_factory: Any) -> BrokerProcess:
-    return module_broker_factory(WINDOW)
+    return module_broker_factory({**WINDOW, "metrics.listener": "http://127.0.0.1:0"})
 
 
 def test_describe_lists_what_alter_set(quota_broker: BrokerProcess) -> None:
@@ -255,6 +273,14 @@ def test_a_producer_over_its_quota_is_throttled_and_held_near_it(quota_broker: B
     assert producer.flush(60) == 0
     producer.poll(0.5)  # throttle events are delivered by poll
     assert throttles and max(throttles) > 0
+    from kctl.testing.metrics import scrape
+
+    assert quota_broker.metrics_url is not None
+    samples = scrape(quota_broker.metrics_url)  # what an operator's dashboard sees of it
+    throttle = samples.value("kafka_server_produce_throttle_time", user="", client_id="slow-producer")
+    byte_rate = samples.value("kafka_server_produce_byte_rate", user="", client_id="slow-producer")
+    assert throttle is not None and throttle > 0, samples.matching("kafka_server_produce_throttle_time")
+    assert byte_rate is not None and byte_rate > 0
 
     batches = _appended(quota_broker, "throttled")
     total = sum(size for _, size in batches)

@@ -331,6 +331,24 @@ METRICS: tuple[MetricDef, ...] = (
         "due to flush.ms, flush.messages, a roll or a clean shutdown; the count is the flush rate.",
         "kafka.log:type=LogFlushStats,name=LogFlushRateAndTimeMs",
     ),
+    # -- client quotas -------------------------------------------------------------------------
+    *(
+        MetricDef(
+            f"kafka_server_{kind}_{attribute}",
+            GAUGE,
+            ("user", "client_id"),
+            f"{meaning} of each client measured against a {quota} quota (no series without quotas).",
+            f"kafka.server:type={mbean},user=U,client-id=C {attribute.replace('_', '-')}",
+        )
+        for kind, mbean, quota in (
+            ("produce", "Produce", "producer_byte_rate"),
+            ("fetch", "Fetch", "consumer_byte_rate"),
+        )
+        for attribute, meaning in (
+            ("byte_rate", "Bytes per second over the quota's sample windows"),
+            ("throttle_time", "Average throttle time (ms) given to its requests over the sample windows"),
+        )
+    ),
     # -- group coordinator ---------------------------------------------------------------------
     _groups("numgroups", "NumGroups", "Consumer groups this broker coordinates."),
     _groups("numgroupsstable", "NumGroupsStable", "Coordinated groups in state Stable."),

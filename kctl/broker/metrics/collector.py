@@ -19,6 +19,7 @@ from prometheus_client.registry import Collector
 from kctl.broker.group.membership import GroupState
 from kctl.broker.metrics.catalog import BY_NAME, COUNTER, GAUGE, HISTOGRAM
 from kctl.broker.metrics.stats import REQUEST_TIMES, TOPIC_COUNTERS, BrokerStats, cumulative
+from kctl.broker.quotas import FETCH, PRODUCE, QuotaManager
 from kctl.common.time_histogram import TimeHistogram
 from kctl.log.flush_stats import LOG_FLUSHES
 from kctl.log.naming import TopicPartition
@@ -276,8 +277,22 @@ class BrokerCollector(Collector):
         if isinstance(latency, TimeHistogram):  # ZooKeeper mode
             family = families.family("kafka_server_zookeeperclientmetrics_zookeeperrequestlatencyms")
             family.add_metric([], cumulative(latency.counts), latency.sum_s * 1000)  # type: ignore[attr-defined]
+        self._quotas(families)
         flushes = families.family("kafka_log_logflushstats_logflushrateandtimems")
         flushes.add_metric([], cumulative(LOG_FLUSHES.counts), LOG_FLUSHES.sum_s * 1000)  # type: ignore[attr-defined]
+
+    def _quotas(self, families: Families) -> None:
+        kinds = {PRODUCE: "produce", FETCH: "fetch"}
+        names = [f"kafka_server_{k}_{a}" for k in kinds.values() for a in ("byte_rate", "throttle_time")]
+        families.declare(*names)
+        quotas = getattr(self.broker, "quotas", None)
+        if not isinstance(quotas, QuotaManager):
+            return
+        for key, user, client, byte_rate, throttle in quotas.client_metrics():
+            kind = kinds.get(key)
+            if kind is not None:
+                families.add(f"kafka_server_{kind}_byte_rate", byte_rate, user, client)
+                families.add(f"kafka_server_{kind}_throttle_time", throttle, user, client)
 
     def _event_loop(self, families: Families) -> None:
         loop = self.loop
