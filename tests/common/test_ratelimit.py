@@ -94,13 +94,14 @@ def test_the_filter_passes_one_line_per_interval_per_template() -> None:
 def test_the_broker_process_holds_back_kazoos_retry_lines(tmp_path) -> None:
     """`kctl broker start`'s logging: kazoo's line per reconnection attempt (ZooKeeper down) is
     written once a minute at most; kctl's own lines are not touched."""
+    from kctl.broker.config import BrokerConfig
     from kctl.commands.broker import _setup_logging
 
     root = logging.getLogger()
     saved = root.handlers[:], root.level
     path = tmp_path / "broker.log"
     try:
-        _setup_logging("INFO", path)
+        _setup_logging(BrokerConfig({"log.dirs": str(tmp_path / "data")}), "INFO", path)
         for _ in range(5):
             logging.getLogger("kazoo.client").warning("Connection dropped: %s", "refused")
             logging.getLogger("kctl.broker").warning("a line of kctl's own")
