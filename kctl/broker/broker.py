@@ -33,6 +33,7 @@ from kctl.broker.replication.throttle import ReplicationQuota
 from kctl.broker.request_log import RequestLog, combine, request_log_enabled
 from kctl.broker.security.manager import BrokerSecurity
 from kctl.broker.server import KafkaServer, RequestContext, RequestObserver
+from kctl.broker.stall_watch import StallWatch
 from kctl.broker.topics import TopicAdmin
 from kctl.broker.transaction.coordinator import TransactionCoordinator
 from kctl.log.cleaner import clean_log, needs_cleaning
@@ -97,6 +98,7 @@ class Broker:
         self._pending_changes: list[str] = []  # registry change reasons not yet acted on, in order
         self._pending_lock = threading.Lock()
         self._halting = False  # a disk failed: the process is going (_on_disk_failure)
+        self._stall_watch: StallWatch | None = None  # cluster mode (kctl.broker.stall_watch)
         self._stopping = False  # set once the controlled shutdown is over: metadata is no longer followed
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -331,10 +333,38 @@ class Broker:
         if self.registry is not None and self.registry.session_state() != SESSION_CONNECTED:
             self.replicas.fence()
 
+    def _on_stall(self, gap_s: float) -> None:
+        """The process stood still (kctl.broker.stall_watch): fence at once, before any request that
+        waited meanwhile is answered; lead again once the session proved alive and the metadata was
+        read anew."""
+        log.warning(
+            "broker %d stood still for %.1f s: it leads and coordinates nothing until its ZooKeeper "
+            "session is confirmed",
+            self.broker_id,
+            gap_s,
+        )
+        self.replicas.fence()
+        if self._loop is not None:
+            self._tasks.append(self._loop.create_task(self._confirm_session_after_stall()))
+
+    async def _confirm_session_after_stall(self) -> None:
+        registry = self.registry
+        if registry is None:
+            return
+        try:
+            await asyncio.to_thread(registry.live_brokers)  # a round trip on the session
+        except Exception as error:  # expired or unreachable: the session handler takes it from here
+            log.info("after standing still: ZooKeeper session not confirmed (%s)", error)
+            return
+        if registry.session_state() == SESSION_CONNECTED:
+            self._refresh_metadata(PARTITIONS)  # reads the states anew, then leads again
+
     def _start_replication_tasks(self) -> None:
         if not self.replicated:
             return
         config = self.config
+        self._stall_watch = StallWatch(config["zookeeper.session.timeout.ms"] / 3000, self._on_stall)
+        self._stall_watch.start()
         lag_max_ms = config["replica.lag.time.max.ms"]
         self._every(max(lag_max_ms // 2, 1), "isr-shrink", lambda: self.replicas.maybe_shrink_isr(lag_max_ms))
         self._every(
@@ -396,6 +426,8 @@ class Broker:
 
     async def _shutdown(self) -> None:
         await self.metrics.stop()
+        if self._stall_watch is not None:
+            self._stall_watch.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -15,6 +15,7 @@ whose committed offset was seen lower than one seen before, ``observations`` cou
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -49,6 +50,24 @@ class CommittedOffsetsWatcher:
         ]  # fmt: skip
         self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL)
         return self
+
+    def wait_for_commits(self, timeout: float = 60.0) -> None:
+        """Poll (with a deadline) until the group has committed something: the faults then have
+        committed offsets to lose. Raises TimeoutError, quoting the watcher's last lines."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._process is not None and self._process.poll() is not None:
+                raise RuntimeError(f"the offsets watcher exited with status {self._process.returncode}")
+            try:
+                lines = self.output.read_text().splitlines()
+            except OSError:
+                lines = []
+            for line in lines:
+                with contextlib.suppress(ValueError):
+                    if any(v > 0 for v in json.loads(line).get("offsets", {}).values()):
+                        return
+            time.sleep(0.1)  # polling interval, bounded by the deadline
+        raise TimeoutError(f"no committed offset within {timeout:g} s; last lines: {lines[-3:]}")
 
     def stop(self) -> None:
         """End the process (SIGTERM) and check what it saw."""

@@ -189,6 +189,12 @@ def test_cluster_leaders_killed_and_paused_under_load_lose_nothing(
     ).start()
     # a group consuming and committing throughout (its coordinator is killed too), in a process of its own
     offsets = CommittedOffsetsWatcher(bootstrap, topic, "jepsen-readers", tmp_path / "offsets.jsonl").start()
+    try:
+        offsets.wait_for_commits(timeout=90)  # the group has joined and committed before any fault
+    except BaseException:
+        campaign.stop()
+        offsets.stop()
+        raise
     rng = random.Random(17)
     try:
         for _ in range(2):

@@ -96,6 +96,8 @@ class GroupCoordinator:
         if not group_id:
             raise ApiError(ErrorCode.INVALID_GROUP_ID, "the group id is empty")
         partition = self.partition_of(group_id)
+        if self.broker.replicas.fenced:  # a zombie (session lost, or it stood still): its state may be old
+            raise ApiError(ErrorCode.NOT_COORDINATOR, f"broker {self.broker.broker_id} is fenced")
         if partition in self.loading:
             raise ApiError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
         if partition not in self.loaded:

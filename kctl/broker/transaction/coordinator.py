@@ -153,6 +153,8 @@ class TransactionCoordinator:
         """``(partition, coordinator epoch)`` of ``transactional_id``; raises ApiError
         (COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR) unless this broker coordinates it."""
         partition = self.partition_of(transactional_id)
+        if self.broker.replicas.fenced:  # a zombie (session lost, or it stood still): not any more
+            raise ApiError(ErrorCode.NOT_COORDINATOR, f"broker {self.broker.broker_id} is fenced")
         if partition in self.loading:
             raise ApiError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
         epoch = self.loaded.get(partition)
