@@ -16,7 +16,8 @@ fetches.
 Configuration uses Kafka's consumer property names (``ConsumerConfig``): ``fetch.min.bytes``,
 ``fetch.max.wait.ms``, ``fetch.max.bytes``, ``max.partition.fetch.bytes``, ``max.poll.records``,
 ``auto.offset.reset`` (earliest, latest or none), ``check.crcs``, ``isolation.level`` (sent:
-read_committed reads up to the last stable offset; aborted records are not dropped yet) and every
+read_committed reads up to the last stable offset and drops the records of aborted transactions, as
+Kafka's consumer does: the Fetch response's aborted transactions and the ABORT markers) and every
 ``ClientConfig`` property (``client.id``, ``request.timeout.ms``, ...).
 
 Fetching. One Fetch request per leader broker covers every assigned partition it leads that has a
@@ -587,7 +588,6 @@ class Consumer:
         newest = self._newest.get(tp)
         return newest.next_offset if newest is not None else state.position
 
-
     def _send_fetches(self, max_wait_ms: int) -> None:
         """Send one Fetch to each leader that leads a fetchable partition and has none in flight."""
         subscription = self._subscription
@@ -704,7 +704,12 @@ class Consumer:
                 state.log_start_offset = part.log_start_offset
                 state.backoff = 0.0
                 fetched = FetchedRecords(
-                    tp.topic, tp.partition, part.records, fetch_offset, check_crcs=config.check_crcs
+                    tp.topic,
+                    tp.partition,
+                    part.records,
+                    fetch_offset,
+                    check_crcs=config.check_crcs,
+                    aborted_transactions=part.aborted_transactions if self._isolation else None,
                 )
                 state.partial = fetched.partial
                 if fetched.next_offset is None:
