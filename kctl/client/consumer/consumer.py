@@ -393,7 +393,7 @@ class Consumer:
 
     def _list_offsets(self, partitions: list[TopicPartition], spec: str) -> dict[TopicPartition, int]:
         self._check_open()
-        results = list_offsets(self._cluster, partitions, spec)
+        results = list_offsets(self._cluster, partitions, spec, isolation_level=self._isolation)
         offsets = {}
         for tp, result in results.items():
             if not result.ok:
@@ -406,7 +406,8 @@ class Consumer:
         return self._list_offsets([TopicPartition(*tp) for tp in partitions], "earliest")
 
     def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """The end offset (high watermark: the offset the next record gets) of each partition."""
+        """The end offset of each partition: the high watermark (the offset the next record gets),
+        for read_committed the last stable offset (as Kafka's consumer)."""
         return self._list_offsets([TopicPartition(*tp) for tp in partitions], "latest")
 
     def offsets_for_times(
