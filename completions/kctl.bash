@@ -67,7 +67,7 @@ _kctl_options() {
         'kctl log verify') echo '-f --format -c --config -X -h --help' ;;
         'kctl log recover') echo '-n --dry-run --bytes -f --format -c --config -X -h --help' ;;
         'kctl log purge') echo '--retention-ms --retention-bytes --before-offset -n --dry-run --bytes -f --format -c --config -X -h --help' ;;
-        'kctl mirror') echo '--from --to --include --exclude --include-internal --rename --group --start --once --dry-run --sync-group-offsets --groups --translate-group --execute -r --replication-factor --refresh-interval --commit-interval --status-interval --clusters -f --format -c --config -X -h --help' ;;
+        'kctl mirror') echo '--from --to --include --exclude --include-internal --rename --group --start --once --exactly-once --dry-run --sync-group-offsets --groups --translate-group --execute -r --replication-factor --refresh-interval --commit-interval --status-interval --clusters -f --format -c --config -X -h --help' ;;
         'kctl partition') echo '-h --help' ;;
         'kctl partition reassign') echo '--generate --topics-to-move-json-file -t --topic --broker-list --brokers --seed --reassignment-json-file --execute --verify --cancel --throttle --bytes -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl partition elect-leaders') echo '--election-type --all-topic-partitions -t --topic -p --partition --path-to-json-file -f --format -c --config -X -b --bootstrap-server -h --help' ;;

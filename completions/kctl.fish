@@ -343,6 +343,7 @@ complete -c kctl -n '__kctl_at "kctl mirror"' -l rename -x -d 'Target topic name
 complete -c kctl -n '__kctl_at "kctl mirror"' -l group -x -d 'The group on each source holding the mirror\'s positions (default `kctl-mirror-TARGET`)'
 complete -c kctl -n '__kctl_at "kctl mirror"' -l start -x -d 'Where partitions without a committed position start'
 complete -c kctl -n '__kctl_at "kctl mirror"' -l once -d 'Copy up to the end offsets seen at the start, then exit 0'
+complete -c kctl -n '__kctl_at "kctl mirror"' -l exactly-once -d 'Copy in transactions, each with the source positions it advances, stored in the target (topic kctl-mirror-positions.internal): after any crash, every source record is in the target exactly once for read_committed consumers'
 complete -c kctl -n '__kctl_at "kctl mirror"' -l dry-run -d 'Show what would be mirrored where (topics, partitions, configs); change nothing'
 complete -c kctl -n '__kctl_at "kctl mirror"' -l sync-group-offsets -d 'While running, translate the sources\' consumer group offsets onto the target'
 complete -c kctl -n '__kctl_at "kctl mirror"' -l groups -x -d 'The groups --sync-group-offsets translates'
