@@ -137,7 +137,10 @@ class ExactlyOnceCopier:
                 self.stop_at[tp] = latest[tp]
 
     def done(self) -> bool:
-        return all(self.positions.get(tp, 0) >= end for tp, end in self.stop_at.items())
+        """``once``: every partition read to the end offsets seen at the start. The consumer's
+        position, not the stored one: a source ending in markers or aborted records has nothing to
+        copy there (the consumer steps over them; a restart would read them again, copying nothing)."""
+        return all(self.consumer.position(tp) >= end for tp, end in self.stop_at.items())
 
     def copy_once(self) -> int:
         """One transaction: the records one poll returned and the positions they advance to."""
