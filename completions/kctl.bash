@@ -55,7 +55,7 @@ _kctl_options() {
         'kctl cluster health') echo '-w --watch --timeout -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl config') echo '-h --help' ;;
         'kctl config show') echo '-f --format -c --config -X -b --bootstrap-server --show-secrets --broker --topic --producer --consumer -h --help' ;;
-        'kctl consume') echo '-t --topic --pattern -p --partition -o --offset -u --until -e --exit-at-end -n --max -g --group --zookeeper -f --format -q --quiet -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl consume') echo '-t --topic --pattern -p --partition -o --offset -u --until -e --exit-at-end -n --max -g --group --zookeeper -f --format -q --quiet --isolation -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl group') echo '-h --help' ;;
         'kctl group list') echo '-s --state -f --format --zookeeper -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl group describe') echo '-a --all -f --format --zookeeper -c --config -X -b --bootstrap-server -h --help' ;;
@@ -67,7 +67,7 @@ _kctl_options() {
         'kctl log verify') echo '-f --format -c --config -X -h --help' ;;
         'kctl log recover') echo '-n --dry-run --bytes -f --format -c --config -X -h --help' ;;
         'kctl log purge') echo '--retention-ms --retention-bytes --before-offset -n --dry-run --bytes -f --format -c --config -X -h --help' ;;
-        'kctl mirror') echo '--from --to --include --exclude --include-internal --rename --group --start --once --dry-run --sync-group-offsets --groups --translate-group --execute -r --replication-factor --refresh-interval --commit-interval --status-interval --clusters -f --format -c --config -X -h --help' ;;
+        'kctl mirror') echo '--from --to --include --exclude --include-internal --rename --group --start --once --exactly-once --dry-run --sync-group-offsets --groups --translate-group --execute -r --replication-factor --refresh-interval --commit-interval --status-interval --clusters -f --format -c --config -X -h --help' ;;
         'kctl partition') echo '-h --help' ;;
         'kctl partition reassign') echo '--generate --topics-to-move-json-file -t --topic --broker-list --brokers --seed --reassignment-json-file --execute --verify --cancel --throttle --bytes -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl partition elect-leaders') echo '--election-type --all-topic-partitions -t --topic -p --partition --path-to-json-file -f --format -c --config -X -b --bootstrap-server -h --help' ;;
@@ -75,7 +75,7 @@ _kctl_options() {
         'kctl perf produce') echo '-n --num-records -d --duration -s --record-size -t --throughput -w --warmup -k --keys --key-size -a --acks -z --compression -i --interval --latency-every -q --quiet -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl perf consume') echo '-n --num-records -d --duration -o --offset -p --partition -l --latency --idle-timeout -i --interval --latency-every -q --quiet -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl top') echo '--once -n --interval --rows -f --format -c --config -X -b --bootstrap-server -h --help' ;;
-        'kctl produce') echo '-t --topic -f --format -K --key-separator -D --delimiter --null-marker -H --header -p --partition --keep-partition --keep-timestamp -z --compression -a --acks --print-offsets --report-format -q --quiet -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl produce') echo '-t --topic -f --format -K --key-separator -D --delimiter --null-marker -H --header -p --partition --keep-partition --keep-timestamp -z --compression -a --acks --print-offsets --report-format -q --quiet --transactional-id --transaction-size -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl spark') echo '-h --help' ;;
         'kctl spark load') echo '--to --file-format --master --value-format --key-format --json-schema --until --min-partitions --fail-on-data-loss --no-fail-on-data-loss --conf --execute -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl topic') echo '-h --help' ;;
@@ -207,6 +207,7 @@ _kctl_option_value() {
         'kctl consume -g'|'kctl consume --group') echo 'group' ;;
         'kctl consume --zookeeper') echo 'any' ;;
         'kctl consume -f'|'kctl consume --format') echo 'any' ;;
+        'kctl consume --isolation') echo 'choice read_uncommitted read_committed' ;;
         'kctl consume -c'|'kctl consume --config') echo 'file' ;;
         'kctl consume -X') echo 'any' ;;
         'kctl consume -b'|'kctl consume --bootstrap-server') echo 'any' ;;
@@ -339,6 +340,8 @@ _kctl_option_value() {
         'kctl produce -z'|'kctl produce --compression') echo 'choice none gzip snappy lz4 zstd' ;;
         'kctl produce -a'|'kctl produce --acks') echo 'choice all -1 1 0' ;;
         'kctl produce --report-format') echo 'choice table json jsonl' ;;
+        'kctl produce --transactional-id') echo 'any' ;;
+        'kctl produce --transaction-size') echo 'any' ;;
         'kctl produce -c'|'kctl produce --config') echo 'file' ;;
         'kctl produce -X') echo 'any' ;;
         'kctl produce -b'|'kctl produce --bootstrap-server') echo 'any' ;;

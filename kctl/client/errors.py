@@ -14,6 +14,11 @@ Everything derives from ``KafkaError``:
   number, ``name`` Kafka's name for it (``UNKNOWN_TOPIC_OR_PARTITION``), ``message`` the broker's
   error message if it sent one, ``retriable`` Kafka's retriable flag.
 
+* ``ProducerFencedError`` / ``InvalidProducerEpochError`` — ``BrokerResponseError``s a transactional
+  producer gets when a newer one with its ``transactional.id`` took over; ``TransactionAbortedError``
+  — a transaction that cannot be committed; ``TransactionStateError`` — transactional calls out of
+  order.
+
 A failed connection leaves the ``BrokerConnection`` closed; the cluster client reconnects.
 """
 
@@ -110,7 +115,46 @@ class BrokerResponseError(KafkaError):
         return (type(self), (self.code, self.message))
 
 
+class ProducerFencedError(BrokerResponseError):
+    """PRODUCER_FENCED: a newer producer with the same ``transactional.id`` (init_transactions
+    elsewhere) fenced this one. Fatal: the producer can only be closed."""
+
+
+class InvalidProducerEpochError(BrokerResponseError):
+    """INVALID_PRODUCER_EPOCH: the producer's epoch is older than the coordinator's or the
+    partition's (fenced, or its transaction was aborted by a timeout). Fatal for the producer."""
+
+
+class TransactionAbortedError(KafkaError):
+    """The transaction cannot be committed: a record of it failed (``cause``), or it was aborted.
+    ``abort_transaction()`` then starts over; the records of the transaction are never visible to
+    read_committed consumers."""
+
+    def __init__(self, message: str, cause: BaseException | None = None) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
+class TransactionStateError(KafkaError):
+    """A transactional call out of order (send before begin_transaction, commit without a
+    transaction, a transactional call on a producer without ``transactional.id``)."""
+
+
+_TYPED: dict[int, type[BrokerResponseError]] = {
+    ErrorCode.PRODUCER_FENCED: ProducerFencedError,
+    ErrorCode.INVALID_PRODUCER_EPOCH: InvalidProducerEpochError,
+}
+
+
+def response_error(
+    code: int, message: str | None = None, *, context: str | None = None
+) -> BrokerResponseError:
+    """The ``BrokerResponseError`` for ``code``: its typed subclass when it has one
+    (``ProducerFencedError``, ``InvalidProducerEpochError``)."""
+    return _TYPED.get(int(code), BrokerResponseError)(code, message, context=context)
+
+
 def check_error(code: int, message: str | None = None, *, context: str | None = None) -> None:
-    """Raise ``BrokerResponseError`` unless ``code`` is 0 (NONE)."""
+    """Raise ``BrokerResponseError`` (a typed subclass where one exists) unless ``code`` is 0."""
     if code:
-        raise BrokerResponseError(code, message, context=context)
+        raise response_error(code, message, context=context)

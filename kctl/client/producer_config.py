@@ -138,6 +138,23 @@ PRODUCER_CONFIGS = CLIENT_CONFIGS.extend(
             Importance.LOW,
         ),
         ConfigKey(
+            "transactional.id",
+            T.STRING,
+            None,
+            None,
+            "Makes the producer transactional (init_transactions, begin/commit/abort_transaction); "
+            "requires idempotence. A newer producer with the same id fences this one.",
+            Importance.LOW,
+        ),
+        ConfigKey(
+            "transaction.timeout.ms",
+            T.INT,
+            60_000,
+            Range(1),
+            "How long the transaction coordinator lets a transaction stay open before aborting it.",
+            Importance.LOW,
+        ),
+        ConfigKey(
             "enable.idempotence",
             T.BOOLEAN,
             None,
@@ -197,6 +214,8 @@ class ProducerConfig(ClientConfig):
     delivery_timeout_ms: int = _default("delivery.timeout.ms")
     max_in_flight_requests_per_connection: int = _default("max.in.flight.requests.per.connection")
     enable_idempotence: bool | None = _default("enable.idempotence")
+    transactional_id: str | None = _default("transactional.id")
+    transaction_timeout_ms: int = _default("transaction.timeout.ms")
     partitioner_class: str | None = _default("partitioner.class")
     max_request_size: int = _default("max.request.size")
     buffer_memory: int = _default("buffer.memory")
@@ -219,6 +238,10 @@ class ProducerConfig(ClientConfig):
             object.__setattr__(
                 self, "enable_idempotence", parse_bool("enable.idempotence", self.enable_idempotence)
             )
+        if self.transactional_id is not None:
+            if self.enable_idempotence is False:
+                raise ClientConfigError("transactional.id requires enable.idempotence=true")
+            object.__setattr__(self, "enable_idempotence", True)  # as Kafka's clients do
         if self.enable_idempotence:
             problems = []
             if self.acks == 0:

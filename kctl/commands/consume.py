@@ -11,7 +11,9 @@ The client library is imported inside the command, so that `kctl consume --help`
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import difflib
+import enum
 import json
 import os
 import re
@@ -323,6 +325,13 @@ class PipeWatch:
 
 
 # -- the command -----------------------------------------------------------------------------------
+class Isolation(enum.StrEnum):
+    """`--isolation`: Kafka's isolation.level values."""
+
+    read_uncommitted = "read_uncommitted"
+    read_committed = "read_committed"
+
+
 @app.callback()
 @cluster_options
 def consume(
@@ -428,6 +437,19 @@ def consume(
         ),
     ] = "",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary on stderr at the end.")] = False,
+    isolation: Annotated[
+        Isolation | None,
+        typer.Option(
+            "--isolation",
+            case_sensitive=False,
+            help=(
+                "read_committed: only the records of committed transactions (up to the last stable "
+                "offset, no aborted record); read_uncommitted (the default, as Kafka): every record. "
+                "Wins over -X isolation.level."
+            ),
+            show_default=False,
+        ),
+    ] = None,
     *,
     cluster: ClusterOptions,
 ) -> None:
@@ -447,8 +469,10 @@ def consume(
     ends the command quietly.
 
     Client properties use Kafka's consumer names (fetch.max.wait.ms, max.partition.fetch.bytes,
-    check.crcs, ...) in --config or -X. Exit status 2 for a bad offset spec or option, 3 when a
-    topic or partition does not exist or no broker can be reached."""
+    check.crcs, ...) in --config or -X. `--isolation read_committed` reads what transactional producers
+    committed and never what they aborted (`--until end` is then the last stable offset). Exit status
+    2 for a bad offset spec or option, 3 when a topic or partition does not exist or no broker can be
+    reached."""
     from kctl.client.consumer import Consumer
     from kctl.client.offsets_spec import (
         OffsetSpecError,
@@ -497,6 +521,8 @@ def consume(
         if names and pattern is not None:
             raise KctlError("with --group, name topics or give --pattern, not both", ExitCode.USAGE)
         bootstrap, properties = group_properties(*cluster, group, offset, zookeeper)
+        if isolation is not None:
+            properties["isolation.level"] = isolation.value
         if until_end and properties.get("zookeeper.connect"):
             raise KctlError("--until end needs a broker-coordinated group, not ZooKeeper", ExitCode.USAGE)
         if zookeeper is not None:  # the brokers registered there, unless named
@@ -521,6 +547,8 @@ def consume(
             info(f"consumed {count} record{'s' if count != 1 else ''} as a member of group {group}{drained}")
         return
     bootstrap, config = consumer_config(*cluster)
+    if isolation is not None:
+        config = dataclasses.replace(config, isolation_level=isolation.value)
     consumer = connect(Consumer, bootstrap, config)
     count = 0
     with client_errors(), consumer:

@@ -44,9 +44,13 @@ GROUP_HELP: dict[str, tuple[str, bool]] = {
         "\n"
         "Client properties use Kafka's consumer names (fetch.max.wait.ms, "
         "max.partition.fetch.bytes,\n"
-        "check.crcs, ...) in --config or -X. Exit status 2 for a bad offset spec or "
-        "option, 3 when a\n"
-        "topic or partition does not exist or no broker can be reached.",
+        "check.crcs, ...) in --config or -X. `--isolation read_committed` reads what "
+        "transactional producers\n"
+        "committed and never what they aborted (`--until end` is then the last stable "
+        "offset). Exit status\n"
+        "2 for a bad offset spec or option, 3 when a topic or partition does not exist or"
+        " no broker can be\n"
+        "reached.",
         False,
     ),
     "group": (
@@ -74,6 +78,16 @@ GROUP_HELP: dict[str, tuple[str, bool]] = {
         "Offset syncs go to the target's `__kctl_mirror_offset_syncs` topic, for `--sync-"
         "group-offsets`\n"
         "and `--translate-group`.\n"
+        "\n"
+        "With --exactly-once each source is copied in transactions (a read_committed "
+        "consumer on the\n"
+        "source, a transactional producer on the target): each transaction also writes "
+        "the source\n"
+        "positions it advances to the target's compacted `kctl-mirror-"
+        "positions.internal`, and a start\n"
+        "reads them back from there, so a mirror killed at any moment (kill -9) and "
+        "restarted leaves\n"
+        "every source record in the target exactly once for read_committed consumers.\n"
         "\n"
         "Status (per-partition position, lag, records/s, bytes/s) is a live table on a "
         "terminal, or one\n"
@@ -163,7 +177,17 @@ GROUP_HELP: dict[str, tuple[str, bool]] = {
         "and --acks win\n"
         "over them. Exit status 1 when any record was not delivered (each is reported on "
         "stderr with\n"
-        "its line number), 3 when no broker can be reached or the topic does not exist.",
+        "its line number), 3 when no broker can be reached or the topic does not exist.\n"
+        "\n"
+        "With --transactional-id ID each chunk of --transaction-size N input records is "
+        "one transaction:\n"
+        "read_committed consumers (`kctl consume --isolation read_committed`) see the "
+        "chunk whole or not\n"
+        "at all. A chunk with a line that cannot be parsed or a record not delivered is "
+        "aborted, and\n"
+        "stderr says which input lines were not written (exit status 1); the next chunk "
+        "goes on. A\n"
+        "producer fenced by another with the same ID stops there.",
         False,
     ),
     "spark": (

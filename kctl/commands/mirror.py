@@ -234,6 +234,17 @@ def mirror(
         bool,
         typer.Option("--once", help="Copy up to the end offsets seen at the start, then exit 0."),
     ] = False,
+    exactly_once: Annotated[
+        bool,
+        typer.Option(
+            "--exactly-once",
+            help=(
+                "Copy in transactions, each with the source positions it advances, stored in the "
+                "target (topic kctl-mirror-positions.internal): after any crash, every source record "
+                "is in the target exactly once for read_committed consumers."
+            ),
+        ),
+    ] = False,
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -312,6 +323,12 @@ def mirror(
     Offset syncs go to the target's `__kctl_mirror_offset_syncs` topic, for `--sync-group-offsets`
     and `--translate-group`.
 
+    With --exactly-once each source is copied in transactions (a read_committed consumer on the
+    source, a transactional producer on the target): each transaction also writes the source
+    positions it advances to the target's compacted `kctl-mirror-positions.internal`, and a start
+    reads them back from there, so a mirror killed at any moment (kill -9) and restarted leaves
+    every source record in the target exactly once for read_committed consumers.
+
     Status (per-partition position, lag, records/s, bytes/s) is a live table on a terminal, or one
     JSON object per `--status-interval` on stdout with `-f json`/`jsonl`; the final per-partition
     rows are printed at the end. SIGTERM or Ctrl-C stops cleanly (exit 0).
@@ -358,6 +375,7 @@ def mirror(
         commit_interval=commit_interval,
         sync_group_offsets=sync_group_offsets,
         groups_pattern=groups_pattern,
+        exactly_once=exactly_once,
     )
     if translate_group:
         _translate(spec, translate_group, execute, fmt)

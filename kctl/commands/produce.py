@@ -252,6 +252,27 @@ def produce(
         ),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary on stderr at the end.")] = False,
+    transactional_id: Annotated[
+        str | None,
+        typer.Option(
+            "--transactional-id",
+            metavar="ID",
+            help=(
+                "Send the input in transactions (transactional.id ID): each chunk of "
+                "--transaction-size input records is committed whole, or aborted on an error."
+            ),
+            show_default=False,
+        ),
+    ] = None,
+    transaction_size: Annotated[
+        int,
+        typer.Option(
+            "--transaction-size",
+            metavar="N",
+            min=1,
+            help="With --transactional-id: the input records (lines, objects, files) per transaction.",
+        ),
+    ] = 1000,
     *,
     cluster: ClusterOptions,
 ) -> None:
@@ -277,7 +298,13 @@ def produce(
     Producer properties use Kafka's names (linger.ms, batch.size, compression.type, acks,
     enable.idempotence, delivery.timeout.ms, ...) in --config or -X; --compression and --acks win
     over them. Exit status 1 when any record was not delivered (each is reported on stderr with
-    its line number), 3 when no broker can be reached or the topic does not exist."""
+    its line number), 3 when no broker can be reached or the topic does not exist.
+
+    With --transactional-id ID each chunk of --transaction-size N input records is one transaction:
+    read_committed consumers (`kctl consume --isolation read_committed`) see the chunk whole or not
+    at all. A chunk with a line that cannot be parsed or a record not delivered is aborted, and
+    stderr says which input lines were not written (exit status 1); the next chunk goes on. A
+    producer fenced by another with the same ID stops there."""
     from kctl.client import KafkaError
     from kctl.client.producer import Producer
     from kctl.console.produce import (
@@ -294,6 +321,7 @@ def produce(
         template_parser,
         whole_file_parser,
     )
+    from kctl.console.produce_txn import TransactionalSession
 
     topic, files = _topic_and_files(topic, files, topic_option)
     template = fmt if "%" in fmt else None
@@ -341,6 +369,10 @@ def produce(
         explicit["compression.type"] = compression.value
     if acks is not None:
         explicit["acks"] = acks.value
+    if transactional_id is not None:
+        if not transactional_id:
+            raise KctlError("--transactional-id must not be empty", ExitCode.USAGE)
+        explicit["transactional.id"] = transactional_id
     bootstrap, config = producer_config(*cluster, explicit)
     require_topic(bootstrap, config, topic, partition)
 
@@ -366,9 +398,14 @@ def produce(
             raise KctlError(str(error), ExitCode.USAGE) from None
     report = Report(report_name, sys.stdout) if print_offsets else None
     producer = connect(Producer, bootstrap, config)
-    session = ProduceSession(
-        producer, topic, on_error=ErrorLines(), on_delivered=report.row if report is not None else None
-    )
+    on_delivered = report.row if report is not None else None
+    session: ProduceSession | TransactionalSession
+    if transactional_id is not None:
+        session = TransactionalSession(
+            producer, topic, transaction_size, on_error=ErrorLines(), on_delivered=on_delivered
+        )
+    else:
+        session = ProduceSession(producer, topic, on_error=ErrorLines(), on_delivered=on_delivered)
     try:
         with producer:
             try:
@@ -389,7 +426,7 @@ def produce(
         raise KctlError(str(error)) from None
     except KafkaError as error:
         raise KctlError(str(error), ExitCode.FAILURE) from None
-    if session.failed > MAX_ERRORS_SHOWN:
+    if session.failed > MAX_ERRORS_SHOWN and not isinstance(session, TransactionalSession):
         stderr_console.print(
             f"kctl: error: ... {session.failed - MAX_ERRORS_SHOWN} more records failed",
             markup=False,
@@ -397,6 +434,8 @@ def produce(
         )
     if not quiet:
         failed = f", {session.failed} failed" if session.failed else ""
+        if isinstance(session, TransactionalSession):
+            failed += f" ({session.transactions} transactions committed, {session.aborted} aborted)"
         info(f"produced {session.delivered} record{'s' if session.delivered != 1 else ''} to {topic}{failed}")
     if session.failed:
         raise typer.Exit(ExitCode.FAILURE)

@@ -16,6 +16,9 @@ there: nothing is lost, and what is written twice is what was in flight since th
 Partitions without a committed position start at the log start (``start="beginning"``) or at the
 log end (``"end"``).
 
+With ``exactly_once`` each source is copied in transactions instead, its positions stored in the
+target inside them (``kctl.mirror.exactly_once``): a killed mirror leaves every record exactly once.
+
 With ``sync_group_offsets``, the consumer groups of each source are translated onto the target every
 ``refresh_interval`` (``kctl.mirror.groups``).
 """
@@ -90,6 +93,9 @@ class MirrorSpec:
     commit_interval: float = 1.0
     sync_group_offsets: bool = False
     groups_pattern: str = ".*"
+    exactly_once: bool = False
+    """Copy in transactions, the source positions stored in the target with them
+    (``kctl.mirror.exactly_once``) instead of the source group's commits."""
 
     @property
     def group_id(self) -> str:
@@ -273,6 +279,15 @@ class _SourceRun:
     def _run(self) -> None:
         mirror = self.mirror
         spec = mirror.spec
+        if spec.exactly_once:
+            from kctl.mirror.exactly_once import ExactlyOnceCopier
+
+            copier = ExactlyOnceCopier(self)
+            try:
+                copier.loop()
+            finally:
+                copier.close()
+            return
         self.forwarder.init_producer_id()
         self.forwarder.start()  # the fetch worker; this thread is the produce worker
         try:

@@ -86,8 +86,8 @@ CONSUMER_CONFIGS = CLIENT_CONFIGS.extend(
             T.STRING,
             "read_uncommitted",
             OneOf(tuple(ISOLATION_LEVELS), case_insensitive=True),
-            "Sent with each fetch: read_committed reads up to the last stable offset (kctl's consumer "
-            "does not yet drop the records of the aborted transactions the broker lists).",
+            "read_committed: read up to the last stable offset and never return the records of "
+            "aborted transactions; read_uncommitted: every record up to the high watermark.",
         ),
     ],
 )
@@ -124,4 +124,3 @@ class ConsumerConfig(ClientConfig):
     def fetch_max_wait(self) -> float:
         """``fetch.max.wait.ms`` in seconds."""
         return self.fetch_max_wait_ms / 1000.0
-

@@ -16,7 +16,8 @@ fetches.
 Configuration uses Kafka's consumer property names (``ConsumerConfig``): ``fetch.min.bytes``,
 ``fetch.max.wait.ms``, ``fetch.max.bytes``, ``max.partition.fetch.bytes``, ``max.poll.records``,
 ``auto.offset.reset`` (earliest, latest or none), ``check.crcs``, ``isolation.level`` (sent:
-read_committed reads up to the last stable offset; aborted records are not dropped yet) and every
+read_committed reads up to the last stable offset and drops the records of aborted transactions, as
+Kafka's consumer does: the Fetch response's aborted transactions and the ABORT markers) and every
 ``ClientConfig`` property (``client.id``, ``request.timeout.ms``, ...).
 
 Fetching. One Fetch request per leader broker covers every assigned partition it leads that has a
@@ -392,7 +393,7 @@ class Consumer:
 
     def _list_offsets(self, partitions: list[TopicPartition], spec: str) -> dict[TopicPartition, int]:
         self._check_open()
-        results = list_offsets(self._cluster, partitions, spec)
+        results = list_offsets(self._cluster, partitions, spec, isolation_level=self._isolation)
         offsets = {}
         for tp, result in results.items():
             if not result.ok:
@@ -405,7 +406,8 @@ class Consumer:
         return self._list_offsets([TopicPartition(*tp) for tp in partitions], "earliest")
 
     def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """The end offset (high watermark: the offset the next record gets) of each partition."""
+        """The end offset of each partition: the high watermark (the offset the next record gets),
+        for read_committed the last stable offset (as Kafka's consumer)."""
         return self._list_offsets([TopicPartition(*tp) for tp in partitions], "latest")
 
     def offsets_for_times(
@@ -587,7 +589,6 @@ class Consumer:
         newest = self._newest.get(tp)
         return newest.next_offset if newest is not None else state.position
 
-
     def _send_fetches(self, max_wait_ms: int) -> None:
         """Send one Fetch to each leader that leads a fetchable partition and has none in flight."""
         subscription = self._subscription
@@ -704,7 +705,12 @@ class Consumer:
                 state.log_start_offset = part.log_start_offset
                 state.backoff = 0.0
                 fetched = FetchedRecords(
-                    tp.topic, tp.partition, part.records, fetch_offset, check_crcs=config.check_crcs
+                    tp.topic,
+                    tp.partition,
+                    part.records,
+                    fetch_offset,
+                    check_crcs=config.check_crcs,
+                    aborted_transactions=part.aborted_transactions if self._isolation else None,
                 )
                 state.partial = fetched.partial
                 if fetched.next_offset is None:

@@ -6,7 +6,8 @@ simple-consumer call.
 * ``build_fetch_request`` — one Fetch request for several partitions of one leader.
 * ``decode_partition`` — a partition's ``records`` bytes to ``ConsumerRecord``s, from the requested
   offset on: records below it in the first batch are skipped (a broker answers from the batch that
-  holds the offset), control batches (transaction markers) are skipped, a trailing partial batch is
+  holds the offset), control batches (transaction markers) are skipped, and so are, for read_committed,
+  the batches of the aborted transactions the response lists, a trailing partial batch is
   ignored, compressed batches are decompressed (``kctl.records.reader``), CRCs checked on request.
   It also returns the offset to fetch next: one past the last complete batch, so that control batches
   and the gaps a compacted log leaves are stepped over.
@@ -32,13 +33,14 @@ from kctl.records.header import (
     CONTROL_FLAG_MASK,
     LOG_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG_MASK,
     BatchHeader,
     InvalidRecordBatch,
     parse_header,
     read_prefix,
     validate_batch,
 )
-from kctl.records.reader import MIN_RECORD_SIZE, decode_section, records_section
+from kctl.records.reader import MIN_RECORD_SIZE, decode_batch, decode_section, records_section
 from kctl.records.record import Header
 
 __all__ = [
@@ -141,6 +143,8 @@ class FetchedRecords:
     ``next_batch`` raises once the batches before it were returned."""
 
     __slots__ = (
+        "_aborted",
+        "_aborting",
         "_batches",
         "_buf",
         "_index",
@@ -164,8 +168,17 @@ class FetchedRecords:
         *,
         check_crcs: bool = True,
         max_decompressed_size: int | None = None,
+        aborted_transactions: Sequence[Any] | None = None,
     ) -> None:
         self.topic = topic
+        # read_committed: the Fetch response's aborted transactions (producer id, first offset),
+        # earliest first, and the producers whose aborted transaction is open at the current batch
+        self._aborted: list[tuple[int, int]] | None = (
+            sorted(((t.first_offset, t.producer_id) for t in aborted_transactions), reverse=True)
+            if aborted_transactions
+            else None
+        )
+        self._aborting: set[int] = set()
         self.partition = partition
         self.fetch_offset = fetch_offset
         self.check_crcs = check_crcs
@@ -216,6 +229,9 @@ class FetchedRecords:
         self._index += 1
         batch_end = header.base_offset + header.last_offset_delta + 1
         records: list[ConsumerRecord] = []
+        if self._aborted is not None and self._skip_aborted(position, header, batch_end):
+            self._position = batch_end
+            return records, batch_end
         if not header.attributes & CONTROL_FLAG_MASK:  # transaction markers are not records
             try:
                 if self.check_crcs:
@@ -238,6 +254,35 @@ class FetchedRecords:
                 records = [r for r in records if r[2] >= fetch_offset]
         self._position = batch_end
         return records, batch_end
+
+    def _skip_aborted(self, position: int, header: BatchHeader, batch_end: int) -> bool:
+        """read_committed (the broker listed aborted transactions): whether the batch belongs to an
+        aborted transaction, as Kafka's consumer decides. A transaction listed with a first offset at
+        or before the batch's last offset is open for its producer until that producer's ABORT
+        marker; the producer's transactional batches meanwhile are dropped."""
+        aborted = self._aborted
+        assert aborted is not None
+        while aborted and aborted[-1][0] < batch_end:
+            self._aborting.add(aborted.pop()[1])
+        attributes = header.attributes
+        if not attributes & TRANSACTIONAL_FLAG_MASK:
+            return False
+        if attributes & CONTROL_FLAG_MASK:
+            if header.producer_id in self._aborting and _is_abort_marker(self._buf, position, header):
+                self._aborting.discard(header.producer_id)
+            return False  # a marker is stepped over as ever
+        return header.producer_id in self._aborting
+
+
+def _is_abort_marker(buf: bytes, position: int, header: BatchHeader) -> bool:
+    """Whether the control batch at ``position`` is an ABORT marker (its record's key: int16
+    version, int16 type, 0 for ABORT and 1 for COMMIT)."""
+    try:
+        records = decode_batch(buf, position, verify_crc=False).records
+    except InvalidRecordBatch:
+        return False
+    key = records[0].key if records else None
+    return key is not None and len(key) >= 4 and int.from_bytes(key[2:4], "big", signed=True) == 0
 
 
 def decode_partition(

@@ -113,9 +113,7 @@ class SubscriptionState:
 
     def positions(self) -> dict[TopicPartition, int]:
         """The position of every partition that has one and no reset pending."""
-        return {
-            tp: s.position for tp, s in self.states.items() if s.position is not None and s.reset is None
-        }
+        return {tp: s.position for tp, s in self.states.items() if s.position is not None and s.reset is None}
 
     def lacking(self) -> list[TopicPartition]:
         """The partitions that need a position (none yet, or a reset pending)."""

@@ -9,9 +9,11 @@ from kctl.client.producer.batch import (
     RecordMetadata,
 )
 from kctl.client.producer.producer import HeadersInput, Producer, RecordFields
+from kctl.client.producer.transactions import ConsumerGroupMetadata
 from kctl.client.producer_config import ProducerConfig
 
 __all__ = [
+    "ConsumerGroupMetadata",
     "DeliveryCallback",
     "DeliveryTimeoutError",
     "HeadersInput",

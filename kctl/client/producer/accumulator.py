@@ -22,7 +22,7 @@ import itertools
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kctl.client.errors import BrokerResponseError, KafkaError, KafkaTimeoutError
 from kctl.client.partitioner import DefaultPartitioner, Partitioner, load_partitioner, murmur2
@@ -32,6 +32,9 @@ from kctl.client.producer_config import ProducerConfig
 from kctl.protocol import ErrorCode
 from kctl.records.builder import RecordBatchBuilder
 from kctl.records.header import HEADER_SIZE
+
+if TYPE_CHECKING:
+    from kctl.client.producer.transactions import TransactionManager
 
 __all__ = [
     "HEADER_OVERHEAD",
@@ -150,6 +153,7 @@ class RecordAccumulator:
         self._buffer_used = 0
         self._idempotence = Idempotence(config.idempotence)
         self._fatal: BaseException | None = None
+        self._transactions: TransactionManager | None = None  # set by a transactional Producer
         self._metadata_wanted = False
         self._metadata_error: dict[str, BaseException] = {}
         self._flushing = 0
@@ -375,6 +379,8 @@ class RecordAccumulator:
         ``run_callbacks`` afterwards, without the lock."""
         if batch.done:
             return
+        if error is not None and self._transactions is not None:
+            self._transactions.batch_failed(error)
         with self._done:
             batch.error = error
             batch.done = True  # after the outcome: futures read it without the lock
@@ -502,4 +508,3 @@ class RecordAccumulator:
             placeholder.pending = []
         with self._done:
             self._done.notify_all()  # waiters on a placeholder look at their new batch
-

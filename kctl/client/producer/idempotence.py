@@ -23,7 +23,7 @@ from kctl.client.cluster import ClusterClient, Deadline
 from kctl.client.errors import BrokerResponseError, KafkaError
 from kctl.protocol import ApiKey
 from kctl.protocol.messages.init_producer_id import InitProducerIdRequest
-from kctl.records.header import PRODUCER_ID_OFFSET, write_crc
+from kctl.records.header import ATTRIBUTES_OFFSET, PRODUCER_ID_OFFSET, TRANSACTIONAL_FLAG_MASK, write_crc
 
 if TYPE_CHECKING:
     from kctl.client.producer.accumulator import PartitionState
@@ -58,7 +58,14 @@ class Idempotence:
     was asked), the producer id and epoch, and whether the sequence numbers must be reset (a new
     epoch) before anything else is sent. Lock held for everything but ``request_producer_id``."""
 
-    __slots__ = ("backoff_until", "enabled", "producer_epoch", "producer_id", "reset_sequences")
+    __slots__ = (
+        "backoff_until",
+        "enabled",
+        "producer_epoch",
+        "producer_id",
+        "reset_sequences",
+        "transactional_id",
+    )
 
     def __init__(self, enabled: bool | None) -> None:
         self.enabled = enabled  # None: not decided yet (asks the broker)
@@ -66,6 +73,7 @@ class Idempotence:
         self.producer_epoch = -1
         self.reset_sequences = False
         self.backoff_until = 0.0  # InitProducerId failed: not asked again before then
+        self.transactional_id: str | None = None  # set: batches carry the transactional flag
 
     @property
     def wants_producer_id(self) -> bool:
@@ -95,6 +103,8 @@ class Idempotence:
         if batch.data_fields != fields:
             buffer = bytearray(data)
             _PRODUCER_FIELDS.pack_into(buffer, PRODUCER_ID_OFFSET, *fields)
+            if self.transactional_id is not None:
+                buffer[ATTRIBUTES_OFFSET + 1] |= TRANSACTIONAL_FLAG_MASK
             write_crc(buffer, 0, len(buffer))
             data = batch.data = bytes(buffer)
             batch.data_fields = fields  # type: ignore[assignment]
@@ -110,7 +120,7 @@ class Idempotence:
             version = connection.version_for(ApiKey.INIT_PRODUCER_ID)
             bump = self.reset_sequences and self.producer_id >= 0 and version >= 3
             body = InitProducerIdRequest(
-                transactional_id=None,
+                transactional_id=self.transactional_id,
                 transaction_timeout_ms=60_000,
                 producer_id=self.producer_id if bump else -1,
                 producer_epoch=self.producer_epoch if bump else -1,

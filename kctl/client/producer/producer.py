@@ -37,6 +37,11 @@ fail after ``delivery.timeout.ms``. ``send`` itself raises only for arguments of
 ``close``, and with ``KafkaTimeoutError`` when ``buffer.memory`` stayed full for ``max.block.ms``
 (back-pressure: it blocks meanwhile).
 
+Transactions. With ``transactional.id`` (idempotence is then required) the producer is transactional
+(``kctl.client.producer.transactions``): ``init_transactions()`` once, then ``begin_transaction()``,
+``send``..., optionally ``send_offsets_to_transaction``, and ``commit_transaction()`` or
+``abort_transaction()``. A newer producer with the same id fences this one (``ProducerFencedError``).
+
 Futures. Each record's future is a ``RecordFuture`` (a ``concurrent.futures.Future``): ``result()``,
 ``exception()``, ``add_done_callback``, ``concurrent.futures.wait``/``as_completed`` all work. They
 cannot be cancelled (``cancel()`` returns False: the record is already on its way).
@@ -50,7 +55,7 @@ from typing import Any, TypedDict, Unpack
 
 from kctl.client.cluster import ClusterClient, Deadline
 from kctl.client.config import ClientConfig
-from kctl.client.errors import BrokerResponseError
+from kctl.client.errors import BrokerResponseError, KafkaTimeoutError, TransactionStateError
 from kctl.client.producer.accumulator import RECORD_OVERHEAD, RecordAccumulator, headers_size
 from kctl.client.producer.batch import (
     DeliveryCallback,
@@ -61,7 +66,9 @@ from kctl.client.producer.batch import (
     run_callbacks,
 )
 from kctl.client.producer.sender import Sender
+from kctl.client.producer.transactions import ConsumerGroupMetadata, TransactionManager
 from kctl.client.producer_config import ProducerConfig
+from kctl.client.types import TopicPartition
 from kctl.protocol import ErrorCode
 
 __all__ = ["HeadersInput", "Producer", "RecordFields"]
@@ -99,6 +106,16 @@ class Producer(RecordAccumulator):
         self._request_timeout = config.request_timeout
         # the last on_delivery callback given to send and its adapter (reused while it is the same)
         self._last_adapter: tuple[Any, Any] = (None, None)
+        if config.transactional_id is not None:
+            self._idempotence.transactional_id = config.transactional_id
+            self._transactions = TransactionManager(
+                self._cluster,
+                config.transactional_id,
+                config.transaction_timeout_ms,
+                self._request_timeout,
+                self._idempotence,
+                self._apply_producer_ids,
+            )
         self._sender = Sender(self, self._cluster, config)
         self._sender.start()
 
@@ -149,6 +166,8 @@ class Producer(RecordAccumulator):
         since the epoch, default now. ``on_delivery(error, metadata)`` is called from the producer's
         I/O thread when the record is acknowledged or fails (at once, in this thread, for a record
         refused on the spot, e.g. larger than max.request.size); it must not block."""
+        if self._transactions is not None:
+            self._transactions.check_send()
         if timestamp is None:
             timestamp = int(_time() * 1000)
         info = self._topics.get(topic)
@@ -242,6 +261,69 @@ class Producer(RecordAccumulator):
         finally:
             with self._lock:
                 self._flushing -= 1
+
+    # ------------------------------------------------------------------------------ transactions
+
+    def _txn(self) -> TransactionManager:
+        if self._transactions is None:
+            raise TransactionStateError("the producer has no transactional.id")
+        return self._transactions
+
+    def _apply_producer_ids(self, producer_id: int, producer_epoch: int) -> None:
+        with self._lock:
+            idempotence = self._idempotence
+            idempotence.producer_id = producer_id
+            idempotence.producer_epoch = producer_epoch
+            idempotence.enabled = True
+            idempotence.reset_sequences = False
+            for state in self._partitions.values():
+                state.next_sequence = 0
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Register the ``transactional.id`` with its coordinator (InitProducerId): what an older
+        producer with the id left open is finished, and that producer is fenced from now on.
+        Raises ``ProducerFencedError`` if a newer one fenced this producer meanwhile."""
+        self._txn().init(self._max_block if timeout is None else timeout)
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: the records sent until ``commit_transaction`` or
+        ``abort_transaction`` become visible to read_committed consumers together, or never."""
+        self._txn().begin()
+
+    def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, int],
+        group_metadata: ConsumerGroupMetadata | str,
+        timeout: float | None = None,
+    ) -> None:
+        """Commit a consumer group's ``offsets`` (the next offset to read, per partition) with the
+        transaction (AddOffsetsToTxn, then TxnOffsetCommit to the group's coordinator): they take
+        effect when it commits and are dropped when it aborts. ``group_metadata``: the group id, or
+        its ``ConsumerGroupMetadata`` (generation and member id, which fence a zombie member)."""
+        group = ConsumerGroupMetadata(group_metadata) if isinstance(group_metadata, str) else group_metadata
+        self._txn().send_offsets(offsets, group, self._max_block if timeout is None else timeout)
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Deliver the transaction's records (``flush``) and commit it (EndTxn). Raises
+        ``TransactionAbortedError`` when a record failed (then ``abort_transaction``), or the fencing
+        errors (``ProducerFencedError``, ``InvalidProducerEpochError``)."""
+        txn = self._txn()
+        timeout = self._max_block if timeout is None else timeout
+        if self.flush(timeout):
+            raise KafkaTimeoutError(f"commit_transaction: records not delivered within {timeout:.1f}s")
+        txn.end(True, timeout)
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort the transaction (EndTxn): its records are never visible to read_committed
+        consumers, its offsets never committed. Waits for the records in flight first."""
+        txn = self._txn()
+        timeout = self._max_block if timeout is None else timeout
+        self.flush(timeout)
+        txn.end(False, timeout)
+
+    @property
+    def transactional_id(self) -> str | None:
+        return None if self._transactions is None else self._transactions.transactional_id
 
     def flush(self, timeout: float | None = None) -> int:
         """Send every buffered record now and wait until all are acknowledged or failed (also those

@@ -32,11 +32,11 @@ from typing import Any, NamedTuple
 
 from kctl.client.cluster import ClusterClient, Deadline
 from kctl.client.errors import (
-    BrokerResponseError,
     KafkaConnectionError,
     KafkaError,
     KafkaProtocolError,
     KafkaTimeoutError,
+    response_error,
 )
 from kctl.client.producer.accumulator import PartitionState, RecordAccumulator
 from kctl.client.producer.batch import DeliveryTimeoutError, ProducerBatch, run_callbacks
@@ -180,6 +180,11 @@ class Sender:
                 if plan.want_metadata:
                     self._refresh_metadata()
                 for node, batches in plan.requests.items():
+                    if acc._transactions is not None:
+                        error = acc._transactions.add_partitions(batch.tp for batch in batches)
+                        if error is not None:
+                            self._request_failed(node, batches, _not_retriable(error))
+                            continue
                     self._send_request(node, batches)
         except BaseException as error:  # a bug: fail everything rather than hang the callers
             log.exception("the producer's sender thread failed")
@@ -316,7 +321,7 @@ class Sender:
                     PartitionProduceData(index=batch.partition, records=data)
                 )
             body = ProduceRequest(
-                transactional_id=None,
+                transactional_id=self._idempotence.transactional_id,
                 acks=self._acks,
                 timeout_ms=self._produce_timeout_ms,
                 topic_data=[
@@ -441,7 +446,7 @@ class Sender:
             batch.log_append_time = part.log_append_time_ms if part.log_append_time_ms is not None else -1
             acc._finish(batch)
             return
-        error = BrokerResponseError(
+        error = response_error(
             code, part.error_message, context=f"produce to {batch.topic}-{batch.partition}"
         )
         state = acc._partitions.get(batch.tp)
@@ -554,6 +559,17 @@ class Sender:
                 acc._metadata_wanted = True
             elif result.error is None and not result.unsupported:
                 acc._wakeup.notify()
+
+
+def _not_retriable(error: BaseException) -> KafkaError:
+    """AddPartitionsToTxn failed (after its own retries): the batches fail, the transaction aborts."""
+    if (
+        isinstance(error, KafkaError)
+        and not error.retriable
+        and not isinstance(error, KafkaConnectionError | KafkaTimeoutError)
+    ):
+        return error
+    return KafkaProtocolError(f"the partition could not join the transaction: {error}")
 
 
 def _earliest(current: float | None, candidate: float) -> float:
