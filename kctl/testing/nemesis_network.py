@@ -94,17 +94,26 @@ class NetworkNemesis:
             self._heal_and_wait(topic)
         return f"cut broker {leader} (leader of {topic}/{partition}) from ZooKeeper only until another led"
 
-    def cut_leader_from_followers(self, topic: str, partition: int, loads: Sequence[Load]) -> str:
+    def _leader_alone(
+        self, topic: str, partition: int, loads: Sequence[Load], *, one_way: bool
+    ) -> tuple[int, list[int], str]:
+        """Cut ``partition``'s leader from its followers (both ways, or only its packets to them)
+        until it is alone in the ISR (it keeps its session, so it stays leader), then heal; the
+        leader, the followers and what the writers did meanwhile."""
         leader = self._leader(topic, partition)
         followers = self._followers(topic, partition, leader)
+        cut = self.lab.cut_one_way if one_way else self.lab.cut
         for follower in followers:
-            self.lab.cut(self.brokers[leader], self.brokers[follower])
+            cut(self.brokers[leader], self.brokers[follower])
         try:
-            # the leader keeps its session, so it stays leader, alone in the ISR
             self.view.wait_for_isr(topic, partition, {leader}, timeout=FAULT_TIMEOUT_S)
             then = self._go_on_without(topic, leader, loads)
         finally:
             self._heal_and_wait(topic)
+        return leader, followers, then
+
+    def cut_leader_from_followers(self, topic: str, partition: int, loads: Sequence[Load]) -> str:
+        leader, followers, then = self._leader_alone(topic, partition, loads, one_way=False)
         return (
             f"cut broker {leader} (leader of {topic}/{partition}) from its followers {followers} "
             f"until alone in the ISR; {then}"
@@ -130,15 +139,7 @@ class NetworkNemesis:
         )
 
     def asymmetric_leader_to_followers(self, topic: str, partition: int, loads: Sequence[Load]) -> str:
-        leader = self._leader(topic, partition)
-        followers = self._followers(topic, partition, leader)
-        for follower in followers:
-            self.lab.cut_one_way(self.brokers[leader], self.brokers[follower])
-        try:
-            self.view.wait_for_isr(topic, partition, {leader}, timeout=FAULT_TIMEOUT_S)
-            then = self._go_on_without(topic, leader, loads)
-        finally:
-            self._heal_and_wait(topic)
+        leader, followers, then = self._leader_alone(topic, partition, loads, one_way=True)
         return (
             f"dropped broker {leader}'s packets (leader of {topic}/{partition}) to its followers "
             f"{followers}, one way, until alone in the ISR; {then}"
