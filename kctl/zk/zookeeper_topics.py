@@ -454,7 +454,9 @@ class ZooKeeperTopics(ZooKeeperPart, TopicStore):
                 self._op_timeout,
             )
             if deleted is not None:  # in the same pipeline: which topics are gone since the listing
-                names = list(topics)
+                # (a topic kept under its watch is not: its deletion would have fired the watch)
+                _, unkept = self._session.watched_topics.lookup(topics)
+                names = [name for name, _ in unkept]
                 gone = [client.exists_async(TopicZNode.path(name)) for name in names]
                 for name, result in zip(names, gone, strict=True):
                     if result.get(timeout=self._op_timeout) is None:
