@@ -46,7 +46,7 @@ check-gen: install
 	$(BIN)/python scripts/gen_protocol_stubs.py --check
 
 test: install system-deps kafka-jars lint check-gen
-	$(BIN)/pytest -n 4 --dist loadfile
+	$(BIN)/pytest -n 4 --dist loadfile --durations=40
 
 bench: install
 	$(BIN)/pip install --quiet -e '.[bench]'

@@ -31,6 +31,12 @@ __all__ = ["ZooKeeperConfigs"]
 class ZooKeeperConfigs(ZooKeeperPart, ConfigStore):
     """Topic config overrides and dynamic broker configs under /config (Kafka's layout)."""
 
+    def _notify(self, reason: str) -> None:
+        """After a write of this registry's: topic records kept before it may hold older overrides
+        (kctl.zk.watched_reads; read your writes)."""
+        self._session.watched_topics.rearm_all()
+        super()._notify(reason)
+
     # -- topic config overrides --------------------------------------------------------------------
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         """Kafka's ``changeTopicConfig``: overwrite /config/topics/<topic>, then announce it with a

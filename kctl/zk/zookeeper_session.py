@@ -42,7 +42,13 @@ from kazoo.protocol.states import ZnodeStat
 from kazoo.retry import KazooRetry
 
 from kctl.common.time_histogram import TimeHistogram
-from kctl.zk.model import ControllerFence, RegistryError, RegistryUnavailableError
+from kctl.zk.model import (
+    ControllerFence,
+    PartitionState,
+    RegistryError,
+    RegistryUnavailableError,
+    TopicRecord,
+)
 from kctl.zk.registry import (
     CONTROLLER,
     SESSION,
@@ -50,6 +56,7 @@ from kctl.zk.registry import (
     SESSION_EXPIRED,
     SESSION_SUSPENDED,
 )
+from kctl.zk.watched_reads import WatchedReads
 
 __all__ = [
     "DEFAULT_SESSION_TIMEOUT_MS",
@@ -122,6 +129,10 @@ class ZooKeeperSession:
         self.op_timeout = max(session_timeout_ms, self.connection_timeout_ms) / 1000
         #: how long the registry's operations took (the broker's ZooKeeperRequestLatencyMs metric)
         self.request_latency = TimeHistogram()
+        #: partition states read under their watches (kctl.zk.watched_reads): disarmed with the connection
+        self.watched_states: WatchedReads[tuple[str, int], PartitionState | None] = WatchedReads()
+        #: topic records (topic znode and config overrides) read under the topic znodes' watches
+        self.watched_topics: WatchedReads[str, TopicRecord] = WatchedReads()
         self.notify = notify
         self._on_reconnect = on_reconnect
         self._start_lock = threading.Lock()
@@ -192,6 +203,8 @@ class ZooKeeperSession:
         with self._lock:
             client, self._client = self._client, None
             self.closed = True
+        self.watched_states.disarm_all()
+        self.watched_topics.disarm_all()
         if client is not None:
             client.remove_listener(self._on_state_change)
             with contextlib.suppress(KazooException):
@@ -256,6 +269,9 @@ class ZooKeeperSession:
         client = self._client
         if client is None or self.closed:
             return
+        if state != KazooState.CONNECTED:
+            self.watched_states.disarm_all()  # the watches went with the connection
+            self.watched_topics.disarm_all()
         if state == KazooState.LOST:
             log.warning("ZooKeeper session to %s expired", self.connect)
             self._session_lost = self._disconnected = True

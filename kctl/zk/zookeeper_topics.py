@@ -230,16 +230,26 @@ class ZooKeeperTopics(ZooKeeperPart, TopicStore):
         with self._zk(f"read topic {name}"):
             return self._read_topics(client, [name]).get(name)
 
+    def _notify(self, reason: str) -> None:
+        """After a write of this registry's: reads kept before it may be older than it, and the
+        watch events it causes may come after the writer's next read (read your writes)."""
+        self._session.watched_topics.rearm_all()
+        self._session.watched_states.rearm_all()
+        super()._notify(reason)
+
     def _read_topics(self, client: KazooClient, names: list[str]) -> dict[str, TopicRecord]:
-        """Topic and config znodes of ``names``, read in one pipelined batch."""
-        topic_results = [client.get_async(TopicZNode.path(n)) for n in names]
+        """Topic and config znodes of ``names``, read in one pipelined batch (those not kept under
+        their watches: kctl.zk.watched_reads)."""
+        kept, unread = self._session.watched_topics.lookup(names)
+        unread_names = [name for name, _ in unread]
+        topic_results = [client.get_async(TopicZNode.path(n)) for n in unread_names]
         config_results = [
-            client.get_async(ConfigEntityZNode.path(ConfigEntityZNode.TOPICS, n)) for n in names
+            client.get_async(ConfigEntityZNode.path(ConfigEntityZNode.TOPICS, n)) for n in unread_names
         ]
         topics = collect(topic_results, self._op_timeout)
         configs = collect(config_results, self._op_timeout)
         records: dict[str, TopicRecord] = {}
-        for name, topic, config in zip(names, topics, configs, strict=True):
+        for (name, generation), topic, config in zip(unread, topics, configs, strict=True):
             if topic is None:
                 continue  # deleted meanwhile
             data, stat = topic
@@ -249,6 +259,7 @@ class ZooKeeperTopics(ZooKeeperPart, TopicStore):
                 log.warning("ignoring a topic kctl cannot read: %s", error)
                 continue
             if topic_id is None:
+                generation = None  # written now: its watch fires
                 topic_id, assignment = self._assign_topic_id(client, name, data, stat)
                 if topic_id is None:
                     continue
@@ -258,7 +269,9 @@ class ZooKeeperTopics(ZooKeeperPart, TopicStore):
             except ZNodeDecodeError:
                 adding, removing = {}, {}
             records[name] = TopicRecord(name, topic_id, assignment, overrides, adding, removing)
-        return records
+            self._session.watched_topics.keep(name, generation, records[name])
+        records.update(kept)
+        return {name: records[name] for name in names if name in records}
 
     def _assign_topic_id(
         self, client: KazooClient, name: str, data: bytes, stat: ZnodeStat
@@ -434,27 +447,37 @@ class ZooKeeperTopics(ZooKeeperPart, TopicStore):
     ) -> dict[tuple[str, int], PartitionState]:
         client = self._zk_client()
         wanted = [(name, p) for name, record in topics.items() for p in sorted(record.assignment)]
+        kept, unread = self._session.watched_states.lookup(wanted)  # kctl.zk.watched_reads
         with self._zk(f"read the partition states of {len(topics)} topics"):
             results = collect(
-                [client.get_async(TopicPartitionStateZNode.path(name, p)) for name, p in wanted],
+                [client.get_async(TopicPartitionStateZNode.path(name, p)) for (name, p), _ in unread],
                 self._op_timeout,
             )
             if deleted is not None:  # in the same pipeline: which topics are gone since the listing
-                names = list(topics)
+                # (a topic kept under its watch is not: its deletion would have fired the watch)
+                _, unkept = self._session.watched_topics.lookup(topics)
+                names = [name for name, _ in unkept]
                 gone = [client.exists_async(TopicZNode.path(name)) for name in names]
                 for name, result in zip(names, gone, strict=True):
                     if result.get(timeout=self._op_timeout) is None:
                         deleted.add(name)
+        read: dict[tuple[str, int], PartitionState | None] = {}
+        for (key, generation), result in zip(unread, results, strict=True):
+            state = None  # no state yet (or the topic was deleted meanwhile)
+            if result is not None:
+                data, stat = result
+                try:
+                    state = TopicPartitionStateZNode.decode(*key, data, stat.version)
+                except ZNodeDecodeError as error:
+                    log.warning("ignoring a partition state kctl cannot read: %s", error)
+                    continue
+            read[key] = state
+            self._session.watched_states.keep(key, generation, state)
         states: dict[tuple[str, int], PartitionState] = {}
-        for (name, partition), result in zip(wanted, results, strict=True):
-            if result is None:
-                continue  # no state yet (or the topic was deleted meanwhile)
-            data, stat = result
-            try:
-                state = TopicPartitionStateZNode.decode(name, partition, data, stat.version)
-                states[(name, partition)] = state
-            except ZNodeDecodeError as error:
-                log.warning("ignoring a partition state kctl cannot read: %s", error)
+        for key in wanted:
+            state = kept[key] if key in kept else read.get(key)
+            if state is not None:
+                states[key] = state
         return states
 
     # -- fenced controller writes ------------------------------------------------------------------

@@ -69,6 +69,8 @@ class ZooKeeperWatches(ZooKeeperPart):
             self._topic_watches.clear()
             self._state_watches.clear()
             self._watches.clear()
+        self._session.watched_states.disarm_all()
+        self._session.watched_topics.disarm_all()
 
     def arm_again(self) -> None:
         """After a reconnection: set the topic and partition-state watches again (kazoo dropped them
@@ -156,13 +158,17 @@ class ZooKeeperWatches(ZooKeeperPart):
             if entry is None or (token is not None and entry[0] is not token):
                 return
             del self._topic_watches[topic]
-            for key in [k for k in self._state_watches if k[0] == topic]:
+            keys = [k for k in self._state_watches if k[0] == topic]
+            for key in keys:
                 del self._state_watches[key]
+        self._session.watched_states.disarm_all(keys)
+        self._session.watched_topics.disarm(topic)
 
     def _topic_watcher(self, topic: str, token: object) -> Callable[[WatchedEvent], None]:
         """The one-shot watch on /brokers/topics/<topic> (partitions added)."""
 
         def watcher(event: WatchedEvent) -> None:
+            self._session.watched_topics.disarm(topic)  # whatever the event: no kept read is sure now
             entry = self._topic_watches.get(topic)
             if self._session.closed or entry is None or entry[0] is not token or event.type == EventType.NONE:
                 return  # NONE: the connection dropped; _after_reconnect sets the watch again
@@ -178,6 +184,7 @@ class ZooKeeperWatches(ZooKeeperPart):
         """The one-shot watch on a partition state znode (which may not exist yet)."""
 
         def watcher(event: WatchedEvent) -> None:
+            self._session.watched_states.disarm(key)  # whatever the event: no kept read is sure now
             entry = self._state_watches.get(key)
             if self._session.closed or entry is None or entry[0] is not token or event.type == EventType.NONE:
                 return
@@ -197,17 +204,41 @@ class ZooKeeperWatches(ZooKeeperPart):
             return None
         token, watcher = entry
         result = client.get_async(TopicZNode.path(topic), watch=watcher)
+        result.rawlink(lambda done: self._on_topic_armed(topic, token, done))
         if follow:
             result.rawlink(lambda done: self._on_topic_data(topic, token, done, announce=True))
         return result
 
     def _arm_state(self, key: tuple[str, int]) -> Any:
+        """Set the watch of partition state ``key``; once ZooKeeper has it, reads of the state may be
+        kept (kctl.zk.watched_reads). Returns kazoo's async result (None if nothing to watch)."""
         client = self._session.current
         with self._lock:
             entry = self._state_watches.get(key)
         if client is None or entry is None:
             return None
-        return client.exists_async(TopicPartitionStateZNode.path(*key), watch=entry[1])
+        token = entry[0]
+        result = client.exists_async(TopicPartitionStateZNode.path(*key), watch=entry[1])
+        result.rawlink(lambda done: self._on_state_armed(key, token, done))
+        return result
+
+    def _on_topic_armed(self, topic: str, token: object, result: Any) -> None:
+        if self._session.closed or not result.successful():
+            return
+        with self._lock:  # still this generation's watch
+            entry = self._topic_watches.get(topic)
+            current = entry is not None and entry[0] is token
+        if current:
+            self._session.watched_topics.armed(topic)
+
+    def _on_state_armed(self, key: tuple[str, int], token: object, result: Any) -> None:
+        if self._session.closed or not result.successful():
+            return
+        with self._lock:  # still this generation's watch (not a topic deleted and created again)
+            entry = self._state_watches.get(key)
+            current = entry is not None and entry[0] is token
+        if current:
+            self._session.watched_states.armed(key)
 
     def _on_topic_data(self, topic: str, token: object, result: Any, *, announce: bool = False) -> list[Any]:
         """A topic znode was read: watch the states of partitions not watched yet. Returns the
@@ -277,5 +308,6 @@ class ZooKeeperWatches(ZooKeeperPart):
             changed = newest > self._last_config_change
             self._last_config_change = max(newest, self._last_config_change)
         if changed and not first:
+            self._session.watched_topics.rearm_all()  # a topic's config overrides may have changed
             self._notify(CONFIGS)
         return None
