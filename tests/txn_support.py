@@ -22,6 +22,9 @@ from kctl.testing import BrokerProcess
 from kctl.testing.helpers import wait_for
 
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+UNVERIFIED = {"transaction.partition.verification.enable": "false"}
+"""Broker properties for tests that play the coordinator by hand (raw transactional Produce without
+AddPartitionsToTxn) or leave hanging transactions: KIP-890's verification would refuse their writes."""
 
 
 def batch(

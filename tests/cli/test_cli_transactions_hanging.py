@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import confluent_kafka as ck
 import pytest
 from raw_kafka import RawConnection, create_topic, running_broker, unique
-from txn_support import last_stable_offset, leave_hanging_transaction
+from txn_support import UNVERIFIED, last_stable_offset, leave_hanging_transaction
 
 from kctl.testing import BrokerProcess, LocalCluster
 from kctl.testing.cluster_clients import create_topic as create_replicated_topic
@@ -26,7 +26,6 @@ from kctl.testing.helpers import wait_for
 from kctl.testing.pytest_plugin import ClusterFactory
 
 TIMEOUT = 60.0
-UNVERIFIED = {"transaction.partition.verification.enable": "false"}
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +72,13 @@ def test_a_hanging_transaction_is_found_planned_and_aborted(broker: BrokerProces
     producer_id, epoch = leave_hanging_transaction(bootstrap, topic, 0, [b"h0", b"h1", b"h2"])
     plain(bootstrap, topic, 0, ["after-0", "after-1"])  # offsets 3 and 4, behind the hanging one
     # a transaction its coordinator knows, open on partition 1: never reported
-    healthy = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": unique("healthy")})
+    healthy = ck.Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": unique("healthy"),
+            "transaction.timeout.ms": 900000,
+        }
+    )
     healthy.init_transactions(TIMEOUT)
     healthy.begin_transaction()
     healthy.produce(topic, b"open", partition=1)
