@@ -19,13 +19,13 @@ _kctl_subcommands() {
         'kctl user') echo 'create delete list' ;;
         'kctl acl') echo 'add list remove' ;;
         'kctl quota') echo 'describe alter' ;;
-        'kctl transactions') echo 'describe-producers list describe' ;;
+        'kctl transactions') echo 'describe-producers list describe find-hanging abort' ;;
     esac
 }
 
 _kctl_is_subcommand() {
     case "$1 $2" in
-        'kctl broker'|'kctl cluster'|'kctl config'|'kctl consume'|'kctl group'|'kctl log'|'kctl mirror'|'kctl partition'|'kctl perf'|'kctl top'|'kctl produce'|'kctl spark'|'kctl topic'|'kctl zk'|'kctl user'|'kctl acl'|'kctl quota'|'kctl transactions'|'kctl man'|'kctl broker start'|'kctl broker stop'|'kctl broker list'|'kctl broker log-dirs'|'kctl broker config'|'kctl broker log-dirs describe'|'kctl broker log-dirs move'|'kctl broker config describe'|'kctl broker config alter'|'kctl cluster up'|'kctl cluster status'|'kctl cluster start'|'kctl cluster stop'|'kctl cluster restart'|'kctl cluster down'|'kctl cluster list'|'kctl cluster info'|'kctl cluster health'|'kctl config show'|'kctl group list'|'kctl group describe'|'kctl group rewind'|'kctl group delete'|'kctl group migrate'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge'|'kctl partition reassign'|'kctl partition elect-leaders'|'kctl perf produce'|'kctl perf consume'|'kctl spark load'|'kctl topic create'|'kctl topic list'|'kctl topic describe'|'kctl topic delete'|'kctl topic alter'|'kctl topic offsets'|'kctl topic trim'|'kctl zk ls'|'kctl zk get'|'kctl zk tree'|'kctl zk brokers'|'kctl zk topics'|'kctl zk consumers'|'kctl user create'|'kctl user delete'|'kctl user list'|'kctl acl add'|'kctl acl list'|'kctl acl remove'|'kctl quota describe'|'kctl quota alter'|'kctl transactions describe-producers'|'kctl transactions list'|'kctl transactions describe') return 0 ;;
+        'kctl broker'|'kctl cluster'|'kctl config'|'kctl consume'|'kctl group'|'kctl log'|'kctl mirror'|'kctl partition'|'kctl perf'|'kctl top'|'kctl produce'|'kctl spark'|'kctl topic'|'kctl zk'|'kctl user'|'kctl acl'|'kctl quota'|'kctl transactions'|'kctl man'|'kctl broker start'|'kctl broker stop'|'kctl broker list'|'kctl broker log-dirs'|'kctl broker config'|'kctl broker log-dirs describe'|'kctl broker log-dirs move'|'kctl broker config describe'|'kctl broker config alter'|'kctl cluster up'|'kctl cluster status'|'kctl cluster start'|'kctl cluster stop'|'kctl cluster restart'|'kctl cluster down'|'kctl cluster list'|'kctl cluster info'|'kctl cluster health'|'kctl config show'|'kctl group list'|'kctl group describe'|'kctl group rewind'|'kctl group delete'|'kctl group migrate'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge'|'kctl partition reassign'|'kctl partition elect-leaders'|'kctl perf produce'|'kctl perf consume'|'kctl spark load'|'kctl topic create'|'kctl topic list'|'kctl topic describe'|'kctl topic delete'|'kctl topic alter'|'kctl topic offsets'|'kctl topic trim'|'kctl zk ls'|'kctl zk get'|'kctl zk tree'|'kctl zk brokers'|'kctl zk topics'|'kctl zk consumers'|'kctl user create'|'kctl user delete'|'kctl user list'|'kctl acl add'|'kctl acl list'|'kctl acl remove'|'kctl quota describe'|'kctl quota alter'|'kctl transactions describe-producers'|'kctl transactions list'|'kctl transactions describe'|'kctl transactions find-hanging'|'kctl transactions abort') return 0 ;;
     esac
     return 1
 }
@@ -108,6 +108,8 @@ _kctl_options() {
         'kctl transactions describe-producers') echo '--topic -p --partition -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl transactions list') echo '--state --producer-id -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl transactions describe') echo '--transactional-id -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl transactions find-hanging') echo '--broker-id --topic -p --partition --max-transaction-timeout -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl transactions abort') echo '--topic -p --partition --start-offset --producer-id --producer-epoch --coordinator-epoch --execute -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl man') echo '--path --install --dir -h --help' ;;
     esac
 }
@@ -497,6 +499,24 @@ _kctl_option_value() {
         'kctl transactions describe -c'|'kctl transactions describe --config') echo 'file' ;;
         'kctl transactions describe -X') echo 'any' ;;
         'kctl transactions describe -b'|'kctl transactions describe --bootstrap-server') echo 'any' ;;
+        'kctl transactions find-hanging --broker-id') echo 'any' ;;
+        'kctl transactions find-hanging --topic') echo 'topic' ;;
+        'kctl transactions find-hanging -p'|'kctl transactions find-hanging --partition') echo 'any' ;;
+        'kctl transactions find-hanging --max-transaction-timeout') echo 'any' ;;
+        'kctl transactions find-hanging -f'|'kctl transactions find-hanging --format') echo 'choice table json jsonl' ;;
+        'kctl transactions find-hanging -c'|'kctl transactions find-hanging --config') echo 'file' ;;
+        'kctl transactions find-hanging -X') echo 'any' ;;
+        'kctl transactions find-hanging -b'|'kctl transactions find-hanging --bootstrap-server') echo 'any' ;;
+        'kctl transactions abort --topic') echo 'topic' ;;
+        'kctl transactions abort -p'|'kctl transactions abort --partition') echo 'any' ;;
+        'kctl transactions abort --start-offset') echo 'any' ;;
+        'kctl transactions abort --producer-id') echo 'any' ;;
+        'kctl transactions abort --producer-epoch') echo 'any' ;;
+        'kctl transactions abort --coordinator-epoch') echo 'any' ;;
+        'kctl transactions abort -f'|'kctl transactions abort --format') echo 'choice table json jsonl' ;;
+        'kctl transactions abort -c'|'kctl transactions abort --config') echo 'file' ;;
+        'kctl transactions abort -X') echo 'any' ;;
+        'kctl transactions abort -b'|'kctl transactions abort --bootstrap-server') echo 'any' ;;
         'kctl man --dir') echo 'file' ;;
     esac
 }

@@ -2,7 +2,8 @@
 transactional, from a producer id; a raw acks=all Produce of it to partition 0; and a confluent-kafka
 consumer reading partition 0 at an isolation level until it has the records expected; for the
 coordinator's tests (test_transactions_coordinator*.py) two topics (three partitions) to write
-transactions to, a consumer of all of them, the last stable offset, DescribeTransactions of one id."""
+transactions to, a consumer of all of them, the last stable offset, DescribeTransactions of one id;
+and a hanging transaction left on a partition (``leave_hanging_transaction``)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ from kctl.testing import BrokerProcess
 from kctl.testing.helpers import wait_for
 
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+UNVERIFIED = {"transaction.partition.verification.enable": "false"}
+"""Broker properties for tests that play the coordinator by hand (raw transactional Produce without
+AddPartitionsToTxn) or leave hanging transactions: KIP-890's verification would refuse their writes."""
 
 
 def batch(
@@ -152,3 +156,70 @@ def produce_to_all(producer: ck.Producer, topics: dict[str, int], prefix: str) -
                 producer.produce(topic, value, partition=partition)
                 values.append(value)
     return values
+
+
+def leave_hanging_transaction(
+    bootstrap: str, topic: str, partition: int, values: list[bytes]
+) -> tuple[int, int]:
+    """Leave a transaction on the partition that no coordinator will end, the way hanging
+    transactions arise (KIP-664, and how Kafka's tools tests make one): a transactional id gets its
+    producer id (InitProducerId from its coordinator), then a transactional batch reaches the
+    partition's leader without the partition ever being added to the transaction (a write delayed
+    past its transaction's end looks the same to the leader). Brokers refuse this with KIP-890's
+    verification, so theirs must be off (``transaction.partition.verification.enable=false``).
+    Returns the (producer id, producer epoch) holding the partition open."""
+    from kctl.client.cluster import ClusterClient
+    from kctl.client.errors import BrokerResponseError
+    from kctl.client.group.coordinator import find_coordinators
+    from kctl.client.types import TopicPartition
+    from kctl.protocol.messages.init_producer_id import InitProducerIdRequest
+
+    tid = unique("hanging-tid")
+    with ClusterClient(bootstrap) as cluster:
+        deadline = cluster.deadline(60)
+
+        def init() -> Any:
+            [where] = find_coordinators(cluster, [tid], deadline=deadline, key_type=1).values()
+            if isinstance(where, BrokerResponseError):
+                raise where
+            conn = cluster.connection(where.node_id, deadline=deadline)
+            request = InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=60000)
+            r = conn.request(kp.ApiKey.INIT_PRODUCER_ID, request, timeout=10)
+            if r.error_code:
+                raise BrokerResponseError(r.error_code, context="InitProducerId")
+            return r
+
+        ids = cluster.retry(init, deadline=deadline)
+        records = RecordBatchBuilder(
+            producer_id=ids.producer_id,
+            producer_epoch=ids.producer_epoch,
+            base_sequence=0,
+            is_transactional=True,
+        )
+        now = int(time.time() * 1000)
+        for value in values:
+            records.append(now, None, value)
+        request = ProduceRequest(
+            transactional_id=tid,
+            acks=-1,
+            timeout_ms=10000,
+            topic_data=[
+                TopicProduceData(
+                    name=topic,
+                    partition_data=[PartitionProduceData(index=partition, records=records.build())],
+                )
+            ],
+        )
+
+        def write() -> None:
+            leader = cluster.leader_for(TopicPartition(topic, partition), deadline=deadline)
+            response = cluster.connection(leader, deadline=deadline).request(
+                kp.ApiKey.PRODUCE, request, timeout=15
+            )
+            [part] = response.responses[0].partition_responses
+            if part.error_code:
+                cluster.mark_stale()
+                raise BrokerResponseError(part.error_code, part.error_message, context=f"produce to {topic}")
+
+        cluster.retry(write, deadline=deadline)
+    return int(ids.producer_id), int(ids.producer_epoch)

@@ -36,10 +36,12 @@ from kctl.broker.server import KafkaServer, RequestContext, RequestObserver
 from kctl.broker.stall_watch import StallWatch
 from kctl.broker.topics import TopicAdmin
 from kctl.broker.transaction.coordinator import TransactionCoordinator
+from kctl.broker.transaction.verification import TransactionVerifier
 from kctl.log.cleaner import clean_log, needs_cleaning
 from kctl.log.clock import SYSTEM_CLOCK, Clock
 from kctl.log.files import LogStorageError
 from kctl.log.manager import LogManager
+from kctl.log.naming import TopicPartition
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.registry import ApiKey
 from kctl.zk import Registry, open_registry
@@ -65,7 +67,7 @@ UNCLEAN_RESTART_WAIT_S = 60.0
 class Broker:
     """One broker. What its API handlers use of it: ``config``, ``broker_id``, ``clock``,
     ``supported_versions``, and — once started — ``logs``, ``metadata``, ``replicas``, ``topics``,
-    ``groups``, ``transactions``, ``producer_ids`` and the methods below."""
+    ``groups``, ``transactions``, ``txn_verifier``, ``producer_ids`` and the methods below."""
 
     # set by start()
     metadata: MetadataCache
@@ -75,6 +77,7 @@ class Broker:
     producer_ids: ProducerIdManager
     groups: GroupCoordinator
     transactions: TransactionCoordinator
+    txn_verifier: TransactionVerifier
     controller: Controller
     security: BrokerSecurity
     dynamic_configs: DynamicBrokerConfigs
@@ -146,7 +149,8 @@ class Broker:
             self.producer_ids = ProducerIdManager(self.broker_id, metadata_dir)
             self.groups = GroupCoordinator(self)
             self.transactions = TransactionCoordinator(self, self._channel_to)
-            self.replicas.on_marker = self.groups.offsets.on_txn_marker
+            self.txn_verifier = TransactionVerifier(self, self.transactions, self._channel_to)
+            self.replicas.on_marker = self._on_txn_marker
             self.security = BrokerSecurity(
                 config.effective_properties(),  # the dynamic listener TLS material too
                 config.values,
@@ -296,6 +300,11 @@ class Broker:
         endpoint = self._inter_broker_endpoint(broker_id)
         return None if endpoint is None else endpoint[:2]
 
+    def _on_txn_marker(self, tp: TopicPartition, producer_id: int, commit: bool, offset: int) -> None:
+        """A marker ended a producer's transaction on a partition this broker leads."""
+        self.txn_verifier.on_marker(tp, producer_id)
+        self.groups.offsets.on_txn_marker(tp, producer_id, commit, offset)
+
     def _channel_to(self, broker_id: int) -> BrokerChannel | None:
         """A channel to ``broker_id``'s inter-broker endpoint; None while it is not registered."""
         endpoint = self._inter_broker_endpoint(broker_id)
@@ -440,6 +449,9 @@ class Broker:
         transactions: TransactionCoordinator | None = getattr(self, "transactions", None)
         if transactions is not None:
             await transactions.close()
+        verifier: TransactionVerifier | None = getattr(self, "txn_verifier", None)
+        if verifier is not None:
+            await verifier.close()
         replicas: ReplicaManager | None = getattr(self, "replicas", None)
         if replicas is not None:
             await replicas.close()

@@ -14,6 +14,18 @@ def _key(name: str, config_type: T, default: int, low: int, doc: str, importance
 
 
 TRANSACTION_CONFIGS = [
+    ConfigKey(
+        "transaction.partition.verification.enable",
+        T.BOOLEAN,
+        True,
+        None,
+        "KIP-890 part 1: a partition's leader asks the coordinator before appending a transactional batch "
+        "that opens a transaction there, and refuses it (INVALID_TXN_STATE) when the partition is not in "
+        "the producer's transaction, so a late or stray write cannot leave a hanging transaction.",
+        Importance.LOW,
+        Dynamic.READ_ONLY,
+        (),
+    ),
     _key(
         "transaction.state.log.num.partitions",
         T.INT,

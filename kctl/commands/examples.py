@@ -312,6 +312,23 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
             "kctl transactions describe-producers --topic orders -p 0",
         ),
     ),
+    "kctl transactions find-hanging": (
+        (
+            "Open transactions no coordinator will end, on a broker's partitions",
+            "kctl transactions find-hanging --broker-id 1",
+        ),
+        (
+            "Those of one topic, however young",
+            "kctl transactions find-hanging --topic orders --max-transaction-timeout 0",
+        ),
+    ),
+    "kctl transactions abort": (
+        (
+            "Plan aborting the one starting at offset 42",
+            "kctl transactions abort --topic orders -p 0 --start-offset 42",
+        ),
+        ("Write its ABORT marker", "kctl transactions abort --topic orders -p 0 --start-offset 42 --execute"),
+    ),
     # -- ZooKeeper
     "kctl zk ls": (("Children of a znode", "kctl zk ls /brokers/ids --zookeeper zk1:2181/kafka"),),
     "kctl zk get": (("A znode's data and stat", "kctl zk get /controller --zookeeper zk1:2181/kafka"),),

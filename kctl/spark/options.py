@@ -14,7 +14,9 @@ ms, every partition) / ``startingOffsetsByTimestamp`` (``{"topic": {"0": 1700000
 ``kafkaConsumer.pollTimeoutMs``. Writing: ``topic`` (else each row's ``topic`` column). Every
 other ``kafka.``-prefixed option is a client property (``kafka.client.id``, ``kafka.acks``,
 ``kafka.security.protocol``, ``kafka.sasl.jaas.config``, ...) with the prefix removed; it wins
-over a named cluster's.
+over a named cluster's. ``kafka.isolation.level=read_committed`` (Spark's option, the consumer's
+``isolation.level``) makes ``latest`` the last stable offset and the readers skip aborted
+transactions (``kctl.client``'s consumer); control batches are never rows at either level.
 
 Option names are case-insensitive, as in Spark. Parsing is plain Python (no pyspark import), so the
 rules are testable without Spark.

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from raw_kafka import RawConnection, api_versions, create_topic, unique
-from txn_support import READ_COMMITTED, READ_UNCOMMITTED, batch, consume, produce
+from txn_support import READ_COMMITTED, READ_UNCOMMITTED, UNVERIFIED, batch, consume, produce
 
 import kctl.protocol as kp
 from kctl.protocol import ErrorCode
@@ -95,7 +95,7 @@ def values(records: Any) -> list[bytes]:
 
 @pytest.fixture
 def broker(broker_factory: BrokerFactory) -> BrokerProcess:
-    return broker_factory()
+    return broker_factory(UNVERIFIED)  # the tests play the coordinator: no KIP-890 verification
 
 
 def test_aborted_and_committed_transactions_through_markers(broker: BrokerProcess) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 from raw_kafka import RawConnection, create_topic, kcat, unique
-from txn_support import READ_COMMITTED, batch, consume, produce
+from txn_support import READ_COMMITTED, UNVERIFIED, batch, consume, produce
 
 import kctl.protocol as kp
 from kctl.protocol import ErrorCode
@@ -75,7 +75,7 @@ def aborted_of(conn: RawConnection, topic: str) -> list[tuple[int, int]]:
 
 @pytest.fixture
 def broker(broker_factory: BrokerFactory) -> BrokerProcess:
-    return broker_factory()
+    return broker_factory(UNVERIFIED)  # the tests play the coordinator: no KIP-890 verification
 
 
 def test_produce_checks_transactional_batches_as_kafka(broker: BrokerProcess) -> None:

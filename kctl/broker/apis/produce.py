@@ -17,14 +17,15 @@ needs v7+ (UNSUPPORTED_COMPRESSION_TYPE); the log then validates the batch
 INVALID_RECORD for rule breaks, and per-record ``record_errors`` with INVALID_RECORD (a record without
 a key on a compacted topic) or INVALID_TIMESTAMP (``message.timestamp.before/after.max.ms``).
 
-Transactional batches (attribute bit 0x10) are appended like any other: the log opens the producer's
-transaction at the first one (:mod:`kctl.log.transactions`). As in Kafka, a request whose partitions'
-first batches include a transactional one needs a transactional id with WRITE on it
-(TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition otherwise, also when the id is null); the id
-is not checked for other requests. A non-transactional batch from a producer whose transaction is
-ongoing on the partition is INVALID_TXN_STATE. Not yet checked here: that the coordinator has the
-partition in the producer's transaction (KIP-890 part 1's AddPartitionsToTxn verification); that comes
-with the transaction coordinator."""
+Transactional batches (attribute bit 0x10): the log opens the producer's transaction at the first one
+(:mod:`kctl.log.transactions`). As in Kafka, a request whose partitions' first batches include a
+transactional one needs a transactional id with WRITE on it (TRANSACTIONAL_ID_AUTHORIZATION_FAILED on
+every partition otherwise, also when the id is null); the id is not checked for other requests. A
+non-transactional batch from a producer whose transaction is ongoing on the partition is
+INVALID_TXN_STATE. A transactional batch that would open a transaction on the partition is appended
+only once the coordinator confirmed the partition is in the producer's transaction (KIP-890 part 1,
+:mod:`kctl.broker.transaction.verification`): INVALID_TXN_STATE otherwise, nothing appended.
+Requests without transactional batches never look at it."""
 
 from __future__ import annotations
 
@@ -133,14 +134,18 @@ async def handle(broker: Broker, context: RequestContext, request: ProduceReques
     stats = broker.metrics.stats  # counted once per partition (kctl.broker.metrics)
     waits: list[tuple[int, list[PartitionProduceResponse], TopicPartition, int]] = []
     # as Kafka: transactional batches need a transactional id with WRITE on it (checked only then)
-    txn_writable = (
-        version < FIRST_RECORD_BATCH_VERSION
-        or not _has_transactional_records(request)
-        or (
-            (txn_id := request.transactional_id) is not None
-            and allowed(broker, context, AclOperation.WRITE, AclResourceType.TRANSACTIONAL_ID, txn_id)
-        )
+    transactional = version >= FIRST_RECORD_BATCH_VERSION and _has_transactional_records(request)
+    txn_id = request.transactional_id
+    txn_writable = not transactional or (
+        txn_id is not None
+        and allowed(broker, context, AclOperation.WRITE, AclResourceType.TRANSACTIONAL_ID, txn_id)
     )
+    verdicts = None
+    if transactional and txn_writable and broker.txn_verifier.enabled:
+        assert txn_id is not None
+        parked = time.monotonic()
+        verdicts = await broker.txn_verifier.verify_produce(txn_id, request)  # KIP-890: asks the coordinator
+        context.remote_time += time.monotonic() - parked
     for topic in request.topic_data:
         partitions = []
         writable = allowed(broker, context, AclOperation.WRITE, AclResourceType.TOPIC, topic.name)
@@ -170,6 +175,8 @@ async def handle(broker: Broker, context: RequestContext, request: ProduceReques
                 except InvalidRecordError as error:
                     raise ApiError(ErrorCode.INVALID_RECORD, str(error)) from None
                 broker.ensure_topic_for_produce(topic.name)
+                if verdicts is not None:
+                    verdicts.admit(tp)  # no await from here to the append: a marker cannot slip between
                 info = broker.replicas.append(tp, data.records, acks=acks)
             except ApiError as error:
                 if error.code not in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER):

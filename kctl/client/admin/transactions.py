@@ -1,7 +1,8 @@
 """Producer and transaction admin calls: the active producers of partitions (DescribeProducers, to
-each partition's leader, as ``kafka-transactions.sh describe-producers``), and the transactions of
+each partition's leader, as ``kafka-transactions.sh describe-producers``), the transactions of
 the cluster (ListTransactions, to every broker; DescribeTransactions, to each transactional id's
-coordinator)."""
+coordinator), and aborting one partition's open transaction (WriteTxnMarkers with an ABORT marker,
+to the partition's leader, as Kafka's admin client does for ``kafka-transactions.sh abort``)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,11 @@ from kctl.protocol import ApiKey
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.describe_producers import DescribeProducersRequest, DescribeProducersTopicRequest
 from kctl.protocol.messages.transactions import DescribeTransactionsRequest, ListTransactionsRequest
+from kctl.protocol.messages.write_txn_markers import (
+    WritableTxnMarker,
+    WritableTxnMarkerTopic,
+    WriteTxnMarkersRequest,
+)
 
 TRANSACTION_KEY_TYPE = 1
 
@@ -55,6 +61,18 @@ class PartitionProducers:
     producers: tuple[ActiveProducer, ...] = ()
     error_code: int = 0
     error_message: str | None = None
+
+
+@dataclass(frozen=True)
+class AbortTransactionSpec:
+    """What an ABORT marker for one partition carries (Kafka's ``AbortTransactionSpec``): the
+    producer whose transaction it ends, its epoch, and the coordinator epoch to stamp it with (the
+    partition refuses one older than the last marker's)."""
+
+    topic_partition: TopicPartition
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
 
 
 @dataclass(frozen=True)
@@ -212,3 +230,38 @@ class TransactionAdmin(AdminBase):
                     tuple(TopicPartition(t.topic, p) for t in s.topics for p in t.partitions),
                 )
         return [described[tid] for tid in ids if tid in described]
+
+    def abort_transaction(self, spec: AbortTransactionSpec, *, timeout: float | None = None) -> None:
+        """End ``spec``'s transaction on its partition with an ABORT marker, written by the partition's
+        leader (WriteTxnMarkers, as Kafka's admin client; needs CLUSTER_ACTION on the cluster). The
+        coordinator is not asked: this is the way out of a transaction it does not know of. Raises
+        ``BrokerResponseError`` with the partition's error (e.g. INVALID_PRODUCER_EPOCH,
+        TRANSACTION_COORDINATOR_FENCED for an epoch older than the partition's)."""
+        tp = TopicPartition(*spec.topic_partition)
+        deadline = self._deadline(timeout)
+
+        def build(
+            group: dict[TopicPartition, None], version: int, deadline: Deadline
+        ) -> WriteTxnMarkersRequest:
+            marker = WritableTxnMarker(
+                producer_id=spec.producer_id,
+                producer_epoch=spec.producer_epoch,
+                transaction_result=False,
+                topics=[WritableTxnMarkerTopic(name=tp.topic, partition_indexes=[tp.partition])],
+                coordinator_epoch=spec.coordinator_epoch,
+            )
+            return WriteTxnMarkersRequest(markers=[marker])
+
+        def parse(response: Any) -> dict[TopicPartition, Outcome]:
+            return {
+                TopicPartition(t.name, p.partition_index): Outcome(p.error_code, None)
+                for m in response.markers
+                for t in m.topics
+                for p in t.partitions
+            }
+
+        outcome = self._per_leader({tp: None}, ApiKey.WRITE_TXN_MARKERS, build, parse, deadline)[tp]
+        if outcome.error_code:
+            raise BrokerResponseError(
+                outcome.error_code, outcome.error_message, context=f"ABORT marker on {tp}"
+            )
