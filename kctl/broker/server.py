@@ -243,6 +243,13 @@ class KafkaServer:
     def connection_count(self) -> int:
         return len(self._connections)
 
+    def set_request_observer(self, on_request: RequestObserver | None) -> None:
+        """Observe the requests with ``on_request`` from now on (None: none), on the open connections
+        too (a logger's level changed at runtime turns the request log on or off)."""
+        self.on_request = on_request
+        for connection in self._connections:
+            connection.set_observer(on_request)
+
 
 class _Connection(asyncio.BufferedProtocol):
     """One client connection: the protocol callbacks receive frames, ``task`` handles them in order."""
@@ -291,6 +298,16 @@ class _Connection(asyncio.BufferedProtocol):
         self._drain_waiter: asyncio.Future[None] | None = None
         self.session = Session.start(server.security)
         self._tls = server.security is not None and server.security.tls
+
+    def set_observer(self, observe: RequestObserver | None) -> None:
+        """Observe this connection's next requests with ``observe``: the frames queued unobserved get
+        an arrival time of now, those queued observed no longer need theirs."""
+        if observe is not None and self._observe is None:
+            now = time.monotonic()
+            self._arrivals.extend(now for item in self._queue if isinstance(item, memoryview))
+        elif observe is None:
+            self._arrivals.clear()
+        self._observe = observe
 
     # -- protocol callbacks ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -612,21 +629,22 @@ class _Connection(asyncio.BufferedProtocol):
             self._close_because(f"malformed {kp.ApiKey(header.api_key).name} v{header.api_version}: {error}")
         context = RequestContext(header, self.host, self.port, self.connection_id, session)
         self._dispatching = True
-        started = time.monotonic() if self._observe is not None else 0.0
+        observe = self._observe  # the observer of this request, even if it changes meanwhile
+        started = time.monotonic() if observe is not None else 0.0
         try:
             response = await self.dispatch(context, body)
         finally:
             self._dispatching = False
-        handled = time.monotonic() if self._observe is not None else 0.0
+        handled = time.monotonic() if observe is not None else 0.0
         if response is not None:
             chunks = kp.encode_response_chunks(header, response)
             await self._send(chunks)
-        if self._observe is not None:
+        if observe is not None:
             done = time.monotonic()
             remote = context.remote_time
             local = handled - started - remote
             sent = _chunks_size(chunks) if response is not None else 0
-            self._observe(
+            observe(
                 context,
                 len(frame) + 4,
                 sent,
