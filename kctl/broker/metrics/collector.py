@@ -124,7 +124,7 @@ class BrokerCollector(Collector):
 
     def _requests(self, families: Families) -> None:
         families.declare("kafka_network_requestmetrics_requests_total")
-        for request, stats in sorted(self.stats.requests.items()):
+        for request, stats in self.stats.request_totals().items():
             families.add("kafka_network_requestmetrics_requests_total", stats.requests, request)
             for index, short in enumerate(REQUEST_TIMES):
                 counts, sum_ms = stats.histogram(index)

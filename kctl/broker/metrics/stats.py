@@ -43,39 +43,50 @@ def kafka_api_name(key: int) -> str:
     return "".join(part.capitalize() for part in name.split("_"))
 
 
+_LOCAL, _REMOTE, _SEND, _TOTAL = BUCKETS, 2 * BUCKETS, 3 * BUCKETS, 4 * BUCKETS
+
+
 class RequestStats:
     """One API's (or FetchConsumer's, FetchFollower's) request count and its five time histograms
     (REQUEST_TIMES): ``counts`` holds their buckets one histogram after the other (BUCKETS each,
-    not cumulative), ``sums`` their sums in seconds."""
+    not cumulative), ``sums`` their sums in seconds. The request count is the total-time
+    histogram's (computed when read, not counted per request)."""
 
-    __slots__ = ("counts", "requests", "sums")
+    __slots__ = ("counts", "sums")
 
     def __init__(self) -> None:
-        self.requests = 0
         self.counts = [0] * (BUCKETS * len(REQUEST_TIMES))
         self.sums = [0.0] * len(REQUEST_TIMES)
+
+    @property
+    def requests(self) -> int:
+        return sum(self.counts[_TOTAL:])
 
     def histogram(self, index: int) -> tuple[list[int], float]:
         """The per-bucket counts and the sum (in ms) of the ``index``-th of REQUEST_TIMES."""
         return self.counts[index * BUCKETS : (index + 1) * BUCKETS], self.sums[index] * 1000
 
     def observe(self, queue: float, local: float, remote: float, send: float, total: float) -> None:
-        """One request's times in seconds (the hot path of every request: one call, five bisects in
-        C, no object per histogram)."""
+        """One request's times in seconds (the hot path of every request: one call, at most five
+        bisects in C — none for a remote time of 0, most requests' —, no object per histogram)."""
         bounds = TIME_BUCKETS_S
-        self.requests += 1
         counts = self.counts
         counts[bisect_left(bounds, queue)] += 1
-        counts[BUCKETS + bisect_left(bounds, local)] += 1
-        counts[2 * BUCKETS + bisect_left(bounds, remote)] += 1
-        counts[3 * BUCKETS + bisect_left(bounds, send)] += 1
-        counts[4 * BUCKETS + bisect_left(bounds, total)] += 1
+        counts[_LOCAL + bisect_left(bounds, local)] += 1
+        counts[_REMOTE + bisect_left(bounds, remote) if remote else _REMOTE] += 1
+        counts[_SEND + bisect_left(bounds, send)] += 1
+        counts[_TOTAL + bisect_left(bounds, total)] += 1
         sums = self.sums
         sums[0] += queue
         sums[1] += local
         sums[2] += remote
         sums[3] += send
         sums[4] += total
+
+    def add(self, other: RequestStats) -> None:
+        """Count ``other``'s requests in these (an API's histograms from its parts')."""
+        self.counts = [a + b for a, b in zip(self.counts, other.counts, strict=True)]
+        self.sums = [a + b for a, b in zip(self.sums, other.sums, strict=True)]
 
 
 class TopicStats:
@@ -125,6 +136,7 @@ class BrokerStats:
         self.all_topics = TopicStats()
         self.requests: dict[str, RequestStats] = {}
         self.by_key: dict[int, RequestStats] = {}  # the same, by api key
+        self.parts: dict[str, str] = {}  # a second name (FetchConsumer) -> its API's (Fetch)
         self.replication_bytes_out = 0
         self.zookeeper_expires = 0  # ZooKeeper sessions expired / connections suspended (the broker's)
         self.zookeeper_disconnects = 0
@@ -193,18 +205,37 @@ class BrokerStats:
         send: float,
         total: float,
     ) -> None:
-        """The server's RequestObserver: one request's times (seconds) under its API's Kafka name,
-        and under the second name its handler set (Fetch: FetchConsumer or FetchFollower)."""
-        key = context.header.api_key
-        stats = self.by_key.get(key)
-        if stats is None:
-            stats = self.by_key[key] = self.request(kafka_api_name(key))
+        """The server's RequestObserver: one request's times (seconds) under its API's Kafka name, or
+        under the second name its handler set (Fetch: FetchConsumer or FetchFollower) only: the API's
+        histograms add its parts' up when read (``request_totals``), one update per request."""
+        name = context.metric_name
+        if name is None:
+            key = context.header.api_key
+            stats = self.by_key.get(key)
+            if stats is None:
+                stats = self.by_key[key] = self.request(kafka_api_name(key))
+        else:
+            stats = self.requests.get(name)
+            if stats is None:
+                stats = self.request(name)
+                self.parts[name] = kafka_api_name(context.header.api_key)
         stats.observe(queue, local, remote, send, total)
-        if context.metric_name is not None:
-            self.request(context.metric_name).observe(queue, local, remote, send, total)
 
     def request(self, name: str) -> RequestStats:
         stats = self.requests.get(name)
         if stats is None:
             stats = self.requests[name] = RequestStats()
         return stats
+
+    def request_totals(self) -> dict[str, RequestStats]:
+        """Every request name's stats, an API's including its parts' (Fetch = the fetches observed
+        as Fetch + FetchConsumer + FetchFollower), by name (for a scrape)."""
+        totals = dict(self.requests)
+        for part, api in list(self.parts.items()):
+            combined = RequestStats()
+            own = totals.get(api)
+            if own is not None:
+                combined.add(own)
+            combined.add(self.requests[part])
+            totals[api] = combined
+        return dict(sorted(totals.items()))
