@@ -99,12 +99,14 @@ class TopicStats:
         "failed_fetch",
         "failed_produce",
         "messages_in",
+        "messages_out",
         "total_fetch",
         "total_produce",
     )
 
     def __init__(self) -> None:
         self.messages_in = 0
+        self.messages_out = 0  # kctl's own: Kafka counts no records out
         self.bytes_in = 0
         self.bytes_out = 0
         self.bytes_rejected = 0
@@ -114,16 +116,22 @@ class TopicStats:
         self.total_fetch = 0
 
 
-#: TopicStats attribute -> the metric's short name (kafka_server_brokertopicmetrics_<short>_total)
+#: TopicStats attribute -> the metric's name (Kafka's BrokerTopicMetrics, and kctl's records out)
 TOPIC_COUNTERS: tuple[tuple[str, str], ...] = (
-    ("messages_in", "messagesin"),
-    ("bytes_in", "bytesin"),
-    ("bytes_out", "bytesout"),
-    ("bytes_rejected", "bytesrejected"),
-    ("failed_produce", "failedproducerequests"),
-    ("failed_fetch", "failedfetchrequests"),
-    ("total_produce", "totalproducerequests"),
-    ("total_fetch", "totalfetchrequests"),
+    *(
+        (attribute, f"kafka_server_brokertopicmetrics_{short}_total")
+        for attribute, short in (
+            ("messages_in", "messagesin"),
+            ("bytes_in", "bytesin"),
+            ("bytes_out", "bytesout"),
+            ("bytes_rejected", "bytesrejected"),
+            ("failed_produce", "failedproducerequests"),
+            ("failed_fetch", "failedfetchrequests"),
+            ("total_produce", "totalproducerequests"),
+            ("total_fetch", "totalfetchrequests"),
+        )
+    ),
+    ("messages_out", "kctl_server_brokertopicmetrics_messagesout_total"),
 )
 
 
@@ -177,10 +185,18 @@ class BrokerStats:
             every.bytes_rejected += rejected_bytes
 
     def fetched(
-        self, topic: str, partitions: int, failed: int, nbytes: int, *, follower: bool, known: bool = True
+        self,
+        topic: str,
+        partitions: int,
+        failed: int,
+        nbytes: int,
+        *,
+        follower: bool,
+        known: bool = True,
+        records: int = 0,
     ) -> None:
-        """A fetch response's partitions of one topic: how many, how many failed, bytes of records
-        (a topic not ``known``: in the all-topics series only)."""
+        """A fetch response's partitions of one topic: how many, how many failed, bytes of records,
+        the records a consumer gets whole (a topic not ``known``: in the all-topics series only)."""
         stats = self.topic(topic) if known else TopicStats()
         every = self.all_topics
         stats.total_fetch += partitions
@@ -193,6 +209,8 @@ class BrokerStats:
         else:
             stats.bytes_out += nbytes
             every.bytes_out += nbytes
+            stats.messages_out += records
+            every.messages_out += records
 
     def observe_request(
         self,
