@@ -4,9 +4,10 @@
 _kctl_subcommands() {
     case "$1" in
         'kctl') echo 'broker cluster config consume group log mirror partition perf top produce spark topic zk user acl quota transactions man' ;;
-        'kctl broker') echo 'start stop list log-dirs config' ;;
+        'kctl broker') echo 'start stop list log-dirs config logger' ;;
         'kctl broker log-dirs') echo 'describe move' ;;
         'kctl broker config') echo 'describe alter' ;;
+        'kctl broker logger') echo 'describe alter' ;;
         'kctl cluster') echo 'up status start stop restart down list info health' ;;
         'kctl config') echo 'show' ;;
         'kctl group') echo 'list describe rewind delete migrate' ;;
@@ -25,7 +26,7 @@ _kctl_subcommands() {
 
 _kctl_is_subcommand() {
     case "$1 $2" in
-        'kctl broker'|'kctl cluster'|'kctl config'|'kctl consume'|'kctl group'|'kctl log'|'kctl mirror'|'kctl partition'|'kctl perf'|'kctl top'|'kctl produce'|'kctl spark'|'kctl topic'|'kctl zk'|'kctl user'|'kctl acl'|'kctl quota'|'kctl transactions'|'kctl man'|'kctl broker start'|'kctl broker stop'|'kctl broker list'|'kctl broker log-dirs'|'kctl broker config'|'kctl broker log-dirs describe'|'kctl broker log-dirs move'|'kctl broker config describe'|'kctl broker config alter'|'kctl cluster up'|'kctl cluster status'|'kctl cluster start'|'kctl cluster stop'|'kctl cluster restart'|'kctl cluster down'|'kctl cluster list'|'kctl cluster info'|'kctl cluster health'|'kctl config show'|'kctl group list'|'kctl group describe'|'kctl group rewind'|'kctl group delete'|'kctl group migrate'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge'|'kctl partition reassign'|'kctl partition elect-leaders'|'kctl perf produce'|'kctl perf consume'|'kctl spark load'|'kctl topic create'|'kctl topic list'|'kctl topic describe'|'kctl topic delete'|'kctl topic alter'|'kctl topic offsets'|'kctl topic trim'|'kctl zk ls'|'kctl zk get'|'kctl zk tree'|'kctl zk brokers'|'kctl zk topics'|'kctl zk consumers'|'kctl user create'|'kctl user delete'|'kctl user list'|'kctl acl add'|'kctl acl list'|'kctl acl remove'|'kctl quota describe'|'kctl quota alter'|'kctl transactions describe-producers'|'kctl transactions list'|'kctl transactions describe'|'kctl transactions find-hanging'|'kctl transactions abort') return 0 ;;
+        'kctl broker'|'kctl cluster'|'kctl config'|'kctl consume'|'kctl group'|'kctl log'|'kctl mirror'|'kctl partition'|'kctl perf'|'kctl top'|'kctl produce'|'kctl spark'|'kctl topic'|'kctl zk'|'kctl user'|'kctl acl'|'kctl quota'|'kctl transactions'|'kctl man'|'kctl broker start'|'kctl broker stop'|'kctl broker list'|'kctl broker log-dirs'|'kctl broker config'|'kctl broker logger'|'kctl broker log-dirs describe'|'kctl broker log-dirs move'|'kctl broker config describe'|'kctl broker config alter'|'kctl broker logger describe'|'kctl broker logger alter'|'kctl cluster up'|'kctl cluster status'|'kctl cluster start'|'kctl cluster stop'|'kctl cluster restart'|'kctl cluster down'|'kctl cluster list'|'kctl cluster info'|'kctl cluster health'|'kctl config show'|'kctl group list'|'kctl group describe'|'kctl group rewind'|'kctl group delete'|'kctl group migrate'|'kctl log dump'|'kctl log verify'|'kctl log recover'|'kctl log purge'|'kctl partition reassign'|'kctl partition elect-leaders'|'kctl perf produce'|'kctl perf consume'|'kctl spark load'|'kctl topic create'|'kctl topic list'|'kctl topic describe'|'kctl topic delete'|'kctl topic alter'|'kctl topic offsets'|'kctl topic trim'|'kctl zk ls'|'kctl zk get'|'kctl zk tree'|'kctl zk brokers'|'kctl zk topics'|'kctl zk consumers'|'kctl user create'|'kctl user delete'|'kctl user list'|'kctl acl add'|'kctl acl list'|'kctl acl remove'|'kctl quota describe'|'kctl quota alter'|'kctl transactions describe-producers'|'kctl transactions list'|'kctl transactions describe'|'kctl transactions find-hanging'|'kctl transactions abort') return 0 ;;
     esac
     return 1
 }
@@ -43,6 +44,9 @@ _kctl_options() {
         'kctl broker config') echo '-h --help' ;;
         'kctl broker config describe') echo '--broker --default --all -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl broker config alter') echo '--broker --default --set --delete --execute -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl broker logger') echo '-h --help' ;;
+        'kctl broker logger describe') echo '--broker --all -f --format -c --config -X -b --bootstrap-server -h --help' ;;
+        'kctl broker logger alter') echo '--broker --set --delete --execute -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl cluster') echo '-h --help' ;;
         'kctl cluster up') echo '-n --brokers -d --dir --base-port --zookeepers -X --timeout -h --help' ;;
         'kctl cluster status') echo '-d --dir -f --format -h --help' ;;
@@ -164,6 +168,18 @@ _kctl_option_value() {
         'kctl broker config alter -c'|'kctl broker config alter --config') echo 'file' ;;
         'kctl broker config alter -X') echo 'any' ;;
         'kctl broker config alter -b'|'kctl broker config alter --bootstrap-server') echo 'any' ;;
+        'kctl broker logger describe --broker') echo 'any' ;;
+        'kctl broker logger describe -f'|'kctl broker logger describe --format') echo 'choice table json jsonl' ;;
+        'kctl broker logger describe -c'|'kctl broker logger describe --config') echo 'file' ;;
+        'kctl broker logger describe -X') echo 'any' ;;
+        'kctl broker logger describe -b'|'kctl broker logger describe --bootstrap-server') echo 'any' ;;
+        'kctl broker logger alter --broker') echo 'any' ;;
+        'kctl broker logger alter --set') echo 'any' ;;
+        'kctl broker logger alter --delete') echo 'any' ;;
+        'kctl broker logger alter -f'|'kctl broker logger alter --format') echo 'choice table json jsonl' ;;
+        'kctl broker logger alter -c'|'kctl broker logger alter --config') echo 'file' ;;
+        'kctl broker logger alter -X') echo 'any' ;;
+        'kctl broker logger alter -b'|'kctl broker logger alter --bootstrap-server') echo 'any' ;;
         'kctl cluster up -n'|'kctl cluster up --brokers') echo 'any' ;;
         'kctl cluster up -d'|'kctl cluster up --dir') echo 'dir' ;;
         'kctl cluster up --base-port') echo 'any' ;;
@@ -523,6 +539,7 @@ _kctl_option_value() {
 
 _kctl_argument_value() {
     case "$1" in
+        'kctl broker logger describe') echo 'any' ;;
         'kctl consume') echo 'topic' ;;
         'kctl group describe') echo 'group' ;;
         'kctl group rewind') echo 'group' ;;

@@ -21,6 +21,7 @@ from kctl.broker.controller import REBALANCE, Controller
 from kctl.broker.dynamic_config import DynamicBrokerConfigs
 from kctl.broker.errors import ApiError
 from kctl.broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
+from kctl.broker.loggers import BrokerLoggers
 from kctl.broker.metadata_cache import MetadataCache
 from kctl.broker.metadata_propagation import Expectations, MetadataPropagation
 from kctl.broker.metrics import BrokerMetrics
@@ -91,6 +92,8 @@ class Broker:
         self.clock = clock
         #: the request path's counters; the /metrics endpoint when metrics.listener is set
         self.metrics = BrokerMetrics(config["metrics.listener"] or "")
+        #: the BROKER_LOGGER config resource: logger levels changed at runtime
+        self.loggers = BrokerLoggers(self.broker_id, self._on_logger_levels_changed)
         self.supported_versions = supported_versions()
         self._handlers = {key: handler.handle for key, handler in handlers().items()}
         self.log_manager: LogManager | None = None
@@ -388,6 +391,12 @@ class Broker:
         metrics = self.metrics.stats.observe_request if self.metrics.enabled else None
         request_log = RequestLog(listener).observe if request_log_enabled() else None
         return combine(metrics, request_log)
+
+    def _on_logger_levels_changed(self) -> None:
+        """A logger's level changed at runtime: the listeners observe their requests anew, with the
+        request log if its logger is now enabled for DEBUG, without it if no longer."""
+        for server in self.servers:
+            server.set_request_observer(self._request_observer(server.name))
 
     def _register(self, registry: Registry) -> None:
         advertised = []

@@ -3,7 +3,8 @@ principal may alter it (AlterConfigs on the topic: TOPIC_AUTHORIZATION_FAILED; A
 cluster for a broker resource: CLUSTER_AUTHORIZATION_FAILED, as Kafka checks before anything else),
 compute its new configs — a topic's overrides, or a broker's (resource name = its id) or the
 cluster-wide default's (resource name "") dynamic configs — store them in the registry (or only
-validate), apply them, and answer per resource."""
+validate), apply them, and answer per resource. A broker's loggers (BROKER_LOGGER, ALTER_CONFIGS on
+the cluster) change without being stored, through IncrementalAlterConfigs only."""
 
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ from kctl.broker.dynamic_config import entity_of, validate_broker_configs
 from kctl.broker.errors import ApiError
 from kctl.broker.security.acls import require
 from kctl.protocol.acl_types import AclOperation, AclResourceType
-from kctl.protocol.configs import BROKER_RESOURCE, TOPIC_RESOURCE
+from kctl.protocol.configs import BROKER_RESOURCE, TOPIC_RESOURCE, ConfigResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.zk.model import RegistryError
 
 R = TypeVar("R")
+BROKER_LOGGER = ConfigResourceType.BROKER_LOGGER
 
 
 def alter_topic_configs(
@@ -29,14 +31,36 @@ def alter_topic_configs(
     new_configs: Callable[[Any], dict[str, str]],
     response: Callable[..., R],
     new_broker_configs: Callable[[Any, dict[str, str]], dict[str, str]] | None = None,
+    *,
+    incremental: bool = False,
 ) -> list[R]:
     """One ``response(error_code=, error_message=, resource_type=, resource_name=)`` per resource;
     ``new_configs(resource)`` gives the topic's complete overrides, ``new_broker_configs(resource,
     stored)`` a broker entity's complete dynamic configs from those stored; either raises
-    ``ApiError``."""
+    ``ApiError``. A broker's loggers (BROKER_LOGGER) change only ``incremental``ly (Kafka's legacy
+    AlterConfigs refuses them), at once and unstored (kctl.broker.loggers)."""
     responses = []
     for resource in resources:
         try:
+            if resource.resource_type == BROKER_LOGGER:
+                if not incremental:
+                    raise ApiError(
+                        ErrorCode.INVALID_REQUEST,
+                        "the legacy AlterConfigs does not alter broker loggers (resource type 8): "
+                        "use IncrementalAlterConfigs",
+                    )
+                require(broker, context, AclOperation.ALTER_CONFIGS, AclResourceType.CLUSTER)
+                broker.loggers.check_resource(resource.resource_name)
+                broker.loggers.alter(resource.configs, validate_only=validate_only)
+                responses.append(
+                    response(
+                        error_code=0,
+                        error_message=None,
+                        resource_type=resource.resource_type,
+                        resource_name=resource.resource_name,
+                    )
+                )
+                continue
             if resource.resource_type == TOPIC_RESOURCE:
                 require(
                     broker, context, AclOperation.ALTER_CONFIGS, AclResourceType.TOPIC, resource.resource_name

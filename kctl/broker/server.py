@@ -130,13 +130,6 @@ class ConnectionClosed(Exception):
     pass
 
 
-def _chunks_size(chunks: list[Any]) -> int:
-    """The bytes of a response's chunks (byte strings and file regions)."""
-    return sum(
-        len(chunk) if isinstance(chunk, bytes | bytearray | memoryview) else chunk.size for chunk in chunks
-    )
-
-
 def _unexported(buffer: bytearray) -> bool:
     """Whether no view of the bytearray ``buffer`` is alive (anything still holding part of a request
     holds a memoryview of it): a bytearray cannot be resized while exported. O(1): the shrink and the
@@ -243,6 +236,13 @@ class KafkaServer:
     def connection_count(self) -> int:
         return len(self._connections)
 
+    def set_request_observer(self, on_request: RequestObserver | None) -> None:
+        """Observe the requests with ``on_request`` from now on (None: none), on the open connections
+        too (a logger's level changed at runtime turns the request log on or off)."""
+        self.on_request = on_request
+        for connection in self._connections:
+            connection.set_observer(on_request)
+
 
 class _Connection(asyncio.BufferedProtocol):
     """One client connection: the protocol callbacks receive frames, ``task`` handles them in order."""
@@ -291,6 +291,16 @@ class _Connection(asyncio.BufferedProtocol):
         self._drain_waiter: asyncio.Future[None] | None = None
         self.session = Session.start(server.security)
         self._tls = server.security is not None and server.security.tls
+
+    def set_observer(self, observe: RequestObserver | None) -> None:
+        """Observe this connection's next requests with ``observe``: the frames queued unobserved get
+        an arrival time of now, those queued observed no longer need theirs."""
+        if observe is not None and self._observe is None:
+            now = time.monotonic()
+            self._arrivals.extend(now for item in self._queue if isinstance(item, memoryview))
+        elif observe is None:
+            self._arrivals.clear()
+        self._observe = observe
 
     # -- protocol callbacks ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -612,21 +622,21 @@ class _Connection(asyncio.BufferedProtocol):
             self._close_because(f"malformed {kp.ApiKey(header.api_key).name} v{header.api_version}: {error}")
         context = RequestContext(header, self.host, self.port, self.connection_id, session)
         self._dispatching = True
-        started = time.monotonic() if self._observe is not None else 0.0
+        observe = self._observe  # the observer of this request, even if it changes meanwhile
+        started = time.monotonic() if observe is not None else 0.0
         try:
             response = await self.dispatch(context, body)
         finally:
             self._dispatching = False
-        handled = time.monotonic() if self._observe is not None else 0.0
+        handled = time.monotonic() if observe is not None else 0.0
+        sent = 0
         if response is not None:
-            chunks = kp.encode_response_chunks(header, response)
-            await self._send(chunks)
-        if self._observe is not None:
+            sent = await self._send(kp.encode_response_chunks(header, response))
+        if observe is not None:
             done = time.monotonic()
             remote = context.remote_time
             local = handled - started - remote
-            sent = _chunks_size(chunks) if response is not None else 0
-            self._observe(
+            observe(
                 context,
                 len(frame) + 4,
                 sent,
@@ -660,10 +670,11 @@ class _Connection(asyncio.BufferedProtocol):
         await self._send([_SIZE.pack(len(answer)) + answer])
 
     # -- sending ------------------------------------------------------------------------------
-    async def _send(self, chunks: list[Any]) -> None:
+    async def _send(self, chunks: list[Any]) -> int:
         """Queue a response's byte chunks for writing (coalesced with the next responses until the
         task waits or enough has gathered) and send its file regions with sendfile; release the
-        regions whatever happens."""
+        regions whatever happens. Returns the response's size (for the request metrics)."""
+        size = 0
         try:
             if self._lost:
                 raise ConnectionClosed("connection lost")
@@ -672,8 +683,12 @@ class _Connection(asyncio.BufferedProtocol):
                 t = type(chunk)
                 if t is bytes or t is bytearray or t is memoryview:
                     out.append(chunk)
-                    self._out_bytes += len(chunk)
-                elif self._tls or chunk.size <= INLINE_REGION_BYTES:
+                    n = len(chunk)
+                    self._out_bytes += n
+                    size += n
+                    continue
+                size += chunk.size
+                if self._tls or chunk.size <= INLINE_REGION_BYTES:
                     # sendfile cannot encrypt; and a small region is cheaper read and sent in the same
                     # write as the bytes around it (one packet) than in a sendfile call of its own
                     data = os.pread(chunk.fd, chunk.size, chunk.position)
@@ -695,6 +710,7 @@ class _Connection(asyncio.BufferedProtocol):
                 release = getattr(chunk, "release", None)
                 if release is not None and not isinstance(chunk, memoryview):
                     release()
+        return size
 
     def _flush(self) -> None:
         """Write the response bytes held back, in one write."""

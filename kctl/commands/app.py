@@ -1,9 +1,9 @@
 """The root `kctl` Typer application; command groups are registered from `COMMAND_GROUPS`.
 
 Adding a command group is one line in `COMMAND_GROUPS`: a module that defines a Typer sub-app
-named `app`, and the group's name on the command line. A listed module that fails to import is
-an error, never silently dropped. After any change to the command tree, regenerate the man pages
-and completions: `python scripts/gen_docs.py`.
+named `app`, and the group's name on the command line (`SUBGROUPS` for a group under another). A
+listed module that fails to import is an error, never silently dropped. After any change to the
+command tree, regenerate the man pages and completions: `python scripts/gen_docs.py`.
 
 `app` (every group) is built when first used. The `kctl` process builds only what its command line
 needs (`app_for`): `kctl log verify ...` imports and builds the `log` group alone, so a command
@@ -44,6 +44,11 @@ COMMAND_GROUPS: tuple[tuple[str, str], ...] = (
     ("kctl.commands.complete", "complete"),
 )
 """(module path, group name) of every command group, in the order `kctl --help` lists them."""
+
+SUBGROUPS: tuple[tuple[str, str, str], ...] = (("kctl.commands.broker_logger", "broker", "logger"),)
+"""(module path, parent group, name) of the groups of commands kept in a module of their own under
+a group of `COMMAND_GROUPS` (command modules do not import each other): registered with their
+parent, after its own commands."""
 
 ROOT_OPTIONS_WITH_VALUE = frozenset({"--clusters"})
 """The root's options that take a value (`app_for` skips them to find the group named)."""
@@ -101,6 +106,10 @@ def register_groups(root_app: typer.Typer, groups: Iterable[tuple[str, str]]) ->
     registered = []
     for module_path, name in groups:
         module = importlib.import_module(module_path)
+        for sub_path, parent, sub_name in SUBGROUPS:
+            present = {info.name for info in module.app.registered_groups}
+            if parent == name and sub_name not in present:
+                module.app.add_typer(importlib.import_module(sub_path).app, name=sub_name)
         root_app.add_typer(module.app, name=name)
         registered.append(name)
     return registered

@@ -81,6 +81,25 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
             "kctl broker config alter --broker 2 --delete follower.replication.throttled.rate --execute",
         ),
     ),
+    "kctl broker logger describe": (
+        ("The loggers of broker 1 with a level of their own", "kctl broker logger describe --broker 1"),
+        ("The request log's level and where it comes from", "kctl broker logger describe kctl.request"),
+        ("Every logger, inherited levels too", "kctl broker logger describe --broker 1 --all -f json"),
+    ),
+    "kctl broker logger alter": (
+        (
+            "Turn the request log on at broker 1, now and until it restarts",
+            "kctl broker logger alter --broker 1 --set kctl.request=DEBUG --execute",
+        ),
+        (
+            "Back to the configured level",
+            "kctl broker logger alter --broker 1 --delete kctl.request --execute",
+        ),
+        (
+            "Plan a change, checked by the broker",
+            "kctl broker logger alter --broker 1 --set kctl.broker.replication=DEBUG",
+        ),
+    ),
     # -- cluster
     "kctl cluster up": (
         ("A ZooKeeper server and three brokers on this machine", "kctl cluster up --brokers 3"),

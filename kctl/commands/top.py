@@ -44,14 +44,15 @@ def top(
 ) -> None:
     """A live view of a running cluster, refreshed every second, as top: its brokers (alive, the
     controller, partitions led, requests/s, bytes in and out per second, event-loop busy), its busiest
-    topics (records/s in, bytes/s in and out), the partitions under-replicated or offline, and the
-    consumer groups with their lag and its trend (the change per second).
+    topics (records/s and bytes/s in and out; records out from kctl's own counter), the partitions
+    under-replicated or offline, and the consumer groups with their lag and its trend (the change per
+    second).
 
     The rates come from each broker's Prometheus /metrics (`metrics.listener`, found with
     DescribeConfigs); a broker without a metrics endpoint, or whose endpoint does not answer, says so
     in its row and has no rates. Leadership, partitions and groups come from the admin API (Metadata,
     DescribeCluster, ListGroups, OffsetFetch, ListOffsets). Keys: `s` cycles the topics' sort (bytes
-    in, bytes out, records in, name; `S` back), `/` filters topics, partitions and groups by name
+    in, bytes out, records in, records out, name; `S` back), `/` filters topics, partitions and groups by name
     (Enter applies, Esc cancels; Esc clears it), `q` quits.
 
     --once prints one snapshot and exits: json/jsonl one object {"time", "interval_s", "cluster_id",

@@ -30,6 +30,7 @@ SORTS: tuple[tuple[str, str], ...] = (
     ("bytes_in_per_s", "bytes in"),
     ("bytes_out_per_s", "bytes out"),
     ("records_in_per_s", "records in"),
+    ("records_out_per_s", "records out"),
     ("topic", "name"),
 )
 ESCAPE, ENTER, BACKSPACE = "\x1b", ("\r", "\n"), ("\x7f", "\b")
@@ -136,13 +137,13 @@ def render(snapshot: TopSnapshot, state: ViewState) -> RenderableType:
             Text(b.metrics_error, style="yellow") if b.metrics_error else (b.metrics_url or ""),
         )
     topics = Table(title=f"topics (busiest by {state.sort_label})", title_justify="left", expand=True)
-    for column in ("TOPIC", "PARTS", "RECORDS IN", "BYTES IN", "BYTES OUT"):
+    for column in ("TOPIC", "PARTS", "RECORDS IN", "BYTES IN", "RECORDS OUT", "BYTES OUT"):
         topics.add_column(column, justify="left" if column == "TOPIC" else "right")
     shown_topics = state.sorted_topics(snapshot.topics)
     for t in shown_topics[: state.limit]:
         topics.add_row(
             t.topic, str(t.partitions), _rate(t.records_in_per_s), _bytes_rate(t.bytes_in_per_s),
-            _bytes_rate(t.bytes_out_per_s),
+            _rate(t.records_out_per_s), _bytes_rate(t.bytes_out_per_s),
         )  # fmt: skip
     parts = [p for p in snapshot.partitions if state.shown(p.topic)]
     partitions = Table(title="partitions under-replicated or offline", title_justify="left", expand=True)

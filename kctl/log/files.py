@@ -135,15 +135,29 @@ class SharedFile:
 
 class FileRegion:
     """A byte range of a segment file to be sent to a reader (by ``sendfile``) or read into memory.
+    A log read says which records a reader gets whole from it: those from ``first_offset`` (the
+    offset read from) up to ``next_offset`` (the offset after its last whole batch); -1 when not
+    known.
 
     Holds a reference on the file until :meth:`release` (or the ``with`` block ends)."""
 
-    __slots__ = ("_file", "position", "size")
+    __slots__ = ("_file", "first_offset", "next_offset", "position", "size")
 
-    def __init__(self, file: SharedFile, position: int, size: int) -> None:
+    def __init__(
+        self, file: SharedFile, position: int, size: int, first_offset: int = -1, next_offset: int = -1
+    ) -> None:
         self._file = file.acquire()
         self.position = position
         self.size = size
+        self.first_offset = first_offset
+        self.next_offset = next_offset
+
+    @property
+    def records_out(self) -> int:
+        """How many records a reader gets whole (``next_offset - first_offset``; 0 when not known)."""
+        if self.first_offset < 0 or self.next_offset < 0:
+            return 0
+        return max(self.next_offset - self.first_offset, 0)
 
     @property
     def fd(self) -> int:

@@ -170,6 +170,13 @@ class OffsetIndex(_Index):
     def last_entry(self) -> tuple[int, int]:
         return self._last((self.base_offset, 0))
 
+    def position_at_or_before(self, position: int) -> int:
+        """The largest indexed batch position <= ``position`` (0 if none): where to start reading
+        headers to find the batch at ``position``."""
+        _, positions = self._arrays()
+        slot = bisect_right(positions, position) - 1
+        return 0 if slot < 0 else positions[slot]
+
     def truncate_to(self, offset: int) -> None:
         """Remove every entry whose offset is >= ``offset``."""
         keys, _ = self._arrays()

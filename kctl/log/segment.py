@@ -15,7 +15,7 @@ import contextlib
 import errno
 import os
 import time
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +37,10 @@ MAX_RELATIVE_OFFSET = 2**31 - 1
 SCAN_CHUNK_BYTES = 4 * 1024 * 1024
 #: batches appended last whose positions the segment keeps in memory (a woken fetch reads these)
 RECENT_BATCHES = 128
+
+
+def _position(batch: tuple[int, BatchHeader]) -> int:
+    return batch[0]
 
 
 @dataclass(frozen=True)
@@ -267,7 +271,26 @@ class LogSegment:
             size = min(header.size, limit - start)
         if size <= 0:
             return None
-        return FileRegion(self._file, start, size)
+        end = start + size
+        next_offset = header.next_offset if size == header.size else self.offset_after(end)
+        return FileRegion(self._file, start, size, offset, next_offset)
+
+    def offset_after(self, end: int) -> int:
+        """The offset after the last batch that ends at or before file position ``end`` (what a reader
+        of the bytes up to ``end`` gets whole): the base offset of the batch ``end`` falls in or
+        starts, the segment's next offset at its end. Per batch, never per record: a bisect over the
+        batches appended last (a reader at the tail), else the headers from the last index entry at
+        or before ``end`` (one index interval of batches at most)."""
+        if end >= self.size:
+            return self.next_offset
+        recent = self._recent
+        if recent and recent[0][0] <= end:
+            position, header = recent[bisect_right(recent, end, key=_position) - 1]
+            return header.base_offset if position + header.size > end else header.next_offset
+        for position, header in self.iter_headers(self.offset_index.position_at_or_before(end)):
+            if position + header.size > end:
+                return header.base_offset
+        return self.next_offset
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after ``starting_offset`` whose timestamp is >=

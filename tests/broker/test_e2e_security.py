@@ -758,7 +758,13 @@ def _cluster_api_errors(conn: BrokerConnection, topic: str) -> dict[str, int]:
         ReassignablePartition,
         ReassignableTopic,
     )
-    from kctl.protocol.messages.configs import DescribeConfigsRequest, DescribeConfigsResource
+    from kctl.protocol.messages.configs import (
+        DescribeConfigsRequest,
+        DescribeConfigsResource,
+        IncrementalAlterableConfig,
+        IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsResource,
+    )
     from kctl.protocol.messages.describe_log_dirs import DescribeLogDirsRequest
     from kctl.protocol.messages.elect_leaders import ElectLeadersRequest, TopicPartitions
     from kctl.protocol.messages.list_partition_reassignments import ListPartitionReassignmentsRequest
@@ -784,6 +790,29 @@ def _cluster_api_errors(conn: BrokerConnection, topic: str) -> dict[str, int]:
         ),
         1,
     )
+    loggers = conn.request(  # the BROKER_LOGGER resource of broker 0: DescribeConfigs on the cluster
+        ApiKey.DESCRIBE_CONFIGS,
+        DescribeConfigsRequest(
+            resources=[DescribeConfigsResource(resource_type=8, resource_name="0", configuration_keys=None)]
+        ),
+        1,
+    )
+    logger_change = conn.request(  # AlterConfigs on the cluster (only validated)
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        IncrementalAlterConfigsRequest(
+            resources=[
+                IncrementalAlterConfigsResource(
+                    resource_type=8,
+                    resource_name="0",
+                    configs=[
+                        IncrementalAlterableConfig(name="kctl.request", config_operation=0, value="INFO")
+                    ],
+                )
+            ],
+            validate_only=True,
+        ),
+        0,
+    )
     return {
         "ElectLeaders": elect.error_code,
         "ElectLeaders partition": elect.replica_election_results[0].partition_result[0].error_code,
@@ -791,6 +820,8 @@ def _cluster_api_errors(conn: BrokerConnection, topic: str) -> dict[str, int]:
         "AlterPartitionReassignments": altered.error_code,
         "DescribeLogDirs": dirs.error_code if not dirs.results else 0,
         "DescribeConfigs broker": configs.results[0].error_code,
+        "DescribeConfigs broker loggers": loggers.results[0].error_code,
+        "IncrementalAlterConfigs broker loggers": logger_change.responses[0].error_code,
     }
 
 

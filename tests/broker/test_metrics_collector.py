@@ -164,6 +164,31 @@ def test_request_histograms_are_cumulative_in_milliseconds() -> None:
     assert total == pytest.approx(303.1)
 
 
+def test_an_apis_histograms_add_up_its_parts_observed_once_each() -> None:
+    """A fetch is observed once, under FetchConsumer or FetchFollower (or Fetch when its handler set no
+    second name); the Fetch series are their sum at scrape time."""
+    stats = BrokerStats()
+    stats.observe_request(_context(1, "FetchConsumer"), 100, 200, 0.0, 0.001, 0.0, 0.0, 0.001)
+    stats.observe_request(_context(1, "FetchFollower"), 100, 200, 0.0, 0.001, 0.4, 0.0, 0.401)
+    stats.observe_request(_context(1, "FetchFollower"), 100, 200, 0.0, 0.001, 0.4, 0.0, 0.401)
+    stats.observe_request(_context(1), 100, 200, 0.0, 0.002, 0.0, 0.0, 0.002)
+    assert {name: s.requests for name, s in stats.requests.items()} == {
+        "FetchConsumer": 1,
+        "FetchFollower": 2,
+        "Fetch": 1,
+    }
+    samples = _scrape(_broker([], [], active=False), stats)
+    count = "kafka_network_requestmetrics_requests_total"
+    assert [samples.value(count, request=r) for r in ("Fetch", "FetchConsumer", "FetchFollower")] == [4, 1, 2]
+    remote = "kafka_network_requestmetrics_remotetimems_bucket"
+    assert samples.value(remote, request="Fetch", le="0.1") == 2
+    assert samples.value(remote, request="Fetch", le="500.0") == 4
+    local = samples.value("kafka_network_requestmetrics_localtimems_sum", request="Fetch")
+    assert local == pytest.approx(5.0)
+    # the stats the request path updates are left as they were (a scrape adds up copies)
+    assert stats.requests["Fetch"].requests == 1
+
+
 def test_histogram_buckets() -> None:
     stats = RequestStats()
     for seconds in (0.00005, 0.0001, 0.007, 1000.0):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import shlex
 import subprocess
@@ -265,12 +266,24 @@ def test_groups_register_from_one_list() -> None:
 
 def test_every_group_module_is_registered() -> None:
     listed = {module for module, _ in app_module.COMMAND_GROUPS}
+    listed |= {module for module, _, _ in app_module.SUBGROUPS}
     for path in sorted(COMMANDS_DIR.glob("*.py")):
         source = path.read_text(encoding="utf-8")
         if path.stem != "app" and "\napp = typer.Typer(" in source:
             assert f"kctl.commands.{path.stem}" in listed, (
                 f"{path.name} defines a group missing from COMMAND_GROUPS"
             )
+
+
+def test_a_subgroup_is_registered_under_its_parent_once() -> None:
+    root = typer.main.get_command(app_module.app)
+    for _, parent, name in app_module.SUBGROUPS:
+        assert name in root.commands[parent].commands  # type: ignore[attr-defined]
+        single = typer.main.get_command(app_module.app_for([parent, name]))
+        assert name in single.commands[parent].commands  # type: ignore[attr-defined]
+        modules = {group: module for module, group in app_module.COMMAND_GROUPS}
+        parent_app = importlib.import_module(modules[parent]).app
+        assert [info.name for info in parent_app.registered_groups].count(name) == 1
 
 
 def test_a_group_module_that_fails_to_import_is_an_error(

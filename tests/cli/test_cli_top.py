@@ -1,6 +1,7 @@
-"""`kctl top` against a real broker serving metrics, under a produce load: `--once --format json` for
-scripts (rates from two scrapes, exact partition counts, a group's lag = produced − committed; a
-broker without a metrics endpoint says so), and the live view as a person uses it, under tmux
+"""`kctl top` against a real broker serving metrics, under a produce load read back by a consumer:
+`--once --format json` for scripts (rates from two scrapes, records out from kctl's own counter, exact
+partition counts, a group's lag = produced − committed; a broker without a metrics endpoint says so),
+and the live view as a person uses it, under tmux
 (new-session, send-keys, capture-pane): the brokers and topics on screen, a key changing the sort, the
 filter, `q` quitting with exit status 0."""
 
@@ -33,13 +34,17 @@ COMMITTED = {0: 10, 1: 4}  # the group's committed offsets in LEDGER
 
 
 class Load:
-    """Records produced to BUSY, a few every 10 ms, from a thread, until stopped."""
+    """Records produced to BUSY, a few every 10 ms, from a thread, and read back by a consumer in
+    another thread, until stopped."""
 
     def __init__(self, bootstrap: str) -> None:
         self.producer = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        self.consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "top-reader"})
+        self.consumer.assign([ck.TopicPartition(BUSY, p, 0) for p in range(PARTITIONS[BUSY])])
         self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
+        self.threads = [threading.Thread(target=run, daemon=True) for run in (self._run, self._read)]
+        for thread in self.threads:
+            thread.start()
 
     def _run(self) -> None:
         while not self.stopping.wait(0.01):  # the load's pace
@@ -48,9 +53,15 @@ class Load:
             self.producer.poll(0)
         self.producer.flush(30)
 
+    def _read(self) -> None:
+        while not self.stopping.is_set():
+            self.consumer.consume(100, 0.2)
+        self.consumer.close()
+
     def stop(self) -> None:
         self.stopping.set()
-        self.thread.join(60)
+        for thread in self.threads:
+            thread.join(60)
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +104,9 @@ def test_once_json_has_rates_partition_counts_and_lag(loaded: BrokerProcess) -> 
     assert {name: topics[name]["partitions"] for name in PARTITIONS} == PARTITIONS
     assert topics[BUSY]["records_in_per_s"] > 0 and topics[BUSY]["bytes_in_per_s"] > 300
     assert topics[QUIET]["records_in_per_s"] == 0 and topics[QUIET]["bytes_in_per_s"] == 0
+    # read back by the load's consumer: records out (kctl's own counter) and bytes out
+    assert topics[BUSY]["records_out_per_s"] > 0 and topics[BUSY]["bytes_out_per_s"] > 300
+    assert topics[QUIET]["records_out_per_s"] == 0 and topics[QUIET]["bytes_out_per_s"] == 0
     # a single broker leads every partition (the group's __consumer_offsets included)
     assert broker["partitions_led"] == broker["replicas"] == sum(t["partitions"] for t in topics.values())
     assert snapshot["partitions"] == []  # nothing under-replicated or offline
@@ -169,10 +183,17 @@ def test_the_live_view_under_tmux(loaded: BrokerProcess, tmux: Any, tmp_path: Pa
     lag = PER_PARTITION * 2 - sum(COMMITTED.values())
     assert f" {lag} " in next(line for line in text.splitlines() if GROUP in line)  # its lag
 
-    tmux("send-keys", "-t", "top", "s")  # by bytes out: none consumed, so by name
+    assert "RECORDS OUT" in text
+    tmux("send-keys", "-t", "top", "s", "s", "s", "s")  # bytes out, records in, records out, then name
     wait_for(
-        lambda: "sort: bytes out" in (t := screen()) and _rows(t, BUSY, QUIET) == [QUIET, BUSY],
-        "the topics sorted by bytes out (ties by name)",
+        lambda: "sort: name" in (t := screen()) and _rows(t, BUSY, QUIET) == [QUIET, BUSY],
+        "the topics sorted by name",
+        describe=screen,
+    )
+    tmux("send-keys", "-t", "top", "s", "s", "s", "s")  # back to records out: the one consumed first
+    wait_for(
+        lambda: "sort: records out" in (t := screen()) and _rows(t, BUSY, QUIET) == [BUSY, QUIET],
+        "the topics sorted by records out",
         describe=screen,
     )
     tmux("send-keys", "-t", "top", "/", "q", "u", "i", "Enter")  # a filter: `q` typed there is text

@@ -1,8 +1,9 @@
 """Apache Kafka 3.9's own command-line tools, unchanged, against kctl (issue 16 §3): kafka-topics,
-kafka-configs, kafka-consumer-groups (with --reset-offsets), the console producer and consumer,
-kafka-get-offsets, kafka-delete-records, kafka-log-dirs and kafka-broker-api-versions on one broker;
-kafka-acls (and the console clients as an ACL-limited user) on a broker with the authorizer on and a
-SASL/PLAIN super user; kafka-reassign-partitions and kafka-leader-election on a 3-broker cluster.
+kafka-configs (topics, brokers, broker-loggers), kafka-consumer-groups (with --reset-offsets), the
+console producer and consumer, kafka-get-offsets, kafka-delete-records, kafka-log-dirs and
+kafka-broker-api-versions on one broker; kafka-acls (and the console clients as an ACL-limited user)
+on a broker with the authorizer on and a SASL/PLAIN super user; kafka-reassign-partitions and
+kafka-leader-election on a 3-broker cluster.
 
 Each test asserts the tool's exit code and its effect, read back with kctl's own clients (or from
 the tool's output where that is the effect). The tools run from Kafka's jars (``kafka_tool``
@@ -249,6 +250,49 @@ def test_configs_describe_broker(kafka_tool: KafkaTools, broker: BrokerProcess) 
     assert values["log.dirs"] == str(broker.data_dir)
     dynamic = tool(kafka_tool, broker, "kafka-configs", "--describe", *entity).check()
     assert dynamic.lines == [f"Dynamic configs for broker {broker.broker_id} are:"]
+
+
+def test_configs_broker_loggers_change_levels_at_runtime(
+    kafka_tool: KafkaTools, broker: BrokerProcess, admin: AdminClient
+) -> None:
+    """kafka-configs --entity-type broker-loggers: --describe lists the loggers and their levels,
+    --alter --add-config kctl.request=DEBUG turns the request log on at once, --delete-config returns
+    it to its configured level; an unknown level fails and changes nothing."""
+    entity = ("--entity-type", "broker-loggers", "--entity-name", str(broker.broker_id))
+
+    def levels() -> dict[str, str]:
+        described = tool(kafka_tool, broker, "kafka-configs", "--describe", *entity).check()
+        assert described.lines[0] == f"Dynamic configs for broker-logger {broker.broker_id} are:"
+        return dict(line.split()[0].split("=", 1) for line in described.lines[1:])
+
+    before = levels()
+    assert before["root"] == "INFO" and before["kctl.request"] == "INFO", before
+
+    def logged(client_id: str) -> bool:
+        return f"client_id={client_id} " in broker.log_file.read_text(errors="replace")
+
+    tool(
+        kafka_tool, broker, "kafka-configs", "--alter", *entity, "--add-config", "kctl.request=DEBUG"
+    ).check()
+    try:
+        now = levels()
+        assert {name: now[name] for name in before} == {**before, "kctl.request": "DEBUG"}
+        with Producer(broker.bootstrap, {"client.id": "kafka-configs-on"}) as producer:
+            producer.produce_sync(unique("kt-loggers"), b"v", timeout=30)
+        wait_for(lambda: logged("kafka-configs-on"), "request log lines", describe=broker.log_tail)
+
+        bad = tool(
+            kafka_tool, broker, "kafka-configs", "--alter", *entity, "--add-config", "kctl.broker=LOUD"
+        )
+        assert bad.returncode == 1 and "InvalidConfigurationException" in bad.stdout + bad.stderr, (
+            bad.describe()
+        )
+    finally:
+        tool(
+            kafka_tool, broker, "kafka-configs", "--alter", *entity, "--delete-config", "kctl.request"
+        ).check()
+    after = {e.name: e.value for e in admin.describe_broker_loggers(broker.broker_id)}
+    assert after["kctl.request"] == "INFO" and after["kctl.broker"] == "INFO"
 
 
 # ------------------------------------------------------------------ console producer and consumer

@@ -87,6 +87,8 @@ SKIP = {
     "tests/broker/test_metrics_endpoint.py",
     ("Broker", "kctl top -b 127.0.0.1:9092 --interval"): "a live view until q is pressed: "
     "tests/cli/test_cli_top.py runs it under tmux",
+    ("Broker", "kafka-configs.sh"): "Apache Kafka's tool: tests/e2e/test_kafka_cli_tools.py runs it "
+    "against a broker",
     ("Topics", "kctl topic trim"): "its exit statuses are being reworked (issue 25, in parallel): "
     "tests/cli/test_cli_topic_offsets.py",
     ("Local clusters", "kctl cluster up"): "the cluster's life cycle runs in test_readme_cluster_block",

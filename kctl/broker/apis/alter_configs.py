@@ -1,5 +1,6 @@
 """AlterConfigs: replace a topic's config overrides, or a broker's (or the cluster-wide default's)
-dynamic configs (the legacy, non-incremental API).
+dynamic configs (the legacy, non-incremental API; broker loggers are refused with INVALID_REQUEST, as
+Kafka does: they change through IncrementalAlterConfigs).
 
 Versions: v0-2. The versions differ only in encoding (v2 is flexible); the request and the answer are the
 same."""

@@ -1,7 +1,9 @@
 """DescribeConfigs: a topic's effective configs (override, broker default or built-in default, with
 synonyms) and a broker's configs (its dynamic config, the cluster-wide dynamic default, static or
 built-in default, with their sources; resource name "": the dynamic defaults). Types, docs,
-defaults and synonyms come from the config definitions (``TOPIC_CONFIGS``, ``BROKER_CONFIGS``).
+defaults and synonyms come from the config definitions (``TOPIC_CONFIGS``, ``BROKER_CONFIGS``). A
+BROKER_LOGGER resource (named by this broker's id) lists the broker's loggers and their levels
+(kctl.broker.loggers), allowed as a broker resource by DESCRIBE_CONFIGS on the cluster.
 
 Versions: v0-4. v0 answers with is_default, v1+ with config_source and, when asked, synonyms; v3+ with
 config_type and, when asked, documentation; v4 is flexible."""
@@ -13,12 +15,19 @@ from typing import TYPE_CHECKING, Any
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.config import BROKER_CONFIGS
+from kctl.broker.errors import ApiError
 from kctl.broker.security.acls import allowed
 from kctl.broker.security.config import is_dynamic_listener_config, listener_config
 from kctl.common.config_def import ConfigKey, ConfigType, Dynamic, format_value
 from kctl.log.config import TOPIC_CONFIGS, LogConfig
 from kctl.protocol.acl_types import CLUSTER_NAME, AclOperation, AclResourceType
-from kctl.protocol.configs import BROKER_RESOURCE, TOPIC_RESOURCE, ConfigSource, ConfigTypeCode
+from kctl.protocol.configs import (
+    BROKER_RESOURCE,
+    TOPIC_RESOURCE,
+    ConfigResourceType,
+    ConfigSource,
+    ConfigTypeCode,
+)
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.configs import (
     DescribeConfigsRequest,
@@ -39,6 +48,7 @@ STATIC_BROKER_CONFIG = ConfigSource.STATIC_BROKER_CONFIG
 DEFAULT_CONFIG = ConfigSource.DEFAULT_CONFIG
 DYNAMIC_BROKER_CONFIG = ConfigSource.DYNAMIC_BROKER_CONFIG
 DYNAMIC_DEFAULT_BROKER_CONFIG = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+BROKER_LOGGER = ConfigResourceType.BROKER_LOGGER
 
 
 def config_type_code(key: ConfigKey) -> int:
@@ -149,6 +159,16 @@ def broker_config_entries(
     return entries
 
 
+def logger_entries(broker: Broker, resource_name: str, keys: list[str] | None) -> list[ConfigEntry]:
+    """The BROKER_LOGGER resource of this broker (kctl.broker.loggers): each logger and its level;
+    ApiError for another broker's id."""
+    broker.loggers.check_resource(resource_name)
+    return [
+        ConfigEntry(entry.name, entry.level, entry.source, False, [], ConfigTypeCode.STRING, None)
+        for entry in broker.loggers.describe(keys)
+    ]
+
+
 def _bound_metrics_listener(broker: Broker, configured: str) -> str:
     """``metrics.listener`` with port 0 (a free one) described as the port the endpoint got, so that
     a client (`kctl top`) finds it; any other value as configured."""
@@ -211,7 +231,7 @@ def _denied(broker: Broker, context: RequestContext, resource_type: int, name: s
     if resource_type == TOPIC_RESOURCE:
         if not allowed(broker, context, AclOperation.DESCRIBE_CONFIGS, AclResourceType.TOPIC, name):
             return ErrorCode.TOPIC_AUTHORIZATION_FAILED
-    elif resource_type == BROKER_RESOURCE and not allowed(
+    elif resource_type in (BROKER_RESOURCE, BROKER_LOGGER) and not allowed(
         broker, context, AclOperation.DESCRIBE_CONFIGS, AclResourceType.CLUSTER, CLUSTER_NAME
     ):
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
@@ -268,6 +288,20 @@ async def handle(
                 version >= 1 and request.include_synonyms,
                 default_only=resource.resource_name == "",
             )
+        elif resource.resource_type == BROKER_LOGGER:
+            try:
+                entries = logger_entries(broker, resource.resource_name, keys)
+            except ApiError as error:
+                results.append(
+                    DescribeConfigsResult(
+                        error_code=error.code,
+                        error_message=error.message,
+                        resource_type=resource.resource_type,
+                        resource_name=resource.resource_name,
+                        configs=[],
+                    )
+                )
+                continue
         else:
             results.append(
                 DescribeConfigsResult(

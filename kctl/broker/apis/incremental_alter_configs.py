@@ -1,5 +1,6 @@
 """IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT single topic configs, or dynamic
-broker configs (of one broker, or the cluster-wide default).
+broker configs (of one broker, or the cluster-wide default); SET and DELETE a broker's logger levels
+(BROKER_LOGGER, kctl.broker.loggers).
 
 Versions: v0-1. The versions differ only in encoding (v1 is flexible)."""
 
@@ -106,5 +107,6 @@ async def handle(
         lambda resource: apply_operations(broker, resource.resource_name, resource.configs),
         IncrementalAlterConfigsResourceResponse,
         lambda resource, stored: apply_broker_operations(broker, stored, resource.configs),
+        incremental=True,
     )
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)

@@ -11,7 +11,7 @@ counter ``kafka_server_brokertopicmetrics_messagesin_total{topic="T"}``, a ``Val
 (``kafka.network:type=RequestMetrics,name=TotalTimeMs,request=Produce``) are Prometheus histograms in
 milliseconds here (``_bucket``, ``_sum``, ``_count``), not the exporter's emulated quantiles.
 Consumer lag uses kafka_exporter's names (``kafka_consumergroup_lag``). What Kafka has no MBean for
-(the event loop) is named ``kctl_*``."""
+(the event loop, records out) is named ``kctl_*``."""
 
 from __future__ import annotations
 
@@ -95,6 +95,15 @@ def _groups(short: str, mbean_name: str, meaning: str) -> MetricDef:
 METRICS: tuple[MetricDef, ...] = (
     # -- topics (counted once per partition of a request, never per record) --------------------
     _topic_counter("messagesin", "MessagesInPerSec", "Records appended by produce requests."),
+    MetricDef(
+        "kctl_server_brokertopicmetrics_messagesout_total",
+        COUNTER,
+        ("topic",),
+        "kctl's own: records sent to consumers, counted per partition of a fetch response from the log "
+        "read (offset after the last whole batch sent - fetch offset; a partial last batch does not "
+        "count, nor do followers' fetches). Without the topic label: all topics together.",
+        "(none; Kafka counts no records out)",
+    ),
     _topic_counter("bytesin", "BytesInPerSec", "Bytes of record batches appended by produce requests."),
     _topic_counter("bytesout", "BytesOutPerSec", "Bytes of records sent to consumers by fetch responses."),
     _topic_counter(

@@ -113,8 +113,7 @@ class BrokerCollector(Collector):
             existing = metadata.topics()
             for gone in [name for name in stats.topics if name not in existing]:
                 stats.forget_topic(gone)
-        for attribute, short in TOPIC_COUNTERS:
-            name = f"kafka_server_brokertopicmetrics_{short}_total"
+        for attribute, name in TOPIC_COUNTERS:
             family = families.family(name)
             # the all-topics series has no topic label (Kafka's MBean without topic=)
             family.add_sample(name, {}, getattr(stats.all_topics, attribute))
@@ -124,7 +123,7 @@ class BrokerCollector(Collector):
 
     def _requests(self, families: Families) -> None:
         families.declare("kafka_network_requestmetrics_requests_total")
-        for request, stats in sorted(self.stats.requests.items()):
+        for request, stats in self.stats.request_totals().items():
             families.add("kafka_network_requestmetrics_requests_total", stats.requests, request)
             for index, short in enumerate(REQUEST_TIMES):
                 counts, sum_ms = stats.histogram(index)

@@ -43,39 +43,50 @@ def kafka_api_name(key: int) -> str:
     return "".join(part.capitalize() for part in name.split("_"))
 
 
+_LOCAL, _REMOTE, _SEND, _TOTAL = BUCKETS, 2 * BUCKETS, 3 * BUCKETS, 4 * BUCKETS
+
+
 class RequestStats:
     """One API's (or FetchConsumer's, FetchFollower's) request count and its five time histograms
     (REQUEST_TIMES): ``counts`` holds their buckets one histogram after the other (BUCKETS each,
-    not cumulative), ``sums`` their sums in seconds."""
+    not cumulative), ``sums`` their sums in seconds. The request count is the total-time
+    histogram's (computed when read, not counted per request)."""
 
-    __slots__ = ("counts", "requests", "sums")
+    __slots__ = ("counts", "sums")
 
     def __init__(self) -> None:
-        self.requests = 0
         self.counts = [0] * (BUCKETS * len(REQUEST_TIMES))
         self.sums = [0.0] * len(REQUEST_TIMES)
+
+    @property
+    def requests(self) -> int:
+        return sum(self.counts[_TOTAL:])
 
     def histogram(self, index: int) -> tuple[list[int], float]:
         """The per-bucket counts and the sum (in ms) of the ``index``-th of REQUEST_TIMES."""
         return self.counts[index * BUCKETS : (index + 1) * BUCKETS], self.sums[index] * 1000
 
     def observe(self, queue: float, local: float, remote: float, send: float, total: float) -> None:
-        """One request's times in seconds (the hot path of every request: one call, five bisects in
-        C, no object per histogram)."""
+        """One request's times in seconds (the hot path of every request: one call, at most five
+        bisects in C — none for a remote time of 0, most requests' —, no object per histogram)."""
         bounds = TIME_BUCKETS_S
-        self.requests += 1
         counts = self.counts
         counts[bisect_left(bounds, queue)] += 1
-        counts[BUCKETS + bisect_left(bounds, local)] += 1
-        counts[2 * BUCKETS + bisect_left(bounds, remote)] += 1
-        counts[3 * BUCKETS + bisect_left(bounds, send)] += 1
-        counts[4 * BUCKETS + bisect_left(bounds, total)] += 1
+        counts[_LOCAL + bisect_left(bounds, local)] += 1
+        counts[_REMOTE + bisect_left(bounds, remote) if remote else _REMOTE] += 1
+        counts[_SEND + bisect_left(bounds, send)] += 1
+        counts[_TOTAL + bisect_left(bounds, total)] += 1
         sums = self.sums
         sums[0] += queue
         sums[1] += local
         sums[2] += remote
         sums[3] += send
         sums[4] += total
+
+    def add(self, other: RequestStats) -> None:
+        """Count ``other``'s requests in these (an API's histograms from its parts')."""
+        self.counts = [a + b for a, b in zip(self.counts, other.counts, strict=True)]
+        self.sums = [a + b for a, b in zip(self.sums, other.sums, strict=True)]
 
 
 class TopicStats:
@@ -88,12 +99,14 @@ class TopicStats:
         "failed_fetch",
         "failed_produce",
         "messages_in",
+        "messages_out",
         "total_fetch",
         "total_produce",
     )
 
     def __init__(self) -> None:
         self.messages_in = 0
+        self.messages_out = 0  # kctl's own: Kafka counts no records out
         self.bytes_in = 0
         self.bytes_out = 0
         self.bytes_rejected = 0
@@ -103,16 +116,22 @@ class TopicStats:
         self.total_fetch = 0
 
 
-#: TopicStats attribute -> the metric's short name (kafka_server_brokertopicmetrics_<short>_total)
+#: TopicStats attribute -> the metric's name (Kafka's BrokerTopicMetrics, and kctl's records out)
 TOPIC_COUNTERS: tuple[tuple[str, str], ...] = (
-    ("messages_in", "messagesin"),
-    ("bytes_in", "bytesin"),
-    ("bytes_out", "bytesout"),
-    ("bytes_rejected", "bytesrejected"),
-    ("failed_produce", "failedproducerequests"),
-    ("failed_fetch", "failedfetchrequests"),
-    ("total_produce", "totalproducerequests"),
-    ("total_fetch", "totalfetchrequests"),
+    *(
+        (attribute, f"kafka_server_brokertopicmetrics_{short}_total")
+        for attribute, short in (
+            ("messages_in", "messagesin"),
+            ("bytes_in", "bytesin"),
+            ("bytes_out", "bytesout"),
+            ("bytes_rejected", "bytesrejected"),
+            ("failed_produce", "failedproducerequests"),
+            ("failed_fetch", "failedfetchrequests"),
+            ("total_produce", "totalproducerequests"),
+            ("total_fetch", "totalfetchrequests"),
+        )
+    ),
+    ("messages_out", "kctl_server_brokertopicmetrics_messagesout_total"),
 )
 
 
@@ -125,6 +144,7 @@ class BrokerStats:
         self.all_topics = TopicStats()
         self.requests: dict[str, RequestStats] = {}
         self.by_key: dict[int, RequestStats] = {}  # the same, by api key
+        self.parts: dict[str, str] = {}  # a second name (FetchConsumer) -> its API's (Fetch)
         self.replication_bytes_out = 0
         self.zookeeper_expires = 0  # ZooKeeper sessions expired / connections suspended (the broker's)
         self.zookeeper_disconnects = 0
@@ -165,10 +185,18 @@ class BrokerStats:
             every.bytes_rejected += rejected_bytes
 
     def fetched(
-        self, topic: str, partitions: int, failed: int, nbytes: int, *, follower: bool, known: bool = True
+        self,
+        topic: str,
+        partitions: int,
+        failed: int,
+        nbytes: int,
+        *,
+        follower: bool,
+        known: bool = True,
+        records: int = 0,
     ) -> None:
-        """A fetch response's partitions of one topic: how many, how many failed, bytes of records
-        (a topic not ``known``: in the all-topics series only)."""
+        """A fetch response's partitions of one topic: how many, how many failed, bytes of records,
+        the records a consumer gets whole (a topic not ``known``: in the all-topics series only)."""
         stats = self.topic(topic) if known else TopicStats()
         every = self.all_topics
         stats.total_fetch += partitions
@@ -181,6 +209,8 @@ class BrokerStats:
         else:
             stats.bytes_out += nbytes
             every.bytes_out += nbytes
+            stats.messages_out += records
+            every.messages_out += records
 
     def observe_request(
         self,
@@ -193,18 +223,37 @@ class BrokerStats:
         send: float,
         total: float,
     ) -> None:
-        """The server's RequestObserver: one request's times (seconds) under its API's Kafka name,
-        and under the second name its handler set (Fetch: FetchConsumer or FetchFollower)."""
-        key = context.header.api_key
-        stats = self.by_key.get(key)
-        if stats is None:
-            stats = self.by_key[key] = self.request(kafka_api_name(key))
+        """The server's RequestObserver: one request's times (seconds) under its API's Kafka name, or
+        under the second name its handler set (Fetch: FetchConsumer or FetchFollower) only: the API's
+        histograms add its parts' up when read (``request_totals``), one update per request."""
+        name = context.metric_name
+        if name is None:
+            key = context.header.api_key
+            stats = self.by_key.get(key)
+            if stats is None:
+                stats = self.by_key[key] = self.request(kafka_api_name(key))
+        else:
+            stats = self.requests.get(name)
+            if stats is None:
+                stats = self.request(name)
+                self.parts[name] = kafka_api_name(context.header.api_key)
         stats.observe(queue, local, remote, send, total)
-        if context.metric_name is not None:
-            self.request(context.metric_name).observe(queue, local, remote, send, total)
 
     def request(self, name: str) -> RequestStats:
         stats = self.requests.get(name)
         if stats is None:
             stats = self.requests[name] = RequestStats()
         return stats
+
+    def request_totals(self) -> dict[str, RequestStats]:
+        """Every request name's stats, an API's including its parts' (Fetch = the fetches observed
+        as Fetch + FetchConsumer + FetchFollower), by name (for a scrape)."""
+        totals = dict(self.requests)
+        for part, api in list(self.parts.items()):
+            combined = RequestStats()
+            own = totals.get(api)
+            if own is not None:
+                combined.add(own)
+            combined.add(self.requests[part])
+            totals[api] = combined
+        return dict(sorted(totals.items()))

@@ -1,6 +1,6 @@
-"""Config admin calls: describe topic and broker configs (DescribeConfigs, with synonyms and
-sources), alter topic configs (IncrementalAlterConfigs; AlterConfigs with the current overrides
-against brokers without it)."""
+"""Config admin calls: describe topic and broker configs and a broker's loggers (DescribeConfigs, with
+synonyms and sources), alter broker configs and logger levels, alter topic configs
+(IncrementalAlterConfigs; AlterConfigs with the current overrides against brokers without it)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,13 @@ from kctl.client.errors import (
     BrokerResponseError,
 )
 from kctl.protocol import ApiKey
-from kctl.protocol.configs import BROKER_RESOURCE, TOPIC_RESOURCE, AlterConfigOp, ConfigSource
+from kctl.protocol.configs import (
+    BROKER_RESOURCE,
+    TOPIC_RESOURCE,
+    AlterConfigOp,
+    ConfigResourceType,
+    ConfigSource,
+)
 from kctl.protocol.messages.configs import (
     AlterableConfig,
     AlterConfigsRequest,
@@ -30,6 +36,8 @@ from kctl.protocol.messages.configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResource,
 )
+
+BROKER_LOGGER_RESOURCE = ConfigResourceType.BROKER_LOGGER
 
 
 class ConfigAdmin(AdminBase):
@@ -88,12 +96,22 @@ class ConfigAdmin(AdminBase):
     ) -> list[ConfigEntry]:
         """A broker's configs (sorted by name), asked of that broker; ``broker_id`` None: the
         cluster-wide dynamic defaults (resource name "", asked of any broker)."""
+        return self._describe_broker_resource(BROKER_RESOURCE, broker_id, timeout)
+
+    def describe_broker_loggers(self, broker_id: int, *, timeout: float | None = None) -> list[ConfigEntry]:
+        """A broker's loggers and their levels (the BROKER_LOGGER resource, asked of that broker),
+        sorted by name; the source of a level set at runtime is DYNAMIC_BROKER_LOGGER_CONFIG."""
+        return self._describe_broker_resource(BROKER_LOGGER_RESOURCE, broker_id, timeout)
+
+    def _describe_broker_resource(
+        self, resource_type: int, broker_id: int | None, timeout: float | None
+    ) -> list[ConfigEntry]:
         deadline = self._deadline(timeout)
         name = "" if broker_id is None else str(broker_id)
         body = DescribeConfigsRequest(
             resources=[
                 DescribeConfigsResource(
-                    resource_type=BROKER_RESOURCE, resource_name=name, configuration_keys=None
+                    resource_type=resource_type, resource_name=name, configuration_keys=None
                 )
             ],  # keys None: every config (an empty list asks for none)
             include_synonyms=True,
@@ -105,7 +123,23 @@ class ConfigAdmin(AdminBase):
         [r] = self.cluster.retry(call, deadline=deadline).results
         if r.error_code:
             raise BrokerResponseError(r.error_code, r.error_message, context=f"broker {name or '<default>'}")
-        return sorted((_config_entry(c, BROKER_RESOURCE) for c in r.configs), key=lambda e: e.name)
+        return sorted((_config_entry(c, resource_type) for c in r.configs), key=lambda e: e.name)
+
+    def alter_broker_loggers(
+        self,
+        broker_id: int,
+        set: Mapping[str, str] | None = None,  # Kafka's name for the operation
+        delete: Iterable[str] = (),
+        *,
+        validate_only: bool = False,
+        timeout: float | None = None,
+    ) -> Result:
+        """Set loggers' levels of one broker, or return them to their configured level (delete), at
+        once and until the broker restarts (IncrementalAlterConfigs on BROKER_LOGGER, sent to that
+        broker). Kafka's errors: an unknown logger or level is INVALID_CONFIG."""
+        return self._alter_broker_resource(
+            BROKER_LOGGER_RESOURCE, broker_id, set, delete, validate_only=validate_only, timeout=timeout
+        )
 
     def alter_broker_configs(
         self,
@@ -119,6 +153,20 @@ class ConfigAdmin(AdminBase):
         """Set and delete dynamic broker configs (IncrementalAlterConfigs) of one broker, sent to it,
         or (``broker_id`` None) the cluster-wide defaults, sent to any broker. Kafka's errors: a
         read-only config, or a per-broker one at the default, is INVALID_REQUEST."""
+        return self._alter_broker_resource(
+            BROKER_RESOURCE, broker_id, set, delete, validate_only=validate_only, timeout=timeout
+        )
+
+    def _alter_broker_resource(
+        self,
+        resource_type: int,
+        broker_id: int | None,
+        set: Mapping[str, str] | None,
+        delete: Iterable[str],
+        *,
+        validate_only: bool,
+        timeout: float | None,
+    ) -> Result:
         ops: list[tuple[str, AlterConfigOp, str | None]] = [
             (k, AlterConfigOp.SET, v) for k, v in (set or {}).items()
         ]
@@ -128,7 +176,7 @@ class ConfigAdmin(AdminBase):
         body = IncrementalAlterConfigsRequest(
             resources=[
                 IncrementalAlterConfigsResource(
-                    resource_type=BROKER_RESOURCE,
+                    resource_type=resource_type,
                     resource_name=name,
                     configs=[
                         IncrementalAlterableConfig(name=k, config_operation=int(op), value=v)

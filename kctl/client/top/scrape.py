@@ -51,6 +51,7 @@ class BrokerCounters:
     topic_records_in: dict[str, float]
     topic_bytes_in: dict[str, float]
     topic_bytes_out: dict[str, float]
+    topic_records_out: dict[str, float] = dataclasses.field(default_factory=dict)  # kctl's own counter
 
 
 def parse_counters(text: str, at: float) -> BrokerCounters:
@@ -59,13 +60,14 @@ def parse_counters(text: str, at: float) -> BrokerCounters:
 
     requests = bytes_in = bytes_out = records_in = 0.0
     loop_busy: float | None = None
-    per_topic: dict[str, dict[str, float]] = {"records": {}, "in": {}, "out": {}}
+    per_topic: dict[str, dict[str, float]] = {"records": {}, "in": {}, "out": {}, "records out": {}}
     which = {
         "kafka_server_brokertopicmetrics_messagesin_total": ("records", "records_in"),
         "kafka_server_brokertopicmetrics_bytesin_total": ("in", "bytes_in"),
         "kafka_server_brokertopicmetrics_bytesout_total": ("out", "bytes_out"),
+        "kctl_server_brokertopicmetrics_messagesout_total": ("records out", "records_out"),
     }
-    totals = {"records_in": 0.0, "bytes_in": 0.0, "bytes_out": 0.0}
+    totals = {"records_in": 0.0, "bytes_in": 0.0, "bytes_out": 0.0, "records_out": 0.0}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             name, labels, value = sample.name, sample.labels, sample.value
@@ -92,6 +94,7 @@ def parse_counters(text: str, at: float) -> BrokerCounters:
         per_topic["records"],
         per_topic["in"],
         per_topic["out"],
+        per_topic["records out"],
     )
 
 

@@ -54,6 +54,7 @@ class TopicRow:
     records_in_per_s: float | None
     bytes_in_per_s: float | None
     bytes_out_per_s: float | None
+    records_out_per_s: float | None = None  # kctl's own counter (Kafka counts no records out)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,7 +181,10 @@ class TopCollector:
                 t.name,
                 len(t.partitions),
                 t.internal,
-                *(_sum(topic_rates.get(f"{kind}\0{t.name}"), rated) for kind in ("records", "in", "out")),
+                *(
+                    _sum(topic_rates.get(f"{kind}\0{t.name}"), rated)
+                    for kind in ("records", "in", "out", "records out")
+                ),
             )
             for t in topics
         ]
@@ -251,6 +255,7 @@ class TopCollector:
             ("records", counters.topic_records_in, before.topic_records_in),
             ("in", counters.topic_bytes_in, before.topic_bytes_in),
             ("out", counters.topic_bytes_out, before.topic_bytes_out),
+            ("records out", counters.topic_records_out, before.topic_records_out),
         ):
             for topic, value in now.items():
                 topic_rates.setdefault(f"{kind}\0{topic}", []).append(
