@@ -31,6 +31,7 @@ BACKGROUND_TOPICS = 20
 TOPICS_PER_REQUEST = 4
 METADATA_VERSION = 12
 TIMEOUT_MS = 30_000
+MANY_TOPICS = 100
 
 
 @pytest.fixture(scope="module")
@@ -240,3 +241,34 @@ def test_a_broker_that_does_not_follow_in_time_makes_the_answer_request_timed_ou
             lambda topic=topic: all(v[topic] == (2, 2) for v in views(connections, [topic]).values()),
             f"every broker serving {topic}",
         )
+
+
+def test_a_delete_of_many_topics_leaves_the_controller_answering_meanwhile(
+    cluster: LocalCluster, connections: dict[int, RawConnection]
+) -> None:
+    """librdkafka's 0045 deletes 100 topics in one request: the controller deletes them off its event
+    loop (one metadata refresh for them all), so a Metadata request sent while they are being
+    deleted is answered at once, still naming them; the delete then answers every topic done."""
+    wait_for(lambda: controller_of(connections) in connections, "a controller")
+    controller_id = controller_of(connections)
+    controller = connections[controller_id]
+    doomed = [unique("many") for _ in range(MANY_TOPICS)]
+    create = CreateTopicsRequest(
+        topics=[
+            CreatableTopic(name=t, num_partitions=4, replication_factor=2, assignments=[], configs=[])
+            for t in doomed
+        ],
+        timeout_ms=TIMEOUT_MS,
+        validate_only=False,
+    )
+    response = controller.request(kp.ApiKey.CREATE_TOPICS, 5, create, timeout=TIMEOUT_MS / 1000 + 5)
+    assert {t.error_code for t in response.topics} == {0}, response
+
+    header = controller.header(kp.ApiKey.DELETE_TOPICS, 4)
+    controller.send(kp.encode_request(header, DeleteTopicsRequest(topic_names=doomed, timeout_ms=TIMEOUT_MS)))
+    with RawConnection(cluster.brokers[controller_id].bootstrap) as other:
+        during = views({0: other}, doomed)[0]
+    answer = kp.decode_response(header, controller.recv_frame(timeout=TIMEOUT_MS / 1000 + 5))[1]
+    assert [r.error_code for r in answer.responses] == [0] * len(doomed), answer
+    still_there = [t for t, seen in during.items() if seen != (0, 0)]
+    assert still_there, "the controller answered Metadata only once every topic was deleted"

@@ -1,4 +1,6 @@
-"""DeleteTopics (answered by the controller), by name (v0-5) or by topic id (v6+).
+"""DeleteTopics (answered by the controller), by name (v0-5) or by topic id (v6+). The topics a
+request may delete are deleted together in a worker thread, with one metadata refresh (a hundred
+topics do not stop the event loop for a hundred refreshes).
 
 The answer waits (up to the request's ``timeout_ms``) until no live broker serves the deleted topics
 any more (kctl.broker.metadata_propagation), else REQUEST_TIMED_OUT for the topics some broker still
@@ -42,7 +44,8 @@ async def handle(
     )
     deadline = asyncio.get_running_loop().time() + request.timeout_ms / 1000
     deleted: dict[str, frozenset[int] | None] = {}  # topics no broker may serve before the answer
-    results = []
+    results: list[DeletableTopicResult] = []
+    doomed: list[tuple[str, DeletableTopicResult]] = []  # allowed: deleted together in a worker thread
     for name, topic_id in wanted:
         try:
             if name is None:
@@ -54,20 +57,24 @@ async def handle(
             record = broker.metadata.topic(name)
             if not broker.is_controller:
                 raise ApiError(ErrorCode.NOT_CONTROLLER, "this broker is not the controller")
-            broker.topics.delete_topic(name)
-            broker.on_metadata_changed()
-            deleted[name] = None
-            results.append(
-                DeletableTopicResult(
-                    name=name, topic_id=record.topic_id if record else topic_id, error_code=0
-                )
+            result = DeletableTopicResult(
+                name=name, topic_id=record.topic_id if record else topic_id, error_code=0
             )
+            doomed.append((name, result))
         except ApiError as error:
-            results.append(
-                DeletableTopicResult(
-                    name=name, topic_id=topic_id, error_code=error.code, error_message=error.message
-                )
+            result = DeletableTopicResult(
+                name=name, topic_id=topic_id, error_code=error.code, error_message=error.message
             )
+        results.append(result)
+    if doomed:  # the registry's writes and one metadata refresh, off the event loop
+        outcomes = await asyncio.to_thread(broker.topics.delete_topics, [name for name, _ in doomed])
+        for (name, result), outcome in zip(doomed, outcomes, strict=True):
+            if outcome is None:
+                deleted[name] = None
+            else:
+                result.error_code, result.error_message = outcome.code, outcome.message
+        if deleted:
+            broker.on_metadata_changed()
     if deleted and request.timeout_ms > 0:
         late = await broker.await_metadata(deleted, deadline)
         for result in results:
