@@ -406,8 +406,8 @@ class ReplicaManager:
             self._storage_failed(error)
             raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"{tp}: {error}") from None
         if self.replicated:
-            partition.maybe_advance_high_watermark()
-        partition.notify_append()
+            partition.maybe_advance_high_watermark()  # wakes the consumers' fetches if it moved
+        partition.notify_append(consumers=not self.replicated)
         return info
 
     def append_marker(
@@ -431,7 +431,7 @@ class ReplicaManager:
             raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"{tp}: {error}") from None
         if self.replicated:
             partition.maybe_advance_high_watermark()
-        partition.notify_append()
+        partition.notify_append(consumers=not self.replicated)
         if self.on_marker is not None:
             self.on_marker(tp, producer_id, commit, info.first_offset)
         return info
@@ -566,14 +566,16 @@ class ReplicaManager:
             new_isr = tuple(sorted({*partition.isr, replica_id}))
             self._start_isr_update(partition, new_isr, f"broker {replica_id} caught up")
 
-    async def wait_for_append(self, partitions: Iterable[Partition], timeout: float) -> None:
-        """Return when any of ``partitions`` gets an append (or high watermark move), or after
-        ``timeout`` seconds."""
+    async def wait_for_append(
+        self, partitions: Iterable[Partition], timeout: float, *, follower: bool = False
+    ) -> None:
+        """Return when any of ``partitions`` gets an append (a follower's fetch) or a high watermark
+        move (a consumer's), or after ``timeout`` seconds."""
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] = loop.create_future()
         parts = list(partitions)
         for partition in parts:
-            partition.add_waiter(waiter)
+            partition.add_waiter(waiter, follower=follower)
         # a timer handle rather than asyncio.wait_for (no second future, no done-callback chain): a
         # long poll at a low rate parks and wakes once per record
         timer = loop.call_later(timeout, _wake, waiter)

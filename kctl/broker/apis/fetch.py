@@ -214,7 +214,7 @@ async def handle(broker: Broker, context: RequestContext, request: FetchRequest)
         )
         parked = time.monotonic()
         try:
-            await broker.replicas.wait_for_append(hosted, remaining)
+            await broker.replicas.wait_for_append(hosted, remaining, follower=follower)
         finally:
             context.remote_time += time.monotonic() - parked
             PARKED.count -= 1
