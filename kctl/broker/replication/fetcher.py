@@ -7,7 +7,9 @@ that epoch, truncate to min(its end offset, the follower's end offset of it); wh
 older epoch the follower knows, truncate to the follower's end of that epoch and ask again with it;
 an epoch the follower does not know, or a follower without epochs, falls back to the high watermark.
 Then Fetch (replica_id = this broker, current_leader_epoch, from the log end offset, long polling
-``replica.fetch.wait.max.ms``) and ``append_as_follower``; the follower's high watermark is
+``replica.fetch.wait.max.ms``) over an incremental fetch session (KIP-227, fetch_session_handler:
+only partitions whose fetch offset moved are listed, so an idle follower's fetch names none) and
+``append_as_follower``; the follower's high watermark is
 min(the leader's, its own log end offset). OFFSET_OUT_OF_RANGE asks the leader's log end and start
 (ListOffsets as a replica): truncate to a lower leader end, or start over at a higher leader start.
 FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH and connection failures back the
