@@ -276,6 +276,11 @@ class Partition:
         when the high watermark moves (it reads below it); both by role changes."""
         (self._waiters if follower else self._consumer_waiters).append(waiter)
 
+    @property
+    def parked_fetches(self) -> int:
+        """The fetches parked on this partition, followers' and consumers'."""
+        return len(self._waiters) + len(self._consumer_waiters)
+
     def remove_waiter(self, waiter: asyncio.Future[None]) -> None:
         with contextlib.suppress(ValueError):
             self._waiters.remove(waiter)
