@@ -20,6 +20,7 @@ from kctl.broker.connection_limits import ConnectionLimits
 from kctl.broker.controller import REBALANCE, Controller
 from kctl.broker.dynamic_config import DynamicBrokerConfigs
 from kctl.broker.errors import ApiError
+from kctl.broker.fetch_session import FetchSessionCache
 from kctl.broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
 from kctl.broker.loggers import BrokerLoggers
 from kctl.broker.metadata_cache import MetadataCache
@@ -90,6 +91,8 @@ class Broker:
         self.leader_quota = ReplicationQuota("leader", lambda: config["leader.replication.throttled.rate"])
         self.broker_id = config.broker_id
         self.clock = clock
+        #: KIP-227 incremental fetch sessions (max.incremental.fetch.session.cache.slots)
+        self.fetch_sessions = FetchSessionCache(lambda: config["max.incremental.fetch.session.cache.slots"])
         #: the request path's counters; the /metrics endpoint when metrics.listener is set
         self.metrics = BrokerMetrics(config["metrics.listener"] or "")
         #: the BROKER_LOGGER config resource: logger levels changed at runtime
@@ -262,6 +265,7 @@ class Broker:
             replicated=self.replicated,
             on_isr_conflict=lambda: self._on_registry_change(PARTITIONS),
             on_disk_failure=self._on_disk_failure,
+            leader_quota=self.leader_quota,
         )
 
     def _on_disk_failure(self, error: LogStorageError) -> None:

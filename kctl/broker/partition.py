@@ -1,7 +1,8 @@
 """A partition as this broker hosts it: its log, its role (leader or follower) and the leader's view
 of replication — each follower's log end offset and last caught-up time, the ISR, the high
-watermark — plus what waits on it: fetches parked until new data arrives (long polling) and
-acks=all produces parked until the high watermark passes their last offset.
+watermark — plus what waits on it: fetches parked until new data arrives (long polling: a follower's
+woken by appends, a consumer's when the high watermark moves) and acks=all produces parked until the
+high watermark passes their last offset.
 
 Roles come from the partition state the controller wrote (``make_leader`` / ``make_follower``, called
 by ``ReplicaManager.sync``). As leader (Kafka's rules): the high watermark is the smallest log end
@@ -46,6 +47,7 @@ class Partition:
 
     __slots__ = (
         "_acks",
+        "_consumer_waiters",
         "_waiters",
         "broker_id",
         "controller_epoch",
@@ -91,7 +93,8 @@ class Partition:
         self.followers: dict[int, FollowerState] = {}
         self.isr_update_pending = False
         self.isr_pending_additions: tuple[int, ...] = ()  # joining the ISR, the write in flight
-        self._waiters: list[asyncio.Future[None]] = []
+        self._waiters: list[asyncio.Future[None]] = []  # followers' fetches: woken by appends
+        self._consumer_waiters: list[asyncio.Future[None]] = []  # woken when the high watermark moves
         self._acks: list[tuple[int, asyncio.Future[AckResult]]] = []
 
     # -- offsets -------------------------------------------------------------------------------
@@ -227,7 +230,7 @@ class Partition:
             return False
         log.update_high_watermark(new)
         self.complete_acks()
-        self.notify_append()
+        self.notify_consumers()
         return True
 
     # -- parked acks=all produces --------------------------------------------------------------
@@ -268,18 +271,39 @@ class Partition:
                 future.set_result(code)
 
     # -- parked fetches ------------------------------------------------------------------------
-    def add_waiter(self, waiter: asyncio.Future[None]) -> None:
-        self._waiters.append(waiter)
+    def add_waiter(self, waiter: asyncio.Future[None], *, follower: bool = False) -> None:
+        """Park a fetch: a follower's is woken by appends (it reads to the log end), a consumer's
+        when the high watermark moves (it reads below it); both by role changes."""
+        (self._waiters if follower else self._consumer_waiters).append(waiter)
+
+    @property
+    def parked_fetches(self) -> int:
+        """The fetches parked on this partition, followers' and consumers'."""
+        return len(self._waiters) + len(self._consumer_waiters)
 
     def remove_waiter(self, waiter: asyncio.Future[None]) -> None:
         with contextlib.suppress(ValueError):
             self._waiters.remove(waiter)
+        with contextlib.suppress(ValueError):
+            self._consumer_waiters.remove(waiter)
 
-    def notify_append(self) -> None:
-        """Wake every fetch parked on this partition."""
-        if not self._waiters:
-            return
-        waiters, self._waiters = self._waiters, []
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
+    def notify_append(self, *, consumers: bool = True) -> None:
+        """Wake the followers' fetches parked on this partition, and the consumers' unless told
+        otherwise (with replication an append does not move the high watermark by itself)."""
+        if self._waiters:
+            waiters, self._waiters = self._waiters, []
+            _wake_all(waiters)
+        if consumers:
+            self.notify_consumers()
+
+    def notify_consumers(self) -> None:
+        """Wake the consumers' fetches parked on this partition (the high watermark moved)."""
+        if self._consumer_waiters:
+            waiters, self._consumer_waiters = self._consumer_waiters, []
+            _wake_all(waiters)
+
+
+def _wake_all(waiters: list[asyncio.Future[None]]) -> None:
+    for waiter in waiters:
+        if not waiter.done():
+            waiter.set_result(None)

@@ -26,6 +26,7 @@ from kctl.broker.metadata_cache import MetadataCache
 from kctl.broker.partition import Partition
 from kctl.broker.replication.alter_partition import AlterPartitionManager, IsrChange
 from kctl.broker.replication.fetcher import ReplicaFetcherManager
+from kctl.broker.replication.throttle import ReplicationQuota, leader_throttles, record_leader_bytes
 from kctl.log.config import LogConfig
 from kctl.log.files import FileRegion, LogStorageError
 from kctl.log.log import AppendInfo, OffsetOutOfRangeError, RecordBatchTooLargeError
@@ -37,6 +38,7 @@ from kctl.log.producer_state import (
     InvalidTxnStateError,
     OutOfOrderSequenceError,
 )
+from kctl.log.transactions import AbortedTxn
 from kctl.protocol.errors import ErrorCode
 from kctl.records.header import InvalidRecordBatch
 from kctl.records.validate import InvalidRecordError, RecordError, RecordValidationError
@@ -65,6 +67,44 @@ def _wake(waiter: asyncio.Future[None]) -> None:
         waiter.set_result(None)
 
 
+class PartitionRead:
+    """What a Fetch read of one partition (``ReplicaManager.fetch``): an error code, or the offsets
+    to answer with, the records (a file region to send and release, None when there are none), the
+    aborted transactions for a read_committed consumer, and the partition (to park on)."""
+
+    __slots__ = (
+        "aborted",
+        "error_code",
+        "high_watermark",
+        "last_stable_offset",
+        "log_start_offset",
+        "partition",
+        "records",
+    )
+
+    def __init__(
+        self,
+        error_code: int,
+        high_watermark: int = -1,
+        last_stable_offset: int = -1,
+        log_start_offset: int = -1,
+        records: FileRegion | None = None,
+        aborted: list[AbortedTxn] | None = None,
+        partition: Partition | None = None,
+    ) -> None:
+        self.error_code = error_code
+        self.high_watermark = high_watermark
+        self.last_stable_offset = last_stable_offset
+        self.log_start_offset = log_start_offset
+        self.records = records
+        self.aborted = aborted
+        self.partition = partition
+
+    @property
+    def size(self) -> int:
+        return self.records.size if self.records is not None else 0
+
+
 class RecordErrorsApiError(ApiError):
     """A produce refused for some of its records: the error code, Kafka's message and the per-record
     errors (Produce v8+ ``record_errors``)."""
@@ -87,8 +127,11 @@ class ReplicaManager:
         now_ms: Callable[[], int] | None = None,
         on_isr_conflict: Callable[[], None] | None = None,
         on_disk_failure: Callable[[LogStorageError], None] | None = None,
+        leader_quota: ReplicationQuota | None = None,
     ) -> None:
         self.broker_id = broker_id
+        #: the bytes this leader sends to throttled followers (leader.replication.throttled.rate)
+        self.leader_quota = leader_quota
         self.log_manager = log_manager
         self.metadata = metadata
         self.registry = registry
@@ -363,8 +406,8 @@ class ReplicaManager:
             self._storage_failed(error)
             raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"{tp}: {error}") from None
         if self.replicated:
-            partition.maybe_advance_high_watermark()
-        partition.notify_append()
+            partition.maybe_advance_high_watermark()  # wakes the consumers' fetches if it moved
+        partition.notify_append(consumers=not self.replicated)
         return info
 
     def append_marker(
@@ -388,7 +431,7 @@ class ReplicaManager:
             raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"{tp}: {error}") from None
         if self.replicated:
             partition.maybe_advance_high_watermark()
-        partition.notify_append()
+        partition.notify_append(consumers=not self.replicated)
         if self.on_marker is not None:
             self.on_marker(tp, producer_id, commit, info.first_offset)
         return info
@@ -410,6 +453,68 @@ class ReplicaManager:
             partition.remove_ack_waiter(future)
 
     # -- fetch ---------------------------------------------------------------------------------
+    def fetch(
+        self,
+        tp: TopicPartition,
+        fetch_offset: int,
+        max_bytes: int,
+        *,
+        current_leader_epoch: int = NO_EPOCH,
+        replica_id: int = -1,
+        read_committed: bool = False,
+        min_one_batch: bool = True,
+    ) -> PartitionRead:
+        """One partition of a Fetch, as this broker leads it. A follower (``replica_id`` >= 0) is
+        recorded as fetching at ``fetch_offset`` (which may advance the high watermark, complete
+        acks=all produces and add it to the ISR) and reads up to the log end, unless
+        leader.replication.throttled.rate holds it back; a consumer reads up to the high watermark,
+        read_committed up to the last stable offset, with the aborted transactions overlapping
+        what it reads. Errors come back as the read's error code."""
+        follower = replica_id >= 0
+        try:
+            partition = self.leader_partition(tp, current_leader_epoch)
+            if follower:
+                self.record_follower_fetch(partition, replica_id, fetch_offset)
+            high_watermark = partition.log.high_watermark
+            last_stable_offset = partition.log.last_stable_offset
+            region = None
+            quota = self.leader_quota
+            if follower and quota is not None and leader_throttles(quota, partition, replica_id):
+                pass  # leader.replication.throttled.rate exceeded: no records this time
+            elif max_bytes > 0 or min_one_batch:
+                if read_committed:
+                    max_offset: int | None = last_stable_offset
+                else:
+                    max_offset = None if follower else high_watermark
+                region = self.read(
+                    partition,
+                    fetch_offset,
+                    max(max_bytes, 0),
+                    min_one_batch,
+                    follower=follower,
+                    max_offset=max_offset,
+                )
+                if follower and region is not None and quota is not None:
+                    record_leader_bytes(quota, partition, replica_id, region.size)
+        except ApiError as error:
+            return PartitionRead(error.code)
+        aborted = None
+        if read_committed:
+            aborted = (
+                partition.log.aborted_transactions(fetch_offset, last_stable_offset)
+                if region is not None
+                else []
+            )
+        return PartitionRead(
+            ErrorCode.NONE,
+            high_watermark,
+            last_stable_offset,
+            partition.log.log_start_offset,
+            region,
+            aborted,
+            partition,
+        )
+
     def read(
         self,
         partition: Partition,
@@ -461,14 +566,16 @@ class ReplicaManager:
             new_isr = tuple(sorted({*partition.isr, replica_id}))
             self._start_isr_update(partition, new_isr, f"broker {replica_id} caught up")
 
-    async def wait_for_append(self, partitions: Iterable[Partition], timeout: float) -> None:
-        """Return when any of ``partitions`` gets an append (or high watermark move), or after
-        ``timeout`` seconds."""
+    async def wait_for_append(
+        self, partitions: Iterable[Partition], timeout: float, *, follower: bool = False
+    ) -> None:
+        """Return when any of ``partitions`` gets an append (a follower's fetch) or a high watermark
+        move (a consumer's), or after ``timeout`` seconds."""
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] = loop.create_future()
         parts = list(partitions)
         for partition in parts:
-            partition.add_waiter(waiter)
+            partition.add_waiter(waiter, follower=follower)
         # a timer handle rather than asyncio.wait_for (no second future, no done-callback chain): a
         # long poll at a low rate parks and wakes once per record
         timer = loop.call_later(timeout, _wake, waiter)

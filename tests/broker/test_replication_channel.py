@@ -95,14 +95,14 @@ def test_a_parked_fetch_is_cancelled_when_its_connection_closes(tmp_path: Path) 
             writer.write(kp.encode_request(kp.RequestHeader(ApiKey.FETCH, 4, 1, "parked"), request))
             await writer.drain()
             deadline = time.monotonic() + 10
-            while not partition._waiters and time.monotonic() < deadline:
+            while not partition.parked_fetches and time.monotonic() < deadline:
                 await asyncio.sleep(0.01)
-            parked = len(partition._waiters)
+            parked = partition.parked_fetches
             writer.close()
-            while partition._waiters and time.monotonic() < deadline:
+            while partition.parked_fetches and time.monotonic() < deadline:
                 await asyncio.sleep(0.01)
             del reader
-            return parked, len(partition._waiters)
+            return parked, partition.parked_fetches
         finally:
             await broker.stop()
 

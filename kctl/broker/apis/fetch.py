@@ -1,33 +1,37 @@
 """Fetch: file regions of each requested partition, sent with sendfile; long polling until ``min_bytes``
 are available or ``max_wait_ms`` passes, woken as soon as a partition gets data.
 
-No fetch sessions (a session id of 0 tells clients to send full requests). A fetch with a replica id (>=
-0) comes from a follower: it is served up to the log end offset, its fetch offset is recorded as the
-follower's log end offset (which may advance the high watermark and add the follower to the ISR);
-consumers read up to the high watermark, or with isolation level 1 (READ_COMMITTED, v4+) up to the last
-stable offset, and are then sent the aborted transactions overlapping [fetch offset, last stable offset)
-from the log's transaction indexes (an empty list when none; null for READ_UNCOMMITTED). Every partition
-answers with its last stable offset (the high watermark when no transaction is open). A current leader
-epoch older than the partition's is FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH.
+Fetch sessions (KIP-227, v7+, kctl.broker.fetch_session): the request's session id and epoch give
+a context — the partitions to read (those of the request, or of the incremental session) and which
+of them the response carries; a session error is answered at once, in the response's error code.
+Each partition is read by ``ReplicaManager.fetch``. A fetch with a replica id (>= 0) comes from a
+follower: it is served up to the log end offset, its fetch offset is recorded as the follower's log
+end offset (which may advance the high watermark and add the follower to the ISR); consumers read
+up to the high watermark, or with isolation level 1 (READ_COMMITTED, v4+) up to the last stable
+offset, and are then sent the aborted transactions overlapping [fetch offset, last stable offset)
+from the log's transaction indexes (an empty list when none; null for READ_UNCOMMITTED). Every
+partition answers with its last stable offset (the high watermark when no transaction is open). A
+current leader epoch older than the partition's is FENCED_LEADER_EPOCH, a newer one
+UNKNOWN_LEADER_EPOCH.
 
 A fetch parks for at most ``fetch.wait.max.ms`` (a longer ``max_wait_ms`` is capped). A parked fetch
 whose connection closes is cancelled by the server (kctl.broker.server); ``PARKED`` counts the fetches
 parked in this process, and each park and unpark is logged at DEBUG with that count.
 
 Versions: v0-17. v3+ bound the response by max_bytes; v4+ carry the isolation level and answer with the
-last stable offset and aborted transactions; v5+ with the log start offset; v7+ carry fetch sessions
-(answered with session id 0); v12+ are flexible; v13+ name topics by topic id instead of name."""
+last stable offset and aborted transactions; v5+ with the log start offset; v7+ carry fetch sessions;
+v12+ are flexible; v13+ name topics by topic id instead of name."""
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
-from kctl.broker.errors import ApiError
+from kctl.broker.fetch_session import CachedPartition, FetchContext
 from kctl.broker.quotas import FETCH, throttle_request
-from kctl.broker.replication.throttle import leader_throttles, record_leader_bytes
+from kctl.broker.replica_manager import PartitionRead
 from kctl.broker.security.acls import allowed
 from kctl.log.naming import TopicPartition
 from kctl.protocol.acl_types import CLUSTER_NAME, AclOperation, AclResourceType
@@ -43,10 +47,12 @@ from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
     from kctl.broker.broker import Broker
+    from kctl.broker.partition import Partition
     from kctl.broker.server import RequestContext
 
 log = logging.getLogger("kctl.broker.fetch")
 
+FIRST_SESSION_VERSION = 7
 FIRST_TOPIC_ID_VERSION = 13
 FIRST_REPLICA_STATE_VERSION = 15  # the follower's id moves into replica_state
 FIRST_ISOLATION_VERSION = 4
@@ -60,18 +66,8 @@ class _Parked:
 
 
 PARKED = _Parked()
-
-
-def _error(index: int, code: int) -> PartitionData:
-    return PartitionData(
-        partition_index=index,
-        error_code=code,
-        high_watermark=-1,
-        last_stable_offset=-1,
-        log_start_offset=-1,
-        aborted_transactions=None,
-        records=b"",
-    )
+_UNKNOWN_TOPIC_ID = PartitionRead(ErrorCode.UNKNOWN_TOPIC_ID)
+_DENIED = PartitionRead(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 
 
 def _replica_id(request: FetchRequest, version: int) -> int:
@@ -82,134 +78,133 @@ def _replica_id(request: FetchRequest, version: int) -> int:
     return int(state.replica_id) if state is not None else -1
 
 
-def _read_all(
-    broker: Broker, request: FetchRequest, version: int, denied: frozenset[str] = frozenset()
-) -> tuple[list[FetchableTopicResponse], int, list[Any], bool]:
-    """One pass over the request: (topic responses, bytes found, partitions read, any error)."""
-    remaining = request.max_bytes if version >= 3 else 0x7FFFFFFF
-    replicas = broker.replicas
-    replica_id = _replica_id(request, version)
-    follower = replica_id >= 0
-    committed = (
-        not follower and version >= FIRST_ISOLATION_VERSION and request.isolation_level == READ_COMMITTED
+def _fetch_context(broker: Broker, request: FetchRequest, version: int, follower: bool) -> FetchContext | int:
+    """The partitions this fetch reads and how its response is chosen (kctl.broker.fetch_session), or
+    the session error to answer with."""
+    by_id = version >= FIRST_TOPIC_ID_VERSION
+    metadata = broker.metadata
+    partitions = []
+    for topic in request.topics:
+        topic_id = topic.topic_id
+        key: object = topic_id if by_id else topic.topic
+        name = metadata.topic_name(topic_id) if by_id else topic.topic
+        for part in topic.partitions:
+            index = part.partition
+            partitions.append(
+                CachedPartition(
+                    (key, index),
+                    None if name is None else TopicPartition(name, index),
+                    topic_id,
+                    part.fetch_offset,
+                    part.current_leader_epoch,
+                    part.partition_max_bytes,
+                )
+            )
+    if version < FIRST_SESSION_VERSION:
+        return FetchContext(partitions)
+    forgotten: list[tuple[object, int]] = [
+        (topic.topic_id if by_id else topic.topic, index)
+        for topic in request.forgotten_topics_data
+        for index in topic.partitions
+    ]
+    return broker.fetch_sessions.new_context(
+        request.session_id,
+        request.session_epoch,
+        partitions,
+        forgotten,
+        privileged=follower,
+        uses_topic_ids=by_id,
     )
+
+
+def _read_all(
+    broker: Broker,
+    partitions: list[CachedPartition],
+    max_bytes: int,
+    replica_id: int,
+    committed: bool,
+    denied: frozenset[str],
+) -> tuple[list[PartitionRead], int, list[Partition], bool]:
+    """One pass over the partitions: (reads, bytes found, partitions read, any error)."""
+    fetch = broker.replicas.fetch
+    remaining = max_bytes
     total = 0
     errors = False
     hosted = []
-    responses = []
-    for topic in request.topics:
-        name = topic.topic if version < FIRST_TOPIC_ID_VERSION else broker.metadata.topic_name(topic.topic_id)
-        partitions = []
-        for part in topic.partitions:
-            if name is None:
-                partitions.append(_error(part.partition, ErrorCode.UNKNOWN_TOPIC_ID))
-                errors = True
-                continue
-            if name in denied:
-                partitions.append(_error(part.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
-                errors = True
-                continue
-            try:
-                partition = replicas.leader_partition(
-                    TopicPartition(name, part.partition), part.current_leader_epoch
-                )
-                if follower:
-                    replicas.record_follower_fetch(partition, replica_id, part.fetch_offset)
-                hosted.append(partition)
-                high_watermark = partition.high_watermark
-                last_stable_offset = partition.log.last_stable_offset
-                aborted = None
-                region = None
-                limit = min(part.partition_max_bytes, remaining)
-                if follower and leader_throttles(broker.leader_quota, partition, replica_id):
-                    pass  # leader.replication.throttled.rate exceeded: no records this time
-                elif limit > 0 or total == 0:
-                    region = replicas.read(
-                        partition,
-                        part.fetch_offset,
-                        max(limit, 0),
-                        total == 0,
-                        follower=follower,
-                        max_offset=last_stable_offset
-                        if committed
-                        else (None if follower else high_watermark),
-                    )
-                    if follower and region is not None:
-                        record_leader_bytes(broker.leader_quota, partition, replica_id, region.size)
-            except ApiError as error:
-                partitions.append(_error(part.partition, error.code))
-                errors = True
-                continue
-            if committed:
-                aborted = (
-                    [
-                        AbortedTransaction(producer_id=txn.producer_id, first_offset=txn.first_offset)
-                        for txn in partition.log.aborted_transactions(part.fetch_offset, last_stable_offset)
-                    ]
-                    if region is not None
-                    else []
-                )
-            size = region.size if region is not None else 0
-            total += size
-            remaining -= size
-            partitions.append(
-                PartitionData(
-                    partition_index=part.partition,
-                    error_code=0,
-                    high_watermark=high_watermark,
-                    last_stable_offset=last_stable_offset,
-                    log_start_offset=partition.log_start_offset,
-                    aborted_transactions=aborted,
-                    records=region if region is not None else b"",
-                )
+    reads = []
+    for cached in partitions:
+        tp = cached.topic_partition
+        if tp is None:
+            read = _UNKNOWN_TOPIC_ID
+        elif denied and tp.topic in denied:
+            read = _DENIED
+        else:
+            read = fetch(
+                tp,
+                cached.fetch_offset,
+                min(cached.max_bytes, remaining),
+                current_leader_epoch=cached.current_leader_epoch,
+                replica_id=replica_id,
+                read_committed=committed,
+                min_one_batch=total == 0,
             )
-        responses.append(
-            FetchableTopicResponse(topic=name or "", topic_id=topic.topic_id, partitions=partitions)
-        )
-    return responses, total, hosted, errors
+        reads.append(read)
+        if read.error_code:
+            errors = True
+            continue
+        if read.partition is not None:  # set on every read without error
+            hosted.append(read.partition)
+        records = read.records
+        if records is not None:
+            total += records.size
+            remaining -= records.size
+    return reads, total, hosted, errors
 
 
-def _release(responses: list[FetchableTopicResponse]) -> None:
-    for topic in responses:
-        for partition in topic.partitions:
-            release = getattr(partition.records, "release", None)
-            if release is not None and not isinstance(partition.records, memoryview):
-                release()
+def _release(reads: list[PartitionRead]) -> None:
+    for read in reads:
+        if read.records is not None:
+            read.records.release()
 
 
 def _denied_topics(
-    broker: Broker, context: RequestContext, request: FetchRequest, version: int
+    broker: Broker, context: RequestContext, partitions: list[CachedPartition], follower: bool
 ) -> frozenset[str]:
     """Topics the request may not read: a consumer needs READ on each, a follower CLUSTER_ACTION."""
-    security = getattr(broker, "security", None)
-    if security is None or not security.authorizer.enabled:
+    if not broker.security.authorizer.enabled:
         return frozenset()
-    names = {
-        t.topic if version < FIRST_TOPIC_ID_VERSION else broker.metadata.topic_name(t.topic_id)
-        for t in request.topics
-    }
-    if _replica_id(request, version) >= 0:
+    names = {c.topic_partition.topic for c in partitions if c.topic_partition is not None}
+    if follower:
         if allowed(broker, context, AclOperation.CLUSTER_ACTION, AclResourceType.CLUSTER, CLUSTER_NAME):
             return frozenset()
-        return frozenset(n for n in names if n is not None)
+        return frozenset(names)
     read = AclOperation.READ
-    return frozenset(
-        n for n in names if n is not None and not allowed(broker, context, read, AclResourceType.TOPIC, n)
-    )
+    return frozenset(n for n in names if not allowed(broker, context, read, AclResourceType.TOPIC, n))
 
 
 @api_handler(ApiKey.FETCH, versions=(0, 17))
 async def handle(broker: Broker, context: RequestContext, request: FetchRequest) -> FetchResponse:
     version = context.header.api_version
+    replica_id = _replica_id(request, version)
+    follower = replica_id >= 0
+    context.metric_name = "FetchFollower" if follower else "FetchConsumer"
+    fetch = _fetch_context(broker, request, version, follower)
+    if isinstance(fetch, int):  # a session error: answered at once, no partitions
+        return FetchResponse(throttle_time_ms=0, error_code=fetch, session_id=0, responses=[])
     max_wait_ms = min(max(request.max_wait_ms, 0), broker.config["fetch.wait.max.ms"])
     deadline = time.monotonic() + max_wait_ms / 1000
-    denied = _denied_topics(broker, context, request, version)
+    max_bytes = request.max_bytes if version >= 3 else 0x7FFFFFFF
+    committed = (
+        not follower and version >= FIRST_ISOLATION_VERSION and request.isolation_level == READ_COMMITTED
+    )
+    partitions = fetch.partitions
+    denied = _denied_topics(broker, context, partitions, follower)
     while True:
-        responses, total, hosted, errors = _read_all(broker, request, version, denied)
+        reads, total, hosted, errors = _read_all(broker, partitions, max_bytes, replica_id, committed, denied)
         remaining = deadline - time.monotonic()
         if total >= max(request.min_bytes, 1) or errors or remaining <= 0 or not hosted:
-            return _respond(broker, context, request, version, responses, total)
-        _release(responses)
+            return _respond(broker, context, fetch, version, follower, reads, total)
+        _release(reads)
         PARKED.count += 1
         log.debug(
             "fetch parked (%s:%d): %d fetch(es) parked",
@@ -219,7 +214,7 @@ async def handle(broker: Broker, context: RequestContext, request: FetchRequest)
         )
         parked = time.monotonic()
         try:
-            await broker.replicas.wait_for_append(hosted, remaining)
+            await broker.replicas.wait_for_append(hosted, remaining, follower=follower)
         finally:
             context.remote_time += time.monotonic() - parked
             PARKED.count -= 1
@@ -230,8 +225,10 @@ async def handle(broker: Broker, context: RequestContext, request: FetchRequest)
                 PARKED.count,
             )
         if time.monotonic() >= deadline:
-            responses, total, hosted, errors = _read_all(broker, request, version, denied)
-            return _respond(broker, context, request, version, responses, total)
+            reads, total, hosted, errors = _read_all(
+                broker, partitions, max_bytes, replica_id, committed, denied
+            )
+            return _respond(broker, context, fetch, version, follower, reads, total)
 
 
 def _count(broker: Broker, responses: list[FetchableTopicResponse], follower: bool) -> None:
@@ -264,19 +261,69 @@ def _count(broker: Broker, responses: list[FetchableTopicResponse], follower: bo
             )
 
 
+def _responses(fetch: FetchContext, reads: list[PartitionRead]) -> list[FetchableTopicResponse]:
+    """The response's topics: every partition read, or for an incremental session those with
+    something new (the rest released unsent); consecutive partitions of a topic share its entry."""
+    incremental = fetch.incremental
+    responses: list[FetchableTopicResponse] = []
+    current_key: object = None
+    current: list[PartitionData] = []
+    with_records = []
+    for cached, read in zip(fetch.partitions, reads, strict=True):
+        records = read.records
+        size = records.size if records is not None else 0
+        changed = cached.changed(
+            read.error_code, size, read.high_watermark, read.last_stable_offset, read.log_start_offset
+        )
+        if incremental and not changed:
+            if records is not None:
+                records.release()
+            continue
+        if size:
+            with_records.append(cached)
+        topic_key = cached.key[0]
+        if topic_key != current_key or not responses:
+            current_key, current = topic_key, []
+            tp = cached.topic_partition
+            responses.append(
+                FetchableTopicResponse(
+                    topic=tp.topic if tp is not None else "",
+                    topic_id=cached.topic_id,
+                    partitions=current,
+                )
+            )
+        aborted = read.aborted
+        txns = None
+        if aborted is not None:
+            txns = [
+                AbortedTransaction(producer_id=t.producer_id, first_offset=t.first_offset) for t in aborted
+            ]
+        current.append(
+            PartitionData(
+                partition_index=cached.key[1],
+                error_code=read.error_code,
+                high_watermark=read.high_watermark,
+                last_stable_offset=read.last_stable_offset,
+                log_start_offset=read.log_start_offset,
+                aborted_transactions=txns,
+                records=records if records is not None else b"",
+            )
+        )
+    fetch.moved_to_end(with_records)
+    return responses
+
+
 def _respond(
     broker: Broker,
     context: RequestContext,
-    request: FetchRequest,
+    fetch: FetchContext,
     version: int,
-    responses: list[FetchableTopicResponse],
+    follower: bool,
+    reads: list[PartitionRead],
     total: int,
 ) -> FetchResponse:
     """The response, unless a consumer exceeds its consumer_byte_rate: then, as Kafka, no records
-    (their bytes not counted) and the throttle time."""
-    throttle_time_ms = 0
-    follower = _replica_id(request, version) >= 0
-    context.metric_name = "FetchFollower" if follower else "FetchConsumer"
+    (their bytes not counted), the throttle time, and no new session."""
     if not follower:
         throttle_time_ms = throttle_request(broker.quotas, FETCH, context, total)
         if throttle_time_ms:
@@ -284,7 +331,11 @@ def _respond(
             broker.quotas.unrecord(
                 FETCH, session.principal if session else None, context.header.client_id, total
             )
-            _release(responses)
-            responses = []
+            _release(reads)
+            session_id = fetch.session.id if fetch.session is not None else 0
+            return FetchResponse(
+                throttle_time_ms=throttle_time_ms, error_code=0, session_id=session_id, responses=[]
+            )
+    responses = _responses(fetch, reads)
     _count(broker, responses, follower)
-    return FetchResponse(throttle_time_ms=throttle_time_ms, error_code=0, session_id=0, responses=responses)
+    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=fetch.session_id(), responses=responses)

@@ -39,6 +39,13 @@ NETWORK_LIMIT_CONFIGS = [
         Range(0),
         "kctl: the longest a Fetch is parked waiting for min_bytes (a longer max_wait_ms is capped).",
     ),
+    broker_key(
+        "max.incremental.fetch.session.cache.slots",
+        T.INT,
+        1000,
+        Range(0),
+        "Incremental fetch sessions (KIP-227) the broker keeps at most.",
+    ),
 ]
 
 SERVER_CONFIGS = [

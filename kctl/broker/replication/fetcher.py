@@ -7,7 +7,9 @@ that epoch, truncate to min(its end offset, the follower's end offset of it); wh
 older epoch the follower knows, truncate to the follower's end of that epoch and ask again with it;
 an epoch the follower does not know, or a follower without epochs, falls back to the high watermark.
 Then Fetch (replica_id = this broker, current_leader_epoch, from the log end offset, long polling
-``replica.fetch.wait.max.ms``) and ``append_as_follower``; the follower's high watermark is
+``replica.fetch.wait.max.ms``) over an incremental fetch session (KIP-227, fetch_session_handler:
+only partitions whose fetch offset moved are listed, so an idle follower's fetch names none) and
+``append_as_follower``; the follower's high watermark is
 min(the leader's, its own log end offset). OFFSET_OUT_OF_RANGE asks the leader's log end and start
 (ListOffsets as a replica): truncate to a lower leader end, or start over at a higher leader start.
 FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH and connection failures back the
@@ -31,12 +33,13 @@ from dataclasses import dataclass
 
 from kctl.broker.partition import Partition
 from kctl.broker.replication.channel import BrokerChannel, ChannelError
+from kctl.broker.replication.fetch_session_handler import FetchSessionHandler
 from kctl.broker.replication.throttle import ReplicationQuota, is_throttled
 from kctl.common.ratelimit import RepeatedFailures
 from kctl.log.files import LogStorageError
 from kctl.log.naming import TopicPartition
 from kctl.protocol.errors import ErrorCode, error_name
-from kctl.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+from kctl.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic, ForgottenTopic
 from kctl.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kctl.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
@@ -114,6 +117,8 @@ class ReplicaFetcher:
         self.unreachable = unreachable if unreachable is not None else RepeatedFailures(log)
         self.partition_errors = partition_errors if partition_errors is not None else RepeatedFailures(log)
         self.partitions: dict[TopicPartition, FetchState] = {}
+        #: this follower's incremental fetch session with the source broker (KIP-227)
+        self.session = FetchSessionHandler()
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
@@ -286,33 +291,55 @@ class ReplicaFetcher:
             if not states:
                 await asyncio.sleep(quota.wait_s())
                 return
+        wanted = {
+            tp: (
+                state.partition.log.log_end_offset,
+                state.leader_epoch,
+                state.partition.log.log_start_offset,
+                settings.max_bytes,
+            )
+            for tp, state in states.items()
+        }
+        session = self.session
+        session_id, epoch, to_send, forgotten = session.next_request(wanted)
         by_topic: dict[str, list[FetchPartition]] = {}
-        for tp, state in states.items():
-            plog = state.partition.log
+        for tp, (fetch_offset, leader_epoch, log_start_offset, max_bytes) in to_send.items():
             by_topic.setdefault(tp.topic, []).append(
                 FetchPartition(
                     partition=tp.partition,
-                    current_leader_epoch=state.leader_epoch,
-                    fetch_offset=plog.log_end_offset,
-                    log_start_offset=plog.log_start_offset,
-                    partition_max_bytes=settings.max_bytes,
+                    current_leader_epoch=leader_epoch,
+                    fetch_offset=fetch_offset,
+                    log_start_offset=log_start_offset,
+                    partition_max_bytes=max_bytes,
                 )
             )
+        forgotten_by_topic: dict[str, list[int]] = {}
+        for tp in forgotten:
+            forgotten_by_topic.setdefault(tp.topic, []).append(tp.partition)
         request = FetchRequest(
             replica_id=settings.broker_id,
             max_wait_ms=settings.wait_max_ms,
             min_bytes=settings.min_bytes,
             max_bytes=settings.response_max_bytes,
             isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
+            session_id=session_id,
+            session_epoch=epoch,
             topics=[FetchTopic(topic=t, partitions=p) for t, p in by_topic.items()],
-            forgotten_topics_data=[],
+            forgotten_topics_data=[
+                ForgottenTopic(topic=t, partitions=p) for t, p in forgotten_by_topic.items()
+            ],
             rack_id="",
         )
-        response = await self.channel.request(
-            ApiKey.FETCH, FETCH_VERSION, request, timeout=settings.wait_max_ms / 1000 + 30
-        )
+        try:
+            response = await self.channel.request(
+                ApiKey.FETCH, FETCH_VERSION, request, timeout=settings.wait_max_ms / 1000 + 30
+            )
+        except BaseException:
+            session.reset()  # whether the leader took this epoch is unknown: start a new session
+            raise
+        if not session.response(wanted, epoch, response.error_code, response.session_id):
+            log.debug("fetch session with broker %d: %s", self.source_id, error_name(response.error_code))
+            return  # the next fetch is a full one
         if response.error_code:
             log.info("fetch from broker %d: %s", self.source_id, error_name(response.error_code))
             for state in states.values():
