@@ -209,6 +209,11 @@ class FrameReceiver:
             pending += 4
         return pending + (self._fill if self._frame is not None else 0)
 
+    @property
+    def capacity(self) -> int:
+        """Bytes of the receive buffer (without a large frame's own buffer)."""
+        return len(self._buffer)
+
     # -- receiving ------------------------------------------------------------------------------
     def get_buffer(self) -> memoryview:
         """Where the next bytes go (never empty): the rest of the large frame being received in place,

@@ -58,6 +58,14 @@ def test_partial_reads_of_every_size(step: int) -> None:
     assert receiver.buffered == 0
 
 
+def test_the_receive_buffer_stays_small_for_small_frames_whatever_the_stream() -> None:
+    """What is left of a frame moves to the front of the receive buffer instead of the buffer growing."""
+    payloads = [os.urandom(n % 50) for n in range(2000)]
+    receiver = FrameReceiver(1000, **SMALL)
+    assert receive(receiver, framed(*payloads), step=37) == payloads
+    assert receiver.capacity == 64  # grown once to read_size, never beyond
+
+
 def test_many_frames_in_one_read_are_all_handed_out_in_order() -> None:
     payloads = [bytes([i]) * (i % 7) for i in range(200)]
     receiver = FrameReceiver(1000)
