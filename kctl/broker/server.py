@@ -269,10 +269,12 @@ class _Connection(asyncio.BufferedProtocol):
         self._admitted = False
         self.server.limits.release(self.host)
         self.server._connections.discard(self)
-        assert self.intake is not None and self.writer is not None and self.requests is not None
-        self.intake.lost()
-        self.writer.lost()
-        self.requests.stop()
+        if self.intake is not None:
+            self.intake.lost()
+        if self.writer is not None:
+            self.writer.lost()
+        if self.requests is not None:
+            self.requests.stop()
 
     def pause_writing(self) -> None:
         if self.writer is not None:
