@@ -294,15 +294,19 @@ class FrameReceiver:
         if self._end - start < 4:
             return None
         (size,) = _SIZE.unpack_from(self._buffer, start)
+        self._start = start + 4
+        self._accept(size)
+        return size
+
+    def _accept(self, size: int) -> None:
+        """Check the next frame's ``size`` (its prefix is consumed by the caller) and expect it."""
         if size < 0:
             raise self._fail(ProtocolDecodeError(f"invalid negative frame size {size}"))
         if size > self.max_frame_size:
             raise self._fail(FrameTooLarge(size, self.max_frame_size))
-        self._start = start + 4
         self._size = size
         if size <= self.in_place_above and size > len(self._buffer):  # grow for frames of this size
             self._grow(self.read_size if size <= self.read_size else self.large_read_size)
-        return size
 
     def frame_ready(self) -> bool:
         """Whether the next frame is complete (``next_frame`` returns it)."""
@@ -337,12 +341,16 @@ class FrameReceiver:
             self._start = self._end = 0
         else:
             self._start = stop
+        return self._copy_out(self._view[start:stop])
+
+    def _copy_out(self, data: memoryview) -> memoryview:
+        """A frame of its own holding ``data`` (from the pool when it is large enough)."""
         pool = self.pool
-        if pool is not None and size >= pool.min_size:
-            view = pool.allocate(size)
-            view[:] = self._view[start:stop]
+        if pool is not None and len(data) >= pool.min_size:
+            view = pool.allocate(len(data))
+            view[:] = data
             return view
-        return memoryview(self._buffer[start:stop])
+        return memoryview(bytearray(data))
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[memoryview]:
         """Take in ``data`` (already read); return the frames it completes (possibly none), in order."""
@@ -353,15 +361,52 @@ class FrameReceiver:
         i = 0
         frames: list[memoryview] = []
         while True:
+            buffer = self._frame
+            if buffer is not None:  # a large frame received in place
+                fill, size = self._fill, self._size
+                if fill < size:
+                    if i >= n:
+                        return frames
+                    if size <= len(buffer):  # its rest straight into its buffer
+                        take = min(size - fill, n - i)
+                        memoryview(buffer)[fill : fill + take] = mv[i : i + take]  # (faster than bytearray's)
+                        i += take
+                        self._fill = fill = fill + take
+                    else:  # a buffer that grows as the bytes arrive
+                        room = self.get_buffer()
+                        take = min(len(room), n - i)
+                        room[:take] = mv[i : i + take]
+                        del room
+                        self.buffer_updated(take)
+                        i += take
+                        continue
+                    if fill < size:
+                        return frames
+                done = self.next_frame()
+                assert done is not None
+                frames.append(done)
+                continue
             frame = self.next_frame()
-            while frame is not None:
+            if frame is not None:
                 frames.append(frame)
-                frame = self.next_frame()
+                continue
             if i >= n:
                 return frames
+            if self._size < 0 and self._start == self._end and n - i >= 4 and self._error is None:
+                # a frame starts here: its size is read from ``data``, and a whole small frame
+                # copied out of it at once (a large one is received in place by get_buffer below)
+                (size,) = _SIZE.unpack_from(mv, i)
+                self._accept(size)
+                i += 4
+                if size <= self.in_place_above and n - i >= size:
+                    self._size = -1
+                    frames.append(self._copy_out(mv[i : i + size]))
+                    i += size
+                continue
             room = self.get_buffer()
             take = min(len(room), n - i)
             room[:take] = mv[i : i + take]
+            del room
             self.buffer_updated(take)
             i += take
 
