@@ -6,7 +6,7 @@ Prints, does not assert:
 * decode of a Produce v9 request frame carrying one 1 MiB and one 16 KiB records blob (header + body;
   records come out as zero-copy memoryviews, so this is the per-request overhead, independent of
   the blob sizes) — requests/s, and the MB/s of frame bytes that rate amounts to; and, separately,
-  ``FrameReader`` reassembling that frame from 64 KiB socket reads (the one copy a request costs);
+  ``FrameReceiver`` reassembling that frame from 64 KiB socket reads (the one copy a request costs);
 * encode of a Fetch v12 response with 10 partitions: ``encode_response_chunks`` with file-region
   records (what the broker hands to sendfile), and ``encode_response`` to bytes with 4 KiB records;
 * decode of ``__consumer_offsets`` records as the group coordinator loads them (key + value of
@@ -115,12 +115,12 @@ def main() -> None:
     pieces = [framed[i : i + 65536] for i in range(0, len(framed), 65536)]
 
     def reassemble() -> None:
-        reader = kp.FrameReader()
+        reader = kp.FrameReceiver()
         for piece in pieces:
             reader.feed(piece)
 
     r = rate(reassemble, s)
-    print(f"  FrameReader, same request fed in 64 KiB reads      : {r:>10,.0f} req/s", end="")
+    print(f"  FrameReceiver, same request fed in 64 KiB reads    : {r:>10,.0f} req/s", end="")
     print(f"  ({r * frame_mb:,.0f} MB/s, one copy)")
     r = rate(lambda: kp.parse_request_header(frame), s)
     print(f"  request header parse only                          : {r:>10,.0f} req/s")

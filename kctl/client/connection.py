@@ -53,7 +53,7 @@ from kctl.protocol import (
     ApiKey,
     ErrorCode,
     FramePool,
-    FrameReader,
+    FrameReceiver,
     ProtocolDecodeError,
     RequestHeader,
     codec_version_ranges,
@@ -69,10 +69,6 @@ DEFAULT_PORT = 9092
 API_VERSIONS_VERSION = 3
 """The ApiVersions version sent first (Kafka 3.x clients send v3)."""
 CLIENT_SOFTWARE_NAME = "kctl"
-_RECV_CHUNK = 256 * 1024
-_DIRECT_RECEIVE = 64 * 1024
-"""A frame with at least this much still to come is received straight into its own buffer (no copy
-through the receive chunk)."""
 _MAX_CORRELATION_ID = 2**31 - 1
 
 VersionRanges = Mapping[int, tuple[int, int]]
@@ -245,9 +241,8 @@ class BrokerConnection:
         """``{api_key: (min, max)}`` from the broker's ApiVersions response."""
         self.api_versions_version = -1
         """The ApiVersions version the handshake succeeded with."""
-        self._reader = FrameReader(max_frame_size)
+        self._receiver = FrameReceiver(max_frame_size)
         self._frames: collections.deque[memoryview] = collections.deque()
-        self._buffer = bytearray(_RECV_CHUNK)
         self._in_flight: collections.deque[InFlightRequest] = collections.deque()
         self._done: dict[int, Any] = {}
         self._send_lock = threading.Lock()
@@ -287,7 +282,7 @@ class BrokerConnection:
     @property
     def frame_pool(self) -> FramePool | None:
         """Where the buffers of large responses come from (None: a fresh buffer each)."""
-        return self._reader.pool
+        return self._receiver.pool
 
     def use_frame_pool(self, pool: FramePool | None = None) -> FramePool:
         """Receive large responses into buffers used again once every view of an earlier response
@@ -295,7 +290,7 @@ class BrokerConnection:
         megabytes of Fetch answers (the mirror), no zero-filled fresh memory per response. The pool
         is used under the connection's receive lock."""
         pool = pool if pool is not None else FramePool()
-        self._reader.pool = pool
+        self._receiver.pool = pool
         return pool
 
     def close(self) -> None:
@@ -536,11 +531,10 @@ class BrokerConnection:
             if remaining <= 0:
                 self._fail(f"timed out waiting for the response to {head.label}")
                 raise KafkaTimeoutError(f"timed out waiting for {self.address} to answer {head.label}")
-            pending = self._reader.pending()
-            direct = pending is not None and len(pending) >= _DIRECT_RECEIVE
+            receiver = self._receiver
             try:
                 sock.settimeout(remaining)
-                n = sock.recv_into(pending if direct else self._buffer)  # type: ignore[arg-type]
+                n = sock.recv_into(receiver.get_buffer())
             except TimeoutError:
                 continue  # the deadline check above raises
             except OSError as error:
@@ -558,13 +552,12 @@ class BrokerConnection:
                     host=self.host,
                     port=self.port,
                 )
-            if direct:
-                done = self._reader.filled(n)
-                if done is not None:
-                    self._frames.append(done)
-                continue
+            receiver.buffer_updated(n)
             try:
-                self._frames.extend(self._reader.feed(memoryview(self._buffer)[:n]))
+                frame = receiver.next_frame()
+                while frame is not None:
+                    self._frames.append(frame)
+                    frame = receiver.next_frame()
             except ProtocolDecodeError as error:
                 self._fail(f"bad frame: {error}")
                 raise KafkaProtocolError(f"bad frame from {self.address}: {error}") from None

@@ -1,9 +1,10 @@
 """A partition's log: an ordered list of segments with one active segment at the end.
 
-Owns offset assignment, rolling, the flush policy and recovery point, reads by offset and by timestamp,
-truncation, the log start offset, the high watermark, and retention. Batches are appended as opaque
-bytes: only their 61-byte headers are read (to validate, assign offsets and index). Loading a directory
-(and recovery) is :mod:`kctl.log.loader`'s.
+Owns the order of appends and their offsets, rolling, the flush policy and recovery point, reads by
+offset and by timestamp, truncation, the log start offset, the high watermark, and retention. Batches
+are appended as opaque bytes: only their 61-byte headers are read (to validate, assign offsets and
+index); what an append stamps into them, a follower's offset checks and the idempotent producers'
+duplicates are :mod:`kctl.log.append`'s. Loading a directory (and recovery) is :mod:`kctl.log.loader`'s.
 
 Replication primitives: the leader appends with :meth:`Log.append` (``leader_epoch`` stamps each batch
 and feeds the leader epoch cache, :mod:`kctl.log.leader_epoch`), a follower with
@@ -39,9 +40,11 @@ import logging
 import shutil
 import threading
 from bisect import bisect_right
-from dataclasses import dataclass
 from pathlib import Path
 
+from kctl.log.append import AppendInfo as AppendInfo
+from kctl.log.append import UnexpectedAppendOffsetError as UnexpectedAppendOffsetError
+from kctl.log.append import check_as_follower, drop_duplicates, stamp_as_leader
 from kctl.log.clock import SYSTEM_CLOCK, Clock
 from kctl.log.config import LogConfig
 from kctl.log.files import DEFAULT_FILE_IO, FileIO, FileRegion
@@ -56,15 +59,7 @@ from kctl.log.segment import MAX_RELATIVE_OFFSET, LogSegment
 from kctl.log.transactions import AbortedTxn, collect_aborted, encode_marker, record_batches, replay
 from kctl.log.validation import RecordBatchTooLargeError as RecordBatchTooLargeError
 from kctl.log.validation import validate_append
-from kctl.records.header import (
-    CONTROL_FLAG_MASK,
-    BatchHeader,
-    InvalidRecordBatch,
-    set_base_offset,
-    set_log_append_time,
-    set_max_timestamp,
-    set_partition_leader_epoch,
-)
+from kctl.records.header import CONTROL_FLAG_MASK, BatchHeader, set_max_timestamp
 
 logger = logging.getLogger("kctl.log")
 
@@ -77,32 +72,6 @@ class OffsetOutOfRangeError(Exception):
         self.offset = offset
         self.log_start_offset = log_start_offset
         self.log_end_offset = log_end_offset
-
-
-class UnexpectedAppendOffsetError(InvalidRecordBatch):
-    """A follower append whose batches do not continue the log: the first one starts below the log end
-    offset (they overlap what the log holds), or offsets do not rise from batch to batch."""
-
-    def __init__(self, message: str, first_offset: int, log_end_offset: int, position: int = 0) -> None:
-        super().__init__(message, position)
-        self.first_offset = first_offset
-        self.log_end_offset = log_end_offset
-
-
-@dataclass(frozen=True)
-class AppendInfo:
-    """Where an append landed."""
-
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    log_append_time: int  # -1 unless the topic uses LogAppendTime
-    records_count: int
-    batches: int
-    size: int
-    log_start_offset: int
-    duplicate: bool = False  # an idempotent producer's retry of batches already written
 
 
 class Log:
@@ -291,44 +260,46 @@ class Log:
                 )
         batches = [(batch.position, batch.header) for batch in validated]
         with self._lock:
-            duplicate, data, batches = self._drop_duplicates(data, batches, from_coordinator)
+            duplicate, data, batches = drop_duplicates(
+                self.producer_state,
+                data,
+                batches,
+                from_coordinator=from_coordinator,
+                log_start_offset=self.log_start_offset,
+            )
             if duplicate is not None:
                 return duplicate
             append_time = now if self.config.log_append_time else -1
-            first_offset = next_offset = self.log_end_offset
-            records_count = 0
-            max_timestamp, offset_of_max = -1, first_offset
-            assigned: list[tuple[int, BatchHeader]] = []
-            offsets_of_max: list[int] = []
-            for position, header in batches:
-                delta = 0 if append_time >= 0 else max_deltas.get(position, header.last_offset_delta)
-                set_base_offset(data, position, next_offset)
-                header = header._replace(base_offset=next_offset)
-                if leader_epoch is not None:
-                    set_partition_leader_epoch(data, position, leader_epoch)
-                if append_time >= 0:
-                    set_log_append_time(data, position, header.size, append_time)
-                    header = header._replace(max_timestamp=append_time, attributes=header.attributes | 0x08)
-                if header.max_timestamp > max_timestamp:
-                    max_timestamp, offset_of_max = header.max_timestamp, header.base_offset + delta
-                records_count += header.records_count
-                next_offset = header.next_offset
-                assigned.append((position, header))
-                offsets_of_max.append(header.base_offset + delta)
+            first_offset = self.log_end_offset
+            stamped = stamp_as_leader(
+                data,
+                batches,
+                first_offset,
+                leader_epoch=leader_epoch,
+                append_time=append_time,
+                max_deltas=max_deltas,
+            )
             if leader_epoch is not None and leader_epoch > self.leader_epoch_cache.latest_epoch:
                 # recorded before the batches are written: the checkpoint never misses an epoch on disk
                 self.leader_epoch_cache.assign(leader_epoch, first_offset)
+            last_offset = stamped.next_offset - 1
             self._write_batches(
-                data, assigned, first_offset, next_offset - 1, records_count, now, offsets_of_max
+                data,
+                stamped.batches,
+                first_offset,
+                last_offset,
+                stamped.records_count,
+                now,
+                stamped.offsets_of_max,
             )
             return AppendInfo(
                 first_offset,
-                next_offset - 1,
-                max_timestamp,
-                offset_of_max,
+                last_offset,
+                stamped.max_timestamp,
+                stamped.offset_of_max_timestamp,
                 append_time,
-                records_count,
-                len(assigned),
+                stamped.records_count,
+                len(stamped.batches),
                 len(data),
                 self.log_start_offset,
             )
@@ -365,38 +336,19 @@ class Log:
             (b.position, b.header) for b in validate_append(records, self.config, leader=False, now_ms=0)
         ]
         with self._lock:
-            log_end_offset = self.log_end_offset
             first_offset = batches[0][1].base_offset
-            previous_last = log_end_offset - 1
-            records_count = 0
-            max_timestamp, offset_of_max = -1, first_offset
-            for position, header in batches:
-                if header.base_offset <= previous_last:
-                    where = (
-                        f"the log end offset {log_end_offset}"
-                        if position == 0
-                        else f"the previous batch's last offset {previous_last} (offsets must rise)"
-                    )
-                    raise UnexpectedAppendOffsetError(
-                        f"follower append: batch at position {position} starts at offset "
-                        f"{header.base_offset}, below {where}",
-                        first_offset,
-                        log_end_offset,
-                        position,
-                    )
-                if header.max_timestamp > max_timestamp:
-                    max_timestamp, offset_of_max = header.max_timestamp, header.last_offset
-                records_count += header.records_count
-                previous_last = header.last_offset
+            last_offset, records_count, max_timestamp, offset_of_max = check_as_follower(
+                batches, self.log_end_offset
+            )
             cache = self.leader_epoch_cache
             for _, header in batches:
                 if header.partition_leader_epoch > cache.latest_epoch:
                     cache.assign(header.partition_leader_epoch, header.base_offset)
             now = self._clock.time_ms()
-            self._write_batches(records, batches, first_offset, previous_last, records_count, now)
+            self._write_batches(records, batches, first_offset, last_offset, records_count, now)
             return AppendInfo(
                 first_offset,
-                previous_last,
+                last_offset,
                 max_timestamp,
                 offset_of_max,
                 -1,
@@ -428,41 +380,6 @@ class Log:
         self._maybe_flush()
         if self._high_watermark_follows_log_end:
             self.high_watermark = last_offset + 1
-
-    def _drop_duplicates(
-        self, data: bytearray | memoryview, batches: list[tuple[int, BatchHeader]], coordinator: bool
-    ) -> tuple[AppendInfo | None, bytearray | memoryview, list[tuple[int, BatchHeader]]]:
-        """Check idempotent producers' sequences (raises ProducerStateError); drop batches already
-        written. Returns (the original AppendInfo if every batch was a duplicate, data, batches)."""
-        duplicates = {}
-        for position, header in batches:
-            original = self.producer_state.check(header, from_coordinator=coordinator)
-            if original is not None:
-                duplicates[position] = original
-        if not duplicates:
-            return None, data, batches
-        if len(duplicates) == len(batches):
-            first, last = duplicates[batches[0][0]], duplicates[batches[-1][0]]
-            info = AppendInfo(
-                first.first_offset,
-                last.last_offset,
-                last.max_timestamp,
-                last.last_offset,
-                -1,
-                0,
-                0,
-                0,
-                self.log_start_offset,
-                duplicate=True,
-            )
-            return info, data, batches
-        kept = bytearray()
-        kept_batches = []
-        for position, header in batches:
-            if position not in duplicates:
-                kept_batches.append((len(kept), header))
-                kept += data[position : position + header.size]
-        return None, kept, kept_batches
 
     def _maybe_roll(self, size: int, first_offset: int, last_offset: int, now: int) -> LogSegment:
         segment = self.active_segment

@@ -8,7 +8,7 @@ Layout:
 * ``schema``     — ``ApiSchema``: one API's versions, flexible threshold and per-version codecs.
 * ``messages/``  — the declarations, one module per API; ``registry`` maps api key → schema.
 * ``headers``    — request header v0–2, response header v0–1.
-* ``framing``    — ``FrameReader``, ``FramePool`` and ``frame()`` (4-byte size prefix).
+* ``framing``    — ``FrameReceiver``, ``FramePool`` and ``frame()`` (4-byte size prefix).
 * ``codec``      — whole messages: ``decode_request``, ``encode_response(_chunks)``, client side,
   and the ApiVersions v0 error reply.
 * ``errors``     — ``ErrorCode``; ``exceptions`` — the codec's exceptions.
@@ -35,7 +35,7 @@ from kctl.protocol.exceptions import (
     UnsupportedApiError,
     UnsupportedVersionError,
 )
-from kctl.protocol.framing import DEFAULT_MAX_FRAME_SIZE, FramePool, FrameReader, frame
+from kctl.protocol.framing import DEFAULT_MAX_FRAME_SIZE, FramePool, FrameReceiver, frame
 from kctl.protocol.headers import RequestHeader, ResponseHeader
 from kctl.protocol.registry import SCHEMAS, ApiKey, codec_version_ranges, compile_all, get_schema
 from kctl.protocol.schema import ApiSchema, BodyCodec
@@ -48,7 +48,7 @@ __all__ = [
     "BodyCodec",
     "ErrorCode",
     "FramePool",
-    "FrameReader",
+    "FrameReceiver",
     "FrameTooLarge",
     "ProtocolDecodeError",
     "ProtocolEncodeError",

@@ -5,7 +5,7 @@ response chunking that keeps file regions (sendfile) in place, and the ApiVersio
 
 Server side::
 
-    reader = FrameReader(max_frame_size)
+    reader = FrameReceiver(max_frame_size)
     for frame in reader.feed(data):
         try:
             header, request = decode_request(frame)
@@ -20,7 +20,7 @@ Server side::
 
 Client side: ``encode_request(header, body) -> bytes`` and ``decode_response(request_header, frame)``.
 
-Frames passed in are the bytes *after* the 4-byte size prefix (what ``FrameReader`` yields); frames
+Frames passed in are the bytes *after* the 4-byte size prefix (what ``FrameReceiver`` yields); frames
 produced (``encode_*``) include the size prefix, ready to write.
 """
 

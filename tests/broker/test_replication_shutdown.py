@@ -115,7 +115,7 @@ def test_a_closed_fetcher_manager_starts_no_fetcher(tmp_path: Path) -> None:
 
 
 class _Writer:
-    """Stands in for a connected stream writer: takes the request bytes, never closes."""
+    """Stands in for a connected transport: takes the request bytes, never closes."""
 
     def write(self, data: bytes) -> None:
         pass
@@ -130,7 +130,7 @@ class _Writer:
 def test_a_request_cancelled_as_its_answer_arrives_is_cancelled() -> None:
     async def run() -> str:
         channel = BrokerChannel(2, "127.0.0.1", 9)
-        channel._writer = _Writer()  # type: ignore[assignment]
+        channel._transport = _Writer()  # type: ignore[assignment]
         from kctl.protocol.messages.api_versions import ApiVersionsRequest
 
         task = asyncio.get_running_loop().create_task(

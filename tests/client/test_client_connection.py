@@ -37,7 +37,7 @@ from kctl.client.types import TopicPartition
 from kctl.protocol import (
     ApiKey,
     ErrorCode,
-    FrameReader,
+    FrameReceiver,
     api_versions_error_response,
     codec_version_ranges,
     decode_request,
@@ -249,7 +249,7 @@ class Peer:
             sock, _ = self.listener.accept()
         except OSError:
             return
-        reader = FrameReader()
+        reader = FrameReceiver()
         with sock:
             try:
                 while True:

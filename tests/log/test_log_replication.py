@@ -423,6 +423,9 @@ def test_set_base_offset_is_what_a_follower_must_never_need(tmp_path, clock):
     raw = bytearray(make_batch(10))
     with pytest.raises(UnexpectedAppendOffsetError):
         follower.append_as_follower(bytes(raw))
+    set_base_offset(raw, 0, 9)  # overlaps the last offset held, by one
+    with pytest.raises(UnexpectedAppendOffsetError, match="starts at offset 9, below the log end offset 10"):
+        follower.append_as_follower(bytes(raw))
     set_base_offset(raw, 0, 10)
     follower.append_as_follower(bytes(raw))
     assert follower.log_end_offset == 20

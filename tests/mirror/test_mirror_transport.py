@@ -1,5 +1,5 @@
 """What the mirror's data path asks of the client transport (issue 10's throughput): large responses
-received straight into their frame's buffer (``FrameReader.pending``/``filled``), and those buffers
+received straight into their frame's buffer (``FrameReceiver.get_buffer``), and those buffers
 used again once every view of an earlier response is gone (``FramePool``) instead of fresh,
 zero-filled memory per Fetch answer; checked on the sans-io reader, and through a real
 ``BrokerConnection`` on a loopback socket."""
@@ -16,7 +16,7 @@ import pytest
 
 from kctl.client import BrokerConnection, TopicPartition
 from kctl.client.consumer.fetcher import build_fetch_request
-from kctl.protocol import ApiKey, FramePool, FrameReader, decode_request, encode_response
+from kctl.protocol import ApiKey, FramePool, FrameReceiver, decode_request, encode_response
 from kctl.protocol.messages.api_versions import ApiVersion, ApiVersionsResponse
 from kctl.protocol.messages.fetch import FetchableTopicResponse, FetchResponse, PartitionData
 
@@ -65,7 +65,7 @@ def test_the_pool_keeps_at_most_max_buffers_and_max_bytes() -> None:
     del huge
 
 
-# ------------------------------------------------------------------------------------- FrameReader
+# ----------------------------------------------------------------------------------- FrameReceiver
 
 
 def frames_of(*payloads: bytes) -> bytes:
@@ -73,42 +73,56 @@ def frames_of(*payloads: bytes) -> bytes:
 
 
 @pytest.mark.parametrize("pool", [None, FramePool(min_size=16)])
-def test_receiving_into_pending_gives_the_frames_feed_gives(pool: FramePool | None) -> None:
-    payloads = [os.urandom(n) for n in (100, 3, 0, 70_000, 5)]
+def test_receiving_into_get_buffer_gives_the_frames_feed_gives(pool: FramePool | None) -> None:
+    payloads = [os.urandom(n) for n in (100, 3, 0, 70_000, 5, 300_000, 9)]
     stream = frames_of(*payloads)
-    reader = FrameReader(1 << 20, pool)
+    assert [bytes(f) for f in FrameReceiver(1 << 20).feed(stream)] == payloads
+    receiver = FrameReceiver(1 << 20, pool)
     got: list[bytes] = []
     position = 0
     step = 7
     while position < len(stream):
-        pending = reader.pending()
-        if pending is not None and len(pending):
-            n = min(step, len(pending), len(stream) - position)  # partial receives, as a socket's
-            pending[:n] = stream[position : position + n]
-            position += n
-            frame = reader.filled(n)
-            if frame is not None:
-                got.append(bytes(frame))
-        else:
-            chunk = stream[position : position + step]
-            position += len(chunk)
-            got += [bytes(f) for f in reader.feed(chunk)]
+        room = receiver.get_buffer()
+        n = min(step, len(room), len(stream) - position)  # partial receives, as a socket's
+        room[:n] = stream[position : position + n]
+        position += n
+        receiver.buffer_updated(n)
+        while (frame := receiver.next_frame()) is not None:
+            got.append(bytes(frame))
         step = step * 3 % 9973 + 1
-    assert got == payloads and reader.pending() is None and reader.buffered == 0
+    assert got == payloads and receiver.buffered == 0
 
 
-def test_filled_past_the_frame_or_without_one_is_refused() -> None:
-    reader = FrameReader(1024)
+def test_a_large_frame_is_received_in_place_into_a_pooled_buffer() -> None:
+    pool = FramePool(min_size=1024)
+    receiver = FrameReceiver(1 << 20, pool, in_place_above=1000)
+    payload = os.urandom(50_000)
+    first = receiver.feed(frames_of(payload))[0]
+    owner = id(first.obj)
+    assert bytes(first) == payload and pool.kept_bytes >= 50_000  # the fresh buffer went to the pool
+    del first
+    receiver.feed(struct.pack(">i", 40_000) + payload[:10])
+    room = receiver.get_buffer()  # the rest of the frame, in the pooled buffer
+    assert len(room) == 40_000 - 10 and id(room.obj) == owner and pool.reused == 1
+    room[:] = payload[10:40_000]
+    del room
+    receiver.buffer_updated(40_000 - 10)
+    second = receiver.next_frame()
+    assert second is not None and bytes(second) == payload[:40_000]
+
+
+def test_buffer_updated_past_the_room_given_is_refused() -> None:
+    receiver = FrameReceiver(1 << 20, in_place_above=1000)
     with pytest.raises(ValueError):
-        reader.filled(1)
-    assert reader.feed(struct.pack(">i", 4) + b"ab") == []
+        receiver.buffer_updated(len(receiver.get_buffer()) + 1)
+    assert receiver.feed(struct.pack(">i", 4000) + b"ab") == []
+    room = receiver.get_buffer()
     with pytest.raises(ValueError):
-        reader.filled(3)
-    pending = reader.pending()
-    assert pending is not None and len(pending) == 2
-    pending[:] = b"cd"
-    frame = reader.filled(2)
-    assert frame is not None and bytes(frame) == b"abcd"
+        receiver.buffer_updated(len(room) + 1)
+    room[: len(room)] = b"c" * len(room)
+    receiver.buffer_updated(len(room))
+    frame = receiver.next_frame()
+    assert frame is not None and bytes(frame) == b"ab" + b"c" * 3998
 
 
 # ------------------------------------------------------------------------------------- a connection
@@ -132,7 +146,7 @@ class BigAnswers:
             sock, _ = self.listener.accept()
         except OSError:
             return
-        reader = FrameReader()
+        reader = FrameReceiver()
         with sock:
             try:
                 while data := sock.recv(65536):

@@ -13,13 +13,13 @@ from kctl.protocol.messages.api_versions import ApiVersion, ApiVersionsRequest, 
 from kctl.protocol.messages.fetch import FetchableTopicResponse, FetchResponse, PartitionData
 from kctl.protocol.registry import SCHEMAS
 
-# ---------------------------------------------------------------------------------- FrameReader
+# ---------------------------------------------------------------------------------- FrameReceiver
 
 
 def test_frames_split_byte_by_byte() -> None:
     payloads = [b"hello", b"", b"x" * 300, bytes(range(256))]
     stream = b"".join(kp.frame(p) for p in payloads)
-    reader = kp.FrameReader(1024)
+    reader = kp.FrameReceiver(1024)
     got: list[bytes] = []
     for i in range(len(stream)):
         got.extend(bytes(f) for f in reader.feed(stream[i : i + 1]))
@@ -31,9 +31,9 @@ def test_many_frames_in_one_feed_and_random_splits() -> None:
     rng = random.Random(7)
     payloads = [bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 90))) for _ in range(60)]
     stream = b"".join(kp.frame(p) for p in payloads)
-    assert [bytes(f) for f in kp.FrameReader(100).feed(stream)] == payloads
+    assert [bytes(f) for f in kp.FrameReceiver(100).feed(stream)] == payloads
     for _ in range(20):
-        reader = kp.FrameReader(100)
+        reader = kp.FrameReceiver(100)
         got: list[bytes] = []
         i = 0
         while i < len(stream):
@@ -44,7 +44,7 @@ def test_many_frames_in_one_feed_and_random_splits() -> None:
 
 
 def test_frames_are_writable_and_independent() -> None:
-    reader = kp.FrameReader(64)
+    reader = kp.FrameReceiver(64)
     a, b = reader.feed(kp.frame(b"abc") + kp.frame(b"def"))
     assert isinstance(a, memoryview) and not a.readonly
     a[0] = ord("X")
@@ -52,18 +52,18 @@ def test_frames_are_writable_and_independent() -> None:
 
 
 def test_oversized_frame_rejected_before_buffering() -> None:
-    reader = kp.FrameReader(1000)
+    reader = kp.FrameReceiver(1000)
     with pytest.raises(kp.FrameTooLarge) as info:
         reader.feed(struct.pack(">i", 1001))
     assert (info.value.size, info.value.max_size) == (1001, 1000)
     assert isinstance(info.value, kp.ProtocolDecodeError)
     assert reader.buffered == 0
     # the limit itself is fine
-    assert [bytes(f) for f in kp.FrameReader(3).feed(kp.frame(b"abc"))] == [b"abc"]
+    assert [bytes(f) for f in kp.FrameReceiver(3).feed(kp.frame(b"abc"))] == [b"abc"]
 
 
 def test_oversized_frame_prefix_split_across_feeds() -> None:
-    reader = kp.FrameReader(10)
+    reader = kp.FrameReceiver(10)
     prefix = struct.pack(">i", 2**31 - 1)
     assert reader.feed(prefix[:3]) == []
     with pytest.raises(kp.FrameTooLarge):
@@ -71,7 +71,7 @@ def test_oversized_frame_prefix_split_across_feeds() -> None:
 
 
 def test_oversized_frame_after_a_good_one() -> None:
-    reader = kp.FrameReader(10)
+    reader = kp.FrameReceiver(10)
     with pytest.raises(kp.FrameTooLarge):
         reader.feed(kp.frame(b"ok") + struct.pack(">i", 11))
 
@@ -79,7 +79,7 @@ def test_oversized_frame_after_a_good_one() -> None:
 @pytest.mark.parametrize("size", [-1, -(2**31)])
 def test_negative_frame_size_rejected(size: int) -> None:
     with pytest.raises(kp.ProtocolDecodeError, match="negative frame size"):
-        kp.FrameReader(100).feed(struct.pack(">i", size))
+        kp.FrameReceiver(100).feed(struct.pack(">i", size))
 
 
 def test_frame_prefix() -> None:

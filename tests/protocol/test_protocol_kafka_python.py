@@ -251,7 +251,7 @@ def test_old_kafka_python_classes_agree_byte_for_byte(
 
 
 def _ours(frame: bytes | bytearray) -> tuple[kp.RequestHeader, Any]:
-    (payload,) = kp.FrameReader(1 << 20).feed(bytes(frame))
+    (payload,) = kp.FrameReceiver(1 << 20).feed(bytes(frame))
     return kp.decode_request(payload)
 
 

@@ -80,7 +80,7 @@ def test_framed_round_trip(api_key: int, version: int) -> None:
     header = kp.RequestHeader(api_key, version, 123456, "client-é")
     request = sample(schema.request, version)
     frame = kp.encode_request(header, request)
-    (payload,) = kp.FrameReader(1 << 20).feed(frame)
+    (payload,) = kp.FrameReceiver(1 << 20).feed(frame)
     parsed = kp.parse_request_header(payload)
     assert (parsed.api_key, parsed.api_version, parsed.correlation_id, parsed.client_id) == (
         api_key,

@@ -5,7 +5,10 @@ A ``BrokerChannel`` connects lazily to the other broker's endpoint (``inter.brok
 or its first), checks with ApiVersions that it answers the versions the replica fetcher uses, and
 authenticates when that listener speaks TLS and/or SASL (``security``: kctl.broker.security.inter_broker;
 a SASL session with a lifetime is renewed by reconnecting before it ends), and sends requests with
-increasing correlation ids; a reader task matches each response to its request.
+increasing correlation ids. The connection is an ``asyncio.BufferedProtocol`` (``_ResponseProtocol``):
+responses are received by the one frame receiver (kctl.protocol.framing.FrameReceiver; large Fetch
+answers straight into buffers of their own, used again from a small pool once the fetcher is done
+with them), and each is matched to its request as it completes.
 Every request has a timeout. A failure (refused connection, reset, timeout, malformed response) closes
 the connection and fails every request in flight with ``ChannelError``; the next request reconnects,
 no sooner than the backoff after the failure (doubling up to ``max_backoff`` while failures repeat)."""
@@ -13,7 +16,6 @@ no sooner than the backoff after the failure (doubling up to ``max_backoff`` whi
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import struct
@@ -21,6 +23,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import kctl.protocol as kp
+from kctl.protocol.framing import IN_PLACE_ABOVE, FramePool, FrameReceiver
 from kctl.protocol.messages.api_versions import ApiVersionsRequest
 from kctl.protocol.registry import ApiKey
 
@@ -62,9 +65,9 @@ class BrokerChannel:
         self.security = security
         self._renew_at: float | None = None  # reconnect before the SASL session ends
         self.versions: dict[int, tuple[int, int]] = {}
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._read_task: asyncio.Task[None] | None = None
+        self._transport: asyncio.Transport | None = None
+        # Fetch answers' buffers, used again once the fetcher dropped every view of them
+        self._pool = FramePool(min_size=IN_PLACE_ABOVE + 1, max_buffers=2, max_bytes=32 * 1024 * 1024)
         self._pending: dict[int, tuple[kp.RequestHeader, asyncio.Future[Any]]] = {}
         self._correlation = itertools.count(1)
         self._connect_lock = asyncio.Lock()
@@ -74,7 +77,7 @@ class BrokerChannel:
 
     @property
     def connected(self) -> bool:
-        return self._writer is not None and not self._writer.is_closing()
+        return self._transport is not None and not self._transport.is_closing()
 
     def retarget(self, host: str, port: int) -> None:
         """The broker re-registered at another address: reconnect there on the next request."""
@@ -97,17 +100,17 @@ class BrokerChannel:
                     raise ChannelError(f"the channel to broker {self.broker_id} is closed")
             try:
                 tls = self.security.ssl_context if self.security is not None else None
+                receiver = FrameReceiver(self.max_response_size, self._pool)
                 async with asyncio.timeout(self.request_timeout):
-                    reader, writer = await asyncio.open_connection(self.host, self.port, ssl=tls)
+                    transport, _ = await asyncio.get_running_loop().create_connection(
+                        lambda: _ResponseProtocol(self, receiver), self.host, self.port, ssl=tls
+                    )
             except (OSError, TimeoutError) as error:
                 self._failed()
                 raise ChannelError(
                     f"cannot connect to broker {self.broker_id} at {self.host}:{self.port}: {error}"
                 ) from None
-            self._reader, self._writer = reader, writer
-            self._read_task = asyncio.get_running_loop().create_task(
-                self._read_responses(reader), name=f"kctl-channel-{self.broker_id}"
-            )
+            self._transport = transport
             try:
                 response = await self._send(ApiKey.API_VERSIONS, 0, ApiVersionsRequest())
             except ChannelError:
@@ -168,14 +171,14 @@ class BrokerChannel:
         return await self._send(api_key, version, body, timeout)
 
     async def _send(self, api_key: int, version: int, body: Any, timeout: float | None = None) -> Any:
-        writer = self._writer
-        if writer is None or writer.is_closing():
+        transport = self._transport
+        if transport is None or transport.is_closing():
             raise ChannelError(f"not connected to broker {self.broker_id}")
         header = kp.RequestHeader(api_key, version, next(self._correlation) & 0x7FFFFFFF, CLIENT_ID)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[header.correlation_id] = (header, future)
         try:
-            writer.write(kp.encode_request(header, body))
+            transport.write(kp.encode_request(header, body))
             # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a cancellation that
             # arrives with the response, and a replica fetcher being closed went on fetching
             async with asyncio.timeout(timeout or self.request_timeout):
@@ -187,37 +190,34 @@ class BrokerChannel:
         finally:
             self._pending.pop(header.correlation_id, None)
 
-    async def _read_responses(self, reader: asyncio.StreamReader) -> None:
-        try:
-            while True:
-                (size,) = _SIZE.unpack(await reader.readexactly(4))
-                if size < 0 or size > self.max_response_size:
-                    raise ChannelError(f"bad response size {size}")
-                payload = await reader.readexactly(size)
-                (correlation_id,) = _SIZE.unpack_from(payload, 0)
-                entry = self._pending.get(correlation_id)
-                if entry is None:
-                    log.debug("response %d from broker %d has no request", correlation_id, self.broker_id)
-                    continue
-                header, future = entry
-                if not future.done():
-                    try:
-                        future.set_result(kp.decode_response(header, bytearray(payload))[1])
-                    except kp.ProtocolError as error:
-                        raise ChannelError(f"malformed response: {error}") from error
-        except asyncio.CancelledError:
-            raise
-        except (OSError, asyncio.IncompleteReadError, ChannelError) as error:
-            self._disconnect(ChannelError(f"connection to broker {self.broker_id} failed: {error}"))
+    def _response(self, transport: asyncio.BaseTransport, frame: memoryview) -> None:
+        """A complete response frame arrived on ``transport``: answer its request."""
+        if transport is not self._transport:
+            return  # a connection given up already
+        (correlation_id,) = _SIZE.unpack_from(frame, 0)
+        entry = self._pending.get(correlation_id)
+        if entry is None:
+            log.debug("response %d from broker %d has no request", correlation_id, self.broker_id)
+            return
+        header, future = entry
+        if not future.done():
+            try:
+                future.set_result(kp.decode_response(header, frame)[1])
+            except kp.ProtocolError as error:
+                self._connection_failed(transport, f"malformed response: {error}")
+
+    def _connection_failed(self, transport: asyncio.BaseTransport, why: str) -> None:
+        """The connection ``transport`` broke (or sent what cannot be read): give it up."""
+        if transport is self._transport:
+            self._disconnect(ChannelError(f"connection to broker {self.broker_id} failed: {why}"))
             self._failed()
+        else:
+            transport.close()
 
     def _disconnect(self, error: Exception) -> None:
-        writer, self._writer, self._reader = self._writer, None, None
-        task, self._read_task = self._read_task, None
-        if writer is not None:
-            writer.close()
-        if task is not None and task is not asyncio.current_task():
-            task.cancel()
+        transport, self._transport = self._transport, None
+        if transport is not None:
+            transport.close()
         pending, self._pending = self._pending, {}
         for _header, future in pending.values():
             if not future.done():
@@ -226,8 +226,46 @@ class BrokerChannel:
 
     async def close(self) -> None:
         self._closed = True
-        task = self._read_task
         self._disconnect(ChannelError(f"the channel to broker {self.broker_id} is closed"))
-        if task is not None:
-            with contextlib.suppress(BaseException):
-                await task
+
+
+class _ResponseProtocol(asyncio.BufferedProtocol):
+    """One connection of a ``BrokerChannel``: bytes into the frame receiver, frames to the channel."""
+
+    def __init__(self, channel: BrokerChannel, receiver: FrameReceiver) -> None:
+        self.channel = channel
+        self.receiver = receiver
+        self.transport: asyncio.BaseTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.receiver.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        receiver = self.receiver
+        transport = self.transport
+        assert transport is not None
+        receiver.buffer_updated(nbytes)
+        try:
+            frame = receiver.next_frame()
+            while frame is not None:
+                if frame.nbytes < 4:
+                    raise kp.ProtocolDecodeError(f"a response of {frame.nbytes} bytes has no header")
+                self.channel._response(transport, frame)
+                del frame  # the last view here: the pool may use its buffer again
+                if transport.is_closing():
+                    return
+                frame = receiver.next_frame()
+        except kp.ProtocolDecodeError as error:
+            self.channel._connection_failed(transport, f"bad response: {error}")
+
+    def eof_received(self) -> bool:
+        if self.transport is not None:
+            self.channel._connection_failed(self.transport, "closed by the broker")
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.transport is not None:
+            self.channel._connection_failed(self.transport, str(exc) if exc else "connection lost")
