@@ -15,7 +15,7 @@ from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic, ForgottenTopic
 from kctl.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 from kctl.testing import BrokerProcess
-from tests.raw_kafka import RawConnection, create_topic, produce, record_batch, running_broker, unique
+from raw_kafka import RawConnection, create_topic, produce, record_batch, running_broker, unique
 
 VERSION = 11  # topic names; sessions
 ID_VERSION = 13  # topic ids
