@@ -57,11 +57,11 @@ import struct
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 import kctl.protocol as kp
 from kctl.broker.connection_limits import ConnectionLimits
+from kctl.broker.request_context import RequestContext
 from kctl.broker.security.listeners import ListenerSecurity, certificate_principal
 from kctl.broker.security.sasl import AuthenticationError, CredentialLookup, Session
 from kctl.broker.sendfile import INLINE_REGION_BYTES, ShortFile, send_region
@@ -90,26 +90,6 @@ MAX_QUEUED_BYTES = 8 * 1024 * 1024
 FLUSH_BYTES = 256 * 1024
 
 _SIZE = struct.Struct(">i")
-
-
-@dataclass(slots=True)
-class RequestContext:
-    """What a handler knows of a request besides its body: the decoded header (api key and version,
-    correlation id, client id), the client's address and the id of its connection."""
-
-    header: kp.RequestHeader
-    client_host: str
-    client_port: int
-    connection_id: int
-    session: Session | None = None
-    #: set by a handler whose client exceeded a quota: the connection is muted that long after the
-    #: response (KIP-219)
-    throttle_time_ms: int = 0
-    #: seconds the handler was parked (acks=all waiting for followers, a fetch long-polling): Kafka's
-    #: remote time, added up by the handler for the request metrics
-    remote_time: float = 0.0
-    #: a second request-metrics name set by the handler (Fetch: FetchConsumer or FetchFollower)
-    metric_name: str | None = None
 
 
 #: (context, decoded body) -> response body, or None for no response (Produce acks=0)

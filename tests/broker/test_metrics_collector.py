@@ -39,7 +39,7 @@ def _partition(topic: str, index: int, *, leader: bool, isr: int, replicas: int 
 
 def _broker(partitions: list[Any], groups: list[Group], *, active: bool) -> Any:
     replicas = SimpleNamespace(
-        partitions={p.topic_partition: p for p in partitions}, isr_shrinks=2, isr_expands=1
+        partitions={p.topic_partition: p for p in partitions}, isr_shrinks=2, isr_expands=1, fetchers=None
     )
     metadata = SimpleNamespace(
         brokers=lambda: [SimpleNamespace(broker_id=1), SimpleNamespace(broker_id=2)],
@@ -54,6 +54,8 @@ def _broker(partitions: list[Any], groups: list[Group], *, active: bool) -> Any:
         replicated=True,
         servers=[],
         groups=SimpleNamespace(groups={g.group_id: g for g in groups}),
+        registry=SimpleNamespace(),  # the embedded registry: no ZooKeeper request latency
+        quotas=SimpleNamespace(client_metrics=lambda: []),
     )
 
 
