@@ -183,9 +183,11 @@ class Broker:
             self.registry.close()
 
     # -- lifecycle -----------------------------------------------------------------------------
-    async def start(self) -> None:
+    async def start(self, *, listen: bool = True) -> None:
         """Start the services and listen: wait out a previous run's registration, accept
-        connections, register, follow the registry, and start the periodic tasks."""
+        connections, register, follow the registry, and start the periodic tasks. ``listen`` False
+        (kctl.testing's in-process broker): everything but the listeners; requests then come through
+        ``dispatch`` only, and the broker registers its configured listener addresses."""
         self._loop = asyncio.get_running_loop()
         config = self.config
         registry = self.registry
@@ -196,7 +198,7 @@ class Broker:
             # session expires; wait for it (bounded) before listening, rather than exit
             await asyncio.to_thread(registry.wait_for_stale_registration, self.broker_id)
             limits = ConnectionLimits.from_config(config)  # shared by the listeners
-            for listener in config.listeners:
+            for listener in config.listeners if listen else ():
                 server = KafkaServer(
                     listener.host,
                     listener.port,
@@ -409,8 +411,11 @@ class Broker:
 
     def _register(self, registry: Registry) -> None:
         advertised = []
-        for listener, server in zip(self.config.advertised_listeners, self.servers, strict=False):
-            port = listener.port or server.port
+        bound = [server.port for server in self.servers]  # none when not listening
+        for index, listener in enumerate(self.config.advertised_listeners):
+            if index >= len(bound) and self.servers:
+                break  # more advertised listeners than listeners
+            port = listener.port or (bound[index] if index < len(bound) else 0)
             advertised.append((listener.name, listener.host or "127.0.0.1", port))
         if not advertised:
             raise RuntimeError("no listener to advertise")
