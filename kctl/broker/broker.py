@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kctl.broker.apis.registry import handlers, supported_versions
 from kctl.broker.config import BrokerConfig
@@ -41,6 +41,7 @@ from kctl.log.clock import SYSTEM_CLOCK, Clock
 from kctl.log.files import LogStorageError
 from kctl.log.manager import LogManager
 from kctl.protocol.registry import ApiKey
+from kctl.protocol.typed import ApiRequest
 from kctl.zk import Registry, open_registry
 from kctl.zk.model import BrokerRegistration, RegistryError, RegistryUnavailableError, parse_endpoint
 from kctl.zk.registry import (
@@ -53,6 +54,7 @@ from kctl.zk.registry import (
     SESSION_SUSPENDED,
 )
 
+R = TypeVar("R")
 log = logging.getLogger("kctl.broker")
 
 DISK_FAILURE_EXIT = 70
@@ -594,7 +596,9 @@ class Broker:
         self.transactions.on_partitions_changed()
 
     # -- requests ------------------------------------------------------------------------------
-    async def dispatch(self, context: RequestContext, request: Any) -> Any:
+    async def dispatch(self, context: RequestContext, request: ApiRequest[R]) -> R:
+        """The answer of ``request``'s handler (None for a request answered with nothing: Produce
+        acks=0), checked against the request context's authorizer; typed from the request class."""
         handler = self._handlers[context.header.api_key]
         context.authorizer = self.security.authorizer
         try:

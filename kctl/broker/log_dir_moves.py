@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kctl.common.topic_partition import TopicPartition
 from kctl.log.dir_move import LogMove
-from kctl.log.naming import TopicPartition
 
 if TYPE_CHECKING:
     from kctl.broker.replica_manager import ReplicaManager

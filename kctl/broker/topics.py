@@ -28,9 +28,10 @@ from kctl.broker.config import BrokerConfig
 from kctl.broker.controller.placement import InvalidReplicationFactorError, assign_replicas
 from kctl.broker.errors import ApiError
 from kctl.broker.metadata_cache import INTERNAL_TOPICS, MetadataCache
+from kctl.common.topic_partition import TopicPartition
 from kctl.log.config import InvalidConfigError
 from kctl.log.manager import LogManager
-from kctl.log.naming import TopicPartition, validate_topic_name
+from kctl.log.naming import validate_topic_name
 from kctl.protocol.errors import ErrorCode
 from kctl.zk.model import (
     InvalidPartitionsError,

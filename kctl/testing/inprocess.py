@@ -23,7 +23,7 @@ import itertools
 import threading
 from collections.abc import Coroutine, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from kctl.broker.broker import Broker
 from kctl.broker.config import BrokerConfig
@@ -43,8 +43,10 @@ from kctl.protocol.messages.create_topics import (
     CreatableTopicConfig,
     CreateTopicsRequest,
 )
+from kctl.protocol.typed import ApiRequest
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 #: how long ``call`` waits for a handler (a handler parked longer is a failing test, not a slow one)
 CALL_TIMEOUT_S = 60.0
@@ -88,13 +90,13 @@ class InProcessBroker:
 
     def call(
         self,
-        request: Any,
+        request: ApiRequest[R],
         *,
         version: int | None = None,
         principal: str | None = None,
         client_id: str = "kctl-inprocess",
         client_host: str = "127.0.0.1",
-    ) -> Any:
+    ) -> R:
         """The broker's answer to ``request`` (an API's request dataclass) at ``version`` (default:
         the newest the broker answers), from ``principal`` if given (else outside any session:
         allowed everything), or None for a request answered with nothing (Produce acks=0)."""
@@ -111,13 +113,14 @@ class InProcessBroker:
         session = Session.start(None, principal) if principal is not None else None
         context = RequestContext(decoded_header, client_host, 0, 0, session)
         response = self._run(self.broker.dispatch(context, body))
-        if response is None:
-            return None
+        if response is None:  # Produce acks=0 (its R includes None)
+            return cast(R, None)
         try:
             encoded = encode_response(header, response)
         except ProtocolEncodeError:  # file regions (Fetch): as the handler returned them
             return response
-        return decode_response(header, memoryview(encoded)[4:])[1]
+        decoded: R = decode_response(header, memoryview(encoded)[4:])[1]
+        return decoded
 
     def create_topic(self, name: str, partitions: int = 1, configs: Mapping[str, str] | None = None) -> None:
         """Create ``name`` through CreateTopics (replication factor 1), waiting until it is served;

@@ -49,7 +49,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -66,6 +66,9 @@ from kctl.localcluster.zookeeper import (
 from kctl.localcluster.zookeeper_ensemble import ZooKeeperEnsemble
 from kctl.testing.kafka_dist import KafkaJarsUnavailable
 from kctl.testing.kafka_tools import KafkaTools, required
+
+if TYPE_CHECKING:
+    from kctl.testing.inprocess import InProcessBroker
 
 MARKERS = {
     "zk": "needs a real ZooKeeper server",
@@ -221,7 +224,7 @@ def broker(broker_factory: BrokerFactory) -> BrokerProcess:
 
 
 @pytest.fixture
-def inprocess_broker_factory(tmp_path: Path) -> Iterator[Callable[..., Any]]:
+def inprocess_broker_factory(tmp_path: Path) -> Iterator[Callable[..., InProcessBroker]]:
     """``inprocess_broker_factory(properties=None) -> InProcessBroker``: brokers in this process, each
     in its own directory under tmp_path; all are closed at teardown (kctl.testing.inprocess)."""
     from kctl.testing.inprocess import InProcessBroker  # the broker package: only for tests using it
@@ -238,7 +241,7 @@ def inprocess_broker_factory(tmp_path: Path) -> Iterator[Callable[..., Any]]:
 
 
 @pytest.fixture
-def inprocess_broker(inprocess_broker_factory: Callable[..., Any]) -> Any:
+def inprocess_broker(inprocess_broker_factory: Callable[..., InProcessBroker]) -> InProcessBroker:
     """A broker in this process with default properties (kctl.testing.inprocess)."""
     return inprocess_broker_factory()
 

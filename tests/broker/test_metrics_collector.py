@@ -16,7 +16,7 @@ from kctl.broker.metrics.catalog import METRICS, render_reference
 from kctl.broker.metrics.collector import BrokerCollector, Families
 from kctl.broker.metrics.listener import MetricsListener, parse_metrics_listener
 from kctl.broker.metrics.stats import TIME_BUCKETS_MS, BrokerStats, RequestStats, cumulative, kafka_api_name
-from kctl.log.naming import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.testing.metrics import Samples
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.broker.transaction.operations import add_partitions, verify_partitions
-from kctl.log.naming import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.add_partitions_to_txn import (

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
+from kctl.common.topic_partition import TopicPartition
 from kctl.log.dir_move import LogDirNotFoundError
-from kctl.log.naming import TopicPartition
 from kctl.protocol.acl_types import CLUSTER_NAME, AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.alter_replica_log_dirs import (

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
+from kctl.common.topic_partition import TopicPartition
 from kctl.log.log import OffsetOutOfRangeError
-from kctl.log.naming import TopicPartition
 from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.delete_records import (

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.log_dir_moves import MoveProgress
 from kctl.broker.partition import Partition
-from kctl.log.naming import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol.acl_types import CLUSTER_NAME, AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.describe_log_dirs import (

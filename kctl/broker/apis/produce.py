@@ -37,7 +37,7 @@ from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.broker.quotas import PRODUCE, throttle_request
 from kctl.broker.replica_manager import RecordErrorsApiError
-from kctl.log.naming import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.log.validation import UnsupportedCompressionError, check_produce_records
 from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode, error_name

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
-from kctl.log.naming import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol.acl_types import CLUSTER_NAME, AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.write_txn_markers import (

@@ -33,7 +33,7 @@ from kctl.broker.group.records import (
     encode_offset_key,
     partition_for_group,
 )
-from kctl.log.naming import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol.errors import ErrorCode
 from kctl.records.builder import RecordBatchBuilder
 from kctl.records.header import BatchHeader

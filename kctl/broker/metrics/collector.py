@@ -21,8 +21,8 @@ from kctl.broker.metrics.catalog import BY_NAME, COUNTER, GAUGE, HISTOGRAM
 from kctl.broker.metrics.stats import REQUEST_TIMES, TOPIC_COUNTERS, BrokerStats, cumulative
 from kctl.broker.quotas import FETCH, PRODUCE
 from kctl.common.time_histogram import TimeHistogram
+from kctl.common.topic_partition import TopicPartition
 from kctl.log.flush_stats import LOG_FLUSHES
-from kctl.log.naming import TopicPartition
 
 if TYPE_CHECKING:
     from kctl.broker.metrics.source import MetricsSource

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.replication.channel import BrokerChannel, ChannelError
 from kctl.broker.replication.fetcher import LATEST, LIST_OFFSETS_VERSION
-from kctl.log.naming import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kctl.protocol.registry import ApiKey
 
