@@ -52,7 +52,8 @@ from pathlib import Path
 from typing import Any
 
 import kctl.protocol as kp
-from kctl.log.naming import TopicPartition, partition_dir_name
+from kctl.common.topic_partition import TopicPartition
+from kctl.log.naming import partition_dir_name
 from kctl.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from kctl.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kctl.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData

@@ -14,9 +14,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from kctl.common.topic_partition import TopicPartition
 from kctl.log.config import LogConfig
 from kctl.log.log import Log
-from kctl.log.naming import TopicPartition
 from kctl.records.builder import RecordBatchBuilder
 
 

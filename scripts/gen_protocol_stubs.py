@@ -5,7 +5,9 @@ A message module declares its classes with ``kctl.protocol.types.struct(...)``, 
 dataclasses at run time, so a type checker cannot see their fields. This script imports every module
 of ``kctl.protocol.messages`` and writes ``<module>.pyi`` next to it: each struct as a dataclass
 stub (every field typed from its schema type — ``X | None`` where the field is nullable in some
-version or defaults to null — and given a default, as at run time) and each ``ApiSchema`` constant.
+version or defaults to null — and given a default, as at run time) and each ``ApiSchema`` constant;
+an API's request class also gets ``__kctl_response__`` returning its response class, which is how
+``kctl.protocol.typed.ApiRequest`` carries the response type to ``request(...)`` (stubs only).
 Only type checkers read the stubs; the run-time classes are untouched.
 
 Usage: python scripts/gen_protocol_stubs.py [--check]
@@ -37,6 +39,8 @@ from kctl.protocol.types import (  # noqa: E402
 )
 
 MESSAGES_DIR = Path(messages.__file__).parent
+#: requests the broker may leave unanswered (Produce with acks=0)
+UNANSWERED = frozenset({"ProduceRequest"})
 HEADER = "# Generated from {source} by scripts/gen_protocol_stubs.py.\n# Do not edit: run `make gen`.\n"
 
 
@@ -82,6 +86,11 @@ def render(module_name: str) -> str:
         elif name.isupper() and type(value) in (str, int):
             constants.append((name, type(value).__name__))
     names = {cls: name for name, cls in structs}
+    responses = {}  # request class -> its response's annotation
+    for name in schemas:
+        schema = getattr(module, name)
+        answer = names[schema.response]
+        responses[schema.request] = f"{answer} | None" if schema.request.__name__ in UNANSWERED else answer
     body: list[str] = []
     for name, cls in structs:
         body.append("")
@@ -89,6 +98,8 @@ def render(module_name: str) -> str:
         body.append(f"class {name}:")
         body.append("    __kafka_schema__: ClassVar[StructSchema]")
         body.extend(_field_line(f, names) for f in schema_of(cls).fields)
+        if cls in responses:
+            body.append(f"    def __kctl_response__(self) -> {responses[cls]}: ...")
     if schemas or data_schemas or constants:
         body.append("")
     body.extend(f"{name}: {kind}" for name, kind in constants)

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from kctl.common.topic_partition import TopicPartition
 from kctl.log.clock import ManualClock
 from kctl.log.config import LogConfig
 from kctl.log.log import Log
-from kctl.log.naming import TopicPartition
 from kctl.records.builder import RecordBatchBuilder
 
 # kctl's test harness: the zookeeper, broker and local_cluster_factory fixtures and the zk/e2e markers.

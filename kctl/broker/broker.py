@@ -12,16 +12,16 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kctl.broker.apis.registry import handlers, supported_versions
 from kctl.broker.config import BrokerConfig
 from kctl.broker.connection_limits import ConnectionLimits
 from kctl.broker.controller import REBALANCE, Controller
-from kctl.broker.dynamic_config import DynamicBrokerConfigs
-from kctl.broker.errors import ApiError
+from kctl.broker.dynamic_config import DynamicBrokerConfigs, apply_stored_configs
 from kctl.broker.fetch_session import FetchSessionCache
-from kctl.broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
+from kctl.broker.group.coordinator import GroupCoordinator
+from kctl.broker.log_dir_moves import LogDirMover
 from kctl.broker.loggers import BrokerLoggers
 from kctl.broker.metadata_cache import MetadataCache
 from kctl.broker.metadata_propagation import Expectations, MetadataPropagation
@@ -39,13 +39,13 @@ from kctl.broker.stall_watch import StallWatch
 from kctl.broker.topics import TopicAdmin
 from kctl.broker.transaction.coordinator import TransactionCoordinator
 from kctl.broker.transaction.verification import TransactionVerifier
+from kctl.common.topic_partition import TopicPartition
 from kctl.log.cleaner import clean_log, needs_cleaning
 from kctl.log.clock import SYSTEM_CLOCK, Clock
 from kctl.log.files import LogStorageError
 from kctl.log.manager import LogManager
-from kctl.log.naming import TopicPartition
-from kctl.protocol.errors import ErrorCode
 from kctl.protocol.registry import ApiKey
+from kctl.protocol.typed import ApiRequest
 from kctl.zk import Registry, open_registry
 from kctl.zk.model import BrokerRegistration, RegistryError, RegistryUnavailableError, parse_endpoint
 from kctl.zk.registry import (
@@ -58,6 +58,7 @@ from kctl.zk.registry import (
     SESSION_SUSPENDED,
 )
 
+R = TypeVar("R")
 log = logging.getLogger("kctl.broker")
 
 DISK_FAILURE_EXIT = 70
@@ -67,25 +68,20 @@ UNCLEAN_RESTART_WAIT_S = 60.0
 
 
 class Broker:
-    """One broker. What its API handlers use of it: ``config``, ``broker_id``, ``clock``,
-    ``supported_versions``, and — once started — ``logs``, ``metadata``, ``replicas``, ``topics``,
-    ``groups``, ``transactions``, ``txn_verifier``, ``producer_ids`` and the methods below."""
+    """One broker. Its constructor is the factory of its services: once it returns, everything its
+    API handlers, periodic tasks and metrics use exists (``config``, ``broker_id``, ``clock``,
+    ``supported_versions``, ``registry``, ``logs``, ``metadata``, ``propagation``, ``replicas``,
+    ``controller``, ``topics``, ``producer_ids``, ``groups``, ``transactions``, ``security``,
+    ``quotas``, ``dynamic_configs``, ``metrics``), built in dependency order from the configuration
+    and the registry; ``start`` only starts them and listens. Handlers are typed against narrow
+    Protocols of what they use (kctl.broker.handler_services), which the Broker satisfies."""
 
-    # set by start()
-    metadata: MetadataCache
-    propagation: MetadataPropagation
-    replicas: ReplicaManager
-    topics: TopicAdmin
-    producer_ids: ProducerIdManager
-    groups: GroupCoordinator
-    transactions: TransactionCoordinator
-    txn_verifier: TransactionVerifier
-    controller: Controller
-    security: BrokerSecurity
-    dynamic_configs: DynamicBrokerConfigs
-    quotas: QuotaManager
-
-    def __init__(self, config: BrokerConfig, *, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(
+        self, config: BrokerConfig, *, clock: Clock = SYSTEM_CLOCK, registry: Registry | None = None
+    ) -> None:
+        """Open the registry (unless given one: an embedded registry of a test, kctl.testing's
+        in-process broker), recover the logs and build every service; nothing listens yet. On a
+        failure what was opened is closed again."""
         self.config = config
         #: the bytes this leader sends to throttled followers (leader.replication.throttled.rate)
         self.leader_quota = ReplicationQuota("leader", lambda: config["leader.replication.throttled.rate"])
@@ -99,8 +95,6 @@ class Broker:
         self.loggers = BrokerLoggers(self.broker_id, self._on_logger_levels_changed)
         self.supported_versions = supported_versions()
         self._handlers = {key: handler.handle for key, handler in handlers().items()}
-        self.log_manager: LogManager | None = None
-        self.registry: Registry | None = None
         self.servers: list[KafkaServer] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -109,79 +103,120 @@ class Broker:
         self._halting = False  # a disk failed: the process is going (_on_disk_failure)
         self._stall_watch: StallWatch | None = None  # cluster mode (kctl.broker.stall_watch)
         self._stopping = False  # set once the controlled shutdown is over: metadata is no longer followed
-
-    # -- lifecycle -----------------------------------------------------------------------------
-    async def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        config = self.config
+        self._closed = False  # _shutdown ran: logs closed, registry left
         metadata_dir = Path(config.log_dirs[0])
         metadata_dir.mkdir(parents=True, exist_ok=True)
-        registry = self.registry = open_registry(
-            config.zookeeper_connect,
-            metadata_dir,
-            session_timeout_ms=config["zookeeper.session.timeout.ms"],
-            connection_timeout_ms=config["zookeeper.connection.timeout.ms"],
-        )
-        registry.start()
+        if registry is None:
+            registry = open_registry(
+                config.zookeeper_connect,
+                metadata_dir,
+                session_timeout_ms=config["zookeeper.session.timeout.ms"],
+                connection_timeout_ms=config["zookeeper.connection.timeout.ms"],
+            )
+            registry.start()
+        self.registry: Registry = registry
         try:
-            self.dynamic_configs = DynamicBrokerConfigs(self)
-            self.dynamic_configs.load()  # dynamic broker configs over server.properties
-            cluster_id = registry.cluster_id()
-            self.log_manager = LogManager(
-                config.log_dirs,
-                config.log_config,
-                broker_id=self.broker_id,
-                cluster_id=cluster_id,
-                clock=self.clock,
-                high_watermark_follows_log_end=not self.replicated,
-            )
-            self.metadata = MetadataCache(registry)
-            self.propagation = MetadataPropagation(self.broker_id, self.metadata, self._channel_to)
-            self.replicas = self._replica_manager(registry)
-            self.replicas.after_background_create = self._sync_partitions
-            self.controller = Controller(
-                self.broker_id,
-                registry,
-                unclean_leader_election=config["unclean.leader.election.enable"],
-                imbalance_percentage=config["leader.imbalance.per.broker.percentage"],
-            )
-            self.topics = TopicAdmin(
-                config,
-                registry,
-                self.metadata,
-                self.broker_id,
-                initialize_partitions=self._initialize_partitions,
-            )
-            self.producer_ids = ProducerIdManager(self.broker_id, metadata_dir)
-            self.groups = GroupCoordinator(self)
-            self.transactions = TransactionCoordinator(self, self._channel_to)
-            self.txn_verifier = TransactionVerifier(self, self.transactions, self._channel_to)
-            self.replicas.on_marker = self._on_txn_marker
-            self.security = BrokerSecurity(
-                config.effective_properties(),  # the dynamic listener TLS material too
-                config.values,
-                registry.security_store,
-            )
-            self.quotas = QuotaManager(
-                registry.quota_store,
-                window_size_ms=config["quota.window.size.seconds"] * 1000,
-                window_count=config["quota.window.num"],
-            )
-            self.quotas.start()
+            self._build_services(registry, metadata_dir)
+        except BaseException:
+            self._close_partially_built()
+            raise
+
+    def _build_services(self, registry: Registry, metadata_dir: Path) -> None:
+        """The services, each from what was built before it."""
+        config = self.config
+        apply_stored_configs(config, registry, self.broker_id)  # dynamic broker configs over the file
+        self.cluster_id = registry.cluster_id()
+        self.security = BrokerSecurity(
+            config.effective_properties(),  # the dynamic listener TLS material too
+            config.values,
+            registry.security_store,
+        )
+        #: each listener's TLS and SASL state (one object per listener: the dynamic configs reload it)
+        self.listener_security = {
+            listener.name: self.security.listener(listener.name) for listener in config.listeners
+        }
+        self.logs = LogManager(
+            config.log_dirs,
+            config.log_config,
+            broker_id=self.broker_id,
+            cluster_id=self.cluster_id,
+            clock=self.clock,
+            high_watermark_follows_log_end=not self.replicated,
+        )
+        self.metadata = MetadataCache(registry)
+        self.propagation = MetadataPropagation(self.broker_id, self.metadata, self.channel_to)
+        self.replicas = self._replica_manager(registry)
+        self.replicas.after_background_create = self._sync_partitions
+        self.controller = Controller(
+            self.broker_id,
+            registry,
+            unclean_leader_election=config["unclean.leader.election.enable"],
+            imbalance_percentage=config["leader.imbalance.per.broker.percentage"],
+        )
+        self.topics = TopicAdmin(
+            config,
+            registry,
+            self.metadata,
+            self.broker_id,
+            initialize_partitions=self._initialize_partitions,
+            on_created=self._sync_partitions,
+        )
+        #: AlterReplicaLogDirs' moves of replicas between log dirs
+        self.log_dir_moves = LogDirMover(self.logs, self.replicas)
+        self.producer_ids = ProducerIdManager(self.broker_id, metadata_dir)
+        self.groups = GroupCoordinator(self)
+        self.transactions = TransactionCoordinator(self, self.channel_to)
+        self.txn_verifier = TransactionVerifier(self, self.transactions, self.channel_to)
+        self.replicas.on_marker = self._on_txn_marker
+        self.quotas = QuotaManager(
+            registry.quota_store,
+            window_size_ms=config["quota.window.size.seconds"] * 1000,
+            window_count=config["quota.window.num"],
+        )
+        self.quotas.start()  # loads the quotas and follows their changes
+        self.dynamic_configs = DynamicBrokerConfigs(
+            config,
+            registry,
+            self.broker_id,
+            logs=self.logs,
+            controller=self.controller,
+            listeners=self.listener_security.values(),
+            on_log_defaults_changed=self._sync_partitions,
+        )
+
+    def _close_partially_built(self) -> None:
+        """Construction failed: close the logs (if they were opened) and the registry."""
+        logs: LogManager | None = self.__dict__.get("logs")
+        if logs is not None:
+            with contextlib.suppress(Exception):
+                logs.close()
+        with contextlib.suppress(Exception):
+            self.registry.close()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    async def start(self, *, listen: bool = True) -> None:
+        """Start the services and listen: wait out a previous run's registration, accept
+        connections, register, follow the registry, and start the periodic tasks. ``listen`` False
+        (kctl.testing's in-process broker): everything but the listeners; requests then come through
+        ``dispatch`` only, and the broker registers its configured listener addresses."""
+        self._loop = asyncio.get_running_loop()
+        config = self.config
+        registry = self.registry
+        try:
             if self.replicated:
                 self.security.check_inter_broker([listener.name for listener in config.listeners])
             # a restart right after a kill -9: the previous run's registration stays until its
             # session expires; wait for it (bounded) before listening, rather than exit
             await asyncio.to_thread(registry.wait_for_stale_registration, self.broker_id)
             limits = ConnectionLimits.from_config(config)  # shared by the listeners
-            for listener in config.listeners:
+            for listener in config.listeners if listen else ():
                 server = KafkaServer(
                     listener.host,
                     listener.port,
                     self.dispatch,
                     self.supported_versions,
                     max_request_size=config["socket.request.max.bytes"],
-                    security=self.security.listener(listener.name),
+                    security=self.listener_security[listener.name],
                     credentials=self.security.credentials,
                     limits=limits,
                     name=listener.name,
@@ -189,7 +224,7 @@ class Broker:
                 )
                 await server.start()
                 self.servers.append(server)
-            unclean = self.replicated and self.log_manager.lost_unsynced_writes
+            unclean = self.replicated and self.logs.lost_unsynced_writes
             if unclean:  # out of every ISR before it leads or counts as in sync (KIP-966's idea)
                 registry.announce_unclean_restart(self.broker_id)
             self._register(registry)
@@ -209,7 +244,7 @@ class Broker:
         log.info(
             "broker %d started (cluster %s, %s), listening on %s",
             self.broker_id,
-            cluster_id,
+            self.cluster_id,
             "ZooKeeper " + config.zookeeper_connect if config.zookeeper_connect else "embedded metadata",
             ", ".join(self.bootstrap_addresses),
         )
@@ -255,7 +290,7 @@ class Broker:
                 quota=ReplicationQuota("follower", lambda: config["follower.replication.throttled.rate"]),
                 on_disk_failure=self._on_disk_failure,
             )
-            fetchers = ReplicaFetcherManager(settings, self._channel_to)
+            fetchers = ReplicaFetcherManager(settings, self.channel_to)
         return ReplicaManager(
             self.broker_id,
             self.logs,
@@ -280,10 +315,8 @@ class Broker:
             return
         self._halting = True
         log.critical("log dir disk failure (%s): halting broker %d, as Kafka does", error, self.broker_id)
-        registry = self.registry
-        if registry is not None:
-            with contextlib.suppress(Exception):
-                registry.close()
+        with contextlib.suppress(Exception):
+            self.registry.close()
         logging.shutdown()
         os._exit(DISK_FAILURE_EXIT)
 
@@ -312,7 +345,7 @@ class Broker:
         self.txn_verifier.on_marker(tp, producer_id)
         self.groups.offsets.on_txn_marker(tp, producer_id, commit, offset)
 
-    def _channel_to(self, broker_id: int) -> BrokerChannel | None:
+    def channel_to(self, broker_id: int) -> BrokerChannel | None:
         """A channel to ``broker_id``'s inter-broker endpoint; None while it is not registered."""
         endpoint = self._inter_broker_endpoint(broker_id)
         if endpoint is None:
@@ -332,10 +365,9 @@ class Broker:
         """Zombie fencing (decision 6): with the ZooKeeper session expired, stop leading at once; with
         the connection suspended, stop once it has been for the session timeout. Leading resumes
         after the registry re-registered and the states were re-read (``_refresh_metadata``)."""
-        registry = self.registry
-        if registry is None or not self.replicated:
+        if not self.replicated:
             return
-        state = registry.session_state()
+        state = self.registry.session_state()
         if state == SESSION_EXPIRED:
             self.metrics.stats.zookeeper_expires += 1
             self.replicas.fence()
@@ -346,7 +378,7 @@ class Broker:
             )
 
     def _fence_if_still_suspended(self) -> None:
-        if self.registry is not None and self.registry.session_state() != SESSION_CONNECTED:
+        if self.registry.session_state() != SESSION_CONNECTED:
             self.replicas.fence()
 
     def _on_stall(self, gap_s: float) -> None:
@@ -365,8 +397,6 @@ class Broker:
 
     async def _confirm_session_after_stall(self) -> None:
         registry = self.registry
-        if registry is None:
-            return
         try:
             await asyncio.to_thread(registry.live_brokers)  # a round trip on the session
         except Exception as error:  # expired or unreachable: the session handler takes it from here
@@ -404,8 +434,11 @@ class Broker:
 
     def _register(self, registry: Registry) -> None:
         advertised = []
-        for listener, server in zip(self.config.advertised_listeners, self.servers, strict=False):
-            port = listener.port or server.port
+        bound = [server.port for server in self.servers]  # none when not listening
+        for index, listener in enumerate(self.config.advertised_listeners):
+            if index >= len(bound) and self.servers:
+                break  # more advertised listeners than listeners
+            port = listener.port or (bound[index] if index < len(bound) else 0)
             advertised.append((listener.name, listener.host or "127.0.0.1", port))
         if not advertised:
             raise RuntimeError("no listener to advertise")
@@ -440,13 +473,14 @@ class Broker:
 
     async def _stop_following(self) -> None:
         self._stopping = True
-        if self.registry is not None:
-            self.registry.remove_listener(self._on_registry_change)
-        replicas: ReplicaManager | None = getattr(self, "replicas", None)
-        if replicas is not None:
-            await replicas.stop_fetching()
+        self.registry.remove_listener(self._on_registry_change)
+        await self.replicas.stop_fetching()
 
     async def _shutdown(self) -> None:
+        """Stop what ``start`` started and close every service (once; also after a failed start)."""
+        if self._closed:
+            return
+        self._closed = True
         await self.metrics.stop()
         if self._stall_watch is not None:
             self._stall_watch.stop()
@@ -454,36 +488,23 @@ class Broker:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
-        if getattr(self, "controller", None) is not None and self.registry is not None:
-            await self.controller.stop()  # resign first, so that another broker takes over
+        await self.controller.stop()  # resign first, so that another broker takes over
         for server in self.servers:
             await server.stop()
         self.servers.clear()
-        transactions: TransactionCoordinator | None = getattr(self, "transactions", None)
-        if transactions is not None:
-            await transactions.close()
-        verifier: TransactionVerifier | None = getattr(self, "txn_verifier", None)
-        if verifier is not None:
-            await verifier.close()
-        replicas: ReplicaManager | None = getattr(self, "replicas", None)
-        if replicas is not None:
-            await replicas.close()
-        propagation: MetadataPropagation | None = getattr(self, "propagation", None)
-        if propagation is not None:
-            await propagation.close()
-        if self.log_manager is not None:
-            try:
-                self.log_manager.close()
-            except OSError as error:  # a full disk: no checkpoint, no clean-shutdown marker
-                log.warning("could not close the logs cleanly (%s): the next start recovers them", error)
-            self.log_manager = None
-        if self.registry is not None:
-            try:
-                self.registry.unregister_broker(self.broker_id)
-            except Exception:  # the session may already be gone
-                log.debug("unregister failed", exc_info=True)
-            self.registry.close()
-            self.registry = None
+        await self.transactions.close()
+        await self.txn_verifier.close()
+        await self.replicas.close()
+        await self.propagation.close()
+        try:
+            self.logs.close()
+        except OSError as error:  # a full disk: no checkpoint, no clean-shutdown marker
+            log.warning("could not close the logs cleanly (%s): the next start recovers them", error)
+        try:
+            self.registry.unregister_broker(self.broker_id)
+        except Exception:  # the session may already be gone
+            log.debug("unregister failed", exc_info=True)
+        self.registry.close()
 
     # -- metadata ------------------------------------------------------------------------------
     def _on_registry_change(self, reason: str) -> None:
@@ -510,7 +531,7 @@ class Broker:
             self._refresh_metadata(*changes)
 
     def _refresh_metadata(self, *reasons: str) -> None:
-        if self.registry is None or self._stopping:
+        if self._stopping or self._closed:
             return
         try:
             if CONFIGS in reasons:
@@ -559,7 +580,7 @@ class Broker:
         apart; then the broker stops anyway."""
         config = self.config
         registry = self.registry
-        if registry is None or not config.zookeeper_connect or not config["controlled.shutdown.enable"]:
+        if not config.zookeeper_connect or not config["controlled.shutdown.enable"]:
             return
         attempt_s = config["zookeeper.session.timeout.ms"] / 1000
         for attempt in range(1, max(config["controlled.shutdown.max.retries"], 1) + 1):
@@ -596,50 +617,12 @@ class Broker:
         self.groups.on_partitions_changed()
         self.transactions.on_partitions_changed()
 
-    def group_coordinator_for(self, group_id: str) -> int:
-        """The broker id leading ``group_id``'s __consumer_offsets partition (creating the topic on
-        first use, from whichever broker is asked, as Kafka's brokers do: the registry's create is
-        atomic); raises ApiError(COORDINATOR_NOT_AVAILABLE) while it cannot be known."""
-        if self.metadata.topic(OFFSETS_TOPIC) is None:
-            # Kafka's rule (KIP-115): wait (COORDINATOR_NOT_AVAILABLE) until
-            # offsets.topic.replication.factor brokers are up; a cluster of one (embedded mode) uses 1.
-            factor = self.config["offsets.topic.replication.factor"] if self.config.zookeeper_connect else 1
-            try:
-                self.topics.create_topic(
-                    OFFSETS_TOPIC,
-                    self.config["offsets.topic.num.partitions"],
-                    max(factor, 1),
-                    configs={"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)},
-                    internal=True,
-                )
-            except ApiError as error:
-                if error.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                    raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, error.message) from None
-            self.on_metadata_changed()
-        state = self.metadata.partition_state(OFFSETS_TOPIC, self.groups.partition_of(group_id))
-        if state is None or state.leader < 0:
-            raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group's partition has no leader")
-        return state.leader
-
-    def auto_create_topic(self, name: str) -> None:
-        self.topics.create_topic(name)
-        self.on_metadata_changed()
-        log.info("auto-created topic %s", name)
-
-    def ensure_topic_for_produce(self, name: str) -> None:
-        if self.metadata.topic(name) is not None:
-            return
-        if not self.config["auto.create.topics.enable"]:
-            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
-        try:
-            self.auto_create_topic(name)
-        except ApiError as error:
-            if error.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                raise
-
     # -- requests ------------------------------------------------------------------------------
-    async def dispatch(self, context: RequestContext, request: Any) -> Any:
+    async def dispatch(self, context: RequestContext, request: ApiRequest[R]) -> R:
+        """The answer of ``request``'s handler (None for a request answered with nothing: Produce
+        acks=0), checked against the request context's authorizer; typed from the request class."""
         handler = self._handlers[context.header.api_key]
+        context.authorizer = self.security.authorizer
         try:
             return await handler(self, context, request)
         except Exception:
@@ -676,13 +659,6 @@ class Broker:
             self._every(
                 lambda: config["log.cleaner.backoff.ms"], "compaction", self._run_compaction, in_thread=True
             )
-
-    @property
-    def logs(self) -> LogManager:
-        """The log manager of a started broker (RuntimeError before start or after stop)."""
-        if self.log_manager is None:
-            raise RuntimeError(f"broker {self.broker_id} is not running")
-        return self.log_manager
 
     def _every(
         self,

@@ -13,7 +13,6 @@ from typing import Any, TypeVar
 
 from kctl.broker.dynamic_config import entity_of, validate_broker_configs
 from kctl.broker.errors import ApiError
-from kctl.broker.security.acls import require
 from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.configs import BROKER_RESOURCE, TOPIC_RESOURCE, ConfigResourceType
 from kctl.protocol.errors import ErrorCode
@@ -49,7 +48,7 @@ def alter_topic_configs(
                         "the legacy AlterConfigs does not alter broker loggers (resource type 8): "
                         "use IncrementalAlterConfigs",
                     )
-                require(broker, context, AclOperation.ALTER_CONFIGS, AclResourceType.CLUSTER)
+                context.require(AclOperation.ALTER_CONFIGS, AclResourceType.CLUSTER)
                 broker.loggers.check_resource(resource.resource_name)
                 broker.loggers.alter(resource.configs, validate_only=validate_only)
                 responses.append(
@@ -62,11 +61,9 @@ def alter_topic_configs(
                 )
                 continue
             if resource.resource_type == TOPIC_RESOURCE:
-                require(
-                    broker, context, AclOperation.ALTER_CONFIGS, AclResourceType.TOPIC, resource.resource_name
-                )
+                context.require(AclOperation.ALTER_CONFIGS, AclResourceType.TOPIC, resource.resource_name)
             elif resource.resource_type == BROKER_RESOURCE:
-                require(broker, context, AclOperation.ALTER_CONFIGS, AclResourceType.CLUSTER)
+                context.require(AclOperation.ALTER_CONFIGS, AclResourceType.CLUSTER)
             if resource.resource_type == BROKER_RESOURCE and new_broker_configs is not None:
                 _alter_broker_configs(broker, resource, validate_only, new_broker_configs)
                 responses.append(
@@ -108,12 +105,10 @@ def _alter_broker_configs(
 ) -> None:
     entity = entity_of(resource.resource_name)
     registry = broker.registry
-    if registry is None:
-        raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, "the broker is stopping")
     try:
         stored = registry.broker_configs(entity)
         configs = new_broker_configs(resource, stored)
-        validate_broker_configs(broker, resource.resource_name, configs)
+        validate_broker_configs(broker.dynamic_configs, resource.resource_name, configs)
         if validate_only:
             return
         if entity == str(broker.broker_id):  # key or trust store files rewritten in place

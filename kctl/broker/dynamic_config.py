@@ -27,8 +27,8 @@ stored and take effect at the broker's next start. Validation of an alteration i
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Protocol
 
 from kctl.broker.config import BROKER_CONFIGS, PER_BROKER_CONFIGS, BrokerConfig, parse_listeners
 from kctl.broker.errors import ApiError
@@ -37,13 +37,14 @@ from kctl.broker.security.config import (
     is_dynamic_listener_config,
     listener_config,
 )
-from kctl.broker.security.listeners import SecurityConfigError
+from kctl.broker.security.listeners import ListenerSecurity, SecurityConfigError
 from kctl.common.config_def import ConfigError, Dynamic
 from kctl.protocol.errors import ErrorCode
 from kctl.zk.znodes import ConfigEntityZNode
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
+    from kctl.broker.controller import Controller
+    from kctl.log.manager import LogManager
 
 log = logging.getLogger("kctl.broker.config")
 
@@ -69,7 +70,9 @@ def _refuse(resource_name: str, message: str) -> ApiError:
     )
 
 
-def validate_broker_configs(broker: Broker, resource_name: str, configs: Mapping[str, str]) -> None:
+def validate_broker_configs(
+    broker: DynamicBrokerConfigs, resource_name: str, configs: Mapping[str, str]
+) -> None:
     """Kafka's checks of a dynamic broker config update (``DynamicBrokerConfig.validateConfigs``):
     known names, no read-only config ("Cannot update these configs dynamically"), no per-broker
     config at the cluster-wide default, values that parse — and, for this broker or the default,
@@ -119,7 +122,7 @@ def validate_broker_configs(broker: Broker, resource_name: str, configs: Mapping
         raise _refuse(resource_name, str(error)) from None
 
 
-def _tls_changed(broker: Broker, trial: BrokerConfig) -> list[Any]:
+def _tls_changed(broker: DynamicBrokerConfigs, trial: BrokerConfig) -> list[ListenerSecurity]:
     """This broker's TLS listeners (their ListenerSecurity) whose key or trust material ``trial``
     changes."""
     before, after = broker.config.effective_properties(), trial.effective_properties()
@@ -130,14 +133,10 @@ def _tls_changed(broker: Broker, trial: BrokerConfig) -> list[Any]:
         and parts[1] in DYNAMIC_SECURITY_CONFIGS
         and before.get(name) != after.get(name)
     }
-    return [
-        server.security
-        for server in getattr(broker, "servers", ())
-        if server.security is not None and server.security.tls and server.security.name in changed
-    ]
+    return [security for security in broker.listeners if security.tls and security.name in changed]
 
 
-def _validate_listeners_tls(broker: Broker, trial: BrokerConfig) -> None:
+def _validate_listeners_tls(broker: DynamicBrokerConfigs, trial: BrokerConfig) -> None:
     """Build each changed TLS listener's new context (Kafka's validateReconfiguration); raises
     SecurityConfigError (a ValueError) with the reason."""
     properties = trial.effective_properties()
@@ -145,54 +144,71 @@ def _validate_listeners_tls(broker: Broker, trial: BrokerConfig) -> None:
         security.validate_reconfiguration(properties, trial.values)
 
 
+class BrokerConfigReader(Protocol):
+    """What the dynamic configs read of the registry."""
+
+    def broker_configs(self, entity: str) -> dict[str, str]: ...
+
+
+def _read(registry: BrokerConfigReader, broker_id: int) -> tuple[dict[str, str], dict[str, str]]:
+    return registry.broker_configs(str(broker_id)), registry.broker_configs(DEFAULT_ENTITY)
+
+
+def apply_stored_configs(config: BrokerConfig, registry: BrokerConfigReader, broker_id: int) -> None:
+    """At start, before anything is built from the configuration: layer the stored dynamic configs
+    over the static ones (a value that no longer parses is logged and ignored)."""
+    per_broker, default = _read(registry, broker_id)
+    try:
+        changed = config.apply_dynamic(per_broker, default)
+    except ConfigError as error:
+        log.error("dynamic broker configs ignored: %s", error)
+        return
+    if changed:
+        log.info("dynamic broker configs in effect: %s", ", ".join(sorted(changed)))
+
+
 class DynamicBrokerConfigs:
-    """Reads this broker's dynamic configs from the registry and applies them (module docstring)."""
+    """Re-reads this broker's dynamic configs from the registry and applies them (module docstring) to
+    the hosted logs' defaults, the controller and the listeners' TLS material."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-
-    def _read(self) -> tuple[dict[str, str], dict[str, str]]:
-        registry = self.broker.registry
-        if registry is None:
-            return {}, {}
-        return (
-            registry.broker_configs(str(self.broker.broker_id)),
-            registry.broker_configs(DEFAULT_ENTITY),
-        )
-
-    def load(self) -> None:
-        """At start, before anything is built from the configuration: layer the stored dynamic
-        configs over the static ones (a value that no longer parses is logged and ignored)."""
-        per_broker, default = self._read()
-        try:
-            changed = self.broker.config.apply_dynamic(per_broker, default)
-        except ConfigError as error:
-            log.error("dynamic broker configs ignored: %s", error)
-            return
-        if changed:
-            log.info("dynamic broker configs in effect: %s", ", ".join(sorted(changed)))
+    def __init__(
+        self,
+        config: BrokerConfig,
+        registry: BrokerConfigReader,
+        broker_id: int,
+        *,
+        logs: LogManager,
+        controller: Controller,
+        listeners: Iterable[ListenerSecurity],
+        on_log_defaults_changed: Callable[[], None],
+    ) -> None:
+        self.config = config
+        self.registry = registry
+        self.broker_id = broker_id
+        self.logs = logs
+        self.controller = controller
+        self.listeners = tuple(listeners)
+        self._on_log_defaults_changed = on_log_defaults_changed
 
     def reload(self) -> set[str]:
         """Re-read the stored configs and apply what changed; the names whose value changed."""
-        broker = self.broker
-        per_broker, default = self._read()
-        if per_broker == broker.config.dynamic_broker and default == broker.config.dynamic_default:
+        config = self.config
+        per_broker, default = _read(self.registry, self.broker_id)
+        if per_broker == config.dynamic_broker and default == config.dynamic_default:
             return set()
         try:
-            changed = broker.config.apply_dynamic(per_broker, default)
+            changed = config.apply_dynamic(per_broker, default)
         except ConfigError as error:
             log.error("dynamic broker configs not applied: %s", error)
             return set()
         if not changed:
             return changed
         log.info("dynamic broker configs changed: %s", ", ".join(sorted(changed)))
-        manager = broker.log_manager
-        if manager is not None and manager.default_config != broker.config.log_config:
-            manager.default_config = broker.config.log_config
-            broker.on_metadata_changed()  # every hosted log: its topic overrides over the new defaults
-        controller = getattr(broker, "controller", None)
-        if controller is not None and "unclean.leader.election.enable" in changed:
-            controller.unclean_leader_election = broker.config["unclean.leader.election.enable"]
+        if self.logs.default_config != config.log_config:
+            self.logs.default_config = config.log_config
+            self._on_log_defaults_changed()  # every hosted log: its topic overrides over the new defaults
+        if "unclean.leader.election.enable" in changed:
+            self.controller.unclean_leader_election = config["unclean.leader.election.enable"]
         self._reload_tls(changed)
         return changed
 
@@ -200,11 +216,10 @@ class DynamicBrokerConfigs:
         """Kafka's ``reloadUpdatedFilesWithoutConfigChange``, on an alteration of this broker's configs:
         a TLS listener whose key or trust store file was rewritten in place (same path) reloads it.
         Raises ApiError(INVALID_REQUEST), the listener unchanged, when the new file cannot be used."""
-        config = self.broker.config
+        config = self.config
         properties = config.effective_properties()
-        for server in getattr(self.broker, "servers", ()):
-            security = server.security
-            if security is None or not security.tls:
+        for security in self.listeners:
+            if not security.tls:
                 continue
             try:
                 if security.reload_changed_files(properties, config.values):
@@ -217,11 +232,10 @@ class DynamicBrokerConfigs:
         names = {parts[0] for name in changed if (parts := listener_config(name)) is not None}
         if not names:
             return
-        config = self.broker.config
+        config = self.config
         properties = config.effective_properties()
-        for server in getattr(self.broker, "servers", ()):
-            security = server.security
-            if security is None or not security.tls or security.name not in names:
+        for security in self.listeners:
+            if not security.tls or security.name not in names:
                 continue
             try:
                 security.reconfigure(properties, config.values)

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kctl.common.topic_partition import TopicPartition
 from kctl.log.dir_move import LogMove
-from kctl.log.naming import TopicPartition
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
+    from kctl.broker.replica_manager import ReplicaManager
+    from kctl.log.manager import LogManager
 
 log = logging.getLogger("kctl.broker.log_dir_moves")
 
@@ -37,13 +37,14 @@ class MoveProgress:
 class LogDirMover:
     """The moves of one broker, at most one per partition (a new destination replaces the old)."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, logs: LogManager, replicas: ReplicaManager) -> None:
+        self.logs = logs
+        self.replicas = replicas
         self._moves: dict[TopicPartition, tuple[LogMove, asyncio.Task[None]]] = {}
 
     def start(self, tp: TopicPartition, destination: str) -> None:
         """Move ``tp`` to ``destination`` (LogDirNotFoundError, KeyError for no such replica)."""
-        logs = self.broker.logs
+        logs = self.logs
         current = self._moves.get(tp)
         if current is not None:
             if current[0].destination == Path(destination).resolve():
@@ -57,7 +58,7 @@ class LogDirMover:
         self._moves[tp] = (move, task)
 
     async def _run(self, move: LogMove) -> None:
-        logs = self.broker.logs
+        logs = self.logs
         tp = move.topic_partition
         try:
             for _ in range(COPY_PASSES):
@@ -66,7 +67,7 @@ class LogDirMover:
             try:
                 new = logs.complete_move(move)
             finally:
-                partition = self.broker.replicas.partitions.get(tp)
+                partition = self.replicas.partitions.get(tp)
                 reopened = logs.get_log(tp)
                 if partition is not None and reopened is not None and partition.log is old:
                     partition.log = reopened
@@ -85,20 +86,9 @@ class LogDirMover:
     def in_progress(self) -> list[MoveProgress]:
         out = []
         for tp, (move, _task) in self._moves.items():
-            plog = self.broker.logs.get_log(tp)
+            plog = self.logs.get_log(tp)
             end = plog.log_end_offset if plog is not None else 0
             start = plog.log_start_offset if plog is not None else 0
             reached = move.copied_end_offset if move.copied_end_offset >= 0 else start
             out.append(MoveProgress(tp, move.destination, move.copied_bytes, max(0, end - reached)))
         return out
-
-
-_movers: weakref.WeakKeyDictionary[Broker, LogDirMover] = weakref.WeakKeyDictionary()
-
-
-def mover_of(broker: Broker) -> LogDirMover:
-    """The broker's mover (made on first use)."""
-    mover = _movers.get(broker)
-    if mover is None:
-        mover = _movers[broker] = LogDirMover(broker)
-    return mover

@@ -6,7 +6,12 @@ Refreshes are serialized (one at a time, reads and install together): the broker
 refresh on its event loop and the admin handlers' refresh in a worker thread read the registry in
 turn, through one ZooKeeper session, so a refresh reads at least what the one before it read and a
 refresh started earlier never installs its snapshot over a newer one. A broker never answers an
-older view than one it answered before (kctl.broker.metadata_propagation relies on it)."""
+older view than one it answered before (kctl.broker.metadata_propagation relies on it).
+
+Concurrency: every read (``topics``, ``topic``, ``partition_state``, ``brokers``, ``controller_id``)
+takes the current immutable snapshot under ``_lock`` and is safe from any thread; ``refresh`` is
+safe from any thread too (serialized by ``_refreshing``). The compaction and dir-move threads do
+not use it."""
 
 from __future__ import annotations
 

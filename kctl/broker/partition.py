@@ -24,8 +24,8 @@ import asyncio
 import contextlib
 from dataclasses import dataclass
 
+from kctl.common.topic_partition import TopicPartition
 from kctl.log.log import Log
-from kctl.log.naming import TopicPartition
 from kctl.protocol.errors import ErrorCode
 
 #: completes a parked acks=all produce: NONE, NOT_ENOUGH_REPLICAS_AFTER_APPEND or NOT_LEADER_OR_FOLLOWER

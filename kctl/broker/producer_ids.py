@@ -20,10 +20,10 @@ import threading
 from pathlib import Path
 
 from kctl.log.manager import InconsistentMetadataError
+from kctl.log.naming import PRODUCER_ID_BLOCK
 
 BLOCK_SIZE = 1000
 BROKER_SHIFT = 40  # ids of broker b are b * 2**40 + n
-PRODUCER_ID_BLOCK = "producer-id-block"
 PRODUCER_ID_BLOCK_VERSION = 1
 
 

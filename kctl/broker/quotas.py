@@ -46,7 +46,7 @@ from kctl.zk.quota_store import (
 )
 
 if TYPE_CHECKING:
-    from kctl.broker.server import RequestContext
+    from kctl.broker.request_context import RequestContext
 
 log = logging.getLogger("kctl.broker.quotas")
 

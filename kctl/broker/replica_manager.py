@@ -27,11 +27,11 @@ from kctl.broker.partition import Partition
 from kctl.broker.replication.alter_partition import AlterPartitionManager, IsrChange
 from kctl.broker.replication.fetcher import ReplicaFetcherManager
 from kctl.broker.replication.throttle import ReplicationQuota, leader_throttles, record_leader_bytes
+from kctl.common.topic_partition import TopicPartition
 from kctl.log.config import LogConfig
 from kctl.log.files import FileRegion, LogStorageError
 from kctl.log.log import AppendInfo, OffsetOutOfRangeError, RecordBatchTooLargeError
 from kctl.log.manager import LogManager
-from kctl.log.naming import TopicPartition
 from kctl.log.producer_state import (
     InvalidCoordinatorEpochError,
     InvalidProducerEpochError,
@@ -115,6 +115,15 @@ class RecordErrorsApiError(ApiError):
 
 
 class ReplicaManager:
+    """The partitions this broker hosts, as leader or follower.
+
+    Concurrency: event loop only. Every method (``sync``, appends, fetch reads, ISR changes,
+    fencing) runs on the broker's event loop and none takes a lock: the ``partitions`` table and
+    each ``Partition`` are changed only there. Many new logs are created on the loop a slice at a
+    time (``after_background_create`` once done); the ISR writes (kctl.broker.replication
+    .alter_partition) call the registry in a worker thread and report back on the loop. The
+    compaction and dir-move threads reach the logs through the ``LogManager``, never through here."""
+
     def __init__(
         self,
         broker_id: int,

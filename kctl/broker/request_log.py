@@ -25,7 +25,8 @@ from kctl.broker.metrics.stats import kafka_api_name
 from kctl.broker.properties.log_output import REQUEST_LOGGER
 
 if TYPE_CHECKING:
-    from kctl.broker.server import RequestContext, RequestObserver
+    from kctl.broker.request_context import RequestContext
+    from kctl.broker.server import RequestObserver
 
 log = logging.getLogger(REQUEST_LOGGER)
 

@@ -38,12 +38,12 @@ import itertools
 import logging
 import socket
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 import kctl.protocol as kp
 from kctl.broker.connection_limits import ConnectionLimits
 from kctl.broker.frame_intake import FrameIntake
+from kctl.broker.request_context import RequestContext
 from kctl.broker.request_loop import RequestLoop
 from kctl.broker.response_writer import ResponseWriter
 from kctl.broker.security.listeners import ListenerSecurity, certificate_principal
@@ -51,24 +51,6 @@ from kctl.broker.security.sasl import CredentialLookup, Session
 
 log = logging.getLogger("kctl.broker.server")
 
-@dataclass(slots=True)
-class RequestContext:
-    """What a handler knows of a request besides its body: the decoded header (api key and version,
-    correlation id, client id), the client's address and the id of its connection."""
-
-    header: kp.RequestHeader
-    client_host: str
-    client_port: int
-    connection_id: int
-    session: Session | None = None
-    #: set by a handler whose client exceeded a quota: the connection is muted that long after the
-    #: response (KIP-219)
-    throttle_time_ms: int = 0
-    #: seconds the handler was parked (acks=all waiting for followers, a fetch long-polling): Kafka's
-    #: remote time, added up by the handler for the request metrics
-    remote_time: float = 0.0
-    #: a second request-metrics name set by the handler (Fetch: FetchConsumer or FetchFollower)
-    metric_name: str | None = None
 
 
 #: (context, decoded body) -> response body, or None for no response (Produce acks=0)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -27,9 +28,10 @@ from kctl.broker.config import BrokerConfig
 from kctl.broker.controller.placement import InvalidReplicationFactorError, assign_replicas
 from kctl.broker.errors import ApiError
 from kctl.broker.metadata_cache import INTERNAL_TOPICS, MetadataCache
+from kctl.common.topic_partition import TopicPartition
 from kctl.log.config import InvalidConfigError
 from kctl.log.manager import LogManager
-from kctl.log.naming import TopicPartition, validate_topic_name
+from kctl.log.naming import validate_topic_name
 from kctl.protocol.errors import ErrorCode
 from kctl.zk.model import (
     InvalidPartitionsError,
@@ -41,6 +43,8 @@ from kctl.zk.model import (
     UnknownTopicError,
 )
 from kctl.zk.registry import ConfigStore, TopicStore
+
+log = logging.getLogger("kctl.broker.topics")
 
 MAX_PARTITIONS = 100_000
 #: new partitions one CreateTopics or CreatePartitions request may ask for, all topics together
@@ -130,12 +134,17 @@ class TopicAdmin:
         broker_id: int,
         *,
         initialize_partitions: Callable[[], None] | None = None,
+        on_created: Callable[[], None] | None = None,
     ) -> None:
+        """``initialize_partitions``: after a topic or partitions were written, the controller's first
+        states (when this broker is the controller); ``on_created``: after this broker created a topic
+        on its own account (auto-creation, an internal topic), bring the hosted partitions in line."""
         self.config = config
         self.registry = registry
         self.metadata = metadata
         self.broker_id = broker_id
         self._initialize_partitions = initialize_partitions
+        self._on_created = on_created or (lambda: None)
 
     def _live_broker_ids(self) -> list[int]:
         return sorted(b.broker_id for b in self.metadata.brokers())
@@ -158,6 +167,40 @@ class TopicAdmin:
         except (InvalidConfigError, ValueError) as error:
             raise ApiError(ErrorCode.INVALID_CONFIG, str(error)) from None
         return clean
+
+    def auto_create_topic(self, name: str) -> None:
+        """Create ``name`` with the broker's defaults (Metadata, Produce: auto.create.topics.enable)."""
+        self.create_topic(name)
+        self._on_created()
+        log.info("auto-created topic %s", name)
+
+    def ensure_topic_for_produce(self, name: str) -> None:
+        """Before a produce to ``name``: auto-create it when it does not exist and the broker allows
+        it (a concurrent creation is fine); raises ApiError(UNKNOWN_TOPIC_OR_PARTITION) otherwise."""
+        if self.metadata.topic(name) is not None:
+            return
+        if not self.config["auto.create.topics.enable"]:
+            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        try:
+            self.auto_create_topic(name)
+        except ApiError as error:
+            if error.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+
+    def ensure_internal_topic(
+        self, name: str, num_partitions: int, replication_factor: int, configs: Mapping[str, str]
+    ) -> None:
+        """Create the internal topic ``name`` unless it exists (from whichever broker is asked first,
+        as Kafka's brokers do: the registry's create is atomic, a concurrent creation is fine); raises
+        the ApiError of a creation that failed otherwise (too few brokers for the factor)."""
+        if self.metadata.topic(name) is not None:
+            return
+        try:
+            self.create_topic(name, num_partitions, replication_factor, configs=configs, internal=True)
+        except ApiError as error:
+            if error.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+        self._on_created()
 
     def create_topic(
         self,

@@ -4,7 +4,7 @@ Layout (each module imports only those above it, plus ``kctl.protocol``/``kctl.r
 
 * ``errors``     — ``KafkaError`` and its kinds (connection, timeout, protocol, broker error codes).
 * ``config``     — ``ClientConfig``: the shared settings under Kafka's client property names.
-* ``types``      — ``TopicPartition`` and the cluster metadata snapshot types.
+* ``types``      — the cluster metadata snapshot types (``TopicPartition`` is kctl.common's, exported here).
 * ``connection`` — ``BrokerConnection``: one blocking socket, ApiVersions handshake, version
   negotiation, pipelined requests matched by correlation id.
 * ``cluster``    — ``ClusterClient``: bootstrap, metadata, a connection per broker, leader and
@@ -89,7 +89,8 @@ from kctl.client.producer import (
     RecordMetadata,
 )
 from kctl.client.producer_config import ProducerConfig
-from kctl.client.types import BrokerInfo, ClusterMetadata, PartitionMetadata, TopicMetadata, TopicPartition
+from kctl.client.types import BrokerInfo, ClusterMetadata, PartitionMetadata, TopicMetadata
+from kctl.common.topic_partition import TopicPartition
 
 __all__ = [
     "AdminClient",

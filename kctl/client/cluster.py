@@ -56,9 +56,11 @@ from kctl.client.errors import (
     KafkaError,
     KafkaTimeoutError,
 )
-from kctl.client.types import BrokerInfo, ClusterMetadata, PartitionMetadata, TopicMetadata, TopicPartition
+from kctl.client.types import BrokerInfo, ClusterMetadata, PartitionMetadata, TopicMetadata
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol import ApiKey, ErrorCode
 from kctl.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
+from kctl.protocol.typed import ApiRequest
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +70,8 @@ NOT_RETRIED_BY_DEFAULT = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorC
 """Retriable in Kafka's table, but usually final for an operator: retried only when asked."""
 RETRIABLE_CODES = frozenset(int(c) for c in ErrorCode if c.retriable) - NOT_RETRIED_BY_DEFAULT
 """Broker error codes ``retry`` retries by default."""
+
+R = TypeVar("R")
 
 
 class Deadline:
@@ -362,11 +366,11 @@ class ClusterClient:
         self,
         node_id: int | None,
         api_key: int,
-        body: Any,
+        body: ApiRequest[R],
         version: int | None = None,
         *,
         deadline: Deadline | None = None,
-    ) -> Any:
+    ) -> R:
         """Send one request to broker ``node_id`` (any broker when None) and return the response.
 
         The wait is ``request.timeout.ms``, or less when ``deadline`` is nearer."""
@@ -385,8 +389,13 @@ class ClusterClient:
             raise
 
     def request_controller(
-        self, api_key: int, body: Any, version: int | None = None, *, deadline: Deadline | None = None
-    ) -> Any:
+        self,
+        api_key: int,
+        body: ApiRequest[R],
+        version: int | None = None,
+        *,
+        deadline: Deadline | None = None,
+    ) -> R:
         """Send one request to the controller (looked up in the metadata)."""
         return self.request(self.controller_id(deadline=deadline), api_key, body, version, deadline=deadline)
 

@@ -36,7 +36,7 @@ import socket
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kctl import __version__
 from kctl.client.errors import (
@@ -61,6 +61,7 @@ from kctl.protocol import (
     encode_request,
 )
 from kctl.protocol.messages.api_versions import ApiVersionsRequest
+from kctl.protocol.typed import ApiRequest
 
 if TYPE_CHECKING:
     from kctl.client.security import SecuritySettings
@@ -72,6 +73,8 @@ CLIENT_SOFTWARE_NAME = "kctl"
 _MAX_CORRELATION_ID = 2**31 - 1
 
 VersionRanges = Mapping[int, tuple[int, int]]
+
+R = TypeVar("R")
 
 
 # ----------------------------------------------------------------------------------------- addresses
@@ -445,8 +448,8 @@ class BrokerConnection:
     # ------------------------------------------------------------------------------ requests
 
     def request(
-        self, api_key: int, body: Any, version: int | None = None, *, timeout: float | None = None
-    ) -> Any:
+        self, api_key: int, body: ApiRequest[R], version: int | None = None, *, timeout: float | None = None
+    ) -> R:
         """Send one request and wait for its response body (None for Produce with acks=0).
 
         ``version`` defaults to ``version_for(api_key)``; ``timeout`` (seconds) to ``self.timeout``."""

@@ -24,7 +24,7 @@ import struct
 from collections.abc import Iterable
 from typing import Any
 
-from kctl.client.types import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol.data import DataSchema
 from kctl.protocol.exceptions import ProtocolDecodeError, ProtocolEncodeError
 from kctl.protocol.messages.consumer_protocol import (

@@ -28,7 +28,7 @@ from kctl.client.errors import (
     KafkaError,
     KafkaTimeoutError,
 )
-from kctl.client.types import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol import ErrorCode
 
 __all__ = ["Outcome", "error_code_of", "per_leader", "retry_pending"]

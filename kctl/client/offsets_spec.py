@@ -46,7 +46,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
-from kctl.client.types import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 
 __all__ = [
     "AdminLookup",

@@ -1,5 +1,5 @@
-"""Small value types shared by the clients: ``TopicPartition`` (re-exported from ``kctl.common``) and
-the cluster metadata snapshot.
+"""Small value types shared by the clients: the cluster metadata snapshot (``TopicPartition`` is
+``kctl.common.topic_partition``'s; users import it from ``kctl.client``).
 
 ``ClusterMetadata`` is what a Metadata response says, as immutable objects: the brokers, the cluster
 id, the controller and, per topic, its id, internal flag and partitions (leader, leader epoch,

@@ -65,7 +65,7 @@ def describe_producers(
     """The active (idempotent) producers of a topic's partitions, from each partition's leader.
 
     Exit status 3 if the topic or a partition does not exist; 1 for another error of a partition."""
-    from kctl.client.types import TopicPartition
+    from kctl.common.topic_partition import TopicPartition
     from kctl.protocol.errors import ErrorCode, error_name
 
     with admin_session(*cluster, not_found=[ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]) as admin:

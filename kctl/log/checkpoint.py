@@ -11,13 +11,9 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from kctl.log.naming import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 
 CHECKPOINT_VERSION = 0
-RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
-LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
-REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"  # each partition's high watermark
-CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 
 
 class CorruptCheckpointError(ValueError):

@@ -17,9 +17,9 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kctl.log.naming import TopicPartition
+from kctl.common.topic_partition import TopicPartition
+from kctl.log.naming import LOG_SUFFIX
 
-FUTURE_DIR_SUFFIX = "-future"
 _CHUNK = 1024 * 1024
 _TAIL_CHECK = 4096  # bytes of an appended-to file compared before copying only what follows them
 
@@ -84,7 +84,7 @@ def sync_files(move: LogMove) -> None:
         known = move.copied.get(name)
         if (
             known is not None
-            and name.endswith(".log")
+            and name.endswith(LOG_SUFFIX)
             and known[0] == stat.st_ino
             and stat.st_size >= known[1]
             and target.exists()

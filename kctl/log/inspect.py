@@ -27,23 +27,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kctl.log.checkpoint import (
-    CLEANER_OFFSET_CHECKPOINT,
-    LOG_START_OFFSET_CHECKPOINT,
-    RECOVERY_POINT_CHECKPOINT,
-    REPLICATION_OFFSET_CHECKPOINT,
-    CorruptCheckpointError,
-    read_checkpoint,
-)
-from kctl.log.leader_epoch import (
-    LEADER_EPOCH_CHECKPOINT,
-    CorruptLeaderEpochCheckpointError,
-    read_leader_epoch_checkpoint,
-)
+from kctl.log.checkpoint import CorruptCheckpointError, read_checkpoint
+from kctl.log.leader_epoch import CorruptLeaderEpochCheckpointError, read_leader_epoch_checkpoint
 from kctl.log.naming import (
     CLEANED_SUFFIX,
+    CLEANER_OFFSET_CHECKPOINT,
     INDEX_SUFFIX,
+    LEADER_EPOCH_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
     LOG_SUFFIX,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
     SNAPSHOT_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,

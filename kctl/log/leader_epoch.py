@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kctl.log.files import DEFAULT_FILE_IO, FileIO, LogStorageError
+from kctl.log.naming import LEADER_EPOCH_CHECKPOINT
 
-LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 LEADER_EPOCH_CHECKPOINT_VERSION = 0
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1

@@ -75,7 +75,7 @@ class OffsetOutOfRangeError(Exception):
 
 
 class Log:
-    """The log of one partition, in ``directory`` (``<log.dir>/<topic>_<partition>``)."""
+    """One partition's log in ``directory``. Threads: see the contract in kctl.log.manager.LogManager."""
 
     def __init__(
         self,

@@ -20,30 +20,23 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kctl.log.checkpoint import (
-    CLEANER_OFFSET_CHECKPOINT,
-    LOG_START_OFFSET_CHECKPOINT,
-    RECOVERY_POINT_CHECKPOINT,
-    REPLICATION_OFFSET_CHECKPOINT,
-    CorruptCheckpointError,
-    read_checkpoint,
-    write_checkpoint,
-)
+from kctl.common.topic_partition import TopicPartition
+from kctl.log.checkpoint import CorruptCheckpointError, read_checkpoint, write_checkpoint
 from kctl.log.clock import SYSTEM_CLOCK, Clock
 from kctl.log.config import LogConfig
-from kctl.log.dir_move import (
-    FUTURE_DIR_SUFFIX,
-    LogDirNotFoundError,
-    LogMove,
-    fsync_directory,
-    fsync_tree,
-    sync_files,
-)
+from kctl.log.dir_move import LogDirNotFoundError, LogMove, fsync_directory, fsync_tree, sync_files
 from kctl.log.files import DEFAULT_FILE_IO, FileIO
 from kctl.log.log import Log
 from kctl.log.naming import (
+    CLEAN_SHUTDOWN_FILE,
+    CLEANER_OFFSET_CHECKPOINT,
     DELETE_DIR_SUFFIX,
-    TopicPartition,
+    FUTURE_DIR_SUFFIX,
+    LOCK_FILE,
+    LOG_START_OFFSET_CHECKPOINT,
+    META_PROPERTIES,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
     parse_partition_dir,
     partition_dir_name,
     validate_topic_name,
@@ -51,9 +44,6 @@ from kctl.log.naming import (
 from kctl.log.retention import RetentionDecision
 
 log_module = logging.getLogger("kctl.log")
-LOCK_FILE = ".lock"
-META_PROPERTIES = "meta.properties"
-CLEAN_SHUTDOWN_FILE = ".kctl_cleanshutdown"
 META_VERSION = 0
 
 
@@ -144,7 +134,31 @@ def is_locked(log_dir: Path) -> bool:
 
 
 class LogManager:
-    """All partition logs of a broker."""
+    """All partition logs of a broker.
+
+    Concurrency of a ``Log`` (kctl.log.log): the broker calls a log from its event loop (appends,
+    reads, truncation, the high watermark, retention, flushes) and from two worker threads: the
+    compaction thread (kctl.log.cleaner: reads the segment list, the producer state and the high
+    watermark, then ``swap_in_segment``) and the log-dir move thread (``copy_for_move`` below: reads
+    ``log_end_offset`` and copies the files). Every method of a log that changes its segment list,
+    offsets or producer state takes the log's ``RLock`` (appends, ``truncate_to``,
+    ``truncate_fully_and_start_at``, ``roll``, ``flush``/``flush_if_due``, ``delete_old_segments``,
+    ``swap_in_segment``, ``update_high_watermark``, ``maybe_increment_log_start_offset``,
+    ``remove_expired_producers``, ``close``, ``delete``), as do the readers that walk several
+    segments (``read``, ``offset_for_timestamp``, ``aborted_transactions``, the epoch lookups,
+    ``segment_summaries``): these are safe from any thread. Its plain properties (``log_end_offset``,
+    ``high_watermark``, ``log_start_offset``, ``segments``) read one attribute under the GIL: a
+    consistent value, possibly stale by the time it is used. The file regions ``read`` returns stay
+    readable after compaction swapped their segment out or retention deleted it (a region holds its
+    open file, kctl.log.files).
+
+    Concurrency of the manager: the table of logs is guarded by the manager's ``RLock``:
+    ``get_or_create_log``, ``delete_log``, ``all_logs`` (a copy), ``update_topic_config``, ``begin_move``,
+    ``complete_move``, ``checkpoint`` and ``close`` take it and are safe from any thread; ``get_log``
+    reads the table under the GIL. The broker's event loop runs everything but two calls: the
+    compaction thread iterates ``all_logs()`` and works on each ``Log`` (its own lock), and the
+    log-dir move thread runs ``copy_for_move`` (no manager lock: it copies files while the log keeps
+    serving). ``complete_move`` must run where appends to that partition cannot (the event loop)."""
 
     def __init__(
         self,

@@ -1,7 +1,13 @@
-"""File and directory names of the on-disk layout: ``<topic>_<partition>/`` partition directories,
-segment files named by their 20-digit base offset (``.log``, ``.index``, ``.timeindex``, ``.txnindex``),
-and producer snapshots named by the 20-digit offset their state covers (``.snapshot``; not segment files).
-``TopicPartition`` is re-exported from ``kctl.common.topic_partition``."""
+"""Every file and directory name of the on-disk layout, in one place: ``<topic>_<partition>/``
+partition directories (and their ``-delete`` and ``-future`` forms), segment files named by their
+20-digit base offset (``.log``, ``.index``, ``.timeindex``, ``.txnindex``, and the ``.cleaned``,
+``.swap``, ``.deleted`` forms of compaction and deletion), producer snapshots named by the 20-digit
+offset their state covers (``.snapshot``; not segment files), a partition's leader-epoch checkpoint,
+and the files of a log dir: the four offset checkpoints, ``meta.properties``, the ``.lock``, the
+clean-shutdown marker and the broker's ``producer-id-block``. The modules that read and write them
+(kctl.log.checkpoint, manager, leader_epoch, dir_move, kctl.broker.producer_ids) take the names from
+here. ``TopicPartition`` lives in ``kctl.common.topic_partition`` (imported here for the functions
+below; import it from there)."""
 
 from __future__ import annotations
 
@@ -19,6 +25,21 @@ CLEANED_SUFFIX = ".cleaned"  # a compaction output being written; deleted on rec
 SWAP_SUFFIX = ".swap"  # a finished compaction output waiting to replace segments; completed on recovery
 DELETED_SUFFIX = ".deleted"  # a segment scheduled for deletion
 DELETE_DIR_SUFFIX = "-delete"  # a partition directory scheduled for deletion
+FUTURE_DIR_SUFFIX = "-future"  # a partition's copy being built in another log dir (kctl.log.dir_move)
+TEMPORARY_SUFFIX = ".tmp"  # a file being written, renamed over its name once complete
+
+# a partition directory's own file
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"  # kctl.log.leader_epoch
+
+# a log dir's files (kctl.log.manager, kctl.log.checkpoint)
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"  # each partition's high watermark
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+META_PROPERTIES = "meta.properties"
+LOCK_FILE = ".lock"  # held by the broker using the log dir (also read by kctl.localcluster.processes)
+CLEAN_SHUTDOWN_FILE = ".kctl_cleanshutdown"
+PRODUCER_ID_BLOCK = "producer-id-block"  # the broker's producer id allocation (kctl.broker.producer_ids)
 OFFSET_DIGITS = 20
 
 MAX_TOPIC_NAME_LENGTH = 249

@@ -56,7 +56,13 @@ class ScanResult:
 
 
 class LogSegment:
-    """A segment of a partition's log, named by its base offset."""
+    """A segment of a partition's log, named by its base offset.
+
+    Concurrency: a segment has no lock of its own; its ``Log`` serializes the calls that change it
+    (append, truncation, index appends, flush, close, delete) under the log's lock, from whichever
+    thread holds it. Reads of its files by position (``read``, file regions sent with sendfile,
+    the dir-move copy) need no lock: the data below ``size`` is never rewritten in place — a
+    compacted segment is a new file swapped in by ``Log.swap_in_segment``."""
 
     def __init__(
         self,

@@ -18,6 +18,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kctl.common.topic_partition import TopicPartition
 from kctl.log.clock import SYSTEM_CLOCK, Clock
 from kctl.log.config import LogConfig
 from kctl.log.files import DEFAULT_FILE_IO
@@ -25,7 +26,7 @@ from kctl.log.inspect import segment_logs
 from kctl.log.loader import INVALID_SUFFIX
 from kctl.log.log import Log
 from kctl.log.manager import is_locked
-from kctl.log.naming import LOG_SUFFIX, SWAP_SUFFIX, TopicPartition, base_offset_of, parse_partition_dir
+from kctl.log.naming import LOG_SUFFIX, SWAP_SUFFIX, base_offset_of, parse_partition_dir
 from kctl.log.recovery import DELETE, KEEP, TRUNCATE, SegmentRecovery, plan_recovery, scan_path
 from kctl.log.retention import RetentionDecision, SegmentSummary, plan_retention
 from kctl.log.segment import LogSegment

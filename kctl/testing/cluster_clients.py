@@ -285,5 +285,6 @@ def raw_produce(
     with BrokerConnection(host, port, timeout=timeout_ms / 1000 + 10) as connection:
         version = connection.version_for(ApiKey.PRODUCE, min_version=3)
         response = connection.request(ApiKey.PRODUCE, body, version)
+    assert response is not None, "a Produce with acks != 0 is answered"
     answer = response.responses[0].partition_responses[0]
     return answer.error_code, answer.base_offset

@@ -24,9 +24,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kctl.common.topic_partition import TopicPartition
 from kctl.log.config import LogConfig
-from kctl.log.manager import CLEAN_SHUTDOWN_FILE, LogManager
-from kctl.log.naming import TopicPartition, partition_dir_name
+from kctl.log.manager import LogManager
+from kctl.log.naming import CLEAN_SHUTDOWN_FILE, partition_dir_name
 from kctl.log.tools import recover
 from kctl.records.builder import RecordBatchBuilder
 from kctl.records.header import HEADER_SIZE, InvalidRecordBatch, parse_header, validate_batch

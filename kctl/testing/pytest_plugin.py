@@ -12,6 +12,11 @@ Fixtures:
   ``factory(properties=None, **kwargs) -> BrokerProcess`` starts a broker with extra ``-X``
   properties in a data directory of its own; all are stopped at the end of the test / module.
 - ``broker`` (function): one started broker with default properties.
+- ``inprocess_broker`` (function): a real broker built in the test's process, without listeners
+  (embedded metadata, no ZooKeeper), whose ``call(request, version=, principal=)`` runs an API's
+  handler as a connection would (`kctl.testing.inprocess`): handler tests with no process to start;
+  ``inprocess_broker_factory(properties=None)`` for brokers with other properties. Unmarked: these
+  are unit tests.
 - ``kafka_tool`` (session): runs Apache Kafka 3.9's own command-line tools from its jars
   (``kafka_tool("kafka-topics", "--bootstrap-server", b, "--list") -> ToolResult``,
   `kctl.testing.kafka_tools`); skips the test with the reason when the jars cannot be resolved.
@@ -44,7 +49,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -61,6 +66,9 @@ from kctl.localcluster.zookeeper import (
 from kctl.localcluster.zookeeper_ensemble import ZooKeeperEnsemble
 from kctl.testing.kafka_dist import KafkaJarsUnavailable
 from kctl.testing.kafka_tools import KafkaTools, required
+
+if TYPE_CHECKING:
+    from kctl.testing.inprocess import InProcessBroker
 
 MARKERS = {
     "zk": "needs a real ZooKeeper server",
@@ -213,6 +221,29 @@ def module_broker_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 def broker(broker_factory: BrokerFactory) -> BrokerProcess:
     """A started broker with default properties (stopped at teardown)."""
     return broker_factory()
+
+
+@pytest.fixture
+def inprocess_broker_factory(tmp_path: Path) -> Iterator[Callable[..., InProcessBroker]]:
+    """``inprocess_broker_factory(properties=None) -> InProcessBroker``: brokers in this process, each
+    in its own directory under tmp_path; all are closed at teardown (kctl.testing.inprocess)."""
+    from kctl.testing.inprocess import InProcessBroker  # the broker package: only for tests using it
+
+    made: list[InProcessBroker] = []
+
+    def factory(properties: Mapping[str, str] | None = None) -> InProcessBroker:
+        made.append(InProcessBroker(tmp_path / f"inprocess-{len(made)}", properties))
+        return made[-1]
+
+    yield factory
+    for broker in made:
+        broker.close()
+
+
+@pytest.fixture
+def inprocess_broker(inprocess_broker_factory: Callable[..., InProcessBroker]) -> InProcessBroker:
+    """A broker in this process with default properties (kctl.testing.inprocess)."""
+    return inprocess_broker_factory()
 
 
 def _cluster_factory(

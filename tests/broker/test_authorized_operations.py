@@ -2,8 +2,9 @@
 ``include_topic_authorized_operations`` / ``include_cluster_authorized_operations`` give a bit field
 (bit n: the AclOperation with code n) over the operations Kafka defines for the resource type, the
 full set without an authorizer, the principal's allowed set with the ACL authorizer; not asked,
--2^31. Checked with raw requests, confluent-kafka's describe_cluster/describe_topics
-(include_authorized_operations=True) and kafka-python's admin client."""
+-2^31. Checked with confluent-kafka's describe_cluster/describe_topics
+(include_authorized_operations=True) and kafka-python's admin client, through SASL; the handlers'
+answers to raw requests are in test_authorized_operations_handlers.py (in-process broker)."""
 
 from __future__ import annotations
 
@@ -15,13 +16,7 @@ import kafka
 import pytest
 from confluent_kafka.admin import AdminClient as ConfluentAdmin
 
-from kctl.client.config import ClientConfig
-from kctl.client.connection import BrokerConnection, parse_address
-from kctl.client.security import SecuritySettings
-from kctl.protocol import ApiKey, ErrorCode
 from kctl.protocol.acl_types import AclOperation, AclPermissionType, AclResourceType, PatternType
-from kctl.protocol.messages.describe_cluster import DescribeClusterRequest
-from kctl.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 from kctl.testing import BrokerProcess
 from kctl.testing.cluster_clients import create_topic
 from kctl.testing.pytest_plugin import BrokerFactory
@@ -50,27 +45,6 @@ def names(bits: int) -> set[str]:
     return {operation.name for operation in AclOperation if bits & (1 << operation)}
 
 
-def _metadata(conn: BrokerConnection, version: int, topic: str, *, include: bool) -> tuple[int, int]:
-    request = MetadataRequest(
-        topics=[MetadataRequestTopic(name=topic)],
-        allow_auto_topic_creation=False,
-        include_cluster_authorized_operations=include,
-        include_topic_authorized_operations=include,
-    )
-    response = conn.request(ApiKey.METADATA, request, version)
-    [answer] = response.topics
-    assert answer.error_code == 0, answer
-    cluster = response.cluster_authorized_operations if version <= 10 else NOT_REQUESTED
-    return answer.topic_authorized_operations, cluster
-
-
-def _describe_cluster(conn: BrokerConnection, *, include: bool) -> int:
-    request = DescribeClusterRequest(include_cluster_authorized_operations=include)
-    response = conn.request(ApiKey.DESCRIBE_CLUSTER, request, 0)
-    assert response.error_code == 0
-    return int(response.cluster_authorized_operations)
-
-
 def _confluent_operations(bootstrap: str, topic: str, config: dict[str, str]) -> tuple[set[str], set[str]]:
     admin = ConfluentAdmin({"bootstrap.servers": bootstrap, **config})
     cluster = admin.describe_cluster(include_authorized_operations=True, request_timeout=20).result(20)
@@ -94,22 +68,8 @@ def plain_broker(module_broker_factory: BrokerFactory) -> BrokerProcess:
     return broker
 
 
-@pytest.mark.parametrize("version", [8, 10, 12])
-def test_metadata_without_authorizer_answers_every_operation(
-    plain_broker: BrokerProcess, version: int
-) -> None:
-    with BrokerConnection(*parse_address(plain_broker.bootstrap)) as conn:
-        topic_bits, cluster_bits = _metadata(conn, version, TOPIC, include=True)
-        assert topic_bits == ALL_TOPIC_BITS and names(topic_bits) == TOPIC_OPERATIONS
-        if version <= 10:
-            assert cluster_bits == ALL_CLUSTER_BITS and names(cluster_bits) == CLUSTER_OPERATIONS
-        assert _metadata(conn, version, TOPIC, include=False) == (NOT_REQUESTED, NOT_REQUESTED)
 
 
-def test_describe_cluster_without_authorizer_answers_every_operation(plain_broker: BrokerProcess) -> None:
-    with BrokerConnection(*parse_address(plain_broker.bootstrap)) as conn:
-        assert _describe_cluster(conn, include=True) == ALL_CLUSTER_BITS
-        assert _describe_cluster(conn, include=False) == NOT_REQUESTED
 
 
 def test_confluent_describe_with_authorized_operations(plain_broker: BrokerProcess) -> None:
@@ -185,11 +145,6 @@ def sasl(user: str, password: str) -> dict[str, str]:
     }
 
 
-def _connection(broker: BrokerProcess, user: str, password: str) -> BrokerConnection:
-    security = SecuritySettings.from_config(ClientConfig.from_properties(sasl(user, password)))
-    return BrokerConnection(*parse_address(broker.bootstrap), security=security)
-
-
 ALICE_TOPIC = {
     "READ",
     "DESCRIBE",
@@ -198,24 +153,7 @@ ALICE_TOPIC = {
 }  # Describe and DescribeConfigs implied
 
 
-def test_with_authorizer_the_principal_gets_its_allowed_operations(secured: BrokerProcess) -> None:
-    with _connection(secured, "alice", ALICE_PASSWORD) as conn:
-        topic_bits, cluster_bits = _metadata(conn, 10, TOPIC, include=True)
-        assert names(topic_bits) == ALICE_TOPIC
-        assert names(cluster_bits) == {"IDEMPOTENT_WRITE"}
-        assert names(_describe_cluster(conn, include=True)) == {"IDEMPOTENT_WRITE"}
-        # Read on ops-* but denied on ops-denied: deny wins; Describe stays (implied by the prefix's Read,
-        # and a deny of Read does not deny Describe)
-        assert names(_metadata(conn, 12, "ops-denied", include=True)[0]) == {"DESCRIBE"}
-        # a topic alice may not describe: refused, with no operations answered (as Kafka)
-        request = MetadataRequest(
-            topics=[MetadataRequestTopic(name="hidden")], include_topic_authorized_operations=True
-        )
-        [hidden] = conn.request(ApiKey.METADATA, request, 12).topics
-        assert hidden.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
-        assert hidden.topic_authorized_operations == NOT_REQUESTED
-    with _connection(secured, "admin", ADMIN_PASSWORD) as conn:
-        assert _metadata(conn, 10, TOPIC, include=True) == (ALL_TOPIC_BITS, ALL_CLUSTER_BITS)
+
 
 
 def test_with_authorizer_confluent_describe_reports_the_allowed_set(secured: BrokerProcess) -> None:

@@ -9,13 +9,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from raw_kafka import RawConnection, create_topic, produce, record_batch, running_broker, unique
 
 import kctl.protocol as kp
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic, ForgottenTopic
 from kctl.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 from kctl.testing import BrokerProcess
-from raw_kafka import RawConnection, create_topic, produce, record_batch, running_broker, unique
 
 VERSION = 11  # topic names; sessions
 ID_VERSION = 13  # topic ids

@@ -16,7 +16,7 @@ from kctl.broker.metrics.catalog import METRICS, render_reference
 from kctl.broker.metrics.collector import BrokerCollector, Families
 from kctl.broker.metrics.listener import MetricsListener, parse_metrics_listener
 from kctl.broker.metrics.stats import TIME_BUCKETS_MS, BrokerStats, RequestStats, cumulative, kafka_api_name
-from kctl.log.naming import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.testing.metrics import Samples
 
 
@@ -39,7 +39,7 @@ def _partition(topic: str, index: int, *, leader: bool, isr: int, replicas: int 
 
 def _broker(partitions: list[Any], groups: list[Group], *, active: bool) -> Any:
     replicas = SimpleNamespace(
-        partitions={p.topic_partition: p for p in partitions}, isr_shrinks=2, isr_expands=1
+        partitions={p.topic_partition: p for p in partitions}, isr_shrinks=2, isr_expands=1, fetchers=None
     )
     metadata = SimpleNamespace(
         brokers=lambda: [SimpleNamespace(broker_id=1), SimpleNamespace(broker_id=2)],
@@ -54,6 +54,8 @@ def _broker(partitions: list[Any], groups: list[Group], *, active: bool) -> Any:
         replicated=True,
         servers=[],
         groups=SimpleNamespace(groups={g.group_id: g for g in groups}),
+        registry=SimpleNamespace(),  # the embedded registry: no ZooKeeper request latency
+        quotas=SimpleNamespace(client_metrics=lambda: []),
     )
 
 

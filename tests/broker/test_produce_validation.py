@@ -3,29 +3,22 @@ errors and max-timestamp): what the log refuses on append, what the broker answe
 INVALID_RECORD with ``record_errors``, INVALID_TIMESTAMP), that ``kctl log verify`` flags such batches
 when they reach a segment anyway, and ListOffsets' max-timestamp answer inside a batch.
 
-In-process Log tests for the rules; one module broker for the wire answers, raw protocol and
-confluent-kafka / kafka-python where they show the error."""
+In-process Log tests for the rules; the handlers' answers in test_produce_validation_handlers.py (on
+kctl.testing's in-process broker); one module broker for what confluent-kafka makes of them."""
 
 from __future__ import annotations
 
 import struct
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import make_batch
-from raw_kafka import RawConnection, create_topic, produce, produce_body, running_broker, unique
+from raw_kafka import create_topic, running_broker, unique
 
-import kctl.protocol as kp
 from kctl.log.inspect import verify
 from kctl.log.log import Log
 from kctl.log.validation import RecordBatchTooLargeError
-from kctl.protocol.messages.list_offsets import (
-    ListOffsetsPartition,
-    ListOffsetsRequest,
-    ListOffsetsTopic,
-)
 from kctl.records.builder import RecordBatchBuilder
 from kctl.records.header import (
     ATTRIBUTES_OFFSET,
@@ -225,54 +218,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         yield process
 
 
-@pytest.fixture(scope="module")
-def topic(broker: BrokerProcess) -> str:
-    name = unique("validation")
-    assert create_topic(broker.bootstrap, name) == NONE
-    return name
-
-
-def test_broker_answers_corrupt_message_and_invalid_record(broker: BrokerProcess, topic: str) -> None:
-    expected = {InvalidRecordBatch: CORRUPT_MESSAGE, InvalidRecordError: INVALID_RECORD}
-    for name, (batch, error) in BAD.items():
-        part = produce(broker.bootstrap, topic, 0, batch)
-        assert part.error_code == expected[error], (name, part)
-        assert part.error_message, name
-    good = produce(broker.bootstrap, topic, 0, make_batch(3))
-    assert (good.error_code, good.base_offset) == (NONE, 0)  # nothing bad moved the log end offset
-
-
-def test_produce_v3_plus_refuses_two_batches_per_partition(broker: BrokerProcess, topic: str) -> None:
-    before = produce(broker.bootstrap, topic, 0, make_batch(1)).base_offset
-    two = make_batch(2) + make_batch(2)
-    for version in (3, 7, 9):
-        part = produce(broker.bootstrap, topic, 0, two, version=version)
-        assert part.error_code == INVALID_RECORD, (version, part)
-    assert produce(broker.bootstrap, topic, 0, make_batch(1)).base_offset == before + 1
-
-
-def test_record_errors_on_the_wire(broker: BrokerProcess) -> None:
-    compacted = unique("compacted")
-    assert create_topic(broker.bootstrap, compacted, configs={"cleanup.policy": "compact"}) == NONE
-    batch = make_batch(3, keys=[b"a", None, b"c"], values=[b"1", b"2", b"3"])
-    with RawConnection(broker.bootstrap) as conn:
-        response = conn.request(kp.ApiKey.PRODUCE, 9, produce_body(compacted, 0, batch))
-    [part] = response.responses[0].partition_responses
-    assert part.error_code == INVALID_RECORD
-    assert [(e.batch_index, e.batch_index_error_message) for e in part.record_errors] == [
-        (1, "Compacted topic cannot accept message without key")
-    ]
-    assert "1 record errors" in part.error_message
-    bounded = unique("bounded")
-    assert (
-        create_topic(broker.bootstrap, bounded, configs={"message.timestamp.before.max.ms": "60000"}) == NONE
-    )
-    old = make_batch(2, timestamp=int(time.time() * 1000) - 3_600_000)
-    part = produce(broker.bootstrap, bounded, 0, old, version=8)
-    assert part.error_code == INVALID_TIMESTAMP
-    assert [e.batch_index for e in part.record_errors] == [0, 1]
-
-
 def test_confluent_kafka_reports_the_keyless_record(broker: BrokerProcess) -> None:
     confluent_kafka = pytest.importorskip("confluent_kafka")
     compacted = unique("compacted-ck")
@@ -285,24 +230,3 @@ def test_confluent_kafka_reports_the_keyless_record(broker: BrokerProcess) -> No
     assert producer.flush(30) == 0
     assert outcomes[0] is not None and outcomes[0].code() == confluent_kafka.KafkaError.INVALID_RECORD
     assert outcomes[1] is None
-
-
-def test_list_offsets_max_timestamp_inside_a_batch(broker: BrokerProcess) -> None:
-    name = unique("maxts")
-    assert create_topic(broker.bootstrap, name) == NONE
-    builder = RecordBatchBuilder()
-    for timestamp in (T0, T0 + 50, T0 + 10):
-        builder.append(timestamp, b"k", b"v")
-    assert produce(broker.bootstrap, name, 0, make_batch(2, timestamp=T0 - 100)).error_code == NONE
-    assert produce(broker.bootstrap, name, 0, builder.build()).error_code == NONE
-    request = ListOffsetsRequest(
-        replica_id=-1,
-        isolation_level=0,
-        topics=[
-            ListOffsetsTopic(name=name, partitions=[ListOffsetsPartition(partition_index=0, timestamp=-3)])
-        ],
-    )
-    with RawConnection(broker.bootstrap) as conn:
-        response = conn.request(kp.ApiKey.LIST_OFFSETS, 8, request)
-    [part] = response.topics[0].partitions
-    assert (part.error_code, part.offset, part.timestamp) == (NONE, 3, T0 + 50)

@@ -9,13 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kctl.broker.producer_ids import (
-    BLOCK_SIZE,
-    BROKER_SHIFT,
-    PRODUCER_ID_BLOCK,
-    CorruptProducerIdBlockError,
-    ProducerIdManager,
-)
+from kctl.broker.producer_ids import BLOCK_SIZE, BROKER_SHIFT, CorruptProducerIdBlockError, ProducerIdManager
+from kctl.log.naming import PRODUCER_ID_BLOCK
 
 
 def test_ids_continue_after_a_restart_past_every_id_handed_out(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import kctl.protocol as kp
 from kctl.broker.broker import Broker
 from kctl.broker.config import BrokerConfig
 from kctl.broker.replication.channel import BrokerChannel, ChannelError
-from kctl.log.naming import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from kctl.protocol.messages.metadata import MetadataRequest
 from kctl.protocol.registry import ApiKey

@@ -15,7 +15,7 @@ from kazoo.client import KazooClient
 from kctl.broker.broker import Broker
 from kctl.broker.config import BrokerConfig
 from kctl.broker.errors import ApiError
-from kctl.log.naming import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol.errors import ErrorCode
 from kctl.records.builder import RecordBatchBuilder
 from kctl.testing import ZooKeeperServer

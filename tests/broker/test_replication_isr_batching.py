@@ -13,8 +13,8 @@ from typing import Any
 
 from kctl.broker.metadata_cache import MetadataCache
 from kctl.broker.replica_manager import ReplicaManager
+from kctl.common.topic_partition import TopicPartition
 from kctl.log.manager import LogManager
-from kctl.log.naming import TopicPartition
 from kctl.zk.embedded import EmbeddedRegistry
 from kctl.zk.model import BrokerRegistration, PartitionState, PartitionStateUpdate
 

@@ -12,9 +12,9 @@ import pytest
 from kctl.broker.partition import Partition
 from kctl.broker.replication.channel import BrokerChannel
 from kctl.broker.replication.fetcher import FetcherSettings, FetchState, ReplicaFetcher, whole_batches
+from kctl.common.topic_partition import TopicPartition
 from kctl.log.config import LogConfig
 from kctl.log.log import Log
-from kctl.log.naming import TopicPartition
 from kctl.protocol.errors import ErrorCode
 from kctl.records.builder import RecordBatchBuilder
 

@@ -18,8 +18,8 @@ from kctl.broker.partition import Partition
 from kctl.broker.replica_manager import ReplicaManager
 from kctl.broker.replication.channel import BrokerChannel
 from kctl.broker.replication.fetcher import FetcherSettings, ReplicaFetcherManager
+from kctl.common.topic_partition import TopicPartition
 from kctl.log.manager import LogManager
-from kctl.log.naming import TopicPartition
 from kctl.protocol.registry import ApiKey
 from kctl.records.builder import RecordBatchBuilder
 from kctl.zk.embedded import EmbeddedRegistry

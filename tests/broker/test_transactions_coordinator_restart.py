@@ -24,8 +24,9 @@ from kctl.broker.transaction.records import (
     partition_for_transactional_id,
 )
 from kctl.broker.transaction.state import TransactionMetadata, TransactionState
+from kctl.common.topic_partition import TopicPartition
 from kctl.log.log import Log
-from kctl.log.naming import TopicPartition, partition_dir_name
+from kctl.log.naming import partition_dir_name
 from kctl.protocol import ErrorCode
 from kctl.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
 from kctl.protocol.messages.add_partitions_to_txn import (

@@ -14,10 +14,10 @@ import pytest
 from conftest import make_batch
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
+from kctl.common.topic_partition import TopicPartition
 from kctl.log.config import LogConfig
 from kctl.log.log import Log
 from kctl.log.manager import LogManager
-from kctl.log.naming import TopicPartition
 
 T0 = 1_700_000_000_000
 

@@ -19,7 +19,7 @@ from kctl.client.group.assignors import (
     parse_assignors,
     rebalance_protocol,
 )
-from kctl.client.types import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 
 
 def tp(text: str) -> TopicPartition:

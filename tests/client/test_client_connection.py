@@ -33,7 +33,7 @@ from kctl.client.cluster import RETRIABLE_CODES, ClusterClient, Deadline, is_ret
 from kctl.client.connection import parse_address
 from kctl.client.consumer.offsets import offset_timestamp
 from kctl.client.errors import check_error
-from kctl.client.types import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol import (
     ApiKey,
     ErrorCode,

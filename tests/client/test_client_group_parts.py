@@ -28,7 +28,7 @@ from kctl.client.group.rebalance import Rebalancer
 from kctl.client.group.state import CommitFailedError, GroupMembershipError, JoinResult, MemberState
 from kctl.client.group.subscription import TopicSubscription
 from kctl.client.group_config import GroupConfig
-from kctl.client.types import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol import ApiKey, ErrorCode
 from kctl.protocol.messages.heartbeat import HeartbeatResponse
 from kctl.protocol.messages.join_group import JoinGroupResponse

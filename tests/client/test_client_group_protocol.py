@@ -15,7 +15,7 @@ from kctl.client.consumer_protocol import (
     decode_generation,
     encode_generation,
 )
-from kctl.client.types import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 
 OWNED = (TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 3))
 

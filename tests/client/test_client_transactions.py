@@ -21,7 +21,7 @@ from kctl.client.errors import (
     TransactionStateError,
 )
 from kctl.client.producer import Producer
-from kctl.client.types import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.testing import BrokerProcess
 from kctl.testing.pytest_plugin import BrokerFactory
 

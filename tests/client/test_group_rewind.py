@@ -28,7 +28,7 @@ from kctl.client.group.rewind import (
     select_partitions,
 )
 from kctl.client.offsets_spec import OffsetPoint, PointKind
-from kctl.client.types import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol import ErrorCode
 
 A0, A1, A2 = (TopicPartition("a", p) for p in range(3))

@@ -22,7 +22,7 @@ from kctl.client.offsets_spec import (
     resolve_points,
     resolve_ranges,
 )
-from kctl.client.types import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 
 H = 3_600_000
 NOV22 = 1_795_305_600_000  # 2026-11-22T00:00:00Z

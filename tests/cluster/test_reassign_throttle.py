@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from kctl.broker.replication.throttle import UNLIMITED, ReplicationQuota, is_throttled
 from kctl.client.admin.reassignments import throttled_replicas
-from kctl.client.types import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.testing import LocalCluster, wait_for
 from kctl.testing.pytest_plugin import ClusterFactory
 

@@ -19,7 +19,8 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from raw_kafka import RawConnection, unique
 
-from kctl.log.naming import TopicPartition, partition_dir_name
+from kctl.common.topic_partition import TopicPartition
+from kctl.log.naming import partition_dir_name
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kctl.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData

@@ -20,9 +20,9 @@ from conftest import make_batch
 
 from kctl.client import AdminClient, NewTopic, TopicPartition
 from kctl.log.config import LogConfig
-from kctl.log.dir_move import FUTURE_DIR_SUFFIX, LogDirNotFoundError
+from kctl.log.dir_move import LogDirNotFoundError
 from kctl.log.manager import LogManager
-from kctl.log.naming import partition_dir_name
+from kctl.log.naming import FUTURE_DIR_SUFFIX, partition_dir_name
 from kctl.records.reader import iter_batches
 
 kctl = partial(run_kctl, columns=250)  # the move plans' wide tables

@@ -10,7 +10,6 @@ import pytest
 
 from kctl.log.files import FileIO, LogStorageError
 from kctl.log.leader_epoch import (
-    LEADER_EPOCH_CHECKPOINT,
     UNDEFINED_EPOCH,
     CorruptLeaderEpochCheckpointError,
     EpochEntry,
@@ -18,6 +17,7 @@ from kctl.log.leader_epoch import (
     parse_leader_epoch_checkpoint,
     read_leader_epoch_checkpoint,
 )
+from kctl.log.naming import LEADER_EPOCH_CHECKPOINT
 
 UNDEFINED = (UNDEFINED_EPOCH, -1)
 

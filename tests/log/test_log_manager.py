@@ -11,16 +11,16 @@ import textwrap
 import pytest
 from conftest import make_batch
 
+from kctl.common.topic_partition import TopicPartition
 from kctl.log.checkpoint import CorruptCheckpointError, read_checkpoint, write_checkpoint
 from kctl.log.manager import (
-    CLEAN_SHUTDOWN_FILE,
     InconsistentMetadataError,
     LogDirLockedError,
     LogManager,
     is_locked,
     read_meta_properties,
 )
-from kctl.log.naming import TopicPartition, parse_partition_dir, partition_dir_name, validate_topic_name
+from kctl.log.naming import CLEAN_SHUTDOWN_FILE, parse_partition_dir, partition_dir_name, validate_topic_name
 from kctl.records.reader import iter_batches
 
 TP = TopicPartition("orders", 0)
@@ -116,7 +116,7 @@ WRITER = textwrap.dedent(
     sys.path.insert(0, {tests!r})
     from conftest import make_batch
     from kctl.log.manager import LogManager
-    from kctl.log.naming import TopicPartition
+    from kctl.common.topic_partition import TopicPartition
     manager = LogManager([{log_dir!r}], broker_id=0)
     log = manager.get_or_create_log(TopicPartition("orders", 0))
     for i in range(100000):

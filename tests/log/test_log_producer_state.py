@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from conftest import make_batch
 
+from kctl.common.topic_partition import TopicPartition
 from kctl.log.config import LogConfig
 from kctl.log.inspect import NotASegmentError, segment_logs, verify
 from kctl.log.log import Log
 from kctl.log.manager import LogManager
-from kctl.log.naming import TopicPartition
 from kctl.log.producer_state import (
     RECENT_BATCHES,
     BatchRecord,

@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 from conftest import make_batch
 
-from kctl.log.checkpoint import REPLICATION_OFFSET_CHECKPOINT, read_checkpoint, write_checkpoint
+from kctl.common.topic_partition import TopicPartition
+from kctl.log.checkpoint import read_checkpoint, write_checkpoint
 from kctl.log.clock import ManualClock
 from kctl.log.config import LogConfig
-from kctl.log.leader_epoch import LEADER_EPOCH_CHECKPOINT, EpochEntry, read_leader_epoch_checkpoint
+from kctl.log.leader_epoch import EpochEntry, read_leader_epoch_checkpoint
 from kctl.log.log import Log, OffsetOutOfRangeError, UnexpectedAppendOffsetError
 from kctl.log.manager import LogManager
-from kctl.log.naming import TopicPartition
+from kctl.log.naming import LEADER_EPOCH_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from kctl.log.producer_state import OutOfOrderSequenceError
 from kctl.records.builder import RecordBatchBuilder
 from kctl.records.header import InvalidRecordBatch, iter_headers, set_base_offset, validate_batch

@@ -409,9 +409,9 @@ def _prepare(shared: Shared, example: Example, index: int, workdir: Path) -> dic
 def _offline_log_dir(directory: Path) -> None:
     """A log directory as a stopped broker leaves it: my_topic_0 (three segments) and
     __consumer_offsets_7, written by kctl.log."""
+    from kctl.common.topic_partition import TopicPartition
     from kctl.log.config import LogConfig
     from kctl.log.log import Log
-    from kctl.log.naming import TopicPartition
 
     now = int(time.time() * 1000)
     batch = make_batch(10, timestamp=now)

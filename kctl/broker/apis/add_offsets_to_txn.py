@@ -16,29 +16,28 @@ from typing import TYPE_CHECKING
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.broker.group.coordinator import OFFSETS_TOPIC
-from kctl.broker.security.acls import allowed
 from kctl.broker.transaction.operations import add_partitions
-from kctl.log.naming import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import TransactionServices
+    from kctl.broker.request_context import RequestContext
 
 FIRST_PRODUCER_FENCED_VERSION = 2
 
 
-async def _add(broker: Broker, context: RequestContext, request: AddOffsetsToTxnRequest) -> int:
+async def _add(broker: TransactionServices, context: RequestContext, request: AddOffsetsToTxnRequest) -> int:
     tid = request.transactional_id
-    if not allowed(broker, context, AclOperation.WRITE, AclResourceType.TRANSACTIONAL_ID, tid):
+    if not context.allowed(AclOperation.WRITE, AclResourceType.TRANSACTIONAL_ID, tid):
         return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    if not allowed(broker, context, AclOperation.READ, AclResourceType.GROUP, request.group_id):
+    if not context.allowed(AclOperation.READ, AclResourceType.GROUP, request.group_id):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED
     try:
-        broker.group_coordinator_for(request.group_id)  # creates __consumer_offsets on first use
+        broker.groups.coordinator_for(request.group_id)  # creates __consumer_offsets on first use
         tp = TopicPartition(OFFSETS_TOPIC, broker.groups.partition_of(request.group_id))
         await add_partitions(broker.transactions, tid, request.producer_id, request.producer_epoch, [tp])
     except ApiError as error:
@@ -50,7 +49,7 @@ async def _add(broker: Broker, context: RequestContext, request: AddOffsetsToTxn
 
 @api_handler(ApiKey.ADD_OFFSETS_TO_TXN, versions=(0, 4))
 async def handle(
-    broker: Broker, context: RequestContext, request: AddOffsetsToTxnRequest
+    broker: TransactionServices, context: RequestContext, request: AddOffsetsToTxnRequest
 ) -> AddOffsetsToTxnResponse:
     code = await _add(broker, context, request)
     if code == ErrorCode.PRODUCER_FENCED and context.header.api_version < FIRST_PRODUCER_FENCED_VERSION:

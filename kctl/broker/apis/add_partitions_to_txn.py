@@ -21,9 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
-from kctl.broker.security.acls import allowed, cluster_action_denied
 from kctl.broker.transaction.operations import add_partitions, verify_partitions
-from kctl.log.naming import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.add_partitions_to_txn import (
@@ -36,8 +35,8 @@ from kctl.protocol.messages.add_partitions_to_txn import (
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import TransactionServices
+    from kctl.broker.request_context import RequestContext
 
 FIRST_PRODUCER_FENCED_VERSION = 2
 FIRST_BATCHED_VERSION = 4
@@ -57,7 +56,11 @@ def _partitions(topics: list[Any]) -> list[TopicPartition]:
 
 
 async def _add(
-    broker: Broker, transactional_id: str, producer_id: int, epoch: int, partitions: list[TopicPartition]
+    broker: TransactionServices,
+    transactional_id: str,
+    producer_id: int,
+    epoch: int,
+    partitions: list[TopicPartition],
 ) -> int:
     try:
         await add_partitions(broker.transactions, transactional_id, producer_id, epoch, partitions)
@@ -67,17 +70,17 @@ async def _add(
 
 
 async def _from_producer(
-    broker: Broker, context: RequestContext, request: AddPartitionsToTxnRequest
+    broker: TransactionServices, context: RequestContext, request: AddPartitionsToTxnRequest
 ) -> AddPartitionsToTxnResponse:
     tid = request.v3_and_below_transactional_id
     partitions = _partitions(request.v3_and_below_topics)
     codes: dict[TopicPartition, int] = {}
-    if not allowed(broker, context, AclOperation.WRITE, AclResourceType.TRANSACTIONAL_ID, tid):
+    if not context.allowed(AclOperation.WRITE, AclResourceType.TRANSACTIONAL_ID, tid):
         codes = dict.fromkeys(partitions, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         return AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=_results(codes))
     for tp in partitions:
         record = broker.metadata.topic(tp.topic)
-        if not allowed(broker, context, AclOperation.WRITE, AclResourceType.TOPIC, tp.topic):
+        if not context.allowed(AclOperation.WRITE, AclResourceType.TOPIC, tp.topic):
             codes[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         elif record is None or tp.partition not in record.assignment:
             codes[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -94,7 +97,7 @@ async def _from_producer(
     return AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=_results(codes))
 
 
-async def _from_broker(broker: Broker, transaction: Any) -> AddPartitionsToTxnResult:
+async def _from_broker(broker: TransactionServices, transaction: Any) -> AddPartitionsToTxnResult:
     partitions = _partitions(transaction.topics)
     args = (transaction.transactional_id, transaction.producer_id, transaction.producer_epoch, partitions)
     codes: dict[TopicPartition, int]
@@ -112,11 +115,11 @@ async def _from_broker(broker: Broker, transaction: Any) -> AddPartitionsToTxnRe
 
 @api_handler(ApiKey.ADD_PARTITIONS_TO_TXN, versions=(0, 4))
 async def handle(
-    broker: Broker, context: RequestContext, request: AddPartitionsToTxnRequest
+    broker: TransactionServices, context: RequestContext, request: AddPartitionsToTxnRequest
 ) -> AddPartitionsToTxnResponse:
     if context.header.api_version < FIRST_BATCHED_VERSION:
         return await _from_producer(broker, context, request)
-    denied = cluster_action_denied(broker, context, AclOperation.CLUSTER_ACTION)
+    denied = context.cluster_action_denied(AclOperation.CLUSTER_ACTION)
     if denied is not None:
         return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=denied[0], results_by_transaction=[])
     results = [await _from_broker(broker, transaction) for transaction in request.transactions]

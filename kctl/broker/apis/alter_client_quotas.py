@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.quotas import check_quota_value, parse_entity
-from kctl.broker.security.acls import allowed
 from kctl.protocol.acl_types import CLUSTER_NAME, AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.client_quotas import (
@@ -25,15 +24,15 @@ from kctl.protocol.messages.client_quotas import (
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import QuotaServices
+    from kctl.broker.request_context import RequestContext
 
 
 @api_handler(ApiKey.ALTER_CLIENT_QUOTAS, versions=(0, 1))
 async def handle(
-    broker: Broker, context: RequestContext, request: AlterClientQuotasRequest
+    broker: QuotaServices, context: RequestContext, request: AlterClientQuotasRequest
 ) -> AlterClientQuotasResponse:
-    permitted = allowed(broker, context, AclOperation.ALTER_CONFIGS, AclResourceType.CLUSTER, CLUSTER_NAME)
+    permitted = context.allowed(AclOperation.ALTER_CONFIGS, AclResourceType.CLUSTER, CLUSTER_NAME)
     results = []
     changed = False
     for entry in request.entries:

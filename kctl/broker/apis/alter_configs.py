@@ -19,13 +19,13 @@ from kctl.protocol.messages.configs import (
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import ConfigServices
+    from kctl.broker.request_context import RequestContext
 
 
 @api_handler(ApiKey.ALTER_CONFIGS, versions=(0, 2))
 async def handle(
-    broker: Broker, context: RequestContext, request: AlterConfigsRequest
+    broker: ConfigServices, context: RequestContext, request: AlterConfigsRequest
 ) -> AlterConfigsResponse:
     responses = alter_topic_configs(
         broker,

@@ -19,7 +19,6 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
-from kctl.broker.security.acls import cluster_action_denied
 from kctl.protocol.acl_types import AclOperation
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.alter_partition_reassignments import (
@@ -32,13 +31,15 @@ from kctl.protocol.registry import ApiKey
 from kctl.zk.model import RegistryError, RegistryUnavailableError
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import ControllerServices
+    from kctl.broker.request_context import RequestContext
 
 Key = tuple[str, int]
 
 
-def _check(broker: Broker, topic: str, partition: int, replicas: list[int] | None) -> tuple[int, str | None]:
+def _check(
+    broker: ControllerServices, topic: str, partition: int, replicas: list[int] | None
+) -> tuple[int, str | None]:
     record = broker.metadata.topic(topic)
     if record is None or partition not in record.assignment:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no partition {topic}-{partition}"
@@ -56,7 +57,7 @@ def _check(broker: Broker, topic: str, partition: int, replicas: list[int] | Non
 
 
 def _submit(
-    broker: Broker, targets: dict[Key, list[int]], cancels: list[Key]
+    broker: ControllerServices, targets: dict[Key, list[int]], cancels: list[Key]
 ) -> dict[Key, tuple[int, str | None]]:
     """Ask the registry (blocking: run in a thread); returns the outcome of each partition asked."""
     registry = broker.registry
@@ -91,9 +92,9 @@ def _submit(
 
 @api_handler(ApiKey.ALTER_PARTITION_REASSIGNMENTS, versions=(0, 0))
 async def handle(
-    broker: Broker, context: RequestContext, request: AlterPartitionReassignmentsRequest
+    broker: ControllerServices, context: RequestContext, request: AlterPartitionReassignmentsRequest
 ) -> AlterPartitionReassignmentsResponse:
-    denied = cluster_action_denied(broker, context, AclOperation.ALTER)
+    denied = context.cluster_action_denied(AclOperation.ALTER)
     if denied is not None:
         return AlterPartitionReassignmentsResponse(
             throttle_time_ms=0,

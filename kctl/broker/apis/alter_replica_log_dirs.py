@@ -12,10 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
-from kctl.broker.log_dir_moves import mover_of
-from kctl.broker.security.acls import allowed
+from kctl.common.topic_partition import TopicPartition
 from kctl.log.dir_move import LogDirNotFoundError
-from kctl.log.naming import TopicPartition
 from kctl.protocol.acl_types import CLUSTER_NAME, AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.alter_replica_log_dirs import (
@@ -27,16 +25,16 @@ from kctl.protocol.messages.alter_replica_log_dirs import (
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import PartitionServices
+    from kctl.broker.request_context import RequestContext
 
 
 @api_handler(ApiKey.ALTER_REPLICA_LOG_DIRS, versions=(0, 2))
 async def handle(
-    broker: Broker, context: RequestContext, request: AlterReplicaLogDirsRequest
+    broker: PartitionServices, context: RequestContext, request: AlterReplicaLogDirsRequest
 ) -> AlterReplicaLogDirsResponse:
-    permitted = allowed(broker, context, AclOperation.ALTER, AclResourceType.CLUSTER, CLUSTER_NAME)
-    mover = mover_of(broker)
+    permitted = context.allowed(AclOperation.ALTER, AclResourceType.CLUSTER, CLUSTER_NAME)
+    mover = broker.log_dir_moves
     results: dict[str, list[AlterReplicaLogDirPartitionResult]] = {}
     for directory in request.dirs:
         for topic in directory.topics:

@@ -12,7 +12,6 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
-from kctl.broker.security.acls import allowed
 from kctl.common.scram import (
     MAX_ITERATIONS,
     MECHANISM_NAMES,
@@ -29,16 +28,16 @@ from kctl.protocol.messages.scram_credentials import (
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import SecurityServices
+    from kctl.broker.request_context import RequestContext
 
 
 @api_handler(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, versions=(0, 0))
 async def handle(
-    broker: Broker, context: RequestContext, request: AlterUserScramCredentialsRequest
+    broker: SecurityServices, context: RequestContext, request: AlterUserScramCredentialsRequest
 ) -> AlterUserScramCredentialsResponse:
     names = [d.name for d in request.deletions] + [u.name for u in request.upsertions]
-    if not allowed(broker, context, AclOperation.ALTER, AclResourceType.CLUSTER, CLUSTER_NAME):
+    if not context.allowed(AclOperation.ALTER, AclResourceType.CLUSTER, CLUSTER_NAME):
         return AlterUserScramCredentialsResponse(
             throttle_time_ms=0,
             results=[

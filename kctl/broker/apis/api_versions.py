@@ -14,12 +14,14 @@ from kctl.protocol.messages.api_versions import ApiVersion, ApiVersionsRequest, 
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import VersionServices
+    from kctl.broker.request_context import RequestContext
 
 
 @api_handler(ApiKey.API_VERSIONS, versions=(0, 4))
-async def handle(broker: Broker, context: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
+async def handle(
+    broker: VersionServices, context: RequestContext, request: ApiVersionsRequest
+) -> ApiVersionsResponse:
     return ApiVersionsResponse(
         error_code=0,
         api_keys=[

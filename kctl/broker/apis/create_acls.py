@@ -10,7 +10,7 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
-from kctl.broker.security.acls import AclBinding, cluster_denied
+from kctl.broker.security.acls import AclBinding
 from kctl.protocol.acl_types import AclOperation, AclPermissionType, AclResourceType, PatternType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.acls import (
@@ -21,13 +21,15 @@ from kctl.protocol.messages.acls import (
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import SecurityServices
+    from kctl.broker.request_context import RequestContext
 
 
 @api_handler(ApiKey.CREATE_ACLS, versions=(0, 3))
-async def handle(broker: Broker, context: RequestContext, request: CreateAclsRequest) -> CreateAclsResponse:
-    error = cluster_denied(broker, context, AclOperation.ALTER)
+async def handle(
+    broker: SecurityServices, context: RequestContext, request: CreateAclsRequest
+) -> CreateAclsResponse:
+    error = context.acl_change_denied(AclOperation.ALTER)
     if error is not None:
         failed = [AclCreationResult(error_code=error[0], error_message=error[1]) for _ in request.creations]
         return CreateAclsResponse(throttle_time_ms=0, results=failed)

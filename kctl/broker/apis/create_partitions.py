@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
-from kctl.broker.security.acls import require
 from kctl.broker.topics import check_request_partitions, create_hosted_logs, discard_logs
 from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
@@ -28,13 +27,13 @@ from kctl.protocol.messages.create_partitions import (
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import TopicAdminServices
+    from kctl.broker.request_context import RequestContext
 
 
 @api_handler(ApiKey.CREATE_PARTITIONS, versions=(0, 3))
 async def handle(
-    broker: Broker, context: RequestContext, request: CreatePartitionsRequest
+    broker: TopicAdminServices, context: RequestContext, request: CreatePartitionsRequest
 ) -> CreatePartitionsResponse:
     deadline = asyncio.get_running_loop().time() + request.timeout_ms / 1000
     grown: dict[str, frozenset[int]] = {}  # the new partitions every broker must serve
@@ -51,7 +50,7 @@ async def handle(
         )
     for topic in request.topics:
         try:
-            require(broker, context, AclOperation.ALTER, AclResourceType.TOPIC, topic.name)
+            context.require(AclOperation.ALTER, AclResourceType.TOPIC, topic.name)
             if not broker.is_controller:
                 raise ApiError(ErrorCode.NOT_CONTROLLER, "this broker is not the controller")
             assignment = [tuple(a.broker_ids) for a in topic.assignments] if topic.assignments else None
@@ -81,7 +80,7 @@ async def handle(
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)
 
 
-def _new_partitions(broker: Broker, name: str, count: int) -> int:
+def _new_partitions(broker: TopicAdminServices, name: str, count: int) -> int:
     """How many partitions growing ``name`` to ``count`` adds (0 for an unknown topic: its own error)."""
     record = broker.metadata.topic(name)
     return max(count - len(record.assignment), 0) if record is not None else 0

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING
 from kctl.broker.apis.describe_configs import topic_config_entries
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
-from kctl.broker.security.acls import allowed
 from kctl.broker.topics import PartitionPlan, check_request_partitions, create_hosted_logs, discard_logs
 from kctl.protocol.acl_types import CLUSTER_NAME, AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
@@ -36,14 +35,14 @@ from kctl.protocol.messages.create_topics import (
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import TopicAdminServices
+    from kctl.broker.request_context import RequestContext
 from kctl.protocol.types import ZERO_UUID
 
 
 @api_handler(ApiKey.CREATE_TOPICS, versions=(0, 7))
 async def handle(
-    broker: Broker, context: RequestContext, request: CreateTopicsRequest
+    broker: TopicAdminServices, context: RequestContext, request: CreateTopicsRequest
 ) -> CreateTopicsResponse:
     deadline = asyncio.get_running_loop().time() + request.timeout_ms / 1000
     created: dict[str, frozenset[int]] = {}  # what every broker must serve before the answer
@@ -76,15 +75,13 @@ async def handle(
             if seen[topic.name] > 1:
                 raise ApiError(ErrorCode.INVALID_REQUEST, f"topic {topic.name!r} is named more than once")
             if not (
-                allowed(
-                    broker,
-                    context,
+                context.allowed(
                     AclOperation.CREATE,
                     AclResourceType.CLUSTER,
                     CLUSTER_NAME,
                     log_denied=False,
                 )
-                or allowed(broker, context, AclOperation.CREATE, AclResourceType.TOPIC, topic.name)
+                or context.allowed(AclOperation.CREATE, AclResourceType.TOPIC, topic.name)
             ):
                 raise ApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "CREATE on the topic denied")
             if not broker.is_controller:

@@ -9,7 +9,7 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
-from kctl.broker.security.acls import cluster_denied, filter_from_request
+from kctl.broker.security.acls import filter_from_request
 from kctl.protocol.acl_types import AclOperation
 from kctl.protocol.messages.acls import (
     DeleteAclsFilterResult,
@@ -20,13 +20,15 @@ from kctl.protocol.messages.acls import (
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import SecurityServices
+    from kctl.broker.request_context import RequestContext
 
 
 @api_handler(ApiKey.DELETE_ACLS, versions=(0, 3))
-async def handle(broker: Broker, context: RequestContext, request: DeleteAclsRequest) -> DeleteAclsResponse:
-    error = cluster_denied(broker, context, AclOperation.ALTER)
+async def handle(
+    broker: SecurityServices, context: RequestContext, request: DeleteAclsRequest
+) -> DeleteAclsResponse:
+    error = context.acl_change_denied(AclOperation.ALTER)
     if error is not None:
         return DeleteAclsResponse(
             throttle_time_ms=0,

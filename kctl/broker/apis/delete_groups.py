@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
-from kctl.broker.security.acls import require
 from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.messages.delete_groups import (
     DeletableGroupResult,
@@ -18,18 +17,18 @@ from kctl.protocol.messages.delete_groups import (
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import GroupServices
+    from kctl.broker.request_context import RequestContext
 
 
 @api_handler(ApiKey.DELETE_GROUPS, versions=(0, 2))
 async def handle(
-    broker: Broker, context: RequestContext, request: DeleteGroupsRequest
+    broker: GroupServices, context: RequestContext, request: DeleteGroupsRequest
 ) -> DeleteGroupsResponse:
     results = []
     for group_id in request.groups_names:
         try:
-            require(broker, context, AclOperation.DELETE, AclResourceType.GROUP, group_id)
+            context.require(AclOperation.DELETE, AclResourceType.GROUP, group_id)
             code = broker.groups.delete_group(group_id)
         except ApiError as error:
             code = error.code

@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
-from kctl.broker.security.acls import require
+from kctl.common.topic_partition import TopicPartition
 from kctl.log.log import OffsetOutOfRangeError
-from kctl.log.naming import TopicPartition
 from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.delete_records import (
@@ -24,20 +23,20 @@ from kctl.protocol.messages.delete_records import (
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import PartitionServices
+    from kctl.broker.request_context import RequestContext
 
 
 @api_handler(ApiKey.DELETE_RECORDS, versions=(0, 2))
 async def handle(
-    broker: Broker, context: RequestContext, request: DeleteRecordsRequest
+    broker: PartitionServices, context: RequestContext, request: DeleteRecordsRequest
 ) -> DeleteRecordsResponse:
     topics = []
     for topic in request.topics:
         partitions = []
         for part in topic.partitions:
             try:
-                require(broker, context, AclOperation.DELETE, AclResourceType.TOPIC, topic.name)
+                context.require(AclOperation.DELETE, AclResourceType.TOPIC, topic.name)
                 partition = broker.replicas.leader_partition(TopicPartition(topic.name, part.partition_index))
                 if not partition.log.config.delete:
                     raise ApiError(

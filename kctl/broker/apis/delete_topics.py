@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
-from kctl.broker.security.acls import allowed
 from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.delete_topics import (
@@ -27,14 +26,14 @@ from kctl.protocol.messages.delete_topics import (
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import TopicAdminServices
+    from kctl.broker.request_context import RequestContext
 from kctl.protocol.types import ZERO_UUID
 
 
 @api_handler(ApiKey.DELETE_TOPICS, versions=(0, 6))
 async def handle(
-    broker: Broker, context: RequestContext, request: DeleteTopicsRequest
+    broker: TopicAdminServices, context: RequestContext, request: DeleteTopicsRequest
 ) -> DeleteTopicsResponse:
     version = context.header.api_version
     wanted = (
@@ -52,7 +51,7 @@ async def handle(
                 name = broker.metadata.topic_name(topic_id)
                 if name is None:
                     raise ApiError(ErrorCode.UNKNOWN_TOPIC_ID, f"no topic has id {topic_id}")
-            if not allowed(broker, context, AclOperation.DELETE, AclResourceType.TOPIC, name):
+            if not context.allowed(AclOperation.DELETE, AclResourceType.TOPIC, name):
                 raise ApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "DELETE on the topic denied")
             record = broker.metadata.topic(name)
             if not broker.is_controller:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
-from kctl.broker.security.acls import cluster_denied, filter_from_request
+from kctl.broker.security.acls import filter_from_request
 from kctl.protocol.acl_types import AclOperation
 from kctl.protocol.messages.acls import (
     AclDescription,
@@ -19,15 +19,15 @@ from kctl.protocol.messages.acls import (
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import SecurityServices
+    from kctl.broker.request_context import RequestContext
 
 
 @api_handler(ApiKey.DESCRIBE_ACLS, versions=(0, 3))
 async def handle(
-    broker: Broker, context: RequestContext, request: DescribeAclsRequest
+    broker: SecurityServices, context: RequestContext, request: DescribeAclsRequest
 ) -> DescribeAclsResponse:
-    error = cluster_denied(broker, context, AclOperation.DESCRIBE)
+    error = context.acl_change_denied(AclOperation.DESCRIBE)
     if error is not None:
         return DescribeAclsResponse(
             throttle_time_ms=0, error_code=error[0], error_message=error[1], resources=[]

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.quotas import entity_pairs
-from kctl.broker.security.acls import allowed
 from kctl.protocol.acl_types import CLUSTER_NAME, AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.client_quotas import (
@@ -29,8 +28,8 @@ from kctl.protocol.registry import ApiKey
 from kctl.zk.quota_store import CLIENT_ID, DEFAULT_NAME, USER, QuotaEntity
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import QuotaServices
+    from kctl.broker.request_context import RequestContext
 
 
 def _matcher(request: DescribeClientQuotasRequest) -> dict[str, tuple[int, str | None]]:
@@ -68,9 +67,9 @@ def _matches(entity: QuotaEntity, wanted: dict[str, tuple[int, str | None]], str
 
 @api_handler(ApiKey.DESCRIBE_CLIENT_QUOTAS, versions=(0, 1))
 async def handle(
-    broker: Broker, context: RequestContext, request: DescribeClientQuotasRequest
+    broker: QuotaServices, context: RequestContext, request: DescribeClientQuotasRequest
 ) -> DescribeClientQuotasResponse:
-    if not allowed(broker, context, AclOperation.DESCRIBE_CONFIGS, AclResourceType.CLUSTER, CLUSTER_NAME):
+    if not context.allowed(AclOperation.DESCRIBE_CONFIGS, AclResourceType.CLUSTER, CLUSTER_NAME):
         return DescribeClientQuotasResponse(
             throttle_time_ms=0,
             error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,

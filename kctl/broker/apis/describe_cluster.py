@@ -20,13 +20,13 @@ from kctl.protocol.messages.describe_cluster import (
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import ClusterServices
+    from kctl.broker.request_context import RequestContext
 
 
 @api_handler(ApiKey.DESCRIBE_CLUSTER, versions=(0, 1))
 async def handle(
-    broker: Broker, context: RequestContext, request: DescribeClusterRequest
+    broker: ClusterServices, context: RequestContext, request: DescribeClusterRequest
 ) -> DescribeClusterResponse:
     controller = broker.metadata.controller_id
     operations = NOT_REQUESTED

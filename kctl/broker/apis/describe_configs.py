@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.config import BROKER_CONFIGS
 from kctl.broker.errors import ApiError
-from kctl.broker.security.acls import allowed
 from kctl.broker.security.config import is_dynamic_listener_config, listener_config
 from kctl.common.config_def import ConfigKey, ConfigType, Dynamic, format_value
 from kctl.log.config import TOPIC_CONFIGS, LogConfig
@@ -39,8 +38,8 @@ from kctl.protocol.messages.configs import (
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import ClusterServices, TopicConfigServices
+    from kctl.broker.request_context import RequestContext
 
 
 DYNAMIC_TOPIC_CONFIG = ConfigSource.DYNAMIC_TOPIC_CONFIG
@@ -69,7 +68,11 @@ class ConfigEntry:
 
 
 def topic_config_entries(
-    broker: Broker, topic: str, keys: list[str] | None, include_synonyms: bool, include_documentation: bool
+    broker: TopicConfigServices,
+    topic: str,
+    keys: list[str] | None,
+    include_synonyms: bool,
+    include_documentation: bool,
 ) -> list[ConfigEntry]:
     record = broker.metadata.topic(topic)
     overrides = record.configs if record else {}
@@ -107,7 +110,7 @@ def topic_config_entries(
 
 
 def broker_config_entries(
-    broker: Broker,
+    broker: ClusterServices,
     keys: list[str] | None,
     include_documentation: bool,
     include_synonyms: bool = False,
@@ -159,7 +162,7 @@ def broker_config_entries(
     return entries
 
 
-def logger_entries(broker: Broker, resource_name: str, keys: list[str] | None) -> list[ConfigEntry]:
+def logger_entries(broker: ClusterServices, resource_name: str, keys: list[str] | None) -> list[ConfigEntry]:
     """The BROKER_LOGGER resource of this broker (kctl.broker.loggers): each logger and its level;
     ApiError for another broker's id."""
     broker.loggers.check_resource(resource_name)
@@ -169,7 +172,7 @@ def logger_entries(broker: Broker, resource_name: str, keys: list[str] | None) -
     ]
 
 
-def _bound_metrics_listener(broker: Broker, configured: str) -> str:
+def _bound_metrics_listener(broker: ClusterServices, configured: str) -> str:
     """``metrics.listener`` with port 0 (a free one) described as the port the endpoint got, so that
     a client (`kctl top`) finds it; any other value as configured."""
     url = broker.metrics.url
@@ -226,13 +229,13 @@ def _result(entry: ConfigEntry, version: int) -> DescribeConfigsResourceResult:
     )
 
 
-def _denied(broker: Broker, context: RequestContext, resource_type: int, name: str) -> int | None:
+def _denied(broker: ClusterServices, context: RequestContext, resource_type: int, name: str) -> int | None:
     """Kafka's check: DescribeConfigs on the topic, or on the cluster for a broker resource."""
     if resource_type == TOPIC_RESOURCE:
-        if not allowed(broker, context, AclOperation.DESCRIBE_CONFIGS, AclResourceType.TOPIC, name):
+        if not context.allowed(AclOperation.DESCRIBE_CONFIGS, AclResourceType.TOPIC, name):
             return ErrorCode.TOPIC_AUTHORIZATION_FAILED
-    elif resource_type in (BROKER_RESOURCE, BROKER_LOGGER) and not allowed(
-        broker, context, AclOperation.DESCRIBE_CONFIGS, AclResourceType.CLUSTER, CLUSTER_NAME
+    elif resource_type in (BROKER_RESOURCE, BROKER_LOGGER) and not context.allowed(
+        AclOperation.DESCRIBE_CONFIGS, AclResourceType.CLUSTER, CLUSTER_NAME
     ):
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     return None
@@ -240,7 +243,7 @@ def _denied(broker: Broker, context: RequestContext, resource_type: int, name: s
 
 @api_handler(ApiKey.DESCRIBE_CONFIGS, versions=(0, 4))
 async def handle(
-    broker: Broker, context: RequestContext, request: DescribeConfigsRequest
+    broker: ClusterServices, context: RequestContext, request: DescribeConfigsRequest
 ) -> DescribeConfigsResponse:
     version = context.header.api_version
     results = []

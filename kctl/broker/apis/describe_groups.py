@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
-from kctl.broker.security.acls import require
 from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.describe_groups import (
@@ -21,13 +20,13 @@ from kctl.protocol.messages.describe_groups import (
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import GroupServices
+    from kctl.broker.request_context import RequestContext
 
 
-def _describe(broker: Broker, context: RequestContext, group_id: str) -> DescribedGroup:
+def _describe(broker: GroupServices, context: RequestContext, group_id: str) -> DescribedGroup:
     try:
-        require(broker, context, AclOperation.DESCRIBE, AclResourceType.GROUP, group_id)
+        context.require(AclOperation.DESCRIBE, AclResourceType.GROUP, group_id)
         group = broker.groups.describe_group(group_id)
     except ApiError as error:
         return DescribedGroup(
@@ -70,7 +69,7 @@ def _describe(broker: Broker, context: RequestContext, group_id: str) -> Describ
 
 @api_handler(ApiKey.DESCRIBE_GROUPS, versions=(0, 5))
 async def handle(
-    broker: Broker, context: RequestContext, request: DescribeGroupsRequest
+    broker: GroupServices, context: RequestContext, request: DescribeGroupsRequest
 ) -> DescribeGroupsResponse:
     return DescribeGroupsResponse(
         throttle_time_ms=0, groups=[_describe(broker, context, g) for g in request.groups]

@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
-from kctl.broker.log_dir_moves import MoveProgress, mover_of
+from kctl.broker.log_dir_moves import MoveProgress
 from kctl.broker.partition import Partition
-from kctl.broker.security.acls import allowed
-from kctl.log.naming import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol.acl_types import CLUSTER_NAME, AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.describe_log_dirs import (
@@ -31,8 +30,8 @@ from kctl.protocol.messages.describe_log_dirs import (
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import PartitionServices
+    from kctl.broker.request_context import RequestContext
 
 
 def _wanted(request: DescribeLogDirsRequest) -> Callable[[TopicPartition], bool]:
@@ -84,9 +83,9 @@ def _dir_result(
 
 @api_handler(ApiKey.DESCRIBE_LOG_DIRS, versions=(0, 4))
 async def handle(
-    broker: Broker, context: RequestContext, request: DescribeLogDirsRequest
+    broker: PartitionServices, context: RequestContext, request: DescribeLogDirsRequest
 ) -> DescribeLogDirsResponse:
-    if not allowed(broker, context, AclOperation.DESCRIBE, AclResourceType.CLUSTER, CLUSTER_NAME):
+    if not context.allowed(AclOperation.DESCRIBE, AclResourceType.CLUSTER, CLUSTER_NAME):
         # as Kafka: no directories, and (v3+) CLUSTER_AUTHORIZATION_FAILED
         return DescribeLogDirsResponse(
             throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[]
@@ -99,7 +98,7 @@ async def handle(
         if wanted(tp):
             hosted.setdefault(partition.log.directory.parent, []).append(partition)
     futures: dict[Path, list[MoveProgress]] = {}
-    for move in mover_of(broker).in_progress():
+    for move in broker.log_dir_moves.in_progress():
         if wanted(move.topic_partition):
             futures.setdefault(move.destination, []).append(move)
     return DescribeLogDirsResponse(

@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
-from kctl.broker.security.acls import allowed
-from kctl.log.naming import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.describe_producers import (
@@ -26,11 +25,11 @@ from kctl.protocol.messages.describe_producers import (
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import PartitionServices
+    from kctl.broker.request_context import RequestContext
 
 
-def _producers(broker: Broker, tp: TopicPartition) -> list[ProducerState]:
+def _producers(broker: PartitionServices, tp: TopicPartition) -> list[ProducerState]:
     partition = broker.replicas.leader_partition(tp)
     producers = partition.log.producer_state.producers
     return [
@@ -48,11 +47,11 @@ def _producers(broker: Broker, tp: TopicPartition) -> list[ProducerState]:
 
 @api_handler(ApiKey.DESCRIBE_PRODUCERS, versions=(0, 0))
 async def handle(
-    broker: Broker, context: RequestContext, request: DescribeProducersRequest
+    broker: PartitionServices, context: RequestContext, request: DescribeProducersRequest
 ) -> DescribeProducersResponse:
     topics = []
     for topic in request.topics:
-        readable = allowed(broker, context, AclOperation.READ, AclResourceType.TOPIC, topic.name)
+        readable = context.allowed(AclOperation.READ, AclResourceType.TOPIC, topic.name)
         partitions = []
         for index in topic.partition_indexes:
             code, message, producers = ErrorCode.NONE, None, []

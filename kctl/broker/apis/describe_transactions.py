@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
-from kctl.broker.security.acls import allowed
 from kctl.broker.transaction.state import TransactionState
 from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
@@ -26,11 +25,13 @@ from kctl.protocol.messages.transactions import (
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import TransactionServices
+    from kctl.broker.request_context import RequestContext
 
 
-def _describe(broker: Broker, context: RequestContext, transactional_id: str) -> DescribedTransactionState:
+def _describe(
+    broker: TransactionServices, context: RequestContext, transactional_id: str
+) -> DescribedTransactionState:
     described = DescribedTransactionState(
         error_code=ErrorCode.NONE,
         transactional_id=transactional_id,
@@ -41,9 +42,7 @@ def _describe(broker: Broker, context: RequestContext, transactional_id: str) ->
         producer_epoch=-1,
         topics=[],
     )
-    if not allowed(
-        broker, context, AclOperation.DESCRIBE, AclResourceType.TRANSACTIONAL_ID, transactional_id
-    ):
+    if not context.allowed(AclOperation.DESCRIBE, AclResourceType.TRANSACTIONAL_ID, transactional_id):
         described.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         return described
     coordinator = broker.transactions
@@ -71,7 +70,7 @@ def _describe(broker: Broker, context: RequestContext, transactional_id: str) ->
 
 @api_handler(ApiKey.DESCRIBE_TRANSACTIONS, versions=(0, 0))
 async def handle(
-    broker: Broker, context: RequestContext, request: DescribeTransactionsRequest
+    broker: TransactionServices, context: RequestContext, request: DescribeTransactionsRequest
 ) -> DescribeTransactionsResponse:
     states = [_describe(broker, context, tid) for tid in request.transactional_ids]
     return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=states)

@@ -9,7 +9,6 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
-from kctl.broker.security.acls import allowed
 from kctl.common.scram import (
     MECHANISM_CODES,
     ScramCredential,
@@ -25,15 +24,15 @@ from kctl.protocol.messages.scram_credentials import (
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import SecurityServices
+    from kctl.broker.request_context import RequestContext
 
 
 @api_handler(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, versions=(0, 0))
 async def handle(
-    broker: Broker, context: RequestContext, request: DescribeUserScramCredentialsRequest
+    broker: SecurityServices, context: RequestContext, request: DescribeUserScramCredentialsRequest
 ) -> DescribeUserScramCredentialsResponse:
-    if not allowed(broker, context, AclOperation.DESCRIBE, AclResourceType.CLUSTER, CLUSTER_NAME):
+    if not context.allowed(AclOperation.DESCRIBE, AclResourceType.CLUSTER, CLUSTER_NAME):
         return DescribeUserScramCredentialsResponse(
             throttle_time_ms=0,
             error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,

@@ -19,7 +19,6 @@ import time
 from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
-from kctl.broker.security.acls import cluster_action_denied
 from kctl.protocol.acl_types import AclOperation
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.elect_leaders import (
@@ -35,19 +34,19 @@ from kctl.zk.registry import PREFERRED as PREFERRED_ELECTION
 from kctl.zk.registry import UNCLEAN as UNCLEAN_ELECTION
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import ControllerServices
+    from kctl.broker.request_context import RequestContext
 
 POLL_INTERVAL_S = 0.05
 
 
-def _requested(broker: Broker, request: ElectLeadersRequest) -> list[tuple[str, int]]:
+def _requested(broker: ControllerServices, request: ElectLeadersRequest) -> list[tuple[str, int]]:
     if request.topic_partitions is None:
         return [(t, p) for t, record in sorted(broker.metadata.topics().items()) for p in record.assignment]
     return list(dict.fromkeys((tp.topic, p) for tp in request.topic_partitions for p in tp.partitions))
 
 
-def _check(broker: Broker, topic: str, partition: int, unclean: bool) -> tuple[int, str | None]:
+def _check(broker: ControllerServices, topic: str, partition: int, unclean: bool) -> tuple[int, str | None]:
     """(error code, message) before any election: 0 when the partition is eligible."""
     record = broker.metadata.topic(topic)
     if record is None or partition not in record.assignment:
@@ -74,7 +73,7 @@ def _check(broker: Broker, topic: str, partition: int, unclean: bool) -> tuple[i
     return 0, None
 
 
-def _elected(broker: Broker, topic: str, partition: int, unclean: bool) -> bool:
+def _elected(broker: ControllerServices, topic: str, partition: int, unclean: bool) -> bool:
     record = broker.metadata.topic(topic)
     state = broker.metadata.partition_state(topic, partition)
     if record is None or state is None or partition not in record.assignment:
@@ -84,7 +83,9 @@ def _elected(broker: Broker, topic: str, partition: int, unclean: bool) -> bool:
     return state.leader == record.assignment[partition][0]
 
 
-def _request(broker: Broker, unclean: bool, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], str]:
+def _request(
+    broker: ControllerServices, unclean: bool, partitions: list[tuple[str, int]]
+) -> dict[tuple[str, int], str]:
     """Ask the registry for the elections (blocking: run in a thread); returns the partitions it
     refuses, with why."""
     registry = broker.registry
@@ -96,12 +97,12 @@ def _request(broker: Broker, unclean: bool, partitions: list[tuple[str, int]]) -
 
 @api_handler(ApiKey.ELECT_LEADERS, versions=(0, 2))
 async def handle(
-    broker: Broker, context: RequestContext, request: ElectLeadersRequest
+    broker: ControllerServices, context: RequestContext, request: ElectLeadersRequest
 ) -> ElectLeadersResponse:
     unclean = request.election_type == UNCLEAN
     results: dict[tuple[str, int], tuple[int, str | None]] = {}
     top_error = 0
-    denied = cluster_action_denied(broker, context, AclOperation.ALTER)
+    denied = context.cluster_action_denied(AclOperation.ALTER)
     if denied is not None:  # as Kafka: Alter on the cluster, checked first (no topic names leak)
         top_error = denied[0]
         wanted = (

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
-from kctl.broker.security.acls import allowed
 from kctl.broker.transaction.operations import end_transaction
 from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
@@ -24,17 +23,19 @@ from kctl.protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import TransactionServices
+    from kctl.broker.request_context import RequestContext
 
 FIRST_PRODUCER_FENCED_VERSION = 2
 
 
 @api_handler(ApiKey.END_TXN, versions=(0, 4))
-async def handle(broker: Broker, context: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
+async def handle(
+    broker: TransactionServices, context: RequestContext, request: EndTxnRequest
+) -> EndTxnResponse:
     tid = request.transactional_id
     code: int = ErrorCode.NONE
-    if not allowed(broker, context, AclOperation.WRITE, AclResourceType.TRANSACTIONAL_ID, tid):
+    if not context.allowed(AclOperation.WRITE, AclResourceType.TRANSACTIONAL_ID, tid):
         code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     else:
         try:

@@ -32,7 +32,6 @@ from kctl.broker.apis.registry import api_handler
 from kctl.broker.fetch_session import CachedPartition, FetchContext
 from kctl.broker.quotas import FETCH, throttle_request
 from kctl.broker.replica_manager import PartitionRead
-from kctl.broker.security.acls import allowed
 from kctl.log.naming import TopicPartition
 from kctl.protocol.acl_types import CLUSTER_NAME, AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
@@ -175,11 +174,11 @@ def _denied_topics(
         return frozenset()
     names = {c.topic_partition.topic for c in partitions if c.topic_partition is not None}
     if follower:
-        if allowed(broker, context, AclOperation.CLUSTER_ACTION, AclResourceType.CLUSTER, CLUSTER_NAME):
+        if context.allowed(AclOperation.CLUSTER_ACTION, AclResourceType.CLUSTER, CLUSTER_NAME):
             return frozenset()
         return frozenset(names)
     read = AclOperation.READ
-    return frozenset(n for n in names if not allowed(broker, context, read, AclResourceType.TOPIC, n))
+    return frozenset(n for n in names if not context.allowed(read, AclResourceType.TOPIC, n))
 
 
 @api_handler(ApiKey.FETCH, versions=(0, 17))

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
-from kctl.broker.security.acls import allowed
 from kctl.broker.security.listeners import advertised_endpoint, request_listener
 from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
@@ -28,8 +27,8 @@ from kctl.protocol.messages.find_coordinator import (
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import TransactionServices
+    from kctl.broker.request_context import RequestContext
 
 log = logging.getLogger("kctl.broker.group")
 
@@ -41,12 +40,14 @@ def _unavailable(key: str, message: str, code: int = ErrorCode.COORDINATOR_NOT_A
     return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=code, error_message=message)
 
 
-def _leader(broker: Broker, context: RequestContext, key: str, key_type: int) -> int | Coordinator:
+def _leader(
+    broker: TransactionServices, context: RequestContext, key: str, key_type: int
+) -> int | Coordinator:
     """The coordinator's broker id, or the error answer."""
     if key_type == TRANSACTION:
         if not key:
             return _unavailable(key, "the transactional id is empty", ErrorCode.INVALID_REQUEST)
-        if not allowed(broker, context, AclOperation.DESCRIBE, AclResourceType.TRANSACTIONAL_ID, key):
+        if not context.allowed(AclOperation.DESCRIBE, AclResourceType.TRANSACTIONAL_ID, key):
             denied = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
             return _unavailable(key, "not authorized to describe the transactional id", denied)
         try:
@@ -57,11 +58,11 @@ def _leader(broker: Broker, context: RequestContext, key: str, key_type: int) ->
         return _unavailable(key, f"unknown key type {key_type}", ErrorCode.INVALID_REQUEST)
     if not key:
         return _unavailable(key, "the group id is empty", ErrorCode.INVALID_GROUP_ID)
-    if not allowed(broker, context, AclOperation.DESCRIBE, AclResourceType.GROUP, key):
+    if not context.allowed(AclOperation.DESCRIBE, AclResourceType.GROUP, key):
         denied = ErrorCode.GROUP_AUTHORIZATION_FAILED
         return _unavailable(key, "not authorized to describe the group", denied)
     try:
-        return broker.group_coordinator_for(key)
+        return broker.groups.coordinator_for(key)
     except ApiError as error:
         return _unavailable(key, error.message, error.code)
     except OSError as error:  # the offsets topic's logs could not be created
@@ -69,7 +70,9 @@ def _leader(broker: Broker, context: RequestContext, key: str, key_type: int) ->
         return _unavailable(key, f"the group's partition cannot be created: {error}")
 
 
-def _coordinator(broker: Broker, context: RequestContext, key: str, key_type: int) -> Coordinator:
+def _coordinator(
+    broker: TransactionServices, context: RequestContext, key: str, key_type: int
+) -> Coordinator:
     leader = _leader(broker, context, key, key_type)
     if isinstance(leader, Coordinator):
         return leader
@@ -84,7 +87,7 @@ def _coordinator(broker: Broker, context: RequestContext, key: str, key_type: in
 
 @api_handler(ApiKey.FIND_COORDINATOR, versions=(0, 6))
 async def handle(
-    broker: Broker, context: RequestContext, request: FindCoordinatorRequest
+    broker: TransactionServices, context: RequestContext, request: FindCoordinatorRequest
 ) -> FindCoordinatorResponse:
     version = context.header.api_version
     if version >= FIRST_BATCHED_VERSION:

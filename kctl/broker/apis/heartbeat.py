@@ -9,21 +9,22 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
-from kctl.broker.security.acls import allowed
 from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import GroupServices
+    from kctl.broker.request_context import RequestContext
 
 
 @api_handler(ApiKey.HEARTBEAT, versions=(0, 4))
-async def handle(broker: Broker, context: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:
+async def handle(
+    broker: GroupServices, context: RequestContext, request: HeartbeatRequest
+) -> HeartbeatResponse:
     try:
-        if not allowed(broker, context, AclOperation.READ, AclResourceType.GROUP, request.group_id):
+        if not context.allowed(AclOperation.READ, AclResourceType.GROUP, request.group_id):
             raise ApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED, "READ on the group denied")
         code = broker.groups.heartbeat(request, context.header.api_version)
     except ApiError as error:

@@ -25,8 +25,8 @@ from kctl.protocol.messages.configs import (
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import ConfigServices
+    from kctl.broker.request_context import RequestContext
 
 SET, DELETE, APPEND, SUBTRACT = (
     AlterConfigOp.SET,
@@ -36,7 +36,7 @@ SET, DELETE, APPEND, SUBTRACT = (
 )
 
 
-def apply_operations(broker: Broker, topic: str, operations: list[Any]) -> dict[str, str]:
+def apply_operations(broker: ConfigServices, topic: str, operations: list[Any]) -> dict[str, str]:
     record = broker.metadata.topic(topic)
     if record is None:
         raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist")
@@ -46,7 +46,7 @@ def apply_operations(broker: Broker, topic: str, operations: list[Any]) -> dict[
 
 
 def apply_broker_operations(
-    broker: Broker, stored: dict[str, str], operations: list[Any]
+    broker: ConfigServices, stored: dict[str, str], operations: list[Any]
 ) -> dict[str, str]:
     """A broker entity's dynamic configs after ``operations`` (APPEND/SUBTRACT start from the
     stored value, else the broker's current one)."""
@@ -97,7 +97,7 @@ def _apply(
 
 @api_handler(ApiKey.INCREMENTAL_ALTER_CONFIGS, versions=(0, 1))
 async def handle(
-    broker: Broker, context: RequestContext, request: IncrementalAlterConfigsRequest
+    broker: ConfigServices, context: RequestContext, request: IncrementalAlterConfigsRequest
 ) -> IncrementalAlterConfigsResponse:
     responses = alter_topic_configs(
         broker,

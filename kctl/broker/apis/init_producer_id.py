@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
-from kctl.broker.security.acls import allowed, allowed_by_resource_type, log_denial
 from kctl.broker.transaction.operations import init_producer_id
 from kctl.protocol.acl_types import CLUSTER_NAME, AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
@@ -26,19 +25,19 @@ from kctl.protocol.messages.init_producer_id import InitProducerIdRequest, InitP
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import TransactionServices
+    from kctl.broker.request_context import RequestContext
 
 MAX_EPOCH = 32767
 FIRST_PRODUCER_FENCED_VERSION = 4
 
 
 async def _transactional(
-    broker: Broker, context: RequestContext, request: InitProducerIdRequest
+    broker: TransactionServices, context: RequestContext, request: InitProducerIdRequest
 ) -> InitProducerIdResponse:
     tid = request.transactional_id
     assert tid is not None
-    if not allowed(broker, context, AclOperation.WRITE, AclResourceType.TRANSACTIONAL_ID, tid):
+    if not context.allowed(AclOperation.WRITE, AclResourceType.TRANSACTIONAL_ID, tid):
         code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         return InitProducerIdResponse(throttle_time_ms=0, error_code=code, producer_id=-1, producer_epoch=-1)
     try:
@@ -61,16 +60,16 @@ async def _transactional(
 
 @api_handler(ApiKey.INIT_PRODUCER_ID, versions=(0, 5))
 async def handle(
-    broker: Broker, context: RequestContext, request: InitProducerIdRequest
+    broker: TransactionServices, context: RequestContext, request: InitProducerIdRequest
 ) -> InitProducerIdResponse:
     if request.transactional_id is not None:
         return await _transactional(broker, context, request)
     idempotent_write = (AclOperation.IDEMPOTENT_WRITE, AclResourceType.CLUSTER, CLUSTER_NAME)
     if not (
-        allowed(broker, context, *idempotent_write, log_denied=False)
-        or allowed_by_resource_type(broker, context, AclOperation.WRITE, AclResourceType.TOPIC)
+        context.allowed(*idempotent_write, log_denied=False)
+        or context.allowed_by_resource_type(AclOperation.WRITE, AclResourceType.TOPIC)
     ):  # Write on some topic is enough (Kafka's rule): only a producer refused both is reported
-        log_denial(broker, context, *idempotent_write)
+        context.log_denial(*idempotent_write)
         return InitProducerIdResponse(
             throttle_time_ms=0,
             error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,

@@ -12,21 +12,22 @@ from typing import TYPE_CHECKING
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.broker.group.membership import JoinResult
-from kctl.broker.security.acls import allowed
 from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse, JoinGroupResponseMember
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import GroupServices
+    from kctl.broker.request_context import RequestContext
 
 
 @api_handler(ApiKey.JOIN_GROUP, versions=(0, 9))
-async def handle(broker: Broker, context: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
+async def handle(
+    broker: GroupServices, context: RequestContext, request: JoinGroupRequest
+) -> JoinGroupResponse:
     try:
-        if not allowed(broker, context, AclOperation.READ, AclResourceType.GROUP, request.group_id):
+        if not context.allowed(AclOperation.READ, AclResourceType.GROUP, request.group_id):
             raise ApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED, "READ on the group denied")
         result = await broker.groups.join_group(
             request, context.header.api_version, context.header.client_id or "", context.client_host

@@ -9,19 +9,20 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
-from kctl.broker.security.acls import allowed
 from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse, MemberResponse
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import GroupServices
+    from kctl.broker.request_context import RequestContext
 
 
 @api_handler(ApiKey.LEAVE_GROUP, versions=(0, 5))
-async def handle(broker: Broker, context: RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse:
+async def handle(
+    broker: GroupServices, context: RequestContext, request: LeaveGroupRequest
+) -> LeaveGroupResponse:
     version = context.header.api_version
     members: list[tuple[str, str | None]] = (
         [(m.member_id, m.group_instance_id) for m in request.members]
@@ -29,7 +30,7 @@ async def handle(broker: Broker, context: RequestContext, request: LeaveGroupReq
         else [(request.member_id, None)]
     )
     try:
-        if not allowed(broker, context, AclOperation.READ, AclResourceType.GROUP, request.group_id):
+        if not context.allowed(AclOperation.READ, AclResourceType.GROUP, request.group_id):
             raise ApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED, "READ on the group denied")
         codes = broker.groups.leave_group(request.group_id, members)
     except ApiError as error:

@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
-from kctl.broker.security.acls import allowed
-from kctl.log.naming import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.list_offsets import (
@@ -27,9 +26,9 @@ from kctl.protocol.messages.list_offsets import (
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
+    from kctl.broker.handler_services import PartitionServices
     from kctl.broker.partition import Partition
-    from kctl.broker.server import RequestContext
+    from kctl.broker.request_context import RequestContext
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 READ_COMMITTED = 1
@@ -61,12 +60,14 @@ def _lookup(
 
 
 @api_handler(ApiKey.LIST_OFFSETS, versions=(0, 9))
-async def handle(broker: Broker, context: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
+async def handle(
+    broker: PartitionServices, context: RequestContext, request: ListOffsetsRequest
+) -> ListOffsetsResponse:
     version = context.header.api_version
     topics = []
     for topic in request.topics:
         partitions = []
-        describable = allowed(broker, context, AclOperation.DESCRIBE, AclResourceType.TOPIC, topic.name)
+        describable = context.allowed(AclOperation.DESCRIBE, AclResourceType.TOPIC, topic.name)
         for part in topic.partitions:
             try:
                 if not describable:

@@ -13,7 +13,6 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
-from kctl.broker.security.acls import cluster_action_denied
 from kctl.protocol.acl_types import AclOperation
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.list_partition_reassignments import (
@@ -26,12 +25,12 @@ from kctl.protocol.registry import ApiKey
 from kctl.zk.model import OngoingReassignment, RegistryError, RegistryUnavailableError
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import ControllerServices
+    from kctl.broker.request_context import RequestContext
 
 
 def _ongoing(
-    broker: Broker, assignments: dict[str, dict[int, tuple[int, ...]]]
+    broker: ControllerServices, assignments: dict[str, dict[int, tuple[int, ...]]]
 ) -> dict[tuple[str, int], OngoingReassignment]:
     """Read the ongoing reassignments from the registry (blocking: run in a thread)."""
     registry = broker.registry
@@ -42,9 +41,9 @@ def _ongoing(
 
 @api_handler(ApiKey.LIST_PARTITION_REASSIGNMENTS, versions=(0, 0))
 async def handle(
-    broker: Broker, context: RequestContext, request: ListPartitionReassignmentsRequest
+    broker: ControllerServices, context: RequestContext, request: ListPartitionReassignmentsRequest
 ) -> ListPartitionReassignmentsResponse:
-    denied = cluster_action_denied(broker, context, AclOperation.DESCRIBE)
+    denied = context.cluster_action_denied(AclOperation.DESCRIBE)
     if denied is not None:
         return ListPartitionReassignmentsResponse(
             throttle_time_ms=0, error_code=denied[0], error_message=denied[1], topics=[]

@@ -12,7 +12,6 @@ import re
 from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
-from kctl.broker.security.acls import allowed
 from kctl.broker.transaction.operations import listed
 from kctl.broker.transaction.state import TransactionState
 from kctl.protocol.acl_types import AclOperation, AclResourceType
@@ -25,8 +24,8 @@ from kctl.protocol.messages.transactions import (
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import TransactionServices
+    from kctl.broker.request_context import RequestContext
 
 #: Kafka's transaction states (TransactionState.name)
 TRANSACTION_STATES = frozenset(state.kafka_name for state in TransactionState)
@@ -34,7 +33,7 @@ TRANSACTION_STATES = frozenset(state.kafka_name for state in TransactionState)
 
 @api_handler(ApiKey.LIST_TRANSACTIONS, versions=(0, 2))
 async def handle(
-    broker: Broker, context: RequestContext, request: ListTransactionsRequest
+    broker: TransactionServices, context: RequestContext, request: ListTransactionsRequest
 ) -> ListTransactionsResponse:
     unknown = [s for s in request.state_filters if s not in TRANSACTION_STATES]
     coordinator = broker.transactions
@@ -70,9 +69,7 @@ async def handle(
         )
         for m in found
         if m.producer_epoch >= 0
-        and allowed(
-            broker,
-            context,
+        and context.allowed(
             AclOperation.DESCRIBE,
             AclResourceType.TRANSACTIONAL_ID,
             m.transactional_id,

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.broker.metadata_cache import INTERNAL_TOPICS
-from kctl.broker.security.acls import allowed
 from kctl.broker.security.listeners import advertised_endpoint, request_listener
 from kctl.protocol.acl_types import CLUSTER_NAME, AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
@@ -33,8 +32,8 @@ from kctl.protocol.messages.metadata import (
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import ClusterServices
+    from kctl.broker.request_context import RequestContext
 
 
 NOT_REQUESTED = -(2**31)
@@ -64,17 +63,17 @@ SUPPORTED_OPERATIONS: dict[AclResourceType, tuple[AclOperation, ...]] = {
 
 
 def authorized_operations(
-    broker: Broker, context: RequestContext, resource_type: AclResourceType, name: str
+    broker: ClusterServices, context: RequestContext, resource_type: AclResourceType, name: str
 ) -> int:
     """The bit field of the operations on the resource the request's principal is allowed to do."""
     bits = 0
     for operation in SUPPORTED_OPERATIONS[resource_type]:
-        if allowed(broker, context, operation, resource_type, name, log_denied=False):
+        if context.allowed(operation, resource_type, name, log_denied=False):
             bits |= 1 << operation
     return bits
 
 
-def topic_metadata(broker: Broker, name: str) -> MetadataResponseTopic:
+def topic_metadata(broker: ClusterServices, name: str) -> MetadataResponseTopic:
     record = broker.metadata.topic(name)
     if record is None:
         return MetadataResponseTopic(
@@ -115,7 +114,9 @@ def _denied(name: str) -> MetadataResponseTopic:
 
 
 @api_handler(ApiKey.METADATA, versions=(0, 12))
-async def handle(broker: Broker, context: RequestContext, request: MetadataRequest) -> MetadataResponse:
+async def handle(
+    broker: ClusterServices, context: RequestContext, request: MetadataRequest
+) -> MetadataResponse:
     version = context.header.api_version
     requested = request.topics
     if requested is None or (version == 0 and not requested):
@@ -133,7 +134,7 @@ async def handle(broker: Broker, context: RequestContext, request: MetadataReque
     allow_create = version < 4 or request.allow_auto_topic_creation
     for name in names:
         describe = AclOperation.DESCRIBE
-        if not allowed(broker, context, describe, AclResourceType.TOPIC, name, log_denied=not listing):
+        if not context.allowed(describe, AclResourceType.TOPIC, name, log_denied=not listing):
             if not listing:  # a topic the principal may not describe is invisible in a listing
                 topics.append(_denied(name))
             continue
@@ -143,20 +144,18 @@ async def handle(broker: Broker, context: RequestContext, request: MetadataReque
             and broker.config["auto.create.topics.enable"]
         ):
             if not (
-                allowed(
-                    broker,
-                    context,
+                context.allowed(
                     AclOperation.CREATE,
                     AclResourceType.CLUSTER,
                     CLUSTER_NAME,
                     log_denied=False,
                 )
-                or allowed(broker, context, AclOperation.CREATE, AclResourceType.TOPIC, name)
+                or context.allowed(AclOperation.CREATE, AclResourceType.TOPIC, name)
             ):
                 topics.append(_denied(name))
                 continue
             try:
-                broker.auto_create_topic(name)
+                broker.topics.auto_create_topic(name)
             except ApiError as error:
                 topics.append(MetadataResponseTopic(error_code=error.code, name=name, partitions=[]))
                 continue

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.broker.group.records import OffsetValue
-from kctl.broker.security.acls import allowed
 from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.offset_commit import (
@@ -23,13 +22,13 @@ from kctl.protocol.messages.offset_commit import (
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import GroupServices
+    from kctl.broker.request_context import RequestContext
 
 
 @api_handler(ApiKey.OFFSET_COMMIT, versions=(0, 9))
 async def handle(
-    broker: Broker, context: RequestContext, request: OffsetCommitRequest
+    broker: GroupServices, context: RequestContext, request: OffsetCommitRequest
 ) -> OffsetCommitResponse:
     version = context.header.api_version
     now = broker.clock.time_ms()
@@ -44,11 +43,11 @@ async def handle(
     member_id = request.member_id if version >= 1 else ""
     instance_id = request.group_instance_id if version >= 7 else None
     read, topic_type = AclOperation.READ, AclResourceType.TOPIC
-    denied = {t.name for t in request.topics if not allowed(broker, context, read, topic_type, t.name)}
+    denied = {t.name for t in request.topics if not context.allowed(read, topic_type, t.name)}
     if denied:
         offsets = {tp: v for tp, v in offsets.items() if tp[0] not in denied}
     try:
-        if not allowed(broker, context, AclOperation.READ, AclResourceType.GROUP, request.group_id):
+        if not context.allowed(AclOperation.READ, AclResourceType.GROUP, request.group_id):
             raise ApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED, "READ on the group denied")
         results = broker.groups.offsets.commit_offsets(
             request.group_id, member_id, instance_id, generation, offsets

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
-from kctl.broker.security.acls import allowed
 from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.offset_delete import (
@@ -20,22 +19,20 @@ from kctl.protocol.messages.offset_delete import (
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import GroupServices
+    from kctl.broker.request_context import RequestContext
 
 
 @api_handler(ApiKey.OFFSET_DELETE, versions=(0, 0))
 async def handle(
-    broker: Broker, context: RequestContext, request: OffsetDeleteRequest
+    broker: GroupServices, context: RequestContext, request: OffsetDeleteRequest
 ) -> OffsetDeleteResponse:
-    if not allowed(broker, context, AclOperation.DELETE, AclResourceType.GROUP, request.group_id):
+    if not context.allowed(AclOperation.DELETE, AclResourceType.GROUP, request.group_id):
         return OffsetDeleteResponse(
             error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, throttle_time_ms=0, topics=[]
         )
     readable = {
-        t.name
-        for t in request.topics
-        if allowed(broker, context, AclOperation.READ, AclResourceType.TOPIC, t.name)
+        t.name for t in request.topics if context.allowed(AclOperation.READ, AclResourceType.TOPIC, t.name)
     }
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions if t.name in readable]
     try:

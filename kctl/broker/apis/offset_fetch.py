@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
-from kctl.broker.security.acls import allowed
 from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.offset_fetch import (
@@ -27,8 +26,8 @@ from kctl.protocol.messages.offset_fetch import (
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import GroupServices
+    from kctl.broker.request_context import RequestContext
 
 FIRST_BATCHED_VERSION = 8
 FIRST_REQUIRE_STABLE_VERSION = 7
@@ -46,7 +45,7 @@ def _unstable_v8(partition: int) -> OffsetFetchResponsePartitions:
 
 
 def _fetch(
-    broker: Broker,
+    broker: GroupServices,
     group_id: str,
     topics: Any,
     context: RequestContext | None = None,
@@ -57,8 +56,8 @@ def _fetch(
     them TOPIC_AUTHORIZATION_FAILED)."""
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     try:
-        if context is not None and not allowed(
-            broker, context, AclOperation.DESCRIBE, AclResourceType.GROUP, group_id
+        if context is not None and not context.allowed(
+            AclOperation.DESCRIBE, AclResourceType.GROUP, group_id
         ):
             raise ApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED, "DESCRIBE on the group denied")
         found = broker.groups.offsets.fetch_offsets(group_id, wanted)
@@ -73,9 +72,7 @@ def _fetch(
     )
     by_topic = {}
     for (topic, partition), value in found.items():
-        if context is None or allowed(
-            broker,
-            context,
+        if context is None or context.allowed(
             AclOperation.DESCRIBE,
             AclResourceType.TOPIC,
             topic,
@@ -86,7 +83,9 @@ def _fetch(
 
 
 @api_handler(ApiKey.OFFSET_FETCH, versions=(0, 9))
-async def handle(broker: Broker, context: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
+async def handle(
+    broker: GroupServices, context: RequestContext, request: OffsetFetchRequest
+) -> OffsetFetchResponse:
     version = context.header.api_version
     if version >= FIRST_BATCHED_VERSION:
         groups = []

@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
-from kctl.broker.security.acls import allowed
-from kctl.log.naming import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol.acl_types import CLUSTER_NAME, AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.offset_for_leader_epoch import (
@@ -33,24 +32,22 @@ from kctl.protocol.messages.offset_for_leader_epoch import (
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import PartitionServices
+    from kctl.broker.request_context import RequestContext
 
 
 @api_handler(ApiKey.OFFSET_FOR_LEADER_EPOCH, versions=(0, 4))
 async def handle(
-    broker: Broker, context: RequestContext, request: OffsetForLeaderEpochRequest
+    broker: PartitionServices, context: RequestContext, request: OffsetForLeaderEpochRequest
 ) -> OffsetForLeaderEpochResponse:
     topics = []
     # as Kafka (KIP-320): followers hold ClusterAction; consumers need Describe on each topic
-    replica = allowed(
-        broker, context, AclOperation.CLUSTER_ACTION, AclResourceType.CLUSTER, CLUSTER_NAME, log_denied=False
+    replica = context.allowed(
+        AclOperation.CLUSTER_ACTION, AclResourceType.CLUSTER, CLUSTER_NAME, log_denied=False
     )
     for topic in request.topics:
         partitions = []
-        describable = replica or allowed(
-            broker, context, AclOperation.DESCRIBE, AclResourceType.TOPIC, topic.topic
-        )
+        describable = replica or context.allowed(AclOperation.DESCRIBE, AclResourceType.TOPIC, topic.topic)
         for part in topic.partitions:
             if not describable:
                 partitions.append(

@@ -38,8 +38,7 @@ from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.broker.quotas import PRODUCE, throttle_request
 from kctl.broker.replica_manager import RecordErrorsApiError
-from kctl.broker.security.acls import allowed
-from kctl.log.naming import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.log.validation import UnsupportedCompressionError, check_produce_records
 from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode, error_name
@@ -55,8 +54,8 @@ from kctl.records.header import ATTRIBUTES_OFFSET, MAGIC_OFFSET, TRANSACTIONAL_F
 from kctl.records.validate import InvalidRecordError, RecordError
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import ProduceServices
+    from kctl.broker.request_context import RequestContext
 
 FIRST_RECORD_BATCH_VERSION = 3  # v0-2 carry the pre-0.11 message formats, which kctl does not store
 #: refusals for what the records hold: their bytes count as BytesRejected
@@ -92,7 +91,7 @@ def _partition_response(
 
 
 async def _wait_for_replication(
-    broker: Broker,
+    broker: ProduceServices,
     waits: list[tuple[int, list[PartitionProduceResponse], TopicPartition, int]],
     timeout_ms: int,
 ) -> None:
@@ -127,7 +126,9 @@ def _has_transactional_records(request: ProduceRequest) -> bool:
 
 
 @api_handler(ApiKey.PRODUCE, versions=(0, 11))
-async def handle(broker: Broker, context: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
+async def handle(
+    broker: ProduceServices, context: RequestContext, request: ProduceRequest
+) -> ProduceResponse | None:
     version = context.header.api_version
     acks = request.acks
     responses = []
@@ -138,7 +139,7 @@ async def handle(broker: Broker, context: RequestContext, request: ProduceReques
     txn_id = request.transactional_id
     txn_writable = not transactional or (
         txn_id is not None
-        and allowed(broker, context, AclOperation.WRITE, AclResourceType.TRANSACTIONAL_ID, txn_id)
+        and context.allowed(AclOperation.WRITE, AclResourceType.TRANSACTIONAL_ID, txn_id)
     )
     verdicts = None
     if transactional and txn_writable and broker.txn_verifier.enabled:
@@ -148,7 +149,7 @@ async def handle(broker: Broker, context: RequestContext, request: ProduceReques
         context.remote_time += time.monotonic() - parked
     for topic in request.topic_data:
         partitions = []
-        writable = allowed(broker, context, AclOperation.WRITE, AclResourceType.TOPIC, topic.name)
+        writable = context.allowed(AclOperation.WRITE, AclResourceType.TOPIC, topic.name)
         for data in topic.partition_data:
             tp = TopicPartition(topic.name, data.index)
             try:
@@ -174,7 +175,7 @@ async def handle(broker: Broker, context: RequestContext, request: ProduceReques
                     raise ApiError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(error)) from None
                 except InvalidRecordError as error:
                     raise ApiError(ErrorCode.INVALID_RECORD, str(error)) from None
-                broker.ensure_topic_for_produce(topic.name)
+                broker.topics.ensure_topic_for_produce(topic.name)
                 if verdicts is not None:
                     verdicts.admit(tp)  # no await from here to the append: a marker cannot slip between
                 info = broker.replicas.append(tp, data.records, acks=acks)

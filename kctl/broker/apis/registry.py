@@ -3,7 +3,7 @@
 A handler module registers its handler once, with the versions the broker answers::
 
     @api_handler(ApiKey.HEARTBEAT, versions=(0, 4))
-    async def handle(broker: Broker, context: RequestContext, request: HeartbeatRequest) -> ...:
+    async def handle(broker: GroupServices, context: RequestContext, request: HeartbeatRequest) -> ...:
 
 ``handlers()`` imports every module of ``kctl.broker.apis`` (found with ``pkgutil``, so there is no
 list to keep) and returns what they registered, by api key; the broker's dispatch table and
@@ -22,13 +22,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import HandlerServices
+    from kctl.broker.request_context import RequestContext
 
 #: (broker, request context, decoded request) -> response body, or None for no response (Produce
-#: acks=0). Each handler takes its own API's request class; the table holds them all, hence ``Any``.
-Handler = Callable[["Broker", "RequestContext", Any], Awaitable[Any]]
-H = TypeVar("H", bound=Handler)
+#: acks=0). Each handler takes the Protocol of what it uses of its broker (kctl.broker.handler_services,
+#: each implied by ``HandlerServices``) and its own API's request class; the table holds them all,
+#: hence ``Any`` for the request.
+Handler = Callable[["HandlerServices", "RequestContext", Any], Awaitable[Any]]
+#: what ``api_handler`` accepts: a handler typed against a Protocol of kctl.broker.handler_services
+#: (tests/protocol/test_api_registry.py checks which) or, until its rework, Fetch's against ``Broker``
+H = TypeVar("H", bound=Callable[[Any, "RequestContext", Any], Awaitable[Any]])
 
 
 @dataclass(frozen=True, slots=True)

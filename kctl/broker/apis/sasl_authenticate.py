@@ -16,8 +16,8 @@ from kctl.protocol.messages.sasl import SaslAuthenticateRequest, SaslAuthenticat
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import SecurityServices
+    from kctl.broker.request_context import RequestContext
 
 log = logging.getLogger("kctl.broker.security")
 
@@ -30,7 +30,7 @@ def _failure(code: ErrorCode, message: str) -> SaslAuthenticateResponse:
 
 @api_handler(ApiKey.SASL_AUTHENTICATE, versions=(0, 2))
 async def handle(
-    broker: Broker, context: RequestContext, request: SaslAuthenticateRequest
+    broker: SecurityServices, context: RequestContext, request: SaslAuthenticateRequest
 ) -> SaslAuthenticateResponse:
     session = context.session
     if session is None or not session.listener.sasl or session.mechanism is None:

@@ -15,13 +15,13 @@ from kctl.protocol.messages.sasl import SaslHandshakeRequest, SaslHandshakeRespo
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import SecurityServices
+    from kctl.broker.request_context import RequestContext
 
 
 @api_handler(ApiKey.SASL_HANDSHAKE, versions=(0, 1))
 async def handle(
-    broker: Broker, context: RequestContext, request: SaslHandshakeRequest
+    broker: SecurityServices, context: RequestContext, request: SaslHandshakeRequest
 ) -> SaslHandshakeResponse:
     session = context.session
     if session is None or not session.listener.sasl:

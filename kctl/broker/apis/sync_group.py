@@ -10,21 +10,22 @@ from typing import TYPE_CHECKING
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.broker.group.membership import SyncResult
-from kctl.broker.security.acls import allowed
 from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import GroupServices
+    from kctl.broker.request_context import RequestContext
 
 
 @api_handler(ApiKey.SYNC_GROUP, versions=(0, 5))
-async def handle(broker: Broker, context: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse:
+async def handle(
+    broker: GroupServices, context: RequestContext, request: SyncGroupRequest
+) -> SyncGroupResponse:
     try:
-        if not allowed(broker, context, AclOperation.READ, AclResourceType.GROUP, request.group_id):
+        if not context.allowed(AclOperation.READ, AclResourceType.GROUP, request.group_id):
             raise ApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED, "READ on the group denied")
         result = await broker.groups.sync_group(request, context.header.api_version)
     except ApiError as error:

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
 from kctl.broker.group.records import OffsetValue
-from kctl.broker.security.acls import allowed
 from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.txn_offset_commit import (
@@ -33,8 +32,8 @@ from kctl.protocol.messages.txn_offset_commit import (
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import GroupServices
+    from kctl.broker.request_context import RequestContext
 
 FIRST_GROUP_METADATA_VERSION = 3
 
@@ -61,21 +60,19 @@ def _response(
 
 @api_handler(ApiKey.TXN_OFFSET_COMMIT, versions=(0, 4))
 async def handle(
-    broker: Broker, context: RequestContext, request: TxnOffsetCommitRequest
+    broker: GroupServices, context: RequestContext, request: TxnOffsetCommitRequest
 ) -> TxnOffsetCommitResponse:
     version = context.header.api_version
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    if not allowed(
-        broker, context, AclOperation.WRITE, AclResourceType.TRANSACTIONAL_ID, request.transactional_id
-    ):
+    if not context.allowed(AclOperation.WRITE, AclResourceType.TRANSACTIONAL_ID, request.transactional_id):
         return _response(request, dict.fromkeys(wanted, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
-    if not allowed(broker, context, AclOperation.READ, AclResourceType.GROUP, request.group_id):
+    if not context.allowed(AclOperation.READ, AclResourceType.GROUP, request.group_id):
         return _response(request, dict.fromkeys(wanted, ErrorCode.GROUP_AUTHORIZATION_FAILED))
     now = broker.clock.time_ms()
     results: dict[tuple[str, int], int] = {}
     offsets: dict[tuple[str, int], OffsetValue] = {}
     for topic in request.topics:
-        readable = allowed(broker, context, AclOperation.READ, AclResourceType.TOPIC, topic.name)
+        readable = context.allowed(AclOperation.READ, AclResourceType.TOPIC, topic.name)
         record = broker.metadata.topic(topic.name) if readable else None
         for part in topic.partitions:
             tp = (topic.name, part.partition_index)

@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
-from kctl.broker.security.acls import allowed
-from kctl.log.naming import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol.acl_types import CLUSTER_NAME, AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.write_txn_markers import (
@@ -32,17 +31,17 @@ from kctl.protocol.messages.write_txn_markers import (
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
+    from kctl.broker.handler_services import PartitionServices
+    from kctl.broker.request_context import RequestContext
 
 REPLICATION_TIMEOUT_S = 30.0  # Kafka waits request.timeout.ms (30 s by default) for acks=all
 
 
 @api_handler(ApiKey.WRITE_TXN_MARKERS, versions=(0, 1))
 async def handle(
-    broker: Broker, context: RequestContext, request: WriteTxnMarkersRequest
+    broker: PartitionServices, context: RequestContext, request: WriteTxnMarkersRequest
 ) -> WriteTxnMarkersResponse:
-    authorized = allowed(broker, context, AclOperation.CLUSTER_ACTION, AclResourceType.CLUSTER, CLUSTER_NAME)
+    authorized = context.allowed(AclOperation.CLUSTER_ACTION, AclResourceType.CLUSTER, CLUSTER_NAME)
     replicas = broker.replicas
     results = []
     waits: list[tuple[WritableTxnMarkerPartitionResult, TopicPartition, int]] = []

@@ -33,7 +33,7 @@ from kctl.broker.group.records import (
     encode_offset_key,
     partition_for_group,
 )
-from kctl.log.naming import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol.errors import ErrorCode
 from kctl.records.builder import RecordBatchBuilder
 from kctl.records.header import BatchHeader
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from kctl.broker.config import BrokerConfig
     from kctl.broker.metadata_cache import MetadataCache
     from kctl.broker.replica_manager import ReplicaManager
+    from kctl.broker.topics import TopicAdmin
     from kctl.log.clock import Clock
     from kctl.protocol.messages.heartbeat import HeartbeatRequest
     from kctl.protocol.messages.join_group import JoinGroupRequest
@@ -68,6 +69,8 @@ class CoordinatorBroker(Protocol):
     def metadata(self) -> MetadataCache: ...
     @property
     def replicas(self) -> ReplicaManager: ...
+    @property
+    def topics(self) -> TopicAdmin: ...
 
 
 class GroupCoordinator:
@@ -90,6 +93,30 @@ class GroupCoordinator:
     # -- ownership and loading -----------------------------------------------------------------
     def partition_of(self, group_id: str) -> int:
         return partition_for_group(group_id, self.partitions)
+
+    def coordinator_for(self, group_id: str) -> int:
+        """The broker id leading ``group_id``'s __consumer_offsets partition (creating the topic on
+        first use, from whichever broker is asked, as Kafka's brokers do); raises
+        ApiError(COORDINATOR_NOT_AVAILABLE) while it cannot be known."""
+        broker = self.broker
+        config = broker.config
+        if broker.metadata.topic(OFFSETS_TOPIC) is None:
+            # Kafka's rule (KIP-115): wait (COORDINATOR_NOT_AVAILABLE) until
+            # offsets.topic.replication.factor brokers are up; a cluster of one (embedded mode) uses 1.
+            factor = config["offsets.topic.replication.factor"] if config.zookeeper_connect else 1
+            try:
+                broker.topics.ensure_internal_topic(
+                    OFFSETS_TOPIC,
+                    config["offsets.topic.num.partitions"],
+                    max(factor, 1),
+                    {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)},
+                )
+            except ApiError as error:
+                raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, error.message) from None
+        state = broker.metadata.partition_state(OFFSETS_TOPIC, self.partition_of(group_id))
+        if state is None or state.leader < 0:
+            raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group's partition has no leader")
+        return state.leader
 
     def check_owner(self, group_id: str) -> int:
         """Raise unless this broker coordinates ``group_id`` and has loaded its state."""

@@ -32,7 +32,7 @@ from kctl.broker.group.records import (
     encode_offset_key,
     encode_offset_value,
 )
-from kctl.log.naming import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol.errors import ErrorCode
 from kctl.records.record import ControlRecord, Record
 

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 from kctl.broker.metrics.stats import BrokerStats
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
     from kctl.broker.metrics.http import MetricsServer
     from kctl.broker.metrics.leader_offsets import LeaderOffsets
     from kctl.broker.metrics.loop import EventLoopMonitor
+    from kctl.broker.metrics.source import MetricsSource
 
 
 class BrokerMetrics:
@@ -37,7 +37,7 @@ class BrokerMetrics:
         """http://HOST:PORT/metrics once serving."""
         return self.server.url if self.server is not None else None
 
-    async def start(self, broker: Broker) -> None:
+    async def start(self, broker: MetricsSource) -> None:
         """Serve /metrics on metrics.listener (nothing when it is empty)."""
         if not self.enabled:
             return

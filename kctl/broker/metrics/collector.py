@@ -19,13 +19,13 @@ from prometheus_client.registry import Collector
 from kctl.broker.group.membership import GroupState
 from kctl.broker.metrics.catalog import BY_NAME, COUNTER, GAUGE, HISTOGRAM
 from kctl.broker.metrics.stats import REQUEST_TIMES, TOPIC_COUNTERS, BrokerStats, cumulative
-from kctl.broker.quotas import FETCH, PRODUCE, QuotaManager
+from kctl.broker.quotas import FETCH, PRODUCE
 from kctl.common.time_histogram import TimeHistogram
+from kctl.common.topic_partition import TopicPartition
 from kctl.log.flush_stats import LOG_FLUSHES
-from kctl.log.naming import TopicPartition
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
+    from kctl.broker.metrics.source import MetricsSource
 
 
 class LoopReadings(Protocol):
@@ -80,7 +80,7 @@ class BrokerCollector(Collector):
 
     def __init__(
         self,
-        broker: Broker,
+        broker: MetricsSource,
         stats: BrokerStats,
         loop: LoopReadings | None = None,
         remote: RemoteOffsets | None = None,
@@ -108,11 +108,9 @@ class BrokerCollector(Collector):
     # -- counters from the request path ---------------------------------------------------------
     def _topics(self, families: Families) -> None:
         stats = self.stats
-        metadata = getattr(self.broker, "metadata", None)
-        if metadata is not None:  # a deleted topic's series go, as Kafka removes its metrics
-            existing = metadata.topics()
-            for gone in [name for name in stats.topics if name not in existing]:
-                stats.forget_topic(gone)
+        existing = self.broker.metadata.topics()  # a deleted topic's series go, as Kafka removes its metrics
+        for gone in [name for name in stats.topics if name not in existing]:
+            stats.forget_topic(gone)
         for attribute, name in TOPIC_COUNTERS:
             family = families.family(name)
             # the all-topics series has no topic label (Kafka's MBean without topic=)
@@ -132,8 +130,8 @@ class BrokerCollector(Collector):
 
     # -- gauges computed now ------------------------------------------------------------------
     def _replicas(self, families: Families) -> None:
-        replicas = getattr(self.broker, "replicas", None)
-        partitions = list(replicas.partitions.values()) if replicas is not None else []
+        replicas = self.broker.replicas
+        partitions = list(replicas.partitions.values())
         leaders = under = under_min = at_min = 0
         for partition in partitions:
             if not partition.is_leader:
@@ -154,8 +152,8 @@ class BrokerCollector(Collector):
         families.add(prefix + "underminisrpartitioncount", under_min)
         families.add(prefix + "atminisrpartitioncount", at_min)
         families.add(prefix + "offlinereplicacount", 0)
-        families.add(prefix + "isrshrinks_total", getattr(replicas, "isr_shrinks", 0))
-        families.add(prefix + "isrexpands_total", getattr(replicas, "isr_expands", 0))
+        families.add(prefix + "isrshrinks_total", replicas.isr_shrinks)
+        families.add(prefix + "isrexpands_total", replicas.isr_expands)
         families.declare(
             "kafka_log_log_size",
             "kafka_log_log_logstartoffset",
@@ -178,11 +176,11 @@ class BrokerCollector(Collector):
 
     def _controller(self, families: Families) -> None:
         broker = self.broker
-        controller = getattr(broker, "controller", None)
-        metadata = getattr(broker, "metadata", None)
-        active = controller is not None and controller.active
+        controller = broker.controller
+        metadata = broker.metadata
+        active = controller.active
         offline = partitions = topics = 0
-        if active and metadata is not None:
+        if active:
             live = {b.broker_id for b in metadata.brokers()}
             for name, record in metadata.topics().items():
                 topics += 1
@@ -198,11 +196,11 @@ class BrokerCollector(Collector):
         families.add(prefix + "globaltopiccount", topics)
         families.add(
             "kafka_controller_controllerstats_leaderelection_total",
-            getattr(controller, "leader_elections", 0),
+            controller.leader_elections,
         )
         families.add(
             "kafka_controller_controllerstats_uncleanleaderelections_total",
-            getattr(controller, "unclean_leader_elections", 0),
+            controller.unclean_leader_elections,
         )
 
     def _connections(self, families: Families) -> None:
@@ -220,8 +218,7 @@ class BrokerCollector(Collector):
             families.add(prefix + "connection_refused_total", server.connections_refused, server.name)
 
     def _groups(self, families: Families) -> None:
-        coordinator = getattr(self.broker, "groups", None)
-        groups = list(coordinator.groups.values()) if coordinator is not None else []
+        groups = list(self.broker.groups.groups.values())
         by_state = dict.fromkeys(GroupState, 0)
         offsets = 0
         for group in groups:
@@ -235,8 +232,7 @@ class BrokerCollector(Collector):
         families.declare(
             "kafka_consumergroup_current_offset", "kafka_consumergroup_lag", "kafka_consumergroup_lag_sum"
         )
-        replicas = getattr(self.broker, "replicas", None)
-        hosted: dict[Any, Any] = replicas.partitions if replicas is not None else {}
+        hosted: dict[Any, Any] = self.broker.replicas.partitions
         remote = self.remote.high_watermarks if self.remote is not None else {}
         for group in groups:
             sums: dict[str, int] = {}
@@ -258,8 +254,7 @@ class BrokerCollector(Collector):
                 families.add("kafka_consumergroup_lag_sum", total, group.group_id, topic)
 
     def _replication(self, families: Families) -> None:
-        replicas = getattr(self.broker, "replicas", None)
-        fetchers = getattr(replicas, "fetchers", None)
+        fetchers = self.broker.replicas.fetchers  # None without replication
         lag = 0
         for fetcher in list(fetchers.fetchers.values()) if fetchers is not None else []:
             for state in fetcher.partitions.values():
@@ -272,8 +267,8 @@ class BrokerCollector(Collector):
             "kafka_server_sessionexpirelistener_zookeeperdisconnects_total", stats.zookeeper_disconnects
         )
         families.declare("kafka_server_zookeeperclientmetrics_zookeeperrequestlatencyms")
-        latency = getattr(getattr(self.broker, "registry", None), "request_latency", None)
-        if isinstance(latency, TimeHistogram):  # ZooKeeper mode
+        latency = getattr(self.broker.registry, "request_latency", None)  # the ZooKeeper backend's
+        if isinstance(latency, TimeHistogram):
             family = families.family("kafka_server_zookeeperclientmetrics_zookeeperrequestlatencyms")
             family.add_metric([], cumulative(latency.counts), latency.sum_s * 1000)  # type: ignore[attr-defined]
         self._quotas(families)
@@ -284,9 +279,7 @@ class BrokerCollector(Collector):
         kinds = {PRODUCE: "produce", FETCH: "fetch"}
         names = [f"kafka_server_{k}_{a}" for k in kinds.values() for a in ("byte_rate", "throttle_time")]
         families.declare(*names)
-        quotas = getattr(self.broker, "quotas", None)
-        if not isinstance(quotas, QuotaManager):
-            return
+        quotas = self.broker.quotas
         for key, user, client, byte_rate, throttle in quotas.client_metrics():
             kind = kinds.get(key)
             if kind is not None:

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.replication.channel import BrokerChannel, ChannelError
 from kctl.broker.replication.fetcher import LATEST, LIST_OFFSETS_VERSION
-from kctl.log.naming import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
+    from kctl.broker.metrics.source import MetricsSource
 
 log = logging.getLogger("kctl.broker.metrics")
 
@@ -31,7 +31,7 @@ class LeaderOffsets:
     """``high_watermarks``: what the leaders last answered for the partitions this broker's groups
     committed offsets of and this broker does not host."""
 
-    def __init__(self, broker: Broker, interval_s: float = INTERVAL_S) -> None:
+    def __init__(self, broker: MetricsSource, interval_s: float = INTERVAL_S) -> None:
         self.broker = broker
         self.interval_s = interval_s
         self.high_watermarks: dict[TopicPartition, int] = {}
@@ -62,10 +62,7 @@ class LeaderOffsets:
     def wanted(self) -> dict[int, list[TopicPartition]]:
         """Leader id -> the committed partitions it leads that this broker does not host."""
         broker = self.broker
-        groups = getattr(broker, "groups", None)
-        replicas = getattr(broker, "replicas", None)
-        if groups is None or replicas is None:
-            return {}
+        groups, replicas = broker.groups, broker.replicas
         by_leader: dict[int, set[TopicPartition]] = defaultdict(set)
         for group in list(groups.groups.values()):
             for topic, index in list(group.offsets):
@@ -88,7 +85,7 @@ class LeaderOffsets:
     async def _ask(self, leader: int, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         channel = self._channels.get(leader)
         if channel is None:
-            channel = self.broker._channel_to(leader)
+            channel = self.broker.channel_to(leader)
             if channel is None:
                 return {}
             self._channels[leader] = channel

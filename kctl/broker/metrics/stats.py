@@ -27,7 +27,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from kctl.broker.server import RequestContext
+    from kctl.broker.request_context import RequestContext
 
 #: the request time histograms, in the order of RequestStats.counts and .sums
 REQUEST_TIMES = ("requestqueuetimems", "localtimems", "remotetimems", "responsesendtimems", "totaltimems")

@@ -20,13 +20,9 @@ import logging
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from kctl.broker.errors import ApiError
 from kctl.broker.security.audit import DenialLog
-from kctl.protocol import ApiKey
 from kctl.protocol.acl_types import (
-    CLUSTER_NAME,
     WILDCARD,
     AclOperation,
     AclPermissionType,
@@ -37,10 +33,6 @@ from kctl.protocol.acl_types import (
 )
 from kctl.protocol.errors import ErrorCode
 from kctl.zk.security_store import AclEntry, ResourceKey, SecurityStore
-
-if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
-    from kctl.broker.server import RequestContext
 
 log = logging.getLogger("kctl.broker.authorizer")
 
@@ -262,75 +254,6 @@ class Authorizer:
         return doomed
 
 
-def allowed(
-    broker: Broker,
-    context: RequestContext,
-    operation: AclOperation,
-    resource_type: AclResourceType,
-    name: str,
-    *,
-    log_denied: bool = True,
-) -> bool:
-    """Whether the request's principal may do ``operation`` on the resource (always, without an
-    authorizer or outside a connection). A denial is logged (rate-limited, `Authorizer.denials`)
-    unless ``log_denied`` is False: as Kafka's ``logIfDenied = false``, for checks that only filter
-    what a request sees (a topic listing, the authorized operations) or probe before the check that
-    decides (Create on the cluster before Create on the topic)."""
-    security = getattr(broker, "security", None)
-    session = context.session
-    if security is None or session is None or not security.authorizer.enabled:
-        return True
-    if security.authorizer.authorize(session.principal, context.client_host, operation, resource_type, name):
-        return True
-    if log_denied:
-        log_denial(broker, context, operation, resource_type, name)
-    return False
-
-
-def log_denial(
-    broker: Broker,
-    context: RequestContext,
-    operation: AclOperation,
-    resource_type: AclResourceType,
-    name: str,
-) -> None:
-    """Report a denial to the broker's rate-limited denial log (`Authorizer.denials`)."""
-    security = getattr(broker, "security", None)
-    if security is None or context.session is None:
-        return
-    security.authorizer.denials.denied(
-        context.session.principal,
-        camel_name(operation),
-        camel_name(resource_type),
-        name,
-        host=context.client_host,
-        port=context.client_port,
-        request=_request_name(context.header.api_key),
-    )
-
-
-def _request_name(api_key: int) -> str:
-    """Kafka's name of an API (``Produce``, ``OffsetCommit``) for the denial lines."""
-    try:
-        return camel_name(ApiKey(api_key))
-    except ValueError:
-        return f"ApiKey {api_key}"
-
-
-def allowed_by_resource_type(
-    broker: Broker, context: RequestContext, operation: AclOperation, resource_type: AclResourceType
-) -> bool:
-    """Whether the request's principal may do ``operation`` on some resource of the type
-    (`Authorizer.authorize_by_resource_type`; always without an authorizer)."""
-    security = getattr(broker, "security", None)
-    session = context.session
-    if security is None or session is None or not security.authorizer.enabled:
-        return True
-    return security.authorizer.authorize_by_resource_type(
-        session.principal, context.client_host, operation, resource_type
-    )
-
-
 def enum_or(cls: type, value: int, unknown: object) -> object:
     try:
         return cls(value)
@@ -354,16 +277,6 @@ def filter_from_request(f: object, version: int) -> AclFilter:
     )
 
 
-def cluster_denied(
-    broker: Broker, context: RequestContext, operation: AclOperation
-) -> tuple[int, str] | None:
-    if not broker.security.authorizer.enabled:
-        return ErrorCode.SECURITY_DISABLED, "no authorizer is configured (authorizer.class.name)"
-    if not allowed(broker, context, operation, AclResourceType.CLUSTER, CLUSTER_NAME):
-        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, f"{operation.name} on the cluster is not allowed"
-    return None
-
-
 _DENIED_CODES = {
     AclResourceType.TOPIC: ErrorCode.TOPIC_AUTHORIZATION_FAILED,
     AclResourceType.GROUP: ErrorCode.GROUP_AUTHORIZATION_FAILED,
@@ -375,30 +288,3 @@ _DENIED_CODES = {
 def denied_code(resource_type: AclResourceType) -> ErrorCode:
     """The error Kafka answers when an operation on a resource of this type is not allowed."""
     return _DENIED_CODES[resource_type]
-
-
-def require(
-    broker: Broker,
-    context: RequestContext,
-    operation: AclOperation,
-    resource_type: AclResourceType,
-    name: str = CLUSTER_NAME,
-) -> None:
-    """Raise ApiError(TOPIC_/GROUP_/CLUSTER_AUTHORIZATION_FAILED) unless ``allowed``."""
-    if not allowed(broker, context, operation, resource_type, name):
-        what = (
-            "the cluster"
-            if resource_type == AclResourceType.CLUSTER
-            else f"{resource_type.name.lower()} {name!r}"
-        )
-        raise ApiError(denied_code(resource_type), f"{operation.name} on {what} is not allowed")
-
-
-def cluster_action_denied(
-    broker: Broker, context: RequestContext, operation: AclOperation
-) -> tuple[ErrorCode, str] | None:
-    """(CLUSTER_AUTHORIZATION_FAILED, message) unless the principal may do ``operation`` on the cluster
-    (always allowed without an authorizer)."""
-    if allowed(broker, context, operation, AclResourceType.CLUSTER, CLUSTER_NAME):
-        return None
-    return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, f"{operation.name} on the cluster is not allowed"

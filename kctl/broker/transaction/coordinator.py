@@ -40,7 +40,7 @@ from kctl.broker.transaction.state import (
     TransactionMetadata,
     TransactionState,
 )
-from kctl.log.naming import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol.errors import ErrorCode, error_name
 from kctl.records.builder import RecordBatchBuilder
 from kctl.records.reader import iter_batches

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Protocol
 from kctl.broker.errors import ApiError
 from kctl.broker.replication.channel import BrokerChannel, ChannelError
 from kctl.common.ratelimit import RepeatedFailures
-from kctl.log.naming import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol.errors import ErrorCode, error_name
 from kctl.protocol.messages.write_txn_markers import (
     WritableTxnMarker,

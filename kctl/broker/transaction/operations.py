@@ -22,7 +22,7 @@ from kctl.broker.transaction.state import (
     TransactionMetadata,
     TransactionState,
 )
-from kctl.log.naming import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol.errors import ErrorCode
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from kctl.broker.group.records import java_string_hash
 from kctl.broker.transaction.state import TransactionMetadata, TransactionState
-from kctl.log.naming import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol.data import decode_versioned, encode_versioned
 from kctl.protocol.exceptions import ProtocolDecodeError
 from kctl.protocol.messages.transaction_log_records import (

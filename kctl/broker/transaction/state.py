@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from kctl.log.naming import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1

@@ -18,7 +18,7 @@ from typing import Any, Self
 from kctl.client.cluster import ClusterClient, Deadline
 from kctl.client.config import ClientConfig
 from kctl.client.leader_requests import Outcome, per_leader, retry_pending
-from kctl.client.types import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 
 __all__ = ["AdminBase", "Outcome"]
 

@@ -20,7 +20,8 @@ from kctl.client.errors import (
     IncompatibleBrokerError,
     KafkaError,
 )
-from kctl.client.types import BrokerInfo, TopicPartition
+from kctl.client.types import BrokerInfo
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol import ApiKey, ErrorCode
 from kctl.protocol.messages.describe_cluster import DescribeClusterRequest
 from kctl.protocol.messages.describe_log_dirs import DescribableLogDirTopic, DescribeLogDirsRequest

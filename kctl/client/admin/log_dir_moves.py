@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from kctl.client.admin.results import LogDirDescription
-from kctl.client.types import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol.errors import error_name
 
 if TYPE_CHECKING:

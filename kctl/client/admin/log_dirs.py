@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from kctl.client.admin.base import AdminBase
-from kctl.client.types import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol import ApiKey
 from kctl.protocol.messages.alter_replica_log_dirs import (
     AlterReplicaLogDir,

@@ -15,7 +15,8 @@ from typing import Any
 from kctl.client.admin.client import AdminClient
 from kctl.client.admin.results import PartitionInfo, TopicDescription
 from kctl.client.offsets_spec import AdminLookup, OffsetPoint, resolve_points
-from kctl.client.types import BrokerInfo, TopicPartition
+from kctl.client.types import BrokerInfo
+from kctl.common.topic_partition import TopicPartition
 
 __all__ = [
     "ClusterOverview",

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from kctl.client.admin.results import LogDirDescription, TopicDescription
 from kctl.client.errors import KafkaError
-from kctl.client.types import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from kctl.client.admin.client import AdminClient

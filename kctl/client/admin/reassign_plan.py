@@ -22,7 +22,7 @@ import random
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from kctl.client.types import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 
 Assignment = dict[TopicPartition, tuple[int, ...]]
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from kctl.client.admin.reassignments import THROTTLED_REPLICAS_CONFIGS, throttled_replicas
 from kctl.client.admin.results import Result
 from kctl.client.errors import KafkaError
-from kctl.client.types import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from kctl.client.admin.client import AdminClient

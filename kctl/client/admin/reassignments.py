@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from kctl.client.admin.base import AdminBase
 from kctl.client.admin.results import Result, _Outcome
 from kctl.client.errors import BrokerResponseError
-from kctl.client.types import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol import ApiKey, ErrorCode
 from kctl.protocol.configs import BROKER_RESOURCE, AlterConfigOp
 from kctl.protocol.messages.alter_partition_reassignments import (

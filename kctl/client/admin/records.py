@@ -20,7 +20,7 @@ from kctl.client.consumer.offsets import (
     list_offsets,
 )
 from kctl.client.consumer.offsets import ListOffsetsSpec as OffsetSpec
-from kctl.client.types import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol import ApiKey
 from kctl.protocol.messages.delete_records import (
     DeleteRecordsPartition,

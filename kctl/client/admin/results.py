@@ -12,7 +12,8 @@ from typing import Any
 from kctl.client.errors import (
     BrokerResponseError,
 )
-from kctl.client.types import BrokerInfo, TopicMetadata, TopicPartition
+from kctl.client.types import BrokerInfo, TopicMetadata
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol import error_name
 from kctl.protocol.configs import ConfigSource
 

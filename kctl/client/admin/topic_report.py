@@ -32,7 +32,7 @@ from kctl.client.admin.client import AdminClient
 from kctl.client.admin.overview import partition_document
 from kctl.client.admin.partition_sizes import leader_partition_sizes, leaders_of
 from kctl.client.admin.results import TopicConfigs, TopicDescription
-from kctl.client.types import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 
 __all__ = ["HealthFilter", "TopicReport", "topic_report"]
 

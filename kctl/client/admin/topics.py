@@ -83,8 +83,9 @@ class TopicAdmin(AdminBase):
                 timeout_ms=self._request_timeout_ms(deadline),
             )
             response = self.cluster.request_controller(ApiKey.DELETE_TOPICS, body, deadline=deadline)
+            # asked by name, answered by name (the name is null only in answers to deletions by id)
             return {
-                r.name: Outcome(r.error_code, getattr(r, "error_message", None)) for r in response.responses
+                r.name or "": Outcome(r.error_code, r.error_message) for r in response.responses
             }
 
         outcomes = self._run(names, attempt, deadline)

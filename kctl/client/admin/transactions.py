@@ -14,7 +14,7 @@ from typing import Any
 from kctl.client.admin.base import AdminBase, Outcome
 from kctl.client.cluster import Deadline
 from kctl.client.errors import BrokerResponseError
-from kctl.client.types import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol import ApiKey
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.describe_producers import DescribeProducersRequest, DescribeProducersTopicRequest

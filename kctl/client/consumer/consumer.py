@@ -85,7 +85,7 @@ from kctl.client.consumer.positions import (
 )
 from kctl.client.errors import BrokerResponseError, KafkaError
 from kctl.client.offsets_spec import OffsetAndTimestamp
-from kctl.client.types import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol import ApiKey, ErrorCode
 
 __all__ = ["MAX_BUFFERED_FETCHES", "Consumer", "MembershipHooks"]

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 from kctl.client.cluster import ClusterClient, Deadline
 from kctl.client.errors import BrokerResponseError, KafkaError
-from kctl.client.types import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol import ApiKey, ErrorCode
 from kctl.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from kctl.records.columns import decode_columns

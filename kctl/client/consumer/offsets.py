@@ -24,7 +24,7 @@ from typing import Any
 
 from kctl.client.cluster import ClusterClient, Deadline
 from kctl.client.leader_requests import Outcome, per_leader
-from kctl.client.types import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol import ApiKey, error_name
 from kctl.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 

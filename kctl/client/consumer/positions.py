@@ -13,7 +13,7 @@ import random
 from collections.abc import Iterable, Mapping
 
 from kctl.client.errors import KafkaError
-from kctl.client.types import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 
 __all__ = ["NoOffsetForPartitionError", "OffsetOutOfRangeError", "PartitionState", "SubscriptionState"]
 

@@ -40,7 +40,8 @@ from kctl.client.group.coordinator import (
     offset_fetch_request,
     offset_fetch_results,
 )
-from kctl.client.types import BrokerInfo, TopicPartition
+from kctl.client.types import BrokerInfo
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol import ApiKey, ErrorCode
 from kctl.protocol.messages.delete_groups import DeleteGroupsRequest
 from kctl.protocol.messages.describe_groups import DescribeGroupsRequest

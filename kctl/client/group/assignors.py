@@ -36,7 +36,7 @@ from kctl.client.consumer_protocol import (
     decode_generation,
     encode_generation,
 )
-from kctl.client.types import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 
 
 class RebalanceProtocol(enum.Enum):

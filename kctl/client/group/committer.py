@@ -40,7 +40,7 @@ from kctl.client.group.state import (
     in_group,
 )
 from kctl.client.group_config import GroupConfig
-from kctl.client.types import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol import ApiKey, ErrorCode
 
 log = logging.getLogger("kctl.client.group.membership")

@@ -35,7 +35,7 @@ from kctl.client.group.coordinator import OffsetAndMetadata
 from kctl.client.group.membership import GroupMembership
 from kctl.client.group.state import Callback, Partitions
 from kctl.client.group_config import GroupConfig, coerce_group_config
-from kctl.client.types import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 
 _GROUP_ONLY_FIELDS = frozenset(f.name for f in dataclasses.fields(GroupConfig)) - frozenset(
     f.name for f in dataclasses.fields(ClientConfig)

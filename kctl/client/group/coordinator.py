@@ -21,7 +21,8 @@ from typing import Any
 from kctl.client.cluster import ClusterClient, Deadline
 from kctl.client.connection import BrokerConnection
 from kctl.client.errors import BrokerResponseError, KafkaConnectionError, KafkaError, KafkaTimeoutError
-from kctl.client.types import BrokerInfo, TopicPartition
+from kctl.client.types import BrokerInfo
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol import ApiKey, ErrorCode
 from kctl.protocol.messages.find_coordinator import FindCoordinatorRequest
 from kctl.protocol.messages.offset_commit import (

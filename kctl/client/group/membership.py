@@ -87,7 +87,7 @@ from kctl.client.group.state import (
 )
 from kctl.client.group.subscription import TopicSubscription
 from kctl.client.group_config import GroupConfig, coerce_group_config
-from kctl.client.types import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 

@@ -42,7 +42,7 @@ from kctl.client.errors import BrokerResponseError, KafkaError
 from kctl.client.group.admin import GroupAdmin, GroupNotEmptyError
 from kctl.client.group.coordinator import OffsetAndMetadata
 from kctl.client.offsets_spec import OffsetAndTimestamp, OffsetPoint, PointKind, past_end, resolve_points
-from kctl.client.types import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol import error_name
 
 UNKNOWN_TOPIC = "UNKNOWN_TOPIC_OR_PARTITION"

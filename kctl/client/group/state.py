@@ -12,7 +12,7 @@ from typing import Any
 
 from kctl.client.errors import BrokerResponseError, KafkaError
 from kctl.client.group.coordinator import OffsetAndMetadata
-from kctl.client.types import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol import ErrorCode
 
 CLOSE_JOIN_WAIT = 5.0

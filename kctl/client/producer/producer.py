@@ -68,7 +68,7 @@ from kctl.client.producer.batch import (
 from kctl.client.producer.sender import Sender
 from kctl.client.producer.transactions import ConsumerGroupMetadata, TransactionManager
 from kctl.client.producer_config import ProducerConfig
-from kctl.client.types import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol import ErrorCode
 
 __all__ = ["HeadersInput", "Producer", "RecordFields"]

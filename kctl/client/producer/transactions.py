@@ -32,7 +32,7 @@ from kctl.client.errors import (
 )
 from kctl.client.group.coordinator import find_coordinators
 from kctl.client.producer.idempotence import Idempotence
-from kctl.client.types import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol import ApiKey, ErrorCode
 from kctl.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
 from kctl.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic

@@ -24,7 +24,8 @@ from typing import Any
 
 from kctl.client.admin import AdminClient
 from kctl.client.top.scrape import BrokerCounters, MetricsUnavailable, metrics_url, rate, scrape
-from kctl.client.types import BrokerInfo, TopicPartition
+from kctl.client.types import BrokerInfo
+from kctl.common.topic_partition import TopicPartition
 
 __all__ = ["BrokerRow", "GroupRow", "PartitionProblem", "TopCollector", "TopSnapshot", "TopicRow"]
 

@@ -28,8 +28,8 @@ from kctl.client.group.admin import (
     OffsetDeleteResult,
 )
 from kctl.client.group.coordinator import OffsetAndMetadata
-from kctl.client.types import TopicPartition
 from kctl.client.zkgroup.config import KAFKA, OFFSET_STORAGES, ZOOKEEPER
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol import ErrorCode, error_name
 from kctl.zk.consumer_registry import ConsumerGroupStore
 

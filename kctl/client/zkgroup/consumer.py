@@ -49,10 +49,10 @@ from kctl.client.cluster import ClusterClient
 from kctl.client.config import ClientConfig, ClientConfigError
 from kctl.client.consumer import Consumer
 from kctl.client.errors import KafkaConnectionError, KafkaError
-from kctl.client.types import TopicPartition
 from kctl.client.zkgroup.config import ZkGroupConfig
 from kctl.client.zkgroup.rebalance import plan_assignment
 from kctl.client.zkgroup.storage import OffsetStore
+from kctl.common.topic_partition import TopicPartition
 from kctl.zk.consumer_registry import ConsumerRegistry
 from kctl.zk.consumer_znodes import STATIC, WHITE_LIST, ConsumerRegistration
 from kctl.zk.model import RegistryUnavailableError

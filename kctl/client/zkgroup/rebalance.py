@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from kctl.client.types import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.zk.consumer_znodes import ConsumerRegistration
 
 __all__ = ["assign_range", "consumer_threads", "plan_assignment"]

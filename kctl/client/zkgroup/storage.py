@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping
 from kctl.client.cluster import ClusterClient
 from kctl.client.errors import BrokerResponseError
 from kctl.client.group.admin import GroupAdmin
-from kctl.client.types import TopicPartition
 from kctl.client.zkgroup.config import KAFKA, ZOOKEEPER
+from kctl.common.topic_partition import TopicPartition
 from kctl.zk.consumer_registry import ConsumerGroupStore
 
 __all__ = ["OffsetStore"]

@@ -23,6 +23,7 @@ class AlterReplicaLogDir:
 class AlterReplicaLogDirsRequest:
     __kafka_schema__: ClassVar[StructSchema]
     dirs: list[AlterReplicaLogDir] = ...
+    def __kctl_response__(self) -> AlterReplicaLogDirsResponse: ...
 
 @dataclass(slots=True)
 class AlterReplicaLogDirPartitionResult:

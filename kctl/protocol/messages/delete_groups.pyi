@@ -11,6 +11,7 @@ from kctl.protocol.types import StructSchema
 class DeleteGroupsRequest:
     __kafka_schema__: ClassVar[StructSchema]
     groups_names: list[str] = ...
+    def __kctl_response__(self) -> DeleteGroupsResponse: ...
 
 @dataclass(slots=True)
 class DeletableGroupResult:

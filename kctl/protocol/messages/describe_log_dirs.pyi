@@ -17,6 +17,7 @@ class DescribableLogDirTopic:
 class DescribeLogDirsRequest:
     __kafka_schema__: ClassVar[StructSchema]
     topics: list[DescribableLogDirTopic] | None = ...
+    def __kctl_response__(self) -> DescribeLogDirsResponse: ...
 
 @dataclass(slots=True)
 class DescribeLogDirsPartition:

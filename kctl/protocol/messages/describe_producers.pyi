@@ -17,6 +17,7 @@ class DescribeProducersTopicRequest:
 class DescribeProducersRequest:
     __kafka_schema__: ClassVar[StructSchema]
     topics: list[DescribeProducersTopicRequest] = ...
+    def __kctl_response__(self) -> DescribeProducersResponse: ...
 
 @dataclass(slots=True)
 class ProducerState:

@@ -11,6 +11,7 @@ from kctl.protocol.types import StructSchema
 class SaslHandshakeRequest:
     __kafka_schema__: ClassVar[StructSchema]
     mechanism: str = ...
+    def __kctl_response__(self) -> SaslHandshakeResponse: ...
 
 @dataclass(slots=True)
 class SaslHandshakeResponse:
@@ -22,6 +23,7 @@ class SaslHandshakeResponse:
 class SaslAuthenticateRequest:
     __kafka_schema__: ClassVar[StructSchema]
     auth_bytes: bytes = ...
+    def __kctl_response__(self) -> SaslAuthenticateResponse: ...
 
 @dataclass(slots=True)
 class SaslAuthenticateResponse:

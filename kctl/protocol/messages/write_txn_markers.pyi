@@ -26,6 +26,7 @@ class WritableTxnMarker:
 class WriteTxnMarkersRequest:
     __kafka_schema__: ClassVar[StructSchema]
     markers: list[WritableTxnMarker] = ...
+    def __kctl_response__(self) -> WriteTxnMarkersResponse: ...
 
 @dataclass(slots=True)
 class WritableTxnMarkerPartitionResult:
