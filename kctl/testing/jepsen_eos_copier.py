@@ -6,8 +6,9 @@ output topic with kctl's own client: a ``GroupConsumer`` of the shared group wit
 ``isolation.level=read_committed``, a producer with ``transactional.id`` = its slot's id (a copier
 restarted after a kill fences and aborts what its predecessor left open). Each poll is one
 transaction: the records, each value tagged ``<input value>|<transaction name>``, and the group's
-offsets (send_offsets_to_transaction). A seeded share of transactions is aborted on purpose (the
-positions are then rewound), so aborted records exist for the checker to look for.
+offsets (send_offsets_to_transaction). A seeded share of transactions (and always the second of
+each run) is aborted on purpose, the positions then rewound, so aborted records exist for the
+checker to look for.
 
 Every outcome is appended to ``--log`` as one JSON line: ``{"txn": name, "outcome": "committed" |
 "aborted", "records": n}`` once the coordinator answered, ``{"error": ...}`` before exiting 3 on any
@@ -94,7 +95,7 @@ def copy(args: argparse.Namespace) -> int:
                 consumer.commit(offsets)  # outside the transaction: survives its abort
             else:
                 producer.send_offsets_to_transaction(offsets, args.group, TIMEOUT)
-            if rng.random() < args.abort_ratio:
+            if (serial == 2 and args.abort_ratio > 0) or rng.random() < args.abort_ratio:
                 producer.abort_transaction(TIMEOUT)
                 _log(log, {"txn": name, "outcome": "aborted", "records": len(records)})
                 if not args.sabotage:
