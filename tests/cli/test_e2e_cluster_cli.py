@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from cli_support import kctl as run_kctl
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 from kctl.client import AdminClient, NewTopic, TopicPartition
 from kctl.localcluster.launcher import load_state, process_alive
@@ -53,9 +54,12 @@ class Cluster:
         return self._zk
 
     def json(self, path: str) -> dict[str, Any] | None:
-        if self.zk.exists(path) is None:
+        """The znode's JSON, None if it is not there (a controller may delete it at any moment: no
+        exists-then-get)."""
+        try:
+            data, _ = self.zk.get(path)
+        except NoNodeError:
             return None
-        data, _ = self.zk.get(path)
         return json.loads(data)
 
     def close(self) -> None:
