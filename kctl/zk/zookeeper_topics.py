@@ -179,6 +179,8 @@ class ZooKeeperTopics(ZooKeeperPart, TopicStore):
             if client.exists(topic_path) is None:
                 raise UnknownTopicError(f"Topic '{name}' does not exist.")
             for attempt in range(_RETRIES):
+                if self._delete_in_one_transaction(client, name):
+                    break
                 try:
                     client.delete(topic_path, recursive=True)
                     break
@@ -190,6 +192,44 @@ class ZooKeeperTopics(ZooKeeperPart, TopicStore):
             with contextlib.suppress(NoNodeError):
                 client.delete(DeleteTopicsTopicZNode.path(name))
         self._notify(TOPICS)
+
+    def _delete_in_one_transaction(self, client: KazooClient, name: str) -> bool:
+        """Delete the topic's znodes in Kafka's layout (its partitions' state znodes, the partition
+        znodes, /partitions, the topic znode) in one multi-op, after one pipelined read of what is
+        there: two round trips instead of one per znode (a DeleteTopics of a hundred topics). False
+        when the layout held something else or changed meanwhile (the caller deletes recursively)."""
+        partitions_path = TopicPartitionsZNode.path(name)
+        try:
+            partitions = client.get_children(partitions_path)
+        except NoNodeError:
+            partitions = None
+        doomed: list[str] = []
+        if partitions is not None:
+            numbers = [int(p) for p in partitions if p.isdigit()]
+            if len(numbers) != len(partitions):
+                return False
+            pending = [client.get_children_async(TopicPartitionZNode.path(name, n)) for n in numbers]
+            children: list[list[str] | None] = []
+            for result in pending:
+                try:
+                    children.append(result.get(timeout=self._op_timeout))
+                except NoNodeError:
+                    children.append(None)
+            for number, under in zip(numbers, children, strict=True):
+                if under is None:
+                    continue  # deleted meanwhile
+                if set(under) - {"state"}:
+                    return False
+                if under:
+                    doomed.append(TopicPartitionStateZNode.path(name, number))
+                doomed.append(TopicPartitionZNode.path(name, number))
+            doomed.append(partitions_path)
+        doomed.append(TopicZNode.path(name))
+        transaction = client.transaction()
+        for path in doomed:
+            transaction.delete(path)
+        results = transaction.commit()
+        return not any(isinstance(result, Exception) for result in results)
 
     def add_partitions(self, name: str, new_assignment: dict[int, tuple[int, ...]]) -> TopicRecord:
         client = self._zk_client()
