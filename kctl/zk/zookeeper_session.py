@@ -38,7 +38,7 @@ from kazoo.exceptions import (
 )
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.interfaces import IAsyncResult
-from kazoo.protocol.states import ZnodeStat
+from kazoo.protocol.states import Callback, ZnodeStat
 from kazoo.retry import KazooRetry
 
 from kctl.common.time_histogram import TimeHistogram
@@ -138,6 +138,7 @@ class ZooKeeperSession:
         self._start_lock = threading.Lock()
         self._lock = threading.Lock()
         self._client: KazooClient | None = None
+        self._watch_thread: int | None = None  # the thread kazoo runs watch callbacks on
         self.closed = False
         self._session_lost = False
         self._disconnected = False
@@ -171,7 +172,27 @@ class ZooKeeperSession:
             self._connect(client)
             self._client = client
             client.add_listener(self._on_state_change)
+            client.handler.dispatch_callback(Callback("watch", self._note_watch_thread, ()))
         return True
+
+    def _note_watch_thread(self) -> None:
+        self._watch_thread = threading.get_ident()
+
+    def settle_watches(self, client: KazooClient, *, after_round_trip: bool = False) -> None:
+        """Run the watch callbacks of every event ZooKeeper sent before now (kctl.zk.watched_reads:
+        a kept read is true only once the watches that fired before the read have disarmed their
+        keys). ZooKeeper sends a session's watch events before its later answers, and kazoo runs
+        watch callbacks in order on one thread: after a round trip (one here unless
+        ``after_round_trip``), a marker queued behind them has run once they all have. A no-op on
+        that thread itself (it runs them in order anyway)."""
+        if threading.get_ident() == self._watch_thread:
+            return
+        if not after_round_trip:
+            client.exists("/")
+        settled = threading.Event()
+        client.handler.dispatch_callback(Callback("watch", settled.set, ()))
+        if not settled.wait(self.op_timeout):
+            raise RegistryUnavailableError("ZooKeeper's watch callbacks did not run in time")
 
     def _new_client(self, hosts: str) -> KazooClient:
         """A kazoo client that never gives up reconnecting and tries at least every second (kazoo's

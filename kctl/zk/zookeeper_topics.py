@@ -263,7 +263,7 @@ class ZooKeeperTopics(ZooKeeperPart, TopicStore):
         client = self._zk_client()
         with self._zk("list the topics"):
             names = sorted(client.get_children(TopicsZNode.path))
-            return self._read_topics(client, names)
+            return self._read_topics(client, names, after_round_trip=True)
 
     def get_topic(self, name: str) -> TopicRecord | None:
         client = self._zk_client()
@@ -277,9 +277,13 @@ class ZooKeeperTopics(ZooKeeperPart, TopicStore):
         self._session.watched_states.rearm_all()
         super()._notify(reason)
 
-    def _read_topics(self, client: KazooClient, names: list[str]) -> dict[str, TopicRecord]:
+    def _read_topics(
+        self, client: KazooClient, names: list[str], *, after_round_trip: bool = False
+    ) -> dict[str, TopicRecord]:
         """Topic and config znodes of ``names``, read in one pipelined batch (those not kept under
         their watches: kctl.zk.watched_reads)."""
+        if len(self._session.watched_topics):
+            self._session.settle_watches(client, after_round_trip=after_round_trip)
         kept, unread = self._session.watched_topics.lookup(names)
         unread_names = [name for name, _ in unread]
         topic_results = [client.get_async(TopicZNode.path(n)) for n in unread_names]
@@ -487,8 +491,10 @@ class ZooKeeperTopics(ZooKeeperPart, TopicStore):
     ) -> dict[tuple[str, int], PartitionState]:
         client = self._zk_client()
         wanted = [(name, p) for name, record in topics.items() for p in sorted(record.assignment)]
-        kept, unread = self._session.watched_states.lookup(wanted)  # kctl.zk.watched_reads
         with self._zk(f"read the partition states of {len(topics)} topics"):
+            if len(self._session.watched_states):
+                self._session.settle_watches(client)
+            kept, unread = self._session.watched_states.lookup(wanted)  # kctl.zk.watched_reads
             results = collect(
                 [client.get_async(TopicPartitionStateZNode.path(name, p)) for (name, p), _ in unread],
                 self._op_timeout,

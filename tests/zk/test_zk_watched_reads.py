@@ -215,3 +215,23 @@ def test_changes_made_while_the_connection_was_down_are_read(zookeeper: ZooKeepe
         finally:
             other.close()
             admin.close()
+
+
+def test_a_read_after_a_change_elsewhere_returns_it_without_waiting_for_the_notification(
+    registries: tuple[ZooKeeperRegistry, ZooKeeperRegistry],
+) -> None:
+    """As without kept reads: once a change made through another session is done, a read returns
+    it, even before its watch event has been handled (a broker that woke from a stall re-reads the
+    metadata at once and must not lead on a kept state: issue 24's zombie coordinator)."""
+    admin, other = registries
+    seen = Notifications()
+    other.add_listener(seen)
+    record = _topic_with_states(admin, other, seen)
+    for epoch in range(1, 41):
+        other.topics()
+        other.partition_states_of({"t": record})  # keep everything
+        admin.set_partition_state("t", 1, PartitionState(1, epoch, (1,)))
+        state = other.partition_states_of({"t": record})[("t", 1)]
+        assert state.leader_epoch == epoch, f"served the kept state of epoch {state.leader_epoch}"
+        admin.set_topic_configs("t", {"retention.ms": str(epoch)})
+        assert other.topics()["t"].configs == {"retention.ms": str(epoch)}, "served the kept overrides"
