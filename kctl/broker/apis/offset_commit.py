@@ -49,11 +49,13 @@ async def handle(
     try:
         if not context.allowed(AclOperation.READ, AclResourceType.GROUP, request.group_id):
             raise ApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED, "READ on the group denied")
-        results = broker.groups.offsets.commit_offsets(
+        results, apply = broker.groups.offsets.commit_offsets(
             request.group_id, member_id, instance_id, generation, offsets
         )
         code = await broker.groups.wait_replicated(request.group_id)
-        if code != ErrorCode.NONE:
+        if code == ErrorCode.NONE:
+            apply()  # only a replicated commit is the group's committed offset (OffsetFetch)
+        else:
             results = {tp: code if result == ErrorCode.NONE else result for tp, result in results.items()}
     except ApiError as error:
         results = dict.fromkeys(offsets, error.code)

@@ -18,7 +18,7 @@ expired."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from kctl.broker.errors import ApiError
@@ -198,7 +198,12 @@ class GroupOffsets:
         instance_id: str | None,
         generation: int,
         offsets: dict[tuple[str, int], OffsetValue],
-    ) -> dict[tuple[str, int], int]:
+    ) -> tuple[dict[tuple[str, int], int], Callable[[], None]]:
+        """Write the offsets of an OffsetCommit to the group's __consumer_offsets partition; the
+        result per partition, and the function that makes them the group's committed offsets —
+        to be called once the write is replicated (as Kafka's cache takes a commit only in the
+        append's callback): until then OffsetFetch answers the offsets before, so a commit lost
+        with its coordinator was never seen (committed offsets never go back)."""
         self.coordinator.check_owner(group_id)
         group = self.groups.get(group_id)
         if generation < 0 and not member_id:
@@ -221,16 +226,24 @@ class GroupOffsets:
                     (encode_offset_key(OffsetKey(group_id, tp[0], tp[1])), encode_offset_value(value))
                 )
                 results[tp] = ErrorCode.NONE
-        if records:
-            log.debug("group %s commits %d offsets (generation %d)", group_id, len(records), generation)
-            position = self.coordinator.write(group_id, records)
-            if group is None:
-                group = self.groups[group_id] = Group(group_id, state_timestamp=self.broker.clock.time_ms())
+        if not records:
+            return results, _nothing
+        log.debug("group %s commits %d offsets (generation %d)", group_id, len(records), generation)
+        position = self.coordinator.write(group_id, records)
+        if group is None:
+            group = self.groups[group_id] = Group(group_id, state_timestamp=self.broker.clock.time_ms())
+        written = group
+
+        def apply() -> None:
+            if self.groups.get(group_id) is not written:
+                return  # the group went meanwhile (unloaded: leadership lost; deleted)
             for tp, code in results.items():
-                if code == ErrorCode.NONE:
-                    group.offsets[tp] = offsets[tp]
-                    group.offset_positions[tp] = position
-        return results
+                # a later commit of the partition, already applied, stays (waits may end out of order)
+                if code == ErrorCode.NONE and written.offset_positions.get(tp, -1) <= position:
+                    written.offsets[tp] = offsets[tp]
+                    written.offset_positions[tp] = position
+
+        return results, apply
 
     def fetch_offsets(
         self, group_id: str, partitions: list[tuple[str, int]] | None
@@ -299,3 +312,7 @@ class GroupOffsets:
             del self.groups[group_id]
             log.info("expired the offsets of empty group %s", group_id)
         return expired
+
+
+def _nothing() -> None:
+    return None
