@@ -36,9 +36,19 @@ def test_health_names_a_dead_broker_and_waits_for_its_return(local_cluster_facto
         alive = ",".join(cluster.broker(b).bootstrap for b in (1, 2, 3) if b != victim)
 
         def unhealthy() -> dict | None:
-            result = kctl("cluster", "health", "-b", alive, "-f", "json")
-            answer = json.loads(result.stdout)
-            return answer if result.returncode == 1 and answer["under_replicated_partitions"] else None
+            # every live broker's answer (each learns of the death from its own ZooKeeper watch)
+            answers = []
+            for b in (1, 2, 3):
+                if b == victim:
+                    continue
+                result = kctl("cluster", "health", "-b", cluster.broker(b).bootstrap, "-f", "json")
+                answer = json.loads(result.stdout)
+                if result.returncode != 1 or not answer["under_replicated_partitions"]:
+                    return None
+                if answer["brokers_down"] != [victim]:
+                    return None
+                answers.append(answer)
+            return answers[0]
 
         answer = wait_for(unhealthy, f"health to see broker {victim} gone", 60)
         assert answer["brokers_down"] == [victim]
