@@ -713,18 +713,12 @@ def config_alter(
     `listener.name.NAME.ssl.*`; listeners at the next start). Read-only
     configs are refused. Exit status 1 when the broker refuses the change."""
     from kctl.commands.clients import admin_session
-    from kctl.commands.options import OverrideSyntaxError, parse_override
+    from kctl.commands.options import parse_set_options
 
     wanted = _entity(broker_id, default)
     if wanted is None and not default:
         raise KctlError("give --broker ID or --default", ExitCode.USAGE)
-    changes: dict[str, str] = {}
-    for text in set_configs or ():
-        try:
-            key, value = parse_override(text)
-        except OverrideSyntaxError as error:
-            raise KctlError(f"invalid --set: {error}", ExitCode.USAGE) from None
-        changes[key] = value
+    changes = parse_set_options(set_configs)
     deletes = list(dict.fromkeys(delete_configs or ()))
     if not changes and not deletes:
         raise KctlError("nothing to change: give --set or --delete", ExitCode.USAGE)

@@ -120,15 +120,9 @@ def alter(
     printed. Exit status 1 when the broker refuses it (an unknown logger or level; the root logger's
     level cannot be deleted), 3 for an unknown broker."""
     from kctl.commands.clients import admin_session
-    from kctl.commands.options import OverrideSyntaxError, parse_override
+    from kctl.commands.options import parse_set_options
 
-    changes: dict[str, str] = {}
-    for text in set_levels or ():
-        try:
-            name, level = parse_override(text)
-        except OverrideSyntaxError as error:
-            raise KctlError(f"invalid --set: {error}", ExitCode.USAGE) from None
-        changes[name] = level
+    changes = parse_set_options(set_levels)
     deletes = list(dict.fromkeys(delete_levels or ()))
     if not changes and not deletes:
         raise KctlError("nothing to change: give --set LOGGER=LEVEL or --delete LOGGER", ExitCode.USAGE)

@@ -409,3 +409,16 @@ def load_config(
         put(key, value, ConfigSource.OVERRIDE)
     put_bootstrap(ConfigSource.OPTION)
     return ResolvedConfig(dict(sorted(merged.items())), config_file)
+
+
+def parse_set_options(texts: list[str] | None, option: str = "--set") -> dict[str, str]:
+    """The KEY=VALUE pairs of a repeated ``--set`` option (later ones win); KctlError (usage) for one
+    that is not KEY=VALUE."""
+    pairs: dict[str, str] = {}
+    for text in texts or ():
+        try:
+            key, value = parse_override(text)
+        except OverrideSyntaxError as error:
+            raise KctlError(f"invalid {option}: {error}", ExitCode.USAGE) from None
+        pairs[key] = value
+    return pairs
