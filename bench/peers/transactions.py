@@ -8,7 +8,8 @@ is still buffered, EndTxn and the coordinator writing the markers, as an applica
 transactions and records per second, commit latency p50 and p99, the peer's CPU per transaction and
 transactions per CPU-second (broker, or the cluster's brokers summed). Records are what committed
 transactions hold; the partitions' end offsets must have moved by exactly those records plus one
-marker per partition per transaction, else the row says so."""
+marker per partition per transaction (Kafka writes its markers after answering the commit: they are
+waited for), else the row says so."""
 
 from __future__ import annotations
 
@@ -43,7 +44,8 @@ def transactions(peer: Peer, topic: str, records_per_txn: int, seconds: float) -
     partitions = peer.partitions
     value = os.urandom(RECORD_SIZE)
     _one_transaction(producer, topic, value, records_per_txn, partitions)  # warm: coordinator, leaders
-    before = sum(end_offsets(peer, topic).values())
+    per_txn = records_per_txn + min(partitions, records_per_txn)  # records, then a marker per partition
+    before = _settled_end(peer, topic, per_txn)
     clock = time.perf_counter
     commits: list[float] = []
     meter = bb.Meter(peer, "transactions")  # type: ignore[arg-type]
@@ -53,8 +55,8 @@ def transactions(peer: Peer, topic: str, records_per_txn: int, seconds: float) -
     run = meter.stop()
     del producer
     count = len(commits)
-    moved = sum(end_offsets(peer, topic).values()) - before
-    expected = count * (records_per_txn + min(partitions, records_per_txn))
+    expected = count * per_txn
+    moved = _settled_end(peer, topic, before + expected) - before
     if moved != expected:
         print(f"#   {peer.name}: {topic}: end offsets moved {moved}, expected {expected} (records + markers)")
     commits.sort()
@@ -68,6 +70,17 @@ def transactions(peer: Peer, topic: str, records_per_txn: int, seconds: float) -
         f"{prefix}: txn/{peer.scope}-CPU-s": count / cpu if cpu > 0 else float("nan"),
         f"{prefix}: {peer.scope} CPU ms/txn": 1000 * cpu / max(1, count),
     }
+
+
+def _settled_end(peer: Peer, topic: str, total: int, timeout: float = 10.0) -> int:
+    """The sum of ``topic``'s end offsets once it reaches ``total`` (Kafka's coordinator writes the
+    markers after EndTxn is answered), or what it is after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        now = sum(end_offsets(peer, topic).values())
+        if now >= total or time.monotonic() > deadline:
+            return now
+        time.sleep(0.05)  # polling the markers' arrival, bounded by the deadline
 
 
 def _one_transaction(producer: object, topic: str, value: bytes, records: int, partitions: int) -> float:
