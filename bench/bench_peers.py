@@ -11,7 +11,9 @@ pre-encoded Produce requests replayed over raw sockets and with confluent-kafka 
 records per broker CPU-second); fetch of a preloaded log of 100 B records with pre-encoded Fetch
 requests and with confluent-kafka (queued.min.messages raised); end-to-end latency at 1,000 records/s
 (linger.ms=0, consumer polling per message, fetch wait 500 ms) with the broker's CPU per record;
-broker RSS after the run. Asserts nothing.
+transactions (bench/peers/transactions.py: confluent-kafka's transactional producer, transactions of
+100 and of 1,000 records of 100 B over the topic's partitions: transactions/s, commit latency p50/p99,
+CPU per transaction); broker RSS after the run. Asserts nothing.
 
 ``--cluster``: the same metrics on 3 brokers per system, every topic with replication factor 3 and
 min.insync.replicas=2 (bench/peers/cluster.py): kctl as a LocalCluster (a ZooKeeper server and 3
@@ -27,7 +29,7 @@ every core, the same for both systems; with 4 CPUs or more, both systems' broker
 but the last, which the load generator gets. Tansu and ``--uvloop`` are single-node only.
 
 Usage: python bench/bench_peers.py [--rounds 3] [--quick] [--peers kctl,kafka,tansu] [--uvloop]
-                                   [--only produce,fetch,latency] [--cluster]"""
+                                   [--only produce,fetch,latency,txn] [--cluster]"""
 
 from __future__ import annotations
 
@@ -46,6 +48,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from peers import transactions as tx
 from peers import workloads as w
 from peers.brokers import KafkaPeer, KctlPeer, Peer, TansuPeer, Unavailable
 from peers.cluster import KafkaClusterPeer, KctlClusterPeer
@@ -95,7 +98,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="shorter measurements (figures noisier)")
     parser.add_argument("--peers", default="kctl,kafka,tansu")
     parser.add_argument("--uvloop", action="store_true", help="also kctl on uvloop")
-    parser.add_argument("--only", default="produce,fetch,latency")
+    parser.add_argument("--only", default="produce,fetch,latency,txn")
     parser.add_argument(
         "--baseline",
         type=Path,
@@ -232,6 +235,14 @@ def main() -> None:
                 steps.append(
                     ("latency", lambda p, r=round_index: w.latency(p, f"l{r + 1}", 1000, latency_seconds))
                 )
+            if "txn" in only:
+                for size in (100, 1000):
+                    steps.append(
+                        (
+                            f"transactions of {size}",
+                            lambda p, s=suffix, n=size: tx.transactions(p, f"t{n}{s}", n, seconds),
+                        )
+                    )
             for label, step in steps:
                 for peer in order:
                     if (peer.name, label) in failed:

@@ -188,6 +188,18 @@ def read_partitions(
     bootstrap: str, topic: str, partitions: list[int], *, timeout: float = 60.0
 ) -> dict[int, list[tuple[int, str]]]:
     """Every record (offset, value) of each partition from offset 0 to the high watermark."""
+    found = read_records(bootstrap, topic, partitions, timeout=timeout)
+    return {
+        partition: [(offset, (value or b"").decode()) for offset, _key, value in rows]
+        for partition, rows in found.items()
+    }
+
+
+def read_records(
+    bootstrap: str, topic: str, partitions: list[int], *, timeout: float = 60.0
+) -> dict[int, list[tuple[int, bytes | None, bytes | None]]]:
+    """Every record (offset, key, value) of each partition from offset 0 to the high watermark, as
+    stored (an internal topic such as ``__consumer_offsets`` too)."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -199,7 +211,7 @@ def read_partitions(
     try:
         ends = {p: _high_watermark(consumer, topic, p, timeout) for p in partitions}
         consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-        found: dict[int, list[tuple[int, str]]] = {p: [] for p in partitions}
+        found: dict[int, list[tuple[int, bytes | None, bytes | None]]] = {p: [] for p in partitions}
         positions = dict.fromkeys(partitions, 0)
         deadline = time.monotonic() + timeout
         while any(positions[p] < ends[p] for p in partitions):
@@ -215,7 +227,7 @@ def read_partitions(
                 raise AssertionError(f"consumer error: {error}")
             partition, offset = message.partition(), message.offset()
             assert partition is not None and offset is not None
-            found[partition].append((offset, (message.value() or b"").decode()))
+            found[partition].append((offset, message.key(), message.value()))
             positions[partition] = offset + 1
         return found
     finally:

@@ -30,7 +30,7 @@ from kctl.testing.jepsen import (
     read_topic,
     wait_for_progress,
 )
-from kctl.testing.jepsen_offsets import CommittedOffsetsWatcher
+from kctl.testing.jepsen_offsets import CommittedOffsetsWatcher, check_answers
 from kctl.testing.pytest_plugin import BrokerFactory, ClusterFactory
 
 PARTITIONS = 3
@@ -103,6 +103,33 @@ def test_unavailability_is_the_longest_silence_after_each_fault() -> None:
         ("kill -9 broker 1", pytest.approx(3.5)),  # 10.5 -> 14.0
         ("kill -9 broker 2", pytest.approx(5.0)),  # 15.0 (the fault) -> 20.0
     ]
+
+
+def test_offsets_check_accepts_a_client_that_commits_older_offsets_after_newer_ones() -> None:
+    # librdkafka sends deferred and retried commits after newer ones: the log holds them in that order
+    history = {0: [5, 9, 7, 7, 12], 1: [3]}
+    answers = [{0: 5}, {0: 9, 1: 3}, {0: 7, 1: 3}, {0: 7, 1: 3}, {0: 12, 1: 3}]
+    assert check_answers("t", answers, history) == []
+
+
+def test_offsets_check_finds_an_answer_older_than_one_seen_before() -> None:
+    history = {0: [7, 8, 7, 9]}
+    assert check_answers("t", [{0: 7}, {0: 8}, {0: 7}, {0: 9}], history) == []  # the log's own order
+    problems = check_answers("t", [{0: 8}, {0: 7}, {0: 8}], history)
+    assert problems == [
+        "t/0: committed offset went back: answer 2 is 8, a commit older in the log than the 7 answered before"
+    ]
+
+
+def test_offsets_check_finds_an_answer_no_commit_in_the_log_holds() -> None:
+    problems = check_answers("t", [{0: 5}, {0: 10}], {0: [5, 9]})
+    assert problems == ["t/0: answer 1 is 10, which no commit in the log holds"]
+
+
+def test_offsets_check_finds_a_committed_offset_missing_from_a_later_answer() -> None:
+    problems = check_answers("t", [{0: 5, 1: 3}, {1: 3}], {0: [5, 9], 1: [3]})
+    assert problems == ["t/0: answer 1 has no committed offset, after 5 was answered"]
+    assert check_answers("t", [{0: 5, 1: 3}, {1: 3}], {0: [5, -1], 1: [3]}) == []  # deleted (a tombstone)
 
 
 # --------------------------------------------------------------------------------- one broker
@@ -208,9 +235,13 @@ def test_cluster_leaders_killed_and_paused_under_load_lose_nothing(
     verdict = campaign.finish(cluster.bootstrap_servers, topic, PARTITIONS)
     offsets.stop()
     print(f"cluster: faults survived {len(campaign.faults_done)}, {verdict.summary()}")
-    print(f"committed offsets: {offsets.observations} observations, highest {offsets.highest}")
+    print(
+        f"committed offsets: {offsets.observations} answers checked against {offsets.commits} commits "
+        f"in the log, highest {offsets.highest}"
+    )
     assert offsets.regressions == [], offsets.regressions
     assert offsets.observations > 10 and sum(offsets.highest.values()) > 0, offsets.errors[-5:]
+    assert offsets.commits > 10
     assert [fault.split()[0] for fault in campaign.faults_done] == ["kill", "kill", "kill"]
     assert "-STOP" in campaign.faults_done[-1]
     assert verdict.ok, verdict.report()

@@ -103,6 +103,7 @@ class ProducerBatch:
         "order",
         "partition",
         "pending",
+        "possibly_written",
         "reserved",
         "retry_at",
         "sequence",
@@ -137,6 +138,9 @@ class ProducerBatch:
         self.done = False
         self.closed = False
         self.in_flight = False
+        self.possibly_written = False
+        """Sent under the producer's current id and epoch with no answer yet that settles whether the
+        broker wrote it (an idempotent batch): it must not be renumbered under a new epoch."""
         self.error: BaseException | None = None
         self.last_error: BaseException | None = None
         self.base_offset = -1

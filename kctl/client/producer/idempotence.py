@@ -163,4 +163,5 @@ class Idempotence:
             state.next_sequence = 0
             for batch in state.queue:
                 batch.sequence = None
+                batch.possibly_written = False
         return None

@@ -239,10 +239,17 @@ class Sender:
             self._expire(queued, now, expired)
             return SendPlan(wait, want_metadata, expired=expired)
         if idempotence.reset_sequences:
-            if not any(state.in_flight for state in acc._partitions.values()):
+            if any(state.in_flight for state in acc._partitions.values()):
+                self._expire(queued, now, expired)
+                return SendPlan(wait, want_metadata, expired=expired)
+            # Before the new epoch renumbers the queued batches, each one the broker may have
+            # written already (sent, its answer lost or a retriable error) is resent as it was, under
+            # the old epoch, until the broker settles it: written (it answers the original offset)
+            # or refused out of order (not written). Renumbered, it would be written twice.
+            unsettled = [state for state in queued if state.queue[0].possibly_written]
+            if not unsettled:
                 return SendPlan(wait, want_metadata, want_producer_id=True, expired=expired)
-            self._expire(queued, now, expired)
-            return SendPlan(wait, want_metadata, expired=expired)
+            queued = unsettled
         self._expire(queued, now, expired)
         idempotent = bool(idempotence.enabled)
         per_partition = (
@@ -287,6 +294,7 @@ class Sender:
                 continue
             if idempotent:
                 idempotence.assign_sequence(state, head)
+                head.possibly_written = True
             head.in_flight = True
             state.in_flight += 1
             if leader not in requests:
@@ -456,8 +464,15 @@ class Sender:
         if code in _SEQUENCE_ERRORS:
             # Not written: an earlier batch is missing (being resent, or refused: then the sequence
             # numbers are reset already), or the broker lost track of the producer (reset them).
+            # Neither is this batch nor any later one of the partition (the broker writes a producer's
+            # batches in sequence order).
             if self._idempotence.enabled and (state is None or not state.blocked):
                 self._idempotence.reset_sequences = True
+            batch.possibly_written = False
+            if state is not None:
+                for queued in state.queue:
+                    if queued.order > batch.order:
+                        queued.possibly_written = False
             self._retry_or_fail(batch, error, now)
             return
         if code in (
