@@ -31,6 +31,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from kctl.common.atomic_file import replace_file
 from kctl.zk.model import (
     BrokerRegistration,
     ControllerFence,
@@ -330,19 +331,7 @@ class EmbeddedRegistry(Registry):
             return
         self.writes += 1
         data = json.dumps(self._document(), indent=2).encode("utf-8") + b"\n"
-        temporary = self.path.with_name(self.path.name + ".tmp")
-        with open(temporary, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            if self._fsync:
-                os.fsync(handle.fileno())
-        os.replace(temporary, self.path)
-        if self._fsync:
-            directory_fd = os.open(self.metadata_dir, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                os.fsync(directory_fd)
-            finally:
-                os.close(directory_fd)
+        replace_file(self.path, data, fsync=self._fsync)
 
     # -- cluster -----------------------------------------------------------------------------------
     def cluster_id(self) -> str:
@@ -505,13 +494,7 @@ class EmbeddedRegistry(Registry):
             else:
                 brokers.pop(entity, None)
             data = json.dumps({"version": 1, "brokers": brokers}, indent=2, sort_keys=True).encode() + b"\n"
-            temporary = self._broker_configs_path.with_name(BROKER_CONFIGS_FILE_NAME + ".tmp")
-            with open(temporary, "wb") as out:
-                out.write(data)
-                if self._fsync:
-                    out.flush()
-                    os.fsync(out.fileno())
-            os.replace(temporary, self._broker_configs_path)
+            replace_file(self._broker_configs_path, data, fsync=self._fsync)
         self._notify(CONFIGS)
 
     def _topic(self, name: str) -> _Topic:
