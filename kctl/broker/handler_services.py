@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from kctl.broker.config import BrokerConfig
     from kctl.broker.dynamic_config import DynamicBrokerConfigs
+    from kctl.broker.fetch_session import FetchSessionCache
     from kctl.broker.group.coordinator import GroupCoordinator
     from kctl.broker.log_dir_moves import LogDirMover
     from kctl.broker.loggers import BrokerLoggers
@@ -105,6 +106,25 @@ class ProduceServices(Protocol):
     def txn_verifier(self) -> TransactionVerifier: ...
 
 
+class FetchServices(Protocol):
+    """Fetch: the partitions' reads and the long poll, fetch sessions, ACLs, quotas and the fetch metrics."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+    @property
+    def metadata(self) -> MetadataCache: ...
+    @property
+    def replicas(self) -> ReplicaManager: ...
+    @property
+    def fetch_sessions(self) -> FetchSessionCache: ...
+    @property
+    def security(self) -> BrokerSecurity: ...
+    @property
+    def quotas(self) -> QuotaManager: ...
+    @property
+    def metrics(self) -> BrokerMetrics: ...
+
+
 class TopicConfigServices(Protocol):
     """A topic's effective configs (DescribeConfigs, CreateTopics' answer)."""
 
@@ -190,6 +210,7 @@ class HandlerServices(
     TransactionServices,
     PartitionServices,
     ProduceServices,
+    FetchServices,
     ClusterServices,
     TopicAdminServices,
     ConfigServices,

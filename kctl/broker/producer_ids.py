@@ -15,10 +15,10 @@ for duplicates or out of sequence."""
 
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 
+from kctl.common.atomic_file import replace_file
 from kctl.log.manager import InconsistentMetadataError
 from kctl.log.naming import PRODUCER_ID_BLOCK
 
@@ -57,17 +57,7 @@ def read_block_end(path: Path, broker_id: int) -> int:
 
 
 def write_block_end(path: Path, broker_id: int, block_end: int) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    with open(temporary, "w", encoding="ascii") as handle:
-        handle.write(f"{PRODUCER_ID_BLOCK_VERSION}\n{broker_id}\n{block_end}\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
-    directory_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(directory_fd)
-    finally:
-        os.close(directory_fd)
+    replace_file(path, f"{PRODUCER_ID_BLOCK_VERSION}\n{broker_id}\n{block_end}\n".encode("ascii"))
 
 
 def _corrupt(path: Path, what: str) -> CorruptProducerIdBlockError:

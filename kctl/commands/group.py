@@ -523,7 +523,7 @@ def rewind(
         codes: dict[TopicPartition, int] = {}
         if execute and rewind_plan.executable:
             codes = execute_rewind(groups, rewind_plan)
-    rows = [_plan_row(group, p, execute and not failed and not topic_errors, codes) for p in plan]
+    rows = [p.row(group, execute and not failed and not topic_errors, codes) for p in plan]
     render_rows(rows, PLAN_COLUMNS, fmt)
     if export is not None:
         _export(export, plan)
@@ -549,33 +549,6 @@ def rewind(
         info(f"committed {len(codes)} offset(s) of group {group!r}")
     else:
         info("dry run: nothing changed; add --execute to commit these offsets")
-
-
-def _plan_row(
-    group: str, p: PlannedOffset, executed: bool, codes: dict[TopicPartition, int]
-) -> dict[str, Any]:
-    from kctl.protocol import error_name
-
-    if p.error is not None:
-        status = "error"
-    elif executed:
-        code = codes.get(p.topic_partition, 0)
-        status = "committed" if not code else error_name(code)
-    else:
-        status = "planned"
-    return {
-        "group": group,
-        "topic": p.topic_partition.topic,
-        "partition": p.topic_partition.partition,
-        "current_offset": p.current,
-        "new_offset": p.target,
-        "log_start_offset": p.log_start,
-        "log_end_offset": p.log_end,
-        "lag_before": p.lag_before,
-        "lag_after": p.lag_after,
-        "status": status,
-        "note": p.error or p.note,
-    }
 
 
 def _export(path: Path, plan: Sequence[PlannedOffset]) -> None:
@@ -665,21 +638,11 @@ def _delete_offsets(
     cluster: ClusterOptions,
     zookeeper: str | None = None,
 ) -> None:
-    from kctl.client import TopicPartition
+    from kctl.client.group.rewind_options import partitions_in_scope
     from kctl.protocol import ErrorCode, error_name
 
     with group_admin(cluster, zookeeper) as groups:
-        committed = groups.committed_offsets(group)
-        partitions = [
-            tp
-            for tp in committed
-            if tp.topic in scope and (scope[tp.topic] is None or tp.partition in (scope[tp.topic] or []))
-        ]
-        for topic, wanted in scope.items():
-            for p in wanted or []:
-                tp = TopicPartition(topic, p)
-                if tp not in partitions:
-                    partitions.append(tp)
+        partitions = partitions_in_scope(groups.committed_offsets(group), scope)
         if not partitions:
             raise KctlError(
                 f"group {group!r} has no committed offsets for {', '.join(scope)}", ExitCode.NOT_FOUND

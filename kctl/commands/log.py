@@ -362,7 +362,8 @@ def verify_command(
     in it and its offset checkpoints are checked. Prints one row per finding (file, byte position,
     offset, problem) and a summary on stderr. Exit status 0 when everything is clean, 1 when
     anything is wrong, 3 when a PATH is missing or holds nothing to check."""
-    from kctl.log.inspect import is_checkpoint_file, verify
+    from kctl.log.inspect import is_checkpoint_file
+    from kctl.log.verify import verify
 
     _log_config(config_file, overrides)
     findings: list[dict[str, Any]] = []
@@ -398,7 +399,7 @@ def verify_command(
 def _verify_targets(paths: list[Path]) -> list[Path]:
     """Each PATH, or a log directory's partitions; a directory with nothing to check is an error
     (never a silent "clean")."""
-    from kctl.log.inspect import verify_targets
+    from kctl.log.verify import verify_targets
 
     targets: list[Path] = []
     for path in paths:

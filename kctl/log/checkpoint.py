@@ -7,10 +7,10 @@ per partition."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from kctl.common.atomic_file import replace_file
 from kctl.common.topic_partition import TopicPartition
 
 CHECKPOINT_VERSION = 0
@@ -23,17 +23,7 @@ class CorruptCheckpointError(ValueError):
 def write_checkpoint(path: Path, offsets: Mapping[TopicPartition, int]) -> None:
     lines = [str(CHECKPOINT_VERSION), str(len(offsets))]
     lines += [f"{tp.topic} {tp.partition} {offset}" for tp, offset in sorted(offsets.items())]
-    temporary = path.with_name(path.name + ".tmp")
-    with open(temporary, "w", encoding="ascii") as handle:
-        handle.write("\n".join(lines) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
-    directory_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(directory_fd)
-    finally:
-        os.close(directory_fd)
+    replace_file(path, ("\n".join(lines) + "\n").encode("ascii"))
 
 
 def read_checkpoint(path: Path) -> dict[TopicPartition, int]:

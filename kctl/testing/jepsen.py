@@ -37,9 +37,7 @@ from typing import Any
 from kctl.localcluster import BrokerProcess, LocalCluster
 from kctl.testing.cluster_clients import read_partitions
 from kctl.testing.cluster_view import ClusterView
-
-EXAMPLES = 10
-"""How many examples of each violation a `Verdict` keeps."""
+from kctl.testing.verdict import CheckerVerdict
 
 
 @dataclass(frozen=True)
@@ -263,8 +261,8 @@ def read_topic(
 
 
 @dataclass
-class Verdict:
-    """What `check` found: counts and the first examples of each violation."""
+class Verdict(CheckerVerdict):
+    """What `check` found: counts and the first examples of each violation (kctl.testing.verdict)."""
 
     acknowledged: int = 0
     read: int = 0
@@ -272,16 +270,10 @@ class Verdict:
     duplicates: int = 0
     reordered: int = 0
     offsets_reused: int = 0
-    examples: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
 
     @property
     def ok(self) -> bool:
         return not (self.lost or self.duplicates or self.reordered or self.offsets_reused)
-
-    def _note(self, kind: str, example: str) -> None:
-        setattr(self, kind, getattr(self, kind) + 1)
-        if len(self.examples[kind]) < EXAMPLES:
-            self.examples[kind].append(example)
 
     def summary(self) -> str:
         return (
@@ -291,10 +283,7 @@ class Verdict:
 
     def report(self) -> str:
         """The summary, then the examples of each violation (for an assertion message)."""
-        lines = [self.summary()]
-        for kind, examples in self.examples.items():
-            lines += [f"  {kind}: {example}" for example in examples]
-        return "\n".join(lines)
+        return "\n".join([self.summary(), *self.example_lines()])
 
 
 def check(
@@ -315,7 +304,7 @@ def check(
         for offset, value in rows:
             verdict.read += 1
             if offset <= last_offset:
-                verdict._note("reordered", f"partition {partition}: offset {offset} read after {last_offset}")
+                verdict.note("reordered", f"partition {partition}: offset {offset} read after {last_offset}")
             last_offset = max(last_offset, offset)
             at[(partition, offset)] = value
             where[value].append((partition, offset))
@@ -328,7 +317,7 @@ def check(
             if previous is not None and (
                 sequence < previous[0] or (sequence == previous[0] and not idempotent)
             ):
-                verdict._note(
+                verdict.note(
                     "reordered",
                     f"partition {partition}: {value} at offset {offset} after "
                     f"{writer}:{previous[0]:09d} at offset {previous[1]}",
@@ -341,15 +330,15 @@ def check(
         key = (ack.partition, ack.offset)
         other = acked_at.setdefault(key, ack.value)
         if other != ack.value:
-            verdict._note(
+            verdict.note(
                 "offsets_reused", f"{ack.partition}/{ack.offset} acknowledged for {other} and {ack.value}"
             )
         if ack.value not in where:
-            verdict._note("lost", f"{ack.value} acknowledged at {ack.partition}/{ack.offset}, read nowhere")
+            verdict.note("lost", f"{ack.value} acknowledged at {ack.partition}/{ack.offset}, read nowhere")
             continue
         found = at.get(key)
         if found != ack.value:
-            verdict._note(
+            verdict.note(
                 "offsets_reused",
                 f"{ack.value} acknowledged at {ack.partition}/{ack.offset}, which holds {found!r} "
                 f"(the value was read at {where[ack.value][:3]})",
@@ -357,7 +346,7 @@ def check(
     if idempotent:
         for value, count in Counter({v: len(places) for v, places in where.items()}).items():
             if count > 1:
-                verdict._note("duplicates", f"{value} read {count} times, at {where[value][:5]}")
+                verdict.note("duplicates", f"{value} read {count} times, at {where[value][:5]}")
     return verdict
 
 

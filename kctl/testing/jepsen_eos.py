@@ -27,7 +27,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,8 +41,8 @@ from kctl.client.types import TopicPartition
 from kctl.localcluster import LocalCluster
 from kctl.testing.cluster_view import ClusterView
 from kctl.testing.jepsen_eos_copier import transactional_id
+from kctl.testing.verdict import CheckerVerdict
 
-EXAMPLES = 10
 INTERNAL_PARTITIONS = 10
 EOS_CLUSTER_PROPERTIES = {
     "zookeeper.session.timeout.ms": "6000",
@@ -61,8 +61,8 @@ KINDS = ("broker", "transaction coordinator", "group coordinator", "copier")
 
 
 @dataclass
-class EosVerdict:
-    """What `check_eos` found: counts and the first examples of each violation."""
+class EosVerdict(CheckerVerdict):
+    """What `check_eos` found: counts and the first examples of each violation (kctl.testing.verdict)."""
 
     records: int = 0
     read_committed: int = 0
@@ -75,16 +75,10 @@ class EosVerdict:
     committed_txns: int = 0
     aborted_txns: int = 0
     kills: Counter[str] = field(default_factory=Counter)
-    examples: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
 
     @property
     def ok(self) -> bool:
         return not (self.lost or self.duplicates or self.aborted_visible or self.order_violations)
-
-    def _note(self, kind: str, example: str) -> None:
-        setattr(self, kind, getattr(self, kind) + 1)
-        if len(self.examples[kind]) < EXAMPLES:
-            self.examples[kind].append(example)
 
     def summary(self) -> str:
         return (
@@ -96,10 +90,7 @@ class EosVerdict:
 
     def report(self) -> str:
         kills = ", ".join(f"{kind} {count}" for kind, count in sorted(self.kills.items())) or "none"
-        lines = [f"kills: {kills}", self.summary()]
-        for kind, examples in self.examples.items():
-            lines += [f"  {kind}: {example}" for example in examples]
-        return "\n".join(lines)
+        return "\n".join([f"kills: {kills}", self.summary(), *self.example_lines()])
 
 
 def input_value(number: int) -> str:
@@ -142,25 +133,25 @@ def check_eos(
             verdict.read_committed += 1
             number_text, _, txn = value.partition("|")
             if not number_text.isdigit():
-                verdict._note("order_violations", f"partition {partition}: {value!r} is no copied record")
+                verdict.note("order_violations", f"partition {partition}: {value!r} is no copied record")
                 continue
             number = int(number_text)
             seen[number] += 1
             if outcomes.get(txn) == "aborted":
-                verdict._note("aborted_visible", f"partition {partition}: {value} (its transaction aborted)")
+                verdict.note("aborted_visible", f"partition {partition}: {value} (its transaction aborted)")
             if number % partitions != partition:
-                verdict._note("order_violations", f"{value} in partition {partition}, its input's is "
+                verdict.note("order_violations", f"{value} in partition {partition}, its input's is "
                               f"{number % partitions}")  # fmt: skip
             elif number < last:
-                verdict._note("order_violations", f"partition {partition}: {value} after {last:09d}")
+                verdict.note("order_violations", f"partition {partition}: {value} after {last:09d}")
             last = max(last, number)
     for number in range(records):
         if seen[number] == 0:
-            verdict._note("lost", f"{input_value(number)} read nowhere")
+            verdict.note("lost", f"{input_value(number)} read nowhere")
         elif seen[number] > 1:
-            verdict._note("duplicates", f"{input_value(number)} read {seen[number]} times")
+            verdict.note("duplicates", f"{input_value(number)} read {seen[number]} times")
     for number in sorted(set(seen) - set(range(records))):
-        verdict._note("duplicates", f"{input_value(number)} was never an input record")
+        verdict.note("duplicates", f"{input_value(number)} was never an input record")
     verdict.aborted_uncommitted = sum(
         1 for values in uncommitted.values() for v in values if outcomes.get(v.partition("|")[2]) == "aborted"
     )

@@ -5,8 +5,8 @@ topics (topic id, replica assignment, config overrides, partition states) — as
 with a ``"version"`` field, loaded at start and rewritten atomically after every change (temporary
 file, fsync, rename, fsync of the directory). Broker registrations and controllership are kept in
 memory only: they are ephemeral, as in ZooKeeper, and a restarted broker registers again. So are the
-requests to the controller (``EmbeddedAdminRequests``: a cluster of one refuses to move replicas or
-elect leaders). Its security and quota stores are ``security.json`` and ``client-quotas.json`` in
+requests to the controller (kctl.zk.embedded_admin_requests: a cluster of one refuses to move
+replicas or elect leaders). Its security and quota stores are ``security.json`` and ``client-quotas.json`` in
 the same directory (kctl.zk.security_store, kctl.zk.quota_store).
 
 ``write_batch()`` groups the writes a thread makes in a block into one rewrite at its end (a
@@ -27,15 +27,16 @@ import json
 import os
 import threading
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from kctl.common.atomic_file import replace_file
+from kctl.zk.embedded_admin_requests import EmbeddedAdminRequests
 from kctl.zk.model import (
     BrokerRegistration,
     ControllerFence,
     ControllerMovedError,
-    OngoingReassignment,
     PartitionState,
     PartitionStateConflictError,
     PartitionStateUpdate,
@@ -46,7 +47,6 @@ from kctl.zk.model import (
     UnknownTopicError,
     check_topic_collisions,
     decode_uuid,
-    describe_ongoing,
     encode_uuid,
     random_kafka_uuid,
     validate_new_partitions,
@@ -59,7 +59,6 @@ from kctl.zk.registry import (
     BROKERS,
     CONFIGS,
     CONTROLLER,
-    ELECTION_TYPES,
     PARTITIONS,
     TOPICS,
     AdminRequests,
@@ -131,7 +130,7 @@ class EmbeddedRegistry(Registry):
         self._topics: dict[str, _Topic] = {}
         self._brokers: dict[int, BrokerRegistration] = {}
         self._controller: int | None = None
-        self._admin_requests = EmbeddedAdminRequests(self)
+        self._admin_requests = EmbeddedAdminRequests(self._open, self.get_topic, self._notify)
         self._security_store = FileSecurityStore(self.metadata_dir)
         self._quota_store = FileQuotaStore(self.metadata_dir)
         self._shutdowns: dict[int, tuple[str, int]] = {}
@@ -330,19 +329,7 @@ class EmbeddedRegistry(Registry):
             return
         self.writes += 1
         data = json.dumps(self._document(), indent=2).encode("utf-8") + b"\n"
-        temporary = self.path.with_name(self.path.name + ".tmp")
-        with open(temporary, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            if self._fsync:
-                os.fsync(handle.fileno())
-        os.replace(temporary, self.path)
-        if self._fsync:
-            directory_fd = os.open(self.metadata_dir, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                os.fsync(directory_fd)
-            finally:
-                os.close(directory_fd)
+        replace_file(self.path, data, fsync=self._fsync)
 
     # -- cluster -----------------------------------------------------------------------------------
     def cluster_id(self) -> str:
@@ -505,13 +492,7 @@ class EmbeddedRegistry(Registry):
             else:
                 brokers.pop(entity, None)
             data = json.dumps({"version": 1, "brokers": brokers}, indent=2, sort_keys=True).encode() + b"\n"
-            temporary = self._broker_configs_path.with_name(BROKER_CONFIGS_FILE_NAME + ".tmp")
-            with open(temporary, "wb") as out:
-                out.write(data)
-                if self._fsync:
-                    out.flush()
-                    os.fsync(out.fileno())
-            os.replace(temporary, self._broker_configs_path)
+            replace_file(self._broker_configs_path, data, fsync=self._fsync)
         self._notify(CONFIGS)
 
     def _topic(self, name: str) -> _Topic:
@@ -700,83 +681,6 @@ class EmbeddedRegistry(Registry):
     def finish_unclean_restart(self, broker_id: int) -> None:
         with self._open():
             self._unclean_restarts.discard(broker_id)
-
-
-class EmbeddedAdminRequests(AdminRequests):
-    """The embedded registry's requests to the controller, in memory only. A cluster of one has no
-    replica to move and no other replica to elect: the requests exist so that the controller runs
-    the same code in both modes, and what clients ask (AlterPartitionReassignments, ElectLeaders)
-    is refused — but a reassignment to the replicas a partition has, which is done already."""
-
-    def __init__(self, registry: EmbeddedRegistry) -> None:
-        self._registry = registry
-        self._reassignments: dict[tuple[str, int], tuple[int, ...]] = {}
-        self._preferred: set[tuple[str, int]] | None = None
-
-    # -- reassignments -----------------------------------------------------------------------------
-    def reassignment_requests(self) -> dict[tuple[str, int], tuple[int, ...]]:
-        with self._registry._open():
-            return dict(self._reassignments)
-
-    def set_reassignment_requests(self, requests: dict[tuple[str, int], tuple[int, ...]]) -> None:
-        with self._registry._open():
-            self._reassignments = {k: tuple(v) for k, v in requests.items()}
-        self._registry._notify(ADMIN)
-
-    def request_reassignments(
-        self, targets: Mapping[tuple[str, int], Iterable[int]]
-    ) -> dict[tuple[str, int], str]:
-        refused: dict[tuple[str, int], str] = {}
-        with self._registry._open():
-            for (topic, partition), replicas in targets.items():
-                entry = self._registry._topics.get(topic)
-                if entry is None or tuple(replicas) != entry.assignment.get(partition):
-                    refused[topic, partition] = "an embedded broker cannot move replicas"
-        return refused
-
-    def withdraw_reassignments(self, partitions: Iterable[tuple[str, int]]) -> set[tuple[str, int]]:
-        with self._registry._open():
-            removed = set(partitions) & set(self._reassignments)
-            for key in removed:
-                del self._reassignments[key]
-        if removed:
-            self._registry._notify(ADMIN)
-        return removed
-
-    def ongoing_reassignments(
-        self, assignments: Mapping[str, Mapping[int, tuple[int, ...]]]
-    ) -> dict[tuple[str, int], OngoingReassignment]:
-        with self._registry._open():
-            requested = dict(self._reassignments)
-            started = {
-                name: (dict(topic.assignment), dict(topic.adding_replicas), dict(topic.removing_replicas))
-                for name in assignments
-                if (topic := self._registry._topics.get(name)) is not None
-            }
-        return describe_ongoing(requested, started, assignments)
-
-    # -- elections ---------------------------------------------------------------------------------
-    def request_elections(
-        self, election_type: str, partitions: Iterable[tuple[str, int]]
-    ) -> dict[tuple[str, int], str]:
-        if election_type not in ELECTION_TYPES:
-            raise ValueError(f"election type {election_type!r}: one of {', '.join(ELECTION_TYPES)}")
-        return {key: "no other replica to elect" for key in partitions}
-
-    def preferred_election_requests(self) -> set[tuple[str, int]] | None:
-        with self._registry._open():
-            return None if self._preferred is None else set(self._preferred)
-
-    def set_preferred_election_requests(self, partitions: set[tuple[str, int]] | None) -> None:
-        with self._registry._open():
-            self._preferred = None if partitions is None else set(partitions)
-        self._registry._notify(ADMIN)
-
-    def unclean_election_requests(self) -> set[tuple[str, int]]:
-        return set()  # a cluster of one: its only replica always leads
-
-    def finish_unclean_election_requests(self, partitions: set[tuple[str, int]]) -> None:
-        return None
 
 
 def _int_key(item: tuple[str, Any]) -> int:

@@ -42,24 +42,10 @@ class ZooKeeperConfigs(ZooKeeperPart, ConfigStore):
         """Kafka's ``changeTopicConfig``: overwrite /config/topics/<topic>, then announce it with a
         /config/changes/config_change_ notification (and purge expired notifications)."""
         client = self._zk_client()
-        config_path = ConfigEntityZNode.path(ConfigEntityZNode.TOPICS, name)
-        data = ConfigEntityZNode.encode(configs)
         with self._zk(f"set the configs of topic {name}"):
             if client.exists(TopicZNode.path(name)) is None:
                 raise UnknownTopicError(f"Topic '{name}' does not exist.")
-            try:
-                client.set(config_path, data)
-            except NoNodeError:
-                try:
-                    client.create(config_path, data, makepath=True)
-                except NodeExistsError:
-                    client.set(config_path, data)
-            created = client.create(
-                ConfigEntityChangeNotificationSequenceZNode.create_path,
-                ConfigEntityChangeNotificationSequenceZNode.encode(ConfigEntityZNode.TOPICS, name),
-                sequence=True,
-            )
-            self._purge_config_changes(client, created)
+            self._write_and_announce(client, ConfigEntityZNode.TOPICS, name, configs)
         self._notify(CONFIGS)
 
     # -- dynamic broker configs (Kafka's /config/brokers/<id> and /config/brokers/<default>) ----------
@@ -76,24 +62,31 @@ class ZooKeeperConfigs(ZooKeeperPart, ConfigStore):
         """Kafka's ``changeBrokerConfig``: overwrite /config/brokers/<entity>, then announce it with
         a /config/changes notification for ``brokers/<entity>``."""
         client = self._zk_client()
-        path = ConfigEntityZNode.path(ConfigEntityZNode.BROKERS, entity)
-        data = ConfigEntityZNode.encode(configs)
         with self._zk(f"set the configs of broker {entity}"):
-            try:
-                client.set(path, data)
-            except NoNodeError:
-                try:
-                    client.create(path, data, makepath=True)
-                except NodeExistsError:
-                    client.set(path, data)
-            created = client.create(
-                ConfigEntityChangeNotificationSequenceZNode.create_path,
-                ConfigEntityChangeNotificationSequenceZNode.encode(ConfigEntityZNode.BROKERS, entity),
-                sequence=True,
-                makepath=True,
-            )
-            self._purge_config_changes(client, created)
+            self._write_and_announce(client, ConfigEntityZNode.BROKERS, entity, configs)
         self._notify(CONFIGS)
+
+    def _write_and_announce(
+        self, client: KazooClient, entity_type: str, entity: str, configs: dict[str, str]
+    ) -> None:
+        """Overwrite /config/<entity_type>/<entity> (created when missing), announce it with a
+        /config/changes notification and purge the expired ones."""
+        path = ConfigEntityZNode.path(entity_type, entity)
+        data = ConfigEntityZNode.encode(configs)
+        try:
+            client.set(path, data)
+        except NoNodeError:
+            try:
+                client.create(path, data, makepath=True)
+            except NodeExistsError:
+                client.set(path, data)
+        created = client.create(
+            ConfigEntityChangeNotificationSequenceZNode.create_path,
+            ConfigEntityChangeNotificationSequenceZNode.encode(entity_type, entity),
+            sequence=True,
+            makepath=True,
+        )
+        self._purge_config_changes(client, created)
 
     def _purge_config_changes(self, client: KazooClient, newest: str) -> None:
         """Delete notifications older than Kafka's 15-minute expiry, oldest first."""

@@ -16,9 +16,9 @@ import pytest
 from conftest import make_batch
 from raw_kafka import create_topic, running_broker, unique
 
-from kctl.log.inspect import verify
 from kctl.log.log import Log
 from kctl.log.validation import RecordBatchTooLargeError
+from kctl.log.verify import verify
 from kctl.records.builder import RecordBatchBuilder
 from kctl.records.header import (
     ATTRIBUTES_OFFSET,

@@ -251,3 +251,38 @@ def test_bad_csv_plans_say_where(text: str, message: str) -> None:
     with pytest.raises(OffsetsFileError) as caught:
         parse_offsets_csv(text, "g", source="plan.csv")
     assert str(caught.value) == message
+
+
+def test_a_plan_entry_as_a_row_says_planned_committed_or_the_error() -> None:
+    entry = PlannedOffset(A0, 5, 2, 1, 9, note="clamped up to the log start")
+    row = entry.row("g", False, {})
+    assert row == {
+        "group": "g",
+        "topic": "a",
+        "partition": 0,
+        "current_offset": 5,
+        "new_offset": 2,
+        "log_start_offset": 1,
+        "log_end_offset": 9,
+        "lag_before": 4,
+        "lag_after": 7,
+        "status": "planned",
+        "note": "clamped up to the log start",
+    }
+    assert entry.row("g", True, {})["status"] == "committed"
+    assert entry.row("g", True, {A0: ErrorCode.UNKNOWN_MEMBER_ID})["status"] == "UNKNOWN_MEMBER_ID"
+    refused = PlannedOffset(A1, 5, None, 0, 9, note="ignored", error="past the log end")
+    assert (refused.row("g", True, {})["status"], refused.row("g", True, {})["note"]) == (
+        "error",
+        "past the log end",
+    )
+
+
+def test_a_topic_scope_names_committed_partitions_and_those_it_lists() -> None:
+    from kctl.client.group.rewind_options import partitions_in_scope, topic_scope
+
+    have = [A0, A1, B0, TopicPartition("c", 0)]
+    assert partitions_in_scope(have, topic_scope(["a"])) == [A0, A1]
+    assert partitions_in_scope(have, topic_scope(["a:1-2", "b"])) == [A1, B0, A2]
+    assert partitions_in_scope(have, topic_scope(["d:0"])) == [TopicPartition("d", 0)]
+    assert partitions_in_scope([], topic_scope(["a"])) == []

@@ -17,10 +17,10 @@ from kctl.common.topic_partition import TopicPartition
 from kctl.log.cleaner import clean_log
 from kctl.log.clock import ManualClock
 from kctl.log.config import LogConfig
-from kctl.log.inspect import verify
 from kctl.log.log import Log
 from kctl.log.manager import LogManager
 from kctl.log.transactions import AbortedTxn, marker_of
+from kctl.log.verify import verify
 from kctl.records.builder import RecordBatchBuilder
 from kctl.records.header import DELETE_HORIZON_FLAG_MASK
 from kctl.records.reader import iter_batches

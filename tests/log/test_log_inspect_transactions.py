@@ -7,8 +7,9 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 
-from kctl.log.inspect import decode_records, verify
+from kctl.log.inspect import decode_records
 from kctl.log.log import Log
+from kctl.log.verify import verify
 from kctl.records.builder import RecordBatchBuilder
 from kctl.records.header import parse_header
 

@@ -12,7 +12,7 @@ from conftest import make_batch
 
 from kctl.common.topic_partition import TopicPartition
 from kctl.log.config import LogConfig
-from kctl.log.inspect import NotASegmentError, segment_logs, verify
+from kctl.log.inspect import NotASegmentError, segment_logs
 from kctl.log.log import Log
 from kctl.log.manager import LogManager
 from kctl.log.producer_state import (
@@ -28,6 +28,7 @@ from kctl.log.producer_state import (
     read_snapshot,
 )
 from kctl.log.tools import purge, recover
+from kctl.log.verify import verify
 from kctl.records.builder import RecordBatchBuilder
 
 PID = 4242

@@ -16,9 +16,9 @@ from raw_kafka import create_topic, produce, running_broker, unique
 from kctl.common.topic_partition import TopicPartition
 from kctl.log.cleaner import clean_log
 from kctl.log.config import LogConfig
-from kctl.log.inspect import verify
 from kctl.log.manager import LogManager
 from kctl.log.tools import recover
+from kctl.log.verify import verify
 from kctl.records.builder import RecordBatchBuilder
 from kctl.records.header import MAGIC_OFFSET
 from kctl.records.reader import iter_batches

@@ -9,7 +9,8 @@ import it, and it imports nothing from kctl but itself and the top-level modules
 under kctl/ imports it; the process management it shares with `kctl cluster` lives in
 kctl/localcluster (above kctl.zk, below kctl.commands and kctl.testing). Some packages must also
 stay free of I/O frameworks, and the broker and the commands reach ZooKeeper only through kctl.zk
-(FORBIDDEN_EXTERNAL).
+(FORBIDDEN_EXTERNAL). The API handlers (kctl/broker/apis) never import the Broker: each takes a
+Protocol of kctl.broker.handler_services (FORBIDDEN_INTERNAL).
 Imports under `if TYPE_CHECKING:` count too: they are coupling as well.
 """
 
@@ -71,6 +72,14 @@ FORBIDDEN_EXTERNAL: dict[str, frozenset[str]] = {
     "broker": frozenset({"kazoo"}),
     "commands": frozenset({"kazoo"}),
 }
+
+FORBIDDEN_INTERNAL: dict[str, tuple[str, str]] = {
+    "broker/apis": (
+        "kctl.broker.broker",
+        "a handler takes a Protocol of kctl.broker.handler_services, never the Broker",
+    ),
+}
+"""Modules a folder under kctl/ must not import (nor any name in them), with the reason: (module, why)."""
 
 
 @dataclass(frozen=True)
@@ -147,9 +156,14 @@ def violations(kctl_dir: Path) -> list[str]:
             problems.append(f"{rel}: '{layer}' is not in the layering table of tests/meta/test_layering.py")
             continue
         forbidden = FORBIDDEN_EXTERNAL.get(layer, frozenset())
+        folder = path.parent.relative_to(kctl_dir).as_posix()
+        banned = [rule for where, rule in FORBIDDEN_INTERNAL.items() if f"{folder}/".startswith(f"{where}/")]
         for imp in imports_of(path, kctl_dir):
             target = target_layer(imp.module, kctl_dir)
             where = f"{rel}:{imp.lineno}"
+            for module, why in banned:
+                if imp.module == module or imp.module.startswith(f"{module}."):
+                    problems.append(f"{where}: must not import {module}: {why} (imports {imp.module})")
             if target is None:
                 top = imp.module.split(".")[0]
                 if top in forbidden:
@@ -333,4 +347,30 @@ def test_checker_reports_imports_of_the_test_harness(tmp_path: Path) -> None:
         "(imports kctl.commands)",
         "kctl/testing/broker.py:2: only kctl/__main__.py and kctl/commands may import kctl.commands "
         "(imports kctl.commands.app)",
+    ], problems
+
+
+def test_checker_reports_a_handler_importing_the_broker(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "broker/__init__.py": "",
+            "broker/broker.py": "",
+            "broker/handler_services.py": "",
+            "broker/apis/__init__.py": "",
+            "broker/apis/fetch.py": "from kctl.broker.handler_services import FetchServices\n"
+            "from ..broker import Broker\n",
+            "broker/apis/heartbeat.py": "from kctl.broker import broker\n",
+            "broker/server.py": "from kctl.broker.broker import Broker\n",
+        },
+    )
+    problems = violations(root)
+    why = "a handler takes a Protocol of kctl.broker.handler_services, never the Broker"
+    assert problems == [
+        f"kctl/broker/apis/fetch.py:2: must not import kctl.broker.broker: {why} "
+        "(imports kctl.broker.broker)",
+        f"kctl/broker/apis/fetch.py:2: must not import kctl.broker.broker: {why} "
+        "(imports kctl.broker.broker.Broker)",
+        f"kctl/broker/apis/heartbeat.py:1: must not import kctl.broker.broker: {why} "
+        "(imports kctl.broker.broker)",
     ], problems

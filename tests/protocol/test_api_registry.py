@@ -73,16 +73,13 @@ def test_advertised_versions_include_what_librdkafka_needs() -> None:
 
 def test_handlers_take_a_protocol_of_the_broker_the_context_and_their_request_class() -> None:
     """Each handler types its broker with a narrow Protocol of kctl.broker.handler_services that the
-    union every handler is handed (HandlerServices) includes; Fetch still takes the Broker until its
-    rework (issue 23 §3, the fetch path)."""
+    union every handler is handed (HandlerServices) includes."""
     from kctl.broker.handler_services import HandlerServices
 
     for key, handler in handlers().items():
         names = vars(importlib.import_module(handler.module)) | _typing_names()
         hints = typing.get_type_hints(handler.handle, names)
         broker_type = hints["broker"]
-        if key == ApiKey.FETCH and broker_type.__name__ == "Broker":
-            continue
         assert broker_type.__module__ == "kctl.broker.handler_services", handler.module
         assert broker_type in HandlerServices.__mro__, handler.module
         assert hints["context"].__name__ == "RequestContext", handler.module

@@ -15,6 +15,7 @@ import pytest
 from kctl.zk.embedded import LOCK_FILE_NAME, METADATA_FILE_NAME, EmbeddedRegistry
 from kctl.zk.model import (
     BrokerRegistration,
+    OngoingReassignment,
     PartitionState,
     RegistryError,
     RegistryUnavailableError,
@@ -189,3 +190,20 @@ def test_a_cluster_of_one_moves_and_elects_nothing(tmp_path: Path) -> None:
             requests.request_elections("random", [("t", 0)])
         assert requests.unclean_election_requests() == set()
         assert requests.preferred_election_requests() is None
+
+
+def test_a_reassignment_the_controller_started_is_ongoing(tmp_path: Path) -> None:
+    """What the topic holds of a started reassignment (adding and removing replicas) is reported, as
+    the ZooKeeper backend reports it; a requested one that moves nothing as Kafka describes it."""
+    with EmbeddedRegistry(tmp_path, fsync=False) as registry:
+        registry.create_topic("t", {0: (0,), 1: (0,)}, {})
+        assert registry.try_become_controller(0)
+        fence = registry.controller_fence()
+        assert fence is not None
+        registry.set_topic_assignment("t", {0: (0,), 1: (1, 0)}, {1: (1,)}, {1: (0,)}, fence)
+        requests = registry.admin_requests
+        requests.set_reassignment_requests({("t", 0): (0,)})
+        assert requests.ongoing_reassignments({"t": {0: (0,), 1: (1, 0)}}) == {
+            ("t", 0): OngoingReassignment("t", 0, (0,), (), ()),
+            ("t", 1): OngoingReassignment("t", 1, (1, 0), (1,), (0,)),
+        }

@@ -45,9 +45,9 @@ from kctl.protocol.messages.fetch import (
 from kctl.protocol.registry import ApiKey
 
 if TYPE_CHECKING:
-    from kctl.broker.broker import Broker
+    from kctl.broker.handler_services import FetchServices
     from kctl.broker.partition import Partition
-    from kctl.broker.server import RequestContext
+    from kctl.broker.request_context import RequestContext
 
 log = logging.getLogger("kctl.broker.fetch")
 
@@ -77,7 +77,9 @@ def _replica_id(request: FetchRequest, version: int) -> int:
     return int(state.replica_id) if state is not None else -1
 
 
-def _fetch_context(broker: Broker, request: FetchRequest, version: int, follower: bool) -> FetchContext | int:
+def _fetch_context(
+    broker: FetchServices, request: FetchRequest, version: int, follower: bool
+) -> FetchContext | int:
     """The partitions this fetch reads and how its response is chosen (kctl.broker.fetch_session), or
     the session error to answer with."""
     by_id = version >= FIRST_TOPIC_ID_VERSION
@@ -117,7 +119,7 @@ def _fetch_context(broker: Broker, request: FetchRequest, version: int, follower
 
 
 def _read_all(
-    broker: Broker,
+    broker: FetchServices,
     partitions: list[CachedPartition],
     max_bytes: int,
     replica_id: int,
@@ -167,7 +169,7 @@ def _release(reads: list[PartitionRead]) -> None:
 
 
 def _denied_topics(
-    broker: Broker, context: RequestContext, partitions: list[CachedPartition], follower: bool
+    broker: FetchServices, context: RequestContext, partitions: list[CachedPartition], follower: bool
 ) -> frozenset[str]:
     """Topics the request may not read: a consumer needs READ on each, a follower CLUSTER_ACTION."""
     if not broker.security.authorizer.enabled:
@@ -182,7 +184,7 @@ def _denied_topics(
 
 
 @api_handler(ApiKey.FETCH, versions=(0, 17))
-async def handle(broker: Broker, context: RequestContext, request: FetchRequest) -> FetchResponse:
+async def handle(broker: FetchServices, context: RequestContext, request: FetchRequest) -> FetchResponse:
     version = context.header.api_version
     replica_id = _replica_id(request, version)
     follower = replica_id >= 0
@@ -230,7 +232,7 @@ async def handle(broker: Broker, context: RequestContext, request: FetchRequest)
             return _respond(broker, context, fetch, version, follower, reads, total)
 
 
-def _count(broker: Broker, responses: list[FetchableTopicResponse], follower: bool) -> None:
+def _count(broker: FetchServices, responses: list[FetchableTopicResponse], follower: bool) -> None:
     """The fetch's BrokerTopicMetrics: once per topic of the response (kctl.broker.metrics). Records
     out are what the log read says each partition's region holds whole from the fetch offset on (no
     record is looked at)."""
@@ -313,7 +315,7 @@ def _responses(fetch: FetchContext, reads: list[PartitionRead]) -> list[Fetchabl
 
 
 def _respond(
-    broker: Broker,
+    broker: FetchServices,
     context: RequestContext,
     fetch: FetchContext,
     version: int,

@@ -31,8 +31,9 @@ if TYPE_CHECKING:
 #: hence ``Any`` for the request.
 Handler = Callable[["HandlerServices", "RequestContext", Any], Awaitable[Any]]
 #: what ``api_handler`` accepts: a handler typed against a Protocol of kctl.broker.handler_services
-#: (tests/protocol/test_api_registry.py checks which) or, until its rework, Fetch's against ``Broker``
-H = TypeVar("H", bound=Callable[[Any, "RequestContext", Any], Awaitable[Any]])
+#: that ``HandlerServices`` implies (mypy checks it at each registration;
+#: tests/protocol/test_api_registry.py checks where the Protocol comes from)
+H = TypeVar("H", bound=Handler)
 
 
 @dataclass(frozen=True, slots=True)

@@ -111,6 +111,30 @@ class PlannedOffset:
     def lag_after(self) -> int | None:
         return None if self.target is None or self.log_end is None else max(self.log_end - self.target, 0)
 
+    def row(self, group_id: str, executed: bool, codes: Mapping[TopicPartition, int]) -> dict[str, object]:
+        """The entry as a table row of ``group_id``'s plan; its status ``planned``, or once
+        ``executed`` ``committed`` or the error of its code in ``codes`` (the OffsetCommit's)."""
+        if self.error is not None:
+            status = "error"
+        elif executed:
+            code = codes.get(self.topic_partition, 0)
+            status = "committed" if not code else error_name(code)
+        else:
+            status = "planned"
+        return {
+            "group": group_id,
+            "topic": self.topic_partition.topic,
+            "partition": self.topic_partition.partition,
+            "current_offset": self.current,
+            "new_offset": self.target,
+            "log_start_offset": self.log_start,
+            "log_end_offset": self.log_end,
+            "lag_before": self.lag_before,
+            "lag_after": self.lag_after,
+            "status": status,
+            "note": self.error or self.note,
+        }
+
 
 @dataclasses.dataclass(frozen=True)
 class TopicError:

@@ -1,14 +1,16 @@
-"""Parsing of `kctl group rewind`'s option values into the rewind strategies' inputs: the topic scope
-(``orders:0,2-4``), durations (Kafka's ISO-8601 ``PT1H`` / ``P1DT2H30M`` or kctl's ``1h30m``) and
-points in time (RFC 3339, a date, epoch ms). Errors are ``RewindOptionError`` with a message that
-names the option."""
+"""Parsing of `kctl group rewind`'s option values into the rewind strategies' inputs: the topic
+scope (``orders:0,2-4``, also `kctl group delete --offsets`'s, and the partitions it names),
+durations (Kafka's ISO-8601 ``PT1H`` / ``P1DT2H30M`` or kctl's ``1h30m``) and points in time
+(RFC 3339, a date, epoch ms). Errors are ``RewindOptionError`` with a message that names the
+option."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from kctl.client.offsets_spec import OffsetPoint, OffsetSpecError, PointKind, parse_offset_point
+from kctl.common.topic_partition import TopicPartition
 
 
 class RewindOptionError(ValueError):
@@ -47,6 +49,24 @@ def topic_scope(values: Sequence[str]) -> dict[str, list[int] | None]:
     return scope
 
 
+def partitions_in_scope(
+    committed: Iterable[TopicPartition], scope: Mapping[str, list[int] | None]
+) -> list[TopicPartition]:
+    """The partitions a `--topic` scope names: those of ``committed`` in a topic it names whole or
+    among its partitions, then every partition it names that ``committed`` lacks."""
+    partitions = [
+        tp
+        for tp in committed
+        if tp.topic in scope and (scope[tp.topic] is None or tp.partition in (scope[tp.topic] or []))
+    ]
+    for topic, wanted in scope.items():
+        for p in wanted or []:
+            tp = TopicPartition(topic, p)
+            if tp not in partitions:
+                partitions.append(tp)
+    return partitions
+
+
 def duration_ms(text: str) -> int:
     """`--by-duration`: Kafka's ISO-8601 form (PT1H, P1DT2H30M) or kctl's (1h30m, 2d, 90s)."""
     value = text.strip()
@@ -61,8 +81,7 @@ def duration_ms(text: str) -> int:
         point = parse_offset_point(f"@-{value.lstrip('-')}")
     except OffsetSpecError:
         raise RewindOptionError(
-            f"invalid --by-duration {text!r}: expected an ISO-8601 duration (PT1H, P1DT12H) "
-            "or 1h30m, 2d, 45s"
+            f"invalid --by-duration {text!r}: expected an ISO-8601 duration (PT1H, P1DT12H) or 1h30m, 2d, 45s"
         ) from None
     if point.kind is not PointKind.AGO:
         raise RewindOptionError(f"invalid --by-duration {text!r}")
@@ -82,5 +101,3 @@ def datetime_point(text: str) -> OffsetPoint:
             "YYYY-MM-DD or epoch milliseconds"
         )
     return point
-
-
