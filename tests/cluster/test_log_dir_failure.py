@@ -30,6 +30,7 @@ from kctl.testing.cluster_view import ClusterView
 from kctl.testing.disk_faults import faulty_disk_broker, set_disk_fault
 from kctl.testing.helpers import wait_for
 from kctl.testing.jepsen import Campaign, ConfluentLoad, KctlLoad
+from kctl.testing.metrics import scrape
 
 FAILING_BROKER = 1
 PARTITIONS = 4
@@ -196,7 +197,8 @@ def test_the_last_online_log_dir_failing_halts_the_broker(
 
 def test_embedded_mode_a_failed_log_dir_answers_storage_errors_and_the_rest_works(tmp_path: Path) -> None:
     dirs = [(tmp_path / name).resolve() for name in ("jbod-a", "jbod-b")]
-    process = BrokerProcess(tmp_path / "data", {"log.dirs": ",".join(map(str, dirs))})
+    properties = {"log.dirs": ",".join(map(str, dirs)), "metrics.listener": "http://127.0.0.1:0"}
+    process = BrokerProcess(tmp_path / "data", properties)
     faulty_disk_broker(process, tmp_path / "disk")
     with process.start() as broker:
         topic = "embedded-jbod"
@@ -221,6 +223,11 @@ def test_embedded_mode_a_failed_log_dir_answers_storage_errors_and_the_rest_work
         values = [json.loads(line)["value"] for line in consumed.stdout.splitlines()]
         assert consumed.returncode == 0 and values == ["before", "after"], consumed
         assert broker.running
+        assert broker.metrics_url is not None
+        samples = scrape(broker.metrics_url)
+        assert samples.value("kafka_server_replicamanager_offlinereplicacount") == len(failing)
+        assert samples.value("kafka_server_replicamanager_partitioncount") == len(healthy)
+        assert samples.value("kafka_log_logmanager_offlinelogdirectorycount") == 1
         status, errors, _ = _log_dirs_cli_single(broker.bootstrap)
         assert errors == {str(dirs[0]): None, str(dirs[1]): "KAFKA_STORAGE_ERROR"} and status != 0
 

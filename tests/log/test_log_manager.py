@@ -186,6 +186,8 @@ def test_a_failed_log_dir_goes_offline_and_the_other_keeps_working(tmp_path):
         manager.get_or_create_log(tp).append(make_batch(1))
     lost = {tp for tp in tps if manager.dir_of(tp) == dirs[1]}
     failing_io.failed = True
+    with pytest.raises(LogStorageError, match="fsync failed"):  # the log's error, not a bare OSError
+        manager.get_log(next(iter(lost))).flush()
     manager.update_topic_config("t", LogConfig(flush_ms=0))  # every log is due
     failures = []
     manager.flush_due_logs(lambda log_dir, error: failures.append((log_dir, error.disk_failed)))
