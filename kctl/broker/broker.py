@@ -303,22 +303,46 @@ class Broker:
             leader_quota=self.leader_quota,
         )
 
-    def _on_disk_failure(self, error: LogStorageError) -> None:
-        """A log dir's disk failed (an I/O error, not a full disk): as Kafka does when its last log
-        dir goes offline, halt at once rather than serve from a disk that lost writes or go on
-        leading partitions it cannot append to. The registry session is closed first, so the
-        controller moves the leaderships at once instead of after the session timeout; the next
-        start recovers the logs (and announces its unclean restart). kctl takes a whole broker
-        offline even with several log dirs: per-dir offline replicas (Kafka's JBOD handling) are
-        not implemented."""
-        if self._halting:
+    def _on_disk_failure(self, log_dir: Path, error: LogStorageError) -> None:
+        """A log dir's disk failed (an I/O error, not a full disk), as Kafka's JBOD handling
+        (KIP-112): the dir goes offline, its replicas with it (KAFKA_STORAGE_ERROR), the controller
+        is told (it moves their leadership and takes this broker out of their ISR), and the other
+        dirs keep serving. When the last online dir fails, halt at once rather than serve from a
+        disk that lost writes: the registry session is closed first, so the controller moves the
+        leaderships at once; the next start recovers the logs (and announces its unclean restart)."""
+        if self._halting or log_dir in self.logs.offline_dirs:
             return
-        self._halting = True
-        log.critical("log dir disk failure (%s): halting broker %d, as Kafka does", error, self.broker_id)
-        with contextlib.suppress(Exception):
-            self.registry.close()
-        logging.shutdown()
-        os._exit(DISK_FAILURE_EXIT)
+        online = [d for d in self.logs.log_dirs if d not in self.logs.offline_dirs and d != log_dir]
+        if not online:
+            self._halting = True
+            log.critical(
+                "log dir %s failed (%s) and it was the last online one: halting broker %d, as Kafka does",
+                log_dir, error, self.broker_id,
+            )
+            with contextlib.suppress(Exception):
+                self.registry.close()
+            logging.shutdown()
+            os._exit(DISK_FAILURE_EXIT)
+        lost = self.logs.mark_offline(log_dir)
+        self.replicas.take_offline(lost)
+        log.error(
+            "log dir %s failed (%s): offline with its %d replica(s); broker %d goes on serving %s",
+            log_dir, error, len(lost), self.broker_id, ", ".join(map(str, online)),
+        )
+        if self.replicated:
+            offline = [(tp.topic, tp.partition) for tp in self.replicas.offline_partitions]
+            task = asyncio.get_running_loop().create_task(self._report_offline(offline))
+            self._tasks.append(task)
+
+    async def _report_offline(self, offline: list[tuple[str, int]]) -> None:
+        """Tell the controller of this broker's offline replicas, until the registry takes it."""
+        while True:
+            try:
+                await asyncio.to_thread(self.registry.report_offline_replicas, self.broker_id, offline)
+                return
+            except RegistryError as error:
+                log.warning("could not report the offline replicas (retrying): %s", error)
+                await asyncio.sleep(1.0)
 
     def _inter_broker_endpoint(self, broker_id: int) -> tuple[str, int, str | None] | None:
         """``broker_id``'s inter-broker endpoint (``inter.broker.listener.name``'s, or its first) as
@@ -637,7 +661,8 @@ class Broker:
     # -- periodic tasks ------------------------------------------------------------------------
     def _start_periodic_tasks(self) -> None:
         config = self.config
-        self._every(config["log.flush.scheduler.interval.ms"], "flush", lambda: self.logs.flush_due_logs())
+        flush = lambda: self.logs.flush_due_logs(self._on_disk_failure)  # noqa: E731
+        self._every(config["log.flush.scheduler.interval.ms"], "flush", flush)
         self._every(config["log.retention.check.interval.ms"], "retention", self._run_retention)
         self._every(
             config["log.flush.offset.checkpoint.interval.ms"], "checkpoint", lambda: self.logs.checkpoint()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Protocol
 
 from kctl.broker.errors import ApiError
@@ -135,7 +136,7 @@ class ReplicaManager:
         replicated: bool = False,
         now_ms: Callable[[], int] | None = None,
         on_isr_conflict: Callable[[], None] | None = None,
-        on_disk_failure: Callable[[LogStorageError], None] | None = None,
+        on_disk_failure: Callable[[Path, LogStorageError], None] | None = None,
         leader_quota: ReplicationQuota | None = None,
     ) -> None:
         self.broker_id = broker_id
@@ -147,6 +148,8 @@ class ReplicaManager:
         self.fetchers = fetchers
         self.replicated = replicated
         self.partitions: dict[TopicPartition, Partition] = {}
+        self.offline_partitions: dict[TopicPartition, Partition] = {}
+        """Replicas lost with a failed log dir (KIP-112): they answer KAFKA_STORAGE_ERROR."""
         self.fenced = False
         self._now_ms = now_ms or (lambda: int(asyncio.get_running_loop().time() * 1000))
         self._on_isr_conflict = on_isr_conflict
@@ -178,8 +181,8 @@ class ReplicaManager:
                     continue
                 tp = TopicPartition(name, index)
                 wanted.add(tp)
-                if tp in deferred:
-                    continue  # its log is being created by a task; sync() runs again then
+                if tp in deferred or tp in self.offline_partitions:
+                    continue  # its log is being created by a task (sync() runs again then), or is offline
                 state = self.metadata.partition_state(name, index)
                 if state is None:
                     if self.replicated:
@@ -205,6 +208,8 @@ class ReplicaManager:
         for tp in [tp for tp in self._created if tp not in wanted and tp not in self.partitions]:
             self.log_manager.delete_log(tp)  # its topic went while the task created it
         self._created.clear()
+        for tp in [tp for tp in self.offline_partitions if tp not in wanted]:
+            del self.offline_partitions[tp]  # its log stays in the failed dir, as Kafka leaves it
         for tp in [tp for tp in self.partitions if tp not in wanted]:
             removed = self.partitions.pop(tp)
             if self.fetchers is not None:
@@ -235,6 +240,8 @@ class ReplicaManager:
                     continue
                 tp = TopicPartition(name, index)
                 if tp in self.partitions or tp in self._creating or self.log_manager.get_log(tp) is not None:
+                    continue
+                if tp in self.offline_partitions:
                     continue
                 if config is None:
                     config = self.log_manager.default_config.with_overrides(record.configs)
@@ -352,6 +359,8 @@ class ReplicaManager:
     def hosted_partition(self, tp: TopicPartition) -> Partition:
         partition = self.partitions.get(tp)
         if partition is None:
+            if tp in self.offline_partitions:
+                raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"{tp} is in an offline log directory")
             record = self.metadata.topic(tp.topic)
             if record is None or tp.partition not in record.assignment:
                 raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{tp} does not exist")
@@ -412,7 +421,7 @@ class ReplicaManager:
             raise ApiError(ErrorCode.MESSAGE_TOO_LARGE, f"{tp}: {error}") from None
         except LogStorageError as error:
             log.error("storage error appending to %s: %s", tp, error)
-            self._storage_failed(error)
+            self._storage_failed(partition, error)
             raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"{tp}: {error}") from None
         if self.replicated:
             partition.maybe_advance_high_watermark()  # wakes the consumers' fetches if it moved
@@ -436,7 +445,7 @@ class ReplicaManager:
             raise ApiError(ErrorCode.TRANSACTION_COORDINATOR_FENCED, f"{tp}: {error}") from None
         except LogStorageError as error:
             log.error("storage error appending a marker to %s: %s", tp, error)
-            self._storage_failed(error)
+            self._storage_failed(partition, error)
             raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"{tp}: {error}") from None
         if self.replicated:
             partition.maybe_advance_high_watermark()
@@ -548,12 +557,25 @@ class ReplicaManager:
         except OffsetOutOfRangeError as error:
             raise ApiError(ErrorCode.OFFSET_OUT_OF_RANGE, str(error)) from None
         except LogStorageError as error:
-            self._storage_failed(error)
+            self._storage_failed(partition, error)
             raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, str(error)) from None
 
-    def _storage_failed(self, error: LogStorageError) -> None:
+    def _storage_failed(self, partition: Partition, error: LogStorageError) -> None:
         if error.disk_failed and self._on_disk_failure is not None:
-            self._on_disk_failure(error)
+            self._on_disk_failure(partition.log.directory.parent, error)
+
+    def take_offline(self, tps: Iterable[TopicPartition]) -> None:
+        """These replicas' log dir failed: they lead and follow nothing any more and answer
+        KAFKA_STORAGE_ERROR (parked acks=all produces too) until the broker restarts."""
+        for tp in tps:
+            partition = self.partitions.pop(tp, None)
+            if partition is None:
+                continue
+            self.offline_partitions[tp] = partition
+            if self.fetchers is not None:
+                self.fetchers.remove_partition(tp)
+            partition.fail_acks(ErrorCode.KAFKA_STORAGE_ERROR)
+            partition.notify_append()
 
     def record_follower_fetch(self, partition: Partition, replica_id: int, fetch_offset: int) -> None:
         """A follower fetch at ``fetch_offset``: update what the leader knows of it, advance the high

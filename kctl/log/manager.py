@@ -16,7 +16,7 @@ import os
 import shutil
 import threading
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +25,7 @@ from kctl.log.checkpoint import CorruptCheckpointError, read_checkpoint, write_c
 from kctl.log.clock import SYSTEM_CLOCK, Clock
 from kctl.log.config import LogConfig
 from kctl.log.dir_move import LogDirNotFoundError, LogMove, fsync_directory, fsync_tree, sync_files
-from kctl.log.files import DEFAULT_FILE_IO, FileIO
+from kctl.log.files import DEFAULT_FILE_IO, FileIO, LogStorageError
 from kctl.log.log import Log
 from kctl.log.naming import (
     CLEAN_SHUTDOWN_FILE,
@@ -188,6 +188,9 @@ class LogManager:
         self._lock = threading.RLock()
         self._dir_locks: list[LogDirLock] = []
         self.had_clean_shutdown: dict[Path, bool] = {}
+        self.offline_dirs: set[Path] = set()
+        """Log dirs whose disk failed while running (KIP-112): no log of theirs is open any more,
+        nothing is written to them, and they get no clean-shutdown marker (recovered at restart)."""
         self._open()
 
     @property
@@ -314,14 +317,41 @@ class LogManager:
             return log
 
     def _least_loaded_dir(self) -> Path:
-        if len(self.log_dirs) == 1:  # no count to make: creating n logs stays O(n), not O(n²)
+        if self.offline_dirs:
+            online = [d for d in self.log_dirs if d not in self.offline_dirs]
+            if not online:
+                raise LogStorageError(errno.EIO, "every log directory is offline")
+            if len(online) == 1:
+                return online[0]
+        elif len(self.log_dirs) == 1:  # no count to make: creating n logs stays O(n), not O(n²)
             return self.log_dirs[0]
         counts = {log_dir: 0 for log_dir in self.log_dirs}
         for log in self._logs.values():
             parent = log.directory.parent
             if parent in counts:
                 counts[parent] += 1
-        return min(self.log_dirs, key=lambda log_dir: (counts[log_dir], self.log_dirs.index(log_dir)))
+        online = [d for d in self.log_dirs if d not in self.offline_dirs]
+        return min(online, key=lambda log_dir: (counts[log_dir], self.log_dirs.index(log_dir)))
+
+    def mark_offline(self, log_dir: Path) -> list[TopicPartition]:
+        """``log_dir``'s disk failed: close and forget its logs (their replicas are offline) and
+        write nothing there again; the partitions it held. Its logs are recovered at the next start."""
+        with self._lock:
+            self.offline_dirs.add(log_dir)
+            lost = [tp for tp, log in self._logs.items() if log.directory.parent == log_dir]
+            for tp in lost:
+                log = self._logs.pop(tp)
+                for segment in log.segments:
+                    try:
+                        segment.close()
+                    except OSError as error:  # the disk that failed: its descriptors go anyway
+                        log_module.debug("closing a segment of %s: %s", tp, error)
+            return lost
+
+    def dir_of(self, tp: TopicPartition) -> Path | None:
+        """The log dir holding ``tp``'s log (None without one)."""
+        log = self._logs.get(tp)
+        return log.directory.parent if log is not None else None
 
     def delete_log(self, tp: TopicPartition) -> bool:
         """Remove a partition: its directory is renamed ``…-delete`` at once, then removed."""
@@ -418,8 +448,19 @@ class LogManager:
                     log.config = config
 
     # -- periodic work -------------------------------------------------------------------------
-    def flush_due_logs(self) -> int:
-        return sum(1 for log in self.all_logs().values() if log.flush_if_due())
+    def flush_due_logs(self, on_disk_failure: Callable[[Path, LogStorageError], None] | None = None) -> int:
+        """Flush the logs whose flush.ms has passed; how many. A log whose disk fails is reported to
+        ``on_disk_failure`` (its log dir) and the others are flushed; without it the error is raised."""
+        flushed = 0
+        for log in self.all_logs().values():
+            try:
+                flushed += log.flush_if_due()
+            except OSError as error:
+                failure = error if isinstance(error, LogStorageError) else LogStorageError(*error.args)
+                if on_disk_failure is None or not failure.disk_failed:
+                    raise
+                on_disk_failure(log.directory.parent, failure)
+        return flushed
 
     def run_retention(self) -> dict[TopicPartition, list[RetentionDecision]]:
         results = {}
@@ -439,7 +480,9 @@ class LogManager:
         """Write the recovery-point, log-start-offset, replication-offset (high watermark) and
         cleaner-offset (compacted partitions) checkpoints of every directory."""
         with self._lock:
-            by_dir: dict[Path, dict[TopicPartition, Log]] = {log_dir: {} for log_dir in self.log_dirs}
+            by_dir: dict[Path, dict[TopicPartition, Log]] = {
+                log_dir: {} for log_dir in self.log_dirs if log_dir not in self.offline_dirs
+            }
             for tp, log in self._logs.items():
                 by_dir.setdefault(log.directory.parent, {})[tp] = log
             for log_dir, logs in by_dir.items():
@@ -469,7 +512,8 @@ class LogManager:
                 log.close()
             self.checkpoint()
             for log_dir in self.log_dirs:
-                (log_dir / CLEAN_SHUTDOWN_FILE).touch()
+                if log_dir not in self.offline_dirs:  # an offline dir is recovered at the next start
+                    (log_dir / CLEAN_SHUTDOWN_FILE).touch()
             self._logs.clear()
             self._release_locks()
 

@@ -215,7 +215,13 @@ class LogSegment:
 
     def flush(self) -> None:
         started = time.perf_counter()
-        self._file_io.fsync(self._file.fd)
+        try:
+            self._file_io.fsync(self._file.fd)
+        except OSError as error:  # the log's error: an appender answers KAFKA_STORAGE_ERROR, dir offline
+            if isinstance(error, LogStorageError):
+                raise
+            reason = f"fsync failed: {error.strerror or error}"
+            raise LogStorageError(error.errno or errno.EIO, reason) from error
         self.offset_index.flush()
         self.time_index.flush()
         self.txn_index.flush()

@@ -9,7 +9,9 @@ when its modification time changes) and then
 - ``""`` (or no file): does nothing more;
 - ``"slow MS"``: sleeps MS milliseconds first, as a disk whose writes and syncs stall (the broker's
   event loop stalls with it, as it would on a real slow disk);
-- ``"eio"``: fails with EIO, as a dying disk does.
+- ``"eio"``: fails with EIO, as a dying disk does;
+- ``"eio DIR"``: fails with EIO for the files under the directory DIR only (one log dir of several
+  failing: the broker takes that dir offline and goes on with the others, KIP-112).
 
 `set_disk_fault` writes the control file; the faults `fail_disk` and `slow_disk` use it under a
 `kctl.testing.jepsen.Campaign`."""
@@ -39,8 +41,9 @@ class _Control:
         self._stamp: int | None = None
         self.mode = ""
         self.delay_s = 0.0
+        self.failing_dir: str | None = None
 
-    def check(self) -> None:
+    def check(self, path: str | None = None) -> None:
         try:
             stamp = os.stat(self.path).st_mtime_ns
         except OSError:
@@ -50,25 +53,34 @@ class _Control:
             words = self.path.read_text().split() if stamp is not None else []
             self.mode = words[0] if words else ""
             self.delay_s = float(words[1]) / 1000 if self.mode == "slow" and len(words) > 1 else 0.0
-        if self.mode == "eio":
+            self.failing_dir = words[1].rstrip("/") + "/" if self.mode == "eio" and len(words) > 1 else None
+        if self.mode == "eio" and (self.failing_dir is None or (path or "").startswith(self.failing_dir)):
             raise OSError(errno.EIO, "Input/output error (injected by kctl.testing.disk_faults)")
         if self.delay_s:
             time.sleep(self.delay_s)
 
 
 def install(control_path: Path) -> None:
-    """Wrap `FileIO`'s write and fsync (the class itself: every instance) with the control's faults."""
+    """Wrap `FileIO`'s write and fsync (the class itself: every instance) with the control's faults;
+    its open, to know which file each descriptor is (for ``"eio DIR"``)."""
     control = _Control(control_path)
-    original_write, original_fsync = FileIO.write, FileIO.fsync
+    original_open, original_write, original_fsync = FileIO.open, FileIO.write, FileIO.fsync
+    paths: dict[int, str] = {}
+
+    def open_(self: FileIO, path: Path, flags: int, mode: int = 0o644) -> int:
+        fd = original_open(self, path, flags, mode)
+        paths[fd] = os.path.abspath(path)
+        return fd
 
     def write(self: FileIO, fd: int, data: bytes | bytearray | memoryview) -> int:
-        control.check()
+        control.check(paths.get(fd))
         return original_write(self, fd, data)
 
     def fsync(self: FileIO, fd: int) -> None:
-        control.check()
+        control.check(paths.get(fd))
         original_fsync(self, fd)
 
+    FileIO.open = open_  # type: ignore[method-assign]
     FileIO.write = write  # type: ignore[method-assign]
     FileIO.fsync = fsync  # type: ignore[method-assign]
 
@@ -84,7 +96,8 @@ def faulty_disk_broker(broker: BrokerProcess, control_path: Path) -> BrokerProce
 
 
 def set_disk_fault(broker: BrokerProcess, fault: str) -> None:
-    """``""``, ``"slow MS"`` or ``"eio"`` (see the module docstring), replaced atomically."""
+    """``""``, ``"slow MS"``, ``"eio"`` or ``"eio DIR"`` (see the module docstring), replaced
+    atomically."""
     control = Path(broker.env[CONTROL_ENV])
     temporary = control.with_name(control.name + ".tmp")
     temporary.write_text(fault)

@@ -135,6 +135,7 @@ class EmbeddedRegistry(Registry):
         self._quota_store = FileQuotaStore(self.metadata_dir)
         self._shutdowns: dict[int, tuple[str, int]] = {}
         self._unclean_restarts: set[int] = set()  # in memory: a cluster of one has no other replica
+        self._offline: dict[int, set[tuple[str, int]]] = {}  # in memory, as the ephemeral znodes
         self._batch = threading.local()  # depth and dirty flag of this thread's write_batch
         self.writes = 0  # rewrites of the file since start (what a test of batching counts)
 
@@ -175,6 +176,7 @@ class EmbeddedRegistry(Registry):
             self._controller = None
             self._shutdowns.clear()
             self._unclean_restarts.clear()
+            self._offline.clear()
             self._release_lock()
         if had_brokers:
             self._notify(BROKERS)
@@ -681,6 +683,18 @@ class EmbeddedRegistry(Registry):
     def finish_unclean_restart(self, broker_id: int) -> None:
         with self._open():
             self._unclean_restarts.discard(broker_id)
+
+    def report_offline_replicas(self, broker_id: int, partitions: Iterable[tuple[str, int]]) -> None:
+        with self._open():
+            self._offline[broker_id] = set(partitions)
+        self._notify(ADMIN)
+
+    def offline_replicas(self) -> dict[int, set[tuple[str, int]]]:
+        with self._open():
+            return {b: set(ps) for b, ps in self._offline.items() if b in self._brokers}
+
+    def finish_log_dir_events(self) -> None:
+        """Nothing to delete: the embedded registry keeps no notifications."""
 
 
 def _int_key(item: tuple[str, Any]) -> int:

@@ -317,6 +317,20 @@ class ClusterMembership(Protocol):
     def finish_unclean_restart(self, broker_id: int) -> None:
         """The controller has taken the broker out of every ISR: the broker may take its roles."""
 
+    @abstractmethod
+    def report_offline_replicas(self, broker_id: int, partitions: Iterable[tuple[str, int]]) -> None:
+        """A log dir of the broker failed: ``partitions`` are every replica it can no longer serve
+        (ZooKeeper: ephemeral /kctl/offline_replicas/<broker id>, then Kafka's log dir event
+        notification); the controller moves their leadership and takes the broker out of their ISR."""
+
+    @abstractmethod
+    def offline_replicas(self) -> dict[int, set[tuple[str, int]]]:
+        """The offline replicas of each broker (those reported by its current session)."""
+
+    @abstractmethod
+    def finish_log_dir_events(self) -> None:
+        """The controller has read the offline replicas: the log dir event notifications go."""
+
 
 class ConfigStore(Protocol):
     """Config overrides: a topic's, and the dynamic broker configs (a broker's and the

@@ -39,6 +39,10 @@ parts (kctl.zk.zookeeper) do.
                                                     "remaining_partitions":0}  (kctl's own)
     /kctl/unclean_restart/<id> (ephemeral)         (no data: restarted after an unclean shutdown;
                                                     kctl's own)
+    /log_dir_event_notification/log_dir_event_<seq> (seq.)
+                                                   {"version":1,"broker":1,"event":1}
+    /kctl/offline_replicas/<id> (ephemeral)        {"version":1,"partitions":[{"topic":"t",
+                                                    "partition":0}]}  (kctl's own)
     /kafka-acl/<type>/<name>                       {"version":1,"acls":[{"principal":"User:a",
     /kafka-acl-extended/prefixed/<type>/<name>      "permissionType":"Allow","operation":"Read",
                                                     "host":"*"}]}
@@ -82,6 +86,10 @@ __all__ = [
     "DeleteTopicsTopicZNode",
     "DeleteTopicsZNode",
     "ElectLeadersZNode",
+    "LogDirEventNotificationSequenceZNode",
+    "LogDirEventNotificationZNode",
+    "OfflineReplicasBrokerZNode",
+    "OfflineReplicasZNode",
     "PreferredReplicaElectionZNode",
     "ReassignPartitionsZNode",
     "TopicPartitionStateZNode",
@@ -627,6 +635,61 @@ class UncleanRestartBrokerZNode:
         return f"{UncleanRestartZNode.path}/{broker_id}"
 
 
+class LogDirEventNotificationZNode:
+    """``/log_dir_event_notification``: Kafka's parent of log dir event notifications (KIP-112)."""
+
+    path = "/log_dir_event_notification"
+
+
+class LogDirEventNotificationSequenceZNode:
+    """``/log_dir_event_notification/log_dir_event_<seq>`` (persistent sequential), as Kafka's
+    brokers write it when a log dir fails: ``{"version":1,"broker":<id>,"event":1}`` (1: the log dir
+    failed). The controller handles it and deletes it."""
+
+    PREFIX = "log_dir_event_"
+    LOG_DIR_FAILURE = 1
+
+    @classmethod
+    def create_path(cls) -> str:
+        return f"{LogDirEventNotificationZNode.path}/{cls.PREFIX}"
+
+    @classmethod
+    def encode(cls, broker_id: int) -> bytes:
+        return _dumps({"version": 1, "broker": broker_id, "event": cls.LOG_DIR_FAILURE})
+
+    @classmethod
+    def decode(cls, name: str, data: bytes | None) -> int:
+        """The broker the event is about."""
+        path = f"{LogDirEventNotificationZNode.path}/{name}"
+        return int(_field(path, _loads(path, data), "broker", int))
+
+
+class OfflineReplicasZNode:
+    """``/kctl/offline_replicas``: kctl's parent of the offline replica lists of brokers."""
+
+    path = "/kctl/offline_replicas"
+
+
+class OfflineReplicasBrokerZNode:
+    """``/kctl/offline_replicas/<broker id>`` (ephemeral, owned by the broker; kctl's own): every
+    replica of the broker whose log dir failed. Kafka's controller learns them from the broker's
+    LeaderAndIsr answers; kctl's reads them here. Gone with the broker's session: a restarted
+    broker opens its dirs again."""
+
+    @staticmethod
+    def path(broker_id: int) -> str:
+        return f"{OfflineReplicasZNode.path}/{broker_id}"
+
+    @staticmethod
+    def encode(partitions: Iterable[tuple[str, int]]) -> bytes:
+        return _dumps({"version": 1, "partitions": _partitions(partitions)})
+
+    @classmethod
+    def decode(cls, broker_id: int, data: bytes | None) -> set[tuple[str, int]]:
+        entries = _partition_list(cls.path(broker_id), data, with_replicas=False)
+        return {(e["topic"], e["partition"]) for e in entries}
+
+
 # -- ACLs -----------------------------------------------------------------------------------------
 
 class AclZNode:
@@ -699,5 +762,7 @@ PERSISTENT_PATHS: tuple[str, ...] = (
     DeleteTopicsZNode.path,
     ControlledShutdownZNode.path,
     UncleanRestartZNode.path,
+    LogDirEventNotificationZNode.path,
+    OfflineReplicasZNode.path,
 )
 """The parents a registry creates at start, as Kafka's brokers do (``KafkaZkClient.createTopLevelPaths``)."""

@@ -35,7 +35,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
@@ -76,6 +76,10 @@ from kctl.zk.znodes import (
     ControlledShutdownZNode,
     ControllerEpochZNode,
     ControllerZNode,
+    LogDirEventNotificationSequenceZNode,
+    LogDirEventNotificationZNode,
+    OfflineReplicasBrokerZNode,
+    OfflineReplicasZNode,
     UncleanRestartBrokerZNode,
     UncleanRestartZNode,
     ZNodeDecodeError,
@@ -234,6 +238,15 @@ class ZooKeeperRegistry(Registry):
 
     def finish_unclean_restart(self, broker_id: int) -> None:
         self._brokers.finish_unclean_restart(broker_id)
+
+    def report_offline_replicas(self, broker_id: int, partitions: Iterable[tuple[str, int]]) -> None:
+        self._brokers.report_offline_replicas(broker_id, partitions)
+
+    def offline_replicas(self) -> dict[int, set[tuple[str, int]]]:
+        return self._brokers.offline_replicas()
+
+    def finish_log_dir_events(self) -> None:
+        self._brokers.finish_log_dir_events()
 
     # -- TopicStore: ZooKeeperTopics ---------------------------------------------------------------
     def create_topic(
@@ -589,6 +602,41 @@ class ZooKeeperBrokers(ZooKeeperPart, ClusterMembership):
         client = self._zk_client()
         with self._zk(f"finish the unclean restart of broker {broker_id}"), contextlib.suppress(NoNodeError):
             client.delete(UncleanRestartBrokerZNode.path(broker_id))
+
+    def report_offline_replicas(self, broker_id: int, partitions: Iterable[tuple[str, int]]) -> None:
+        client = self._zk_client()
+        path = OfflineReplicasBrokerZNode.path(broker_id)
+        data = OfflineReplicasBrokerZNode.encode(partitions)
+        with self._zk(f"report the offline replicas of broker {broker_id}"):
+            try:
+                client.set(path, data)
+            except NoNodeError:
+                client.create(path, data, ephemeral=True, makepath=True)
+            event = LogDirEventNotificationSequenceZNode
+            client.create(event.create_path(), event.encode(broker_id), sequence=True, makepath=True)
+        self._notify(ADMIN)
+
+    def offline_replicas(self) -> dict[int, set[tuple[str, int]]]:
+        client = self._zk_client()
+        with self._zk("read the offline replicas"):
+            ids = sorted(int(c) for c in client.get_children(OfflineReplicasZNode.path) if c.isdigit())
+            reads = [client.get_async(OfflineReplicasBrokerZNode.path(i)) for i in ids]
+            results = collect(reads, self._op_timeout)
+        offline: dict[int, set[tuple[str, int]]] = {}
+        for broker_id, result in zip(ids, results, strict=True):
+            if result is not None:
+                try:
+                    offline[broker_id] = OfflineReplicasBrokerZNode.decode(broker_id, result[0])
+                except ZNodeDecodeError as error:
+                    log.warning("ignoring offline replicas kctl cannot read: %s", error)
+        return offline
+
+    def finish_log_dir_events(self) -> None:
+        client = self._zk_client()
+        with self._zk("delete the log dir event notifications"):
+            for name in client.get_children(LogDirEventNotificationZNode.path):
+                with contextlib.suppress(NoNodeError):
+                    client.delete(f"{LogDirEventNotificationZNode.path}/{name}")
 
     def controlled_shutdown_requests(self) -> dict[int, tuple[str, int]]:
         client = self._zk_client()

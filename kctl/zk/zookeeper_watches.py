@@ -34,6 +34,7 @@ from kctl.zk.znodes import (
     ControlledShutdownZNode,
     ControllerZNode,
     ElectLeadersZNode,
+    LogDirEventNotificationZNode,
     PreferredReplicaElectionZNode,
     ReassignPartitionsZNode,
     TopicPartitionStateZNode,
@@ -93,6 +94,7 @@ class ZooKeeperWatches(ZooKeeperPart):
             DataWatch(client, ElectLeadersZNode.path, self._data_watcher(ADMIN)),
             ChildrenWatch(client, ControlledShutdownZNode.path, self._children_watcher(ADMIN)),
             ChildrenWatch(client, UncleanRestartZNode.path, self._children_watcher(ADMIN)),
+            ChildrenWatch(client, LogDirEventNotificationZNode.path, self._children_watcher(ADMIN)),
         ]
         with self._lock:
             self._watches = watches

@@ -39,7 +39,12 @@ def _partition(topic: str, index: int, *, leader: bool, isr: int, replicas: int 
 
 def _broker(partitions: list[Any], groups: list[Group], *, active: bool) -> Any:
     replicas = SimpleNamespace(
-        partitions={p.topic_partition: p for p in partitions}, isr_shrinks=2, isr_expands=1, fetchers=None
+        partitions={p.topic_partition: p for p in partitions},
+        isr_shrinks=2,
+        isr_expands=1,
+        fetchers=None,
+        offline_partitions={("b", 0): None, ("b", 1): None},  # two replicas in a failed log dir
+        log_manager=SimpleNamespace(offline_dirs={"/failed"}),
     )
     metadata = SimpleNamespace(
         brokers=lambda: [SimpleNamespace(broker_id=1), SimpleNamespace(broker_id=2)],
@@ -79,6 +84,8 @@ def test_replica_manager_gauges_count_led_partitions_by_isr_size() -> None:
     assert samples.value("kafka_server_replicamanager_atminisrpartitioncount") == 1
     assert samples.value("kafka_server_replicamanager_underminisrpartitioncount") == 1
     assert samples.value("kafka_server_replicamanager_isrshrinks_total") == 2
+    assert samples.value("kafka_server_replicamanager_offlinereplicacount") == 2
+    assert samples.value("kafka_log_logmanager_offlinelogdirectorycount") == 1
     assert samples.value("kafka_log_log_size", topic="a", partition="2") == 200
     assert samples.value("kafka_log_log_numlogsegments", topic="a", partition="3") == 2
     assert samples.value("kafka_topic_partition_current_offset", topic="a", partition="0") == 40

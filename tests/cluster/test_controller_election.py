@@ -200,3 +200,22 @@ def test_reassignment_with_the_embedded_registry(registry: EmbeddedRegistry) -> 
     record = registry.get_topic("t")
     assert record is not None and record.assignment == {0: (3, 2)} and not record.adding_replicas
     assert registry.admin_requests.reassignment_requests() == {}
+
+
+def test_replicas_in_a_failed_log_dir_lose_leadership_and_isr_membership(registry: EmbeddedRegistry) -> None:
+    """KIP-112: broker 3 reports the replicas of its failed log dir offline. Those it led get
+    another ISR member as leader, those it followed lose it from their ISR, the one it alone held
+    goes offline (leader -1); its replicas in healthy dirs keep their leadership and ISR."""
+    register(registry, 2, 3)
+    registry.create_topic("t", {0: (3, 1, 2), 1: (1, 3, 2)}, {})
+    registry.create_topic("solo", {0: (3,)}, {})
+    registry.create_topic("healthy", {0: (3, 1, 2)}, {})
+    controller = Controller(1, registry)
+    controller.process({"controller"})
+    registry.report_offline_replicas(3, [("t", 0), ("t", 1), ("solo", 0)])
+    controller.process({"admin"})
+    assert summary(registry, "t") == {0: (1, 1, (1, 2)), 1: (1, 1, (1, 2))}
+    assert summary(registry, "solo") == {0: (-1, 1, (3,))}
+    assert summary(registry, "healthy") == {0: (3, 0, (3, 1, 2))}
+    controller.process({"rebalance"})  # 3 is preferred, but its replica is offline: no move back
+    assert summary(registry, "t")[0] == (1, 1, (1, 2))

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from conftest import make_batch
 
 from kctl.common.topic_partition import TopicPartition
 from kctl.log.checkpoint import CorruptCheckpointError, read_checkpoint, write_checkpoint
+from kctl.log.config import LogConfig
+from kctl.log.files import FileIO, LogStorageError
 from kctl.log.manager import (
     InconsistentMetadataError,
     LogDirLockedError,
@@ -148,4 +152,63 @@ def test_kill_9_loses_no_acknowledged_record(tmp_path):
             values += [(r.offset, r.value.split(b":")[0]) for r in batch.records]
         offset = values[-1][0] + 1
     assert [v for v in values[: acknowledged + 1]] == [(i, b"%d" % i) for i in range(acknowledged + 1)]
+    manager.close()
+
+
+class _FailingDirIO(FileIO):
+    """fsync fails with EIO for the files under one directory (a disk that died)."""
+
+    def __init__(self, failing: Path) -> None:
+        self.failing = str(failing.resolve())
+        self.paths: dict[int, str] = {}
+        self.failed = False  # set: the disk has died
+
+    def open(self, path: Path, flags: int, mode: int = 0o644) -> int:
+        fd = super().open(path, flags, mode)
+        self.paths[fd] = str(path)
+        return fd
+
+    def fsync(self, fd: int) -> None:
+        if self.failed and self.paths.get(fd, "").startswith(self.failing + os.sep):
+            raise OSError(errno.EIO, "Input/output error")
+        super().fsync(fd)
+
+
+def test_a_failed_log_dir_goes_offline_and_the_other_keeps_working(tmp_path):
+    """KIP-112 in the LogManager: a flush failing with EIO reports its dir; marked offline, the dir's
+    logs are closed and forgotten, new logs go to the healthy dir, no checkpoint or clean-shutdown
+    marker is written there (recovered at the next start), and the next start opens it again."""
+    dirs = [(tmp_path / "a").resolve(), (tmp_path / "b").resolve()]
+    failing_io = _FailingDirIO(dirs[1])
+    manager = LogManager(dirs, broker_id=0, file_io=failing_io)
+    tps = [TopicPartition("t", p) for p in range(4)]
+    for tp in tps:
+        manager.get_or_create_log(tp).append(make_batch(1))
+    lost = {tp for tp in tps if manager.dir_of(tp) == dirs[1]}
+    failing_io.failed = True
+    with pytest.raises(LogStorageError, match="fsync failed"):  # the log's error, not a bare OSError
+        manager.get_log(next(iter(lost))).flush()
+    manager.update_topic_config("t", LogConfig(flush_ms=0))  # every log is due
+    failures = []
+    manager.flush_due_logs(lambda log_dir, error: failures.append((log_dir, error.disk_failed)))
+    assert failures and set(failures) == {(dirs[1], True)}
+    assert sorted(manager.mark_offline(dirs[1])) == sorted(lost) and len(lost) == 2
+    assert manager.offline_dirs == {dirs[1]} and set(manager.all_logs()) == set(tps) - lost
+    assert manager.dir_of(TopicPartition("new", 0)) is None
+    assert manager.get_or_create_log(TopicPartition("new", 0)).directory.parent == dirs[0]
+    (dirs[1] / "recovery-point-offset-checkpoint").unlink(missing_ok=True)
+    manager.close()
+    assert (dirs[0] / CLEAN_SHUTDOWN_FILE).exists() and not (dirs[1] / CLEAN_SHUTDOWN_FILE).exists()
+    assert not (dirs[1] / "recovery-point-offset-checkpoint").exists()
+    manager = LogManager(dirs, broker_id=0)
+    assert not manager.had_clean_shutdown[dirs[1]] and manager.offline_dirs == set()
+    assert set(manager.all_logs()) == {*tps, TopicPartition("new", 0)}
+    manager.close()
+
+
+def test_the_last_online_dir_cannot_take_new_logs(tmp_path):
+    manager = LogManager([tmp_path], broker_id=0)
+    manager.mark_offline(tmp_path.resolve())
+    with pytest.raises(LogStorageError, match="every log directory is offline"):
+        manager.get_or_create_log(TP)
     manager.close()

@@ -529,3 +529,26 @@ def test_a_state_there_before_its_watch_is_set_is_announced(brokers: Brokers) ->
         assert all(not isinstance(r, Exception) for r in transaction.commit())
         assert seen.wait_for_reason("partitions", timeout=5), f"{topic}: its state was never announced"
         assert other.partition_states(topic)[0].leader == 1
+
+
+def test_a_log_dir_failure_is_announced_as_kafka_does_and_heard_by_the_controller(brokers: Brokers) -> None:
+    """KIP-112 in ZooKeeper: the broker's offline replicas (ephemeral, kctl's own) and Kafka's log
+    dir event notification, which wakes the controller's broker; the controller deletes it once read."""
+    failing, controller = brokers.open(), brokers.open()
+    seen = Notifications()
+    controller.add_listener(seen)
+    failing.report_offline_replicas(2, [("t", 1), ("t", 0)])
+    assert seen.wait_for_reason("admin"), "a log dir event, no notification"
+    [event] = brokers.raw.get_children("/log_dir_event_notification")
+    assert event.startswith("log_dir_event_") and len(event) == len("log_dir_event_") + 10
+    assert brokers.json(f"/log_dir_event_notification/{event}") == {"version": 1, "broker": 2, "event": 1}
+    assert brokers.json("/kctl/offline_replicas/2") == {
+        "version": 1,
+        "partitions": [{"topic": "t", "partition": 0}, {"topic": "t", "partition": 1}],
+    }
+    assert brokers.raw.exists("/kctl/offline_replicas/2").ephemeralOwner == failing.kazoo_client.client_id[0]
+    assert controller.offline_replicas() == {2: {("t", 0), ("t", 1)}}
+    controller.finish_log_dir_events()
+    assert brokers.raw.get_children("/log_dir_event_notification") == []
+    failing.close()  # a restarted broker opens its dirs again: its offline replicas go with its session
+    assert controller.offline_replicas() == {}

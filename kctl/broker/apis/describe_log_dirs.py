@@ -1,5 +1,6 @@
 """DescribeLogDirs: this broker's log directories, the partitions each holds, their size on disk and
-the volume's total and usable bytes.
+the volume's total and usable bytes. An offline log directory (its disk failed) answers
+KAFKA_STORAGE_ERROR with no partitions, as Kafka's.
 
 A partition moving to another directory (AlterReplicaLogDirs) is also listed there as a future
 replica (is_future_key), with the bytes copied so far.
@@ -52,9 +53,11 @@ def _partition_entry(partition: Partition) -> DescribeLogDirsPartition:
 
 
 def _dir_result(
-    log_dir: Path, partitions: list[Partition], futures: list[MoveProgress]
+    log_dir: Path, partitions: list[Partition], futures: list[MoveProgress], offline: bool
 ) -> DescribeLogDirsResult:
     try:
+        if offline:  # its disk failed (KIP-112): as Kafka, the error and no partitions
+            raise OSError(f"{log_dir} is offline")
         usage = shutil.disk_usage(log_dir)
     except OSError:
         return DescribeLogDirsResult(
@@ -104,5 +107,8 @@ async def handle(
     return DescribeLogDirsResponse(
         throttle_time_ms=0,
         error_code=0,
-        results=[_dir_result(log_dir, ps, futures.get(log_dir, [])) for log_dir, ps in hosted.items()],
+        results=[
+            _dir_result(log_dir, ps, futures.get(log_dir, []), log_dir in broker.logs.offline_dirs)
+            for log_dir, ps in hosted.items()
+        ],
     )

@@ -53,6 +53,8 @@ class ClusterView:
     unclean_default: bool
     updates: dict[tuple[str, int], PartitionStateUpdate] = field(default_factory=dict)
     restarting: set[int] = field(default_factory=set)
+    offline: dict[int, set[tuple[str, int]]] = field(default_factory=dict)
+    """The replicas each broker lost with a failed log dir (KIP-112): never leader or ISR member."""
     """Brokers back from an unclean shutdown (their unsynced writes may be lost): out of every
     ISR and leadership before they take a role (`Registry.announce_unclean_restart`)."""
 
@@ -61,6 +63,10 @@ class ClusterView:
         """Brokers that may lead or stay in an ISR: registered, not shutting down and not back from
         an unclean shutdown unhandled (Kafka's liveBrokerIds)."""
         return self.registered - self.shutting_down - self.restarting
+
+    def live_for(self, key: tuple[str, int]) -> set[int]:
+        """The live brokers whose replica of ``key`` is online (not in a failed log dir)."""
+        return {b for b in self.live if key not in self.offline.get(b, ())}
 
     def current(self, key: tuple[str, int]) -> PartitionState | None:
         """The state as this event has decided it so far."""
@@ -203,8 +209,15 @@ class Controller:
         restarting = registry.unclean_restarts()
         topics = registry.topics()
         states = registry.partition_states_of(topics)
+        offline = {b: keys for b, keys in registry.offline_replicas().items() if b in registered}
         return ClusterView(
-            registered, shutting, topics, states, self.unclean_leader_election, restarting=restarting
+            registered,
+            shutting,
+            topics,
+            states,
+            self.unclean_leader_election,
+            restarting=restarting,
+            offline=offline,
         )
 
     def _reconcile(self, *, rebalance: bool) -> None:
@@ -224,10 +237,14 @@ class Controller:
                     leaders = [r for r in alive if r in live]
                     view.propose(key, (leaders[0] if leaders else -1, alive or replicas[:1]), epoch)
                     continue
-                if state.leader not in view.registered:  # leader dead or none
+                live_here = view.live_for(key) if view.offline else live
+                lost_dir = key in view.offline.get(state.leader, ())  # its log dir failed (KIP-112)
+                if state.leader not in view.registered or lost_dir:  # leader dead, none or offline
                     # ElectLeaders(UNCLEAN) asks for an unclean election whatever the topic allows
                     unclean = view.unclean(name) or key in unclean_requests
-                    decision = election.offline_partition_election(replicas, state, live, unclean=unclean)
+                    decision = election.offline_partition_election(
+                        replicas, state, live_here, unclean=unclean
+                    )
                     if decision[0] >= 0 and decision[0] not in state.isr:
                         self.unclean_leader_elections += 1
                         log.warning(
@@ -244,12 +261,13 @@ class Controller:
                 current = view.current(key)
                 assert current is not None
                 if current.leader >= 0:  # followers that died or are shutting down leave the ISR
-                    gone = {r for r in current.isr if r not in live and r != current.leader}
+                    gone = {r for r in current.isr if r not in live_here and r != current.leader}
                     view.propose(key, election.remove_from_isr(current, gone), epoch)
                 if preferred_requests is not None and (not preferred_requests or key in preferred_requests):
                     current = view.current(key)
                     assert current is not None
-                    view.propose(key, election.preferred_replica_election(replicas, current, live), epoch)
+                    preferred = election.preferred_replica_election(replicas, current, live_here)
+                    view.propose(key, preferred, epoch)
         if rebalance:
             self._rebalance(view, epoch)
         self._reassigner.step(view, fence)
@@ -260,6 +278,8 @@ class Controller:
             self.registry.admin_requests.finish_unclean_election_requests(unclean_requests)
         self._reassigner.finish(view, fence)
         self._answer_shutdowns(view)
+        if view.offline:
+            self.registry.finish_log_dir_events()
         for broker_id in sorted(view.restarting):
             log.warning(
                 "broker %d restarted after an unclean shutdown: out of every ISR it was in (it may "

@@ -151,7 +151,7 @@ METRICS: tuple[MetricDef, ...] = (
     _replica_gauge(
         "offlinereplicacount",
         "OfflineReplicaCount",
-        "Replicas in offline log directories (kctl stops the broker on a log directory failure: 0).",
+        "Replicas in offline log directories (their disk failed; they answer KAFKA_STORAGE_ERROR).",
     ),
     MetricDef(
         "kafka_server_replicamanager_isrshrinks_total",
@@ -244,6 +244,13 @@ METRICS: tuple[MetricDef, ...] = (
         "kafka.network:type=SocketServer,name=NetworkProcessorAvgIdlePercent",
     ),
     # -- logs ---------------------------------------------------------------------------------------
+    MetricDef(
+        "kafka_log_logmanager_offlinelogdirectorycount",
+        GAUGE,
+        (),
+        "Log directories offline since their disk failed (the broker halts when the last one fails).",
+        "kafka.log:type=LogManager,name=OfflineLogDirectoryCount",
+    ),
     MetricDef(
         "kafka_log_log_size",
         GAUGE,

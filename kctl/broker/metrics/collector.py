@@ -151,7 +151,8 @@ class BrokerCollector(Collector):
         families.add(prefix + "underreplicatedpartitions", under)
         families.add(prefix + "underminisrpartitioncount", under_min)
         families.add(prefix + "atminisrpartitioncount", at_min)
-        families.add(prefix + "offlinereplicacount", 0)
+        families.add(prefix + "offlinereplicacount", len(replicas.offline_partitions))
+        families.add("kafka_log_logmanager_offlinelogdirectorycount", len(replicas.log_manager.offline_dirs))
         families.add(prefix + "isrshrinks_total", replicas.isr_shrinks)
         families.add(prefix + "isrexpands_total", replicas.isr_expands)
         families.declare(

@@ -30,6 +30,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from kctl.broker.partition import Partition
 from kctl.broker.replication.channel import BrokerChannel, ChannelError
@@ -75,7 +76,7 @@ class FetcherSettings:
     #: follower.replication.throttled.rate, for the replicas the topics name (replication.throttle)
     quota: ReplicationQuota | None = None
     #: told of a follower append that failed because the disk did (the broker's log dir failure)
-    on_disk_failure: Callable[[LogStorageError], None] | None = None
+    on_disk_failure: Callable[[Path, LogStorageError], None] | None = None
 
 
 @dataclass(slots=True)
@@ -398,7 +399,7 @@ class ReplicaFetcher:
                         and error.disk_failed
                         and self.settings.on_disk_failure
                     ):
-                        self.settings.on_disk_failure(error)
+                        self.settings.on_disk_failure(plog.directory.parent, error)
                     self._delay(state)
                     return
         if high_watermark >= 0:
