@@ -20,7 +20,9 @@ What a reload applies without a restart:
   alteration of this broker's configs (:meth:`DynamicBrokerConfigs.reload_updated_files`).
 
 The other dynamic configs (``listeners``, ``advertised.listeners``, ``log.cleaner.threads``) are
-stored and take effect at the broker's next start. Validation of an alteration is
+stored and take effect at the broker's next start; Kafka's thread-pool sizes
+(``background.threads``, ``num.io.threads``, ...) and Kerberos listener configs (``sasl.kerberos.*``)
+are stored and described only (kctl has one event loop and no GSSAPI). Validation of an alteration is
 :func:`validate_broker_configs`, used by the config APIs (kctl.broker.config_alter).
 """
 

@@ -9,7 +9,9 @@ the changed topics' Metadata over the inter-broker channel (kctl.broker.replicat
 inter-broker listener with its TLS/SASL), until each answers the new view:
 
 - a created topic or added partitions: the topic is there and each new partition has a leader;
-- a deleted topic: UNKNOWN_TOPIC_OR_PARTITION.
+- a deleted topic: UNKNOWN_TOPIC_OR_PARTITION, or the name with another topic id (a client's
+  Metadata request auto-created it again right after the deletion, as librdkafka's producers do:
+  the deleted topic is gone all the same).
 
 Its own cache is checked the same way. A broker that answered the new view is not asked again: a
 broker's cache never goes back to an older view (kctl.broker.metadata_cache serializes its
@@ -25,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -36,21 +39,22 @@ from kctl.protocol.registry import ApiKey
 
 log = logging.getLogger("kctl.broker")
 
-#: what a change expects of a topic: the partitions that must have a leader, or None: deleted
-Expectations = Mapping[str, frozenset[int] | None]
+#: what a change expects of a topic: the partitions that must have a leader, or the topic id of a
+#: deleted topic (gone: no topic of that name, or one with another id)
+Expectations = Mapping[str, frozenset[int] | uuid.UUID]
 
 FIRST_INTERVAL_S = 0.005
 MAX_INTERVAL_S = 0.1
 METADATA_VERSION = 12
 
 
-def served_locally(metadata: MetadataCache, topic: str, expected: frozenset[int] | None) -> bool:
+def served_locally(metadata: MetadataCache, topic: str, expected: frozenset[int] | uuid.UUID) -> bool:
     """Whether this broker's cache answers ``topic`` as ``expected`` (as the Metadata handler would:
     a leader counts only when it is a live broker)."""
     snapshot = metadata.snapshot
-    if expected is None:
-        return topic not in snapshot.topics
     record = snapshot.topics.get(topic)
+    if isinstance(expected, uuid.UUID):
+        return record is None or record.topic_id != expected
     if record is None:
         return False
     for partition in expected:
@@ -60,12 +64,14 @@ def served_locally(metadata: MetadataCache, topic: str, expected: frozenset[int]
     return True
 
 
-def served_in(answer: Any, expected: frozenset[int] | None) -> bool:
+def served_in(answer: Any, expected: frozenset[int] | uuid.UUID) -> bool:
     """Whether one topic of a Metadata response is the ``expected`` view."""
     if answer.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
         return True  # cannot be checked (the inter-broker principal may not describe it)
-    if expected is None:
-        return bool(answer.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if isinstance(expected, uuid.UUID):
+        if answer.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            return True
+        return bool(answer.error_code == ErrorCode.NONE and answer.topic_id != expected)
     if answer.error_code != ErrorCode.NONE:
         return False
     led = {p.partition_index for p in answer.partitions if p.leader_id >= 0}

@@ -106,7 +106,9 @@ def _throttled_replicas(value: list[str]) -> tuple[str, ...]:
     return tuple(value)
 
 
-_MESSAGE_FORMAT = re.compile(r"^\d+\.\d+(\.\d+)?(-IV\d+)?$")
+#: Kafka's MetadataVersion.fromVersionString reads only the first three segments of a 0.x version
+#: and the first two of a later one, so release numbers such as 0.10.0.0 or 2.8.1 are valid
+_MESSAGE_FORMAT = re.compile(r"^\d+\.\d+(\.\d+)*(-IV\d+)?$")
 
 
 def _message_format_version(value: str) -> str:

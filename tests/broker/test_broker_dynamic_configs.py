@@ -277,3 +277,46 @@ def test_zookeeper_mode_stores_kafkas_znodes(zookeeper: Any, broker_factory: Any
     assert configs["compression.type"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
     assert configs["log.retention.bytes"].source == ConfigSource.DEFAULT_CONFIG.value
     assert configs["leader.replication.throttled.rate"].value == "1000000"
+
+
+def test_kafkas_thread_pool_and_kerberos_configs_are_dynamic(admin: AdminClient) -> None:
+    """Kafka's thread-pool sizes (background.threads, num.io.threads, ...: cluster-wide) and SASL/Kerberos
+    listener configs (sasl.kerberos.*: per broker) are dynamic broker configs; librdkafka's 0081_admin
+    alters sasl.kerberos.min.time.before.relogin (AlterConfigs) and background.threads with
+    log.cleanup.policy (IncrementalAlterConfigs SET/APPEND, then DELETE/SUBTRACT) on a broker."""
+    legacy = ConfigResource(
+        ConfigResource.Type.BROKER, "0", set_config={"sasl.kerberos.min.time.before.relogin": "58000"}
+    )
+    [future] = admin.alter_configs([legacy]).values()
+    future.result(15)
+    configs = describe_broker(admin, "0")
+    assert configs["sasl.kerberos.min.time.before.relogin"].value == "58000"
+    assert configs["sasl.kerberos.min.time.before.relogin"].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+    assert not configs["background.threads"].is_read_only and configs["background.threads"].value == "10"
+
+    def incremental(*entries: tuple[str, str | None, AlterConfigOpType]) -> None:
+        resource = ConfigResource(
+            ConfigResource.Type.BROKER,
+            "0",
+            incremental_configs=[ConfigEntry(n, v, incremental_operation=op) for n, v, op in entries],
+        )
+        [future] = admin.incremental_alter_configs([resource]).values()
+        future.result(15)
+
+    incremental(
+        ("background.threads", "9", AlterConfigOpType.SET),
+        ("log.cleanup.policy", "compact", AlterConfigOpType.APPEND),
+    )
+    configs = describe_broker(admin, "0")
+    assert configs["background.threads"].value == "9"
+    assert configs["log.cleanup.policy"].value == "delete,compact"
+    incremental(
+        ("background.threads", None, AlterConfigOpType.DELETE),
+        ("log.cleanup.policy", "compact", AlterConfigOpType.SUBTRACT),
+    )
+    configs = describe_broker(admin, "0")
+    assert configs["background.threads"].value == "10"
+    assert configs["log.cleanup.policy"].value == "delete"
+    with pytest.raises(KafkaException) as raised:
+        alter_broker(admin, "0", num_io_threads=0)
+    assert raised.value.args[0].name() == "INVALID_REQUEST"

@@ -241,3 +241,18 @@ def test_kctl_topic_create_with_new_configs(bootstrap: str) -> None:
     text = json.dumps(json.loads(described.stdout))
     assert '"compression.type"' in text and '"snappy"' in text
     assert '"60000"' in text
+
+
+@pytest.mark.parametrize("version", ["0.10.0.0", "0.11.0.3", "2.8.1", "3.0.0-IV1"])
+def test_message_format_version_takes_kafkas_long_forms(admin: AdminClient, version: str) -> None:
+    """Kafka's MetadataVersion.fromVersionString keeps the first three segments of a 0.x version
+    and the first two of a later one, so the release numbers clients send are valid:
+    librdkafka's 0092_mixed_msgver alters message.format.version to '0.10.0.0' (AlterConfigs)."""
+    topic = _name("msgfmt")
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(15)
+    resource = ConfigResource(
+        ConfigResource.Type.TOPIC, topic, set_config={"message.format.version": version}
+    )
+    [future] = admin.alter_configs([resource]).values()
+    future.result(15)
+    assert _describe(admin, topic)["message.format.version"].value == version

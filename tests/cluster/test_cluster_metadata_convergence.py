@@ -272,3 +272,43 @@ def test_a_delete_of_many_topics_leaves_the_controller_answering_meanwhile(
     assert [r.error_code for r in answer.responses] == [0] * len(doomed), answer
     still_there = [t for t, seen in during.items() if seen != (0, 0)]
     assert still_there, "the controller answered Metadata only once every topic was deleted"
+
+
+def test_a_delete_is_answered_though_a_client_auto_creates_the_topic_again(
+    cluster: LocalCluster, connections: dict[int, RawConnection]
+) -> None:
+    """librdkafka's 0033 and 0081 delete a topic that a producer keeps asking Metadata for with
+    auto-creation: a broker creates it again right after the deletion, with a new topic id. The
+    delete waits for the deleted topic (its id) to be gone from every broker, not for the name:
+    it is answered NONE, not REQUEST_TIMED_OUT after the whole timeout."""
+    wait_for(lambda: controller_of(connections) in connections, "a controller")
+    controller_id = controller_of(connections)
+    other_id = next(b for b in connections if b != controller_id)
+    topic = unique("recreated")
+    create = CreateTopicsRequest(
+        topics=[
+            CreatableTopic(name=topic, num_partitions=2, replication_factor=2, assignments=[], configs=[])
+        ],
+        timeout_ms=TIMEOUT_MS,
+        validate_only=False,
+    )
+    response = connections[controller_id].request(
+        kp.ApiKey.CREATE_TOPICS, 5, create, timeout=TIMEOUT_MS / 1000 + 5
+    )
+    assert [t.error_code for t in response.topics] == [0], response
+    old_id = metadata(connections[other_id], [topic]).topics[0].topic_id
+
+    controller = connections[controller_id]
+    header = controller.header(kp.ApiKey.DELETE_TOPICS, 4)
+    controller.send(kp.encode_request(header, DeleteTopicsRequest(topic_names=[topic], timeout_ms=15_000)))
+    recreated = None
+    with RawConnection(cluster.brokers[other_id].bootstrap) as producer_like:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:  # Metadata with auto-creation, as a producer sends it
+            answer = metadata(producer_like, [topic], allow_auto_topic_creation=True).topics[0]
+            if answer.error_code == ErrorCode.NONE and answer.topic_id != old_id:
+                recreated = answer.topic_id
+                break
+    assert recreated is not None, "the topic was not created again"
+    result = kp.decode_response(header, controller.recv_frame(timeout=30))[1]
+    assert [(r.name, r.error_code) for r in result.responses] == [(topic, ErrorCode.NONE)], result

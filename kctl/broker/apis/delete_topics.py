@@ -3,8 +3,9 @@ request may delete are deleted together in a worker thread, with one metadata re
 topics do not stop the event loop for a hundred refreshes).
 
 The answer waits (up to the request's ``timeout_ms``) until no live broker serves the deleted topics
-any more (kctl.broker.metadata_propagation), else REQUEST_TIMED_OUT for the topics some broker still
-serves, as Kafka does; a ``timeout_ms`` of 0 or less answers at once.
+any more (kctl.broker.metadata_propagation; the deleted topic is its id: a topic a client's Metadata
+request auto-creates again meanwhile does not hold the answer), else REQUEST_TIMED_OUT for the topics
+some broker still serves, as Kafka does; a ``timeout_ms`` of 0 or less answers at once.
 
 Versions: v0-6. v0-5 name the topics; v6+ name them or give their topic ids, and answer with both. v4+ are
 flexible; v5+ answer with an error message per topic."""
@@ -12,6 +13,7 @@ flexible; v5+ answer with an error message per topic."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
@@ -42,7 +44,7 @@ async def handle(
         else [(n, ZERO_UUID) for n in request.topic_names]
     )
     deadline = asyncio.get_running_loop().time() + request.timeout_ms / 1000
-    deleted: dict[str, frozenset[int] | None] = {}  # topics no broker may serve before the answer
+    deleted: dict[str, uuid.UUID] = {}  # topics (their ids) no broker may serve before the answer
     results: list[DeletableTopicResult] = []
     doomed: list[tuple[str, DeletableTopicResult]] = []  # allowed: deleted together in a worker thread
     for name, topic_id in wanted:
@@ -69,7 +71,7 @@ async def handle(
         outcomes = await asyncio.to_thread(broker.topics.delete_topics, [name for name, _ in doomed])
         for (name, result), outcome in zip(doomed, outcomes, strict=True):
             if outcome is None:
-                deleted[name] = None
+                deleted[name] = result.topic_id
             else:
                 result.error_code, result.error_message = outcome.code, outcome.message
         if deleted:

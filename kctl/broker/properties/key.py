@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kctl.broker.security.config import DYNAMIC_SECURITY_CONFIGS
+from kctl.broker.security.config import DYNAMIC_SECURITY_CONFIGS, KERBEROS_CONFIGS
 from kctl.common.config_def import ConfigKey, Dynamic, Importance, Synonym, Validator
 from kctl.common.config_def import ConfigType as T
 
@@ -22,20 +22,26 @@ def broker_key(
     doc: str,
     *synonyms: Synonym,
     importance: Importance = Importance.MEDIUM,
+    applied: bool = True,
 ) -> ConfigKey:
     """A broker property; its dynamic update mode is Kafka's (``PER_BROKER_CONFIGS``,
-    ``CLUSTER_WIDE_CONFIGS``; read-only otherwise)."""
+    ``CLUSTER_WIDE_CONFIGS``; read-only otherwise). ``applied=False``: accepted, stored and
+    described for compatibility, not acted on."""
     if name in PER_BROKER_CONFIGS:
         dynamic = Dynamic.PER_BROKER
     elif name in CLUSTER_WIDE_CONFIGS:
         dynamic = Dynamic.CLUSTER_WIDE
     else:
         dynamic = Dynamic.READ_ONLY
-    return ConfigKey(name, config_type, default, validator, doc, importance, dynamic, synonyms)
+    return ConfigKey(
+        name, config_type, default, validator, doc, importance, dynamic, synonyms, applied=applied
+    )
 
 
 #: Broker configs Kafka lets AlterConfigs change for one broker only (resource name = its id).
-PER_BROKER_CONFIGS = frozenset({"listeners", "advertised.listeners"}) | DYNAMIC_SECURITY_CONFIGS
+PER_BROKER_CONFIGS = (
+    frozenset({"listeners", "advertised.listeners"}) | DYNAMIC_SECURITY_CONFIGS | KERBEROS_CONFIGS
+)
 
 #: Broker configs Kafka lets AlterConfigs change cluster-wide (resource name "") or per broker: the
 #: log defaults (the topic configs' broker synonyms), the cleaner's, the replication throttle rates.
@@ -81,5 +87,9 @@ CLUSTER_WIDE_CONFIGS = frozenset(
         "leader.replication.throttled.rate",
         "follower.replication.throttled.rate",
         "replica.alter.log.dirs.io.max.bytes.per.second",
+        "background.threads",
+        "num.io.threads",
+        "num.network.threads",
+        "num.replica.fetchers",
     }
 )

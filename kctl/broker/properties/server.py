@@ -48,7 +48,22 @@ NETWORK_LIMIT_CONFIGS = [
     ),
 ]
 
+_NO_THREAD_POOL = "(Accepted, stored and described for compatibility; no effect in kctl, one event loop.)"
+
+#: Kafka's thread-pool sizes, dynamic cluster-wide in Kafka (DynamicThreadPool); kctl's broker is one
+#: asyncio event loop, so they are accepted, stored and described without effect
+THREAD_POOL_CONFIGS = [
+    broker_key(name, T.INT, default, Range(1), f"{doc} {_NO_THREAD_POOL}", applied=False)
+    for name, default, doc in (
+        ("background.threads", 10, "Threads for background processing."),
+        ("num.io.threads", 8, "Threads processing requests."),
+        ("num.network.threads", 3, "Threads receiving requests and sending responses."),
+        ("num.replica.fetchers", 1, "Fetcher threads replicating from each source broker."),
+    )
+]
+
 SERVER_CONFIGS = [
+    *THREAD_POOL_CONFIGS,
     broker_key("broker.id", T.INT, 0, Range(0), "This broker's id in the cluster.", importance=HIGH),
     broker_key(
         "listeners",

@@ -32,6 +32,20 @@ DYNAMIC_SECURITY_CONFIGS = frozenset(
     }
 )
 
+#: Kafka's SASL/Kerberos (GSSAPI) listener configs, dynamic per broker in Kafka
+#: (DynamicListenerConfig); kctl has no GSSAPI: accepted, stored and described, no effect.
+KERBEROS_CONFIGS = frozenset(
+    {
+        "sasl.kerberos.service.name",
+        "sasl.kerberos.kinit.cmd",
+        "sasl.kerberos.ticket.renew.window.factor",
+        "sasl.kerberos.ticket.renew.jitter",
+        "sasl.kerberos.min.time.before.relogin",
+        "sasl.kerberos.principal.to.local.rules",
+    }
+)
+_NO_GSSAPI = "(Accepted, stored and described for compatibility; no effect in kctl, which has no GSSAPI.)"
+
 _LISTENER_CONFIG = re.compile(r"listener\.name\.([^.]+)\.(.+)")
 
 
@@ -176,7 +190,55 @@ SECURITY_CONFIGS = [
         "With the authorizer on, allow an operation on a resource that has no ACL at all.",
     ),
 ]
+SECURITY_CONFIGS += [
+    ConfigKey(
+        "sasl.kerberos.service.name",
+        T.STRING,
+        None,
+        None,
+        f"Kerberos principal name Kafka runs as. {_NO_GSSAPI}",
+    ),
+    ConfigKey(
+        "sasl.kerberos.kinit.cmd",
+        T.STRING,
+        "/usr/bin/kinit",
+        None,
+        f"Kerberos kinit command path. {_NO_GSSAPI}",
+    ),
+    ConfigKey(
+        "sasl.kerberos.ticket.renew.window.factor",
+        T.DOUBLE,
+        0.8,
+        None,
+        f"Share of a ticket's lifetime after which it is renewed. {_NO_GSSAPI}",
+    ),
+    ConfigKey(
+        "sasl.kerberos.ticket.renew.jitter",
+        T.DOUBLE,
+        0.05,
+        None,
+        f"Random jitter added to the renewal time. {_NO_GSSAPI}",
+    ),
+    ConfigKey(
+        "sasl.kerberos.min.time.before.relogin",
+        T.LONG,
+        60000,
+        None,
+        f"Login thread sleep time between refresh attempts (ms). {_NO_GSSAPI}",
+    ),
+    ConfigKey(
+        "sasl.kerberos.principal.to.local.rules",
+        T.LIST,
+        "DEFAULT",
+        None,
+        f"Rules mapping principal names to short names. {_NO_GSSAPI}",
+    ),
+]
 SECURITY_CONFIGS = [
     replace(key, dynamic=Dynamic.PER_BROKER) if key.name in DYNAMIC_SECURITY_CONFIGS else key
+    for key in SECURITY_CONFIGS
+]
+SECURITY_CONFIGS = [
+    replace(key, dynamic=Dynamic.PER_BROKER, applied=False) if key.name in KERBEROS_CONFIGS else key
     for key in SECURITY_CONFIGS
 ]
