@@ -170,9 +170,15 @@ async def handle(
     if 8 <= version <= 10 and request.include_cluster_authorized_operations:
         cluster_operations = authorized_operations(broker, context, AclResourceType.CLUSTER, CLUSTER_NAME)
     listener = request_listener(context)
+    # A fenced broker (cut off from ZooKeeper: its view is old) leaves itself out of the brokers it
+    # names, so its clients drop it and ask the others, which know the new leaders (librdkafka
+    # connects only to the brokers it needs: told only of leaderless partitions, it asked this
+    # broker again and again, for as long as it was cut off).
+    fenced_self = broker.broker_id if broker.replicas.fenced else None
     brokers = [
         MetadataResponseBroker(node_id=b.broker_id, host=host, port=port, rack=b.rack)
         for b in broker.metadata.brokers()
+        if b.broker_id != fenced_self
         for host, port in (advertised_endpoint(b, listener),)
     ]
     controller = broker.metadata.controller_id
