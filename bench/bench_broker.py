@@ -20,10 +20,16 @@ by a signal for each measurement window only) and prints the broker's hottest fu
 line; the figures are then slowed down by the profiler and are not the ones to quote. ``--metrics``
 starts every broker with ``metrics.listener`` and scrapes its ``/metrics`` from a thread of this
 process every ``--scrape-interval`` seconds (default 1; Prometheus' default is 15) while it runs: the
-figures beside a run without it are the cost of metrics (issue 26).
+figures beside a run without it are the cost of metrics (issue 26). ``--metrics-ab`` measures that
+cost in one command: each produce line and each raw consume line is run with metrics off and on back to
+back, ``--repeat`` rounds (default 3) with the order swapped every round (off-on, on-off, ...), and
+prints both medians, every round's on/off ratio of rec/s and rec/CPU-s, and their medians (the target
+of issue 26: within 3%); rdkafka consume and latency are not run twice. For example:
+
+    python bench/bench_broker.py --quick --only produce,consume --metrics-ab --repeat 5
 
 Usage: python bench/bench_broker.py [--quick] [--only limits,produce,consume,latency] [--profile DIR]
-       [--metrics [--scrape-interval S]]"""
+       [--metrics [--scrape-interval S] | --metrics-ab]"""
 
 from __future__ import annotations
 
@@ -729,10 +735,11 @@ class Bench:
         self.results: list[Result] = []
         self.p99: float | None = None
         self._brokers = 0
+        self.metrics = bool(args.metrics)  # the next brokers serve /metrics (switched by --metrics-ab)
 
     def broker(self, name: str) -> BrokerProcess:
         self._brokers += 1
-        interval = self.args.scrape_interval if self.args.metrics else None
+        interval = self.args.scrape_interval if self.metrics else None
         return BrokerProcess(self.base, f"{self._brokers:02d}-{name}", self.args.profile, interval)
 
     @staticmethod
@@ -795,6 +802,9 @@ class Bench:
         from one moment to the next)."""
         if self.args.cases and not any(c in f"{case}, {load}" for c in self.args.cases.split(";")):
             return
+        if self.args.metrics_ab:
+            self.metrics_ab(case, load, lambda metrics: measure())
+            return
         runs, writes, ratios = [], [], []
         for _ in range(1 if self.args.profile else self.args.repeat or self.sizes.repeat):
             if paired is not None:
@@ -815,6 +825,56 @@ class Bench:
                 f"median ({100 * min(ratios):.0f}-{100 * max(ratios):.0f}%)",
                 flush=True,
             )
+
+    def metrics_ab(self, case: str, load: str, measure: Callable[[bool], tuple[int, int, Run]]) -> None:
+        """--metrics-ab: ``measure(metrics)`` off and on back to back, ``repeat`` rounds (3 unless
+        given), the order swapped each round; both medians (by records/s) as rows, then each round's
+        on/off ratios of records/s and records per broker CPU-second, the load average, and their
+        medians."""
+        rounds = self.args.repeat or 3
+        runs: dict[bool, list[tuple[int, int, Run]]] = {False: [], True: []}
+        lines = []
+        for index in range(rounds):
+            load_average = os.getloadavg()[0]
+            pair: dict[bool, Run] = {}
+            records: dict[bool, int] = {}
+            for metrics in (False, True) if index % 2 == 0 else (True, False):
+                self.metrics = metrics
+                result = measure(metrics)
+                runs[metrics].append(result)
+                records[metrics], pair[metrics] = result[0], result[2]
+            self.metrics = bool(self.args.metrics)
+            rate = {m: records[m] / pair[m].seconds for m in pair}
+            per_cpu = {m: records[m] / pair[m].broker_cpu if pair[m].broker_cpu > 0 else 0.0 for m in pair}
+            lines.append(
+                (
+                    rate[True] / rate[False] - 1,
+                    per_cpu[True] / per_cpu[False] - 1 if per_cpu[False] else 0.0,
+                    f"#   round {index + 1} ({'off, on' if index % 2 == 0 else 'on, off'}; load "
+                    f"{load_average:.2f}): rec/s {rate[False]:,.0f} -> {rate[True]:,.0f}, rec/CPU-s "
+                    f"{per_cpu[False]:,.0f} -> {per_cpu[True]:,.0f}",
+                )
+            )
+        for metrics in (False, True):
+            done = sorted(runs[metrics], key=lambda item: item[0] / item[2].seconds)
+            records_, size, run = done[len(done) // 2]
+            self.row(case, f"{load}, {'on' if metrics else 'off'}", records_, size, run)
+        for rate_change, cpu_change, text in lines:
+            print(f"{text}: {100 * rate_change:+.1f}% rec/s, {100 * cpu_change:+.1f}% rec/CPU-s", flush=True)
+        shortest = min(item[2].broker_cpu for done in runs.values() for item in done)
+        if shortest < 100 / CLOCK_TICKS:  # a tick is over 1% of the run: --quick's short runs
+            print(
+                f"#   note: broker CPU is counted in ticks of {1000 / CLOCK_TICKS:g} ms and the shortest run "
+                f"used {shortest:.2f} s: its rec/CPU-s is +-{100 / CLOCK_TICKS / max(shortest, 1e-9):.0f}% "
+                "(run without --quick for longer runs)",
+                flush=True,
+            )
+        print(
+            f"#   metrics on vs off, median of {rounds} rounds: "
+            f"{100 * statistics.median(r for r, _, _ in lines):+.1f}% rec/s, "
+            f"{100 * statistics.median(c for _, c, _ in lines):+.1f}% rec/CPU-s",
+            flush=True,
+        )
 
     def produce_raw(self, batch: bytes, records: int, connections: int) -> tuple[int, int, Run]:
         broker = self.broker(f"produce-{connections}c")
@@ -908,6 +968,9 @@ class Bench:
             "MB/s = bytes received (raw: whole responses) or record values (rdkafka)."
         )
         print(self.header())
+        if self.args.metrics_ab:
+            self.consume_ab(batch, batches)
+            return
         broker = self.broker("consume")
         try:
             run = replay(
@@ -957,6 +1020,61 @@ class Bench:
             self.consume_rdkafka(broker, total_records, 1024)
         finally:
             broker.stop()
+        print(flush=True)
+
+    def consume_ab(self, batch: bytes, batches: int) -> None:
+        """--metrics-ab: two brokers preloaded alike, one serving /metrics; each raw read line run on
+        both back to back (``metrics_ab``)."""
+        brokers: dict[bool, BrokerProcess] = {}
+        try:
+            for metrics in (False, True):
+                self.metrics = metrics
+                broker = brokers[metrics] = self.broker(f"consume-{'on' if metrics else 'off'}")
+                run = replay(
+                    broker,
+                    [[produce_frame("c", p, batch)] for p in range(PARTITIONS)],
+                    window=self.args.window,
+                    seconds=1e9,
+                    max_requests=batches,
+                    label="preload",
+                )
+                load = f"raw, {PARTITIONS} conn, {'on' if metrics else 'off'}"
+                self.row("preload (produce)", load, sum(run.answered) * 1000, broker.log_bytes("c"), run)
+            self.metrics = bool(self.args.metrics)
+            os.sync()
+            passes = self.sizes.read_passes
+            plan = fetch_plan(list(range(PARTITIONS)), batches, len(batch))
+            plans = [fetch_plan([p], batches, len(batch)) for p in range(PARTITIONS)]
+            for broker in brokers.values():
+                self.check_fetch(broker, plan)
+
+            def read_1c(metrics: bool) -> tuple[int, int, Run]:
+                run = replay(
+                    brokers[metrics],
+                    [plan.frames],
+                    window=2,
+                    seconds=1e9,
+                    max_requests=passes * len(plan.frames),
+                    label="read-1c",
+                )
+                return passes * plan.records, run.bytes_received, run
+
+            def read_all(metrics: bool) -> tuple[int, int, Run]:
+                run = replay(
+                    brokers[metrics],
+                    [p.frames for p in plans],
+                    window=2,
+                    seconds=1e9,
+                    max_requests=passes * len(plans[0].frames),
+                    label=f"read-{PARTITIONS}c",
+                )
+                return passes * sum(p.records for p in plans), run.bytes_received, run
+
+            self.metrics_ab(READ_CASE, "raw, 1 conn", read_1c)
+            self.metrics_ab(READ_CASE, f"raw, {PARTITIONS} conn", read_all)
+        finally:
+            for broker in brokers.values():
+                broker.stop()
         print(flush=True)
 
     @staticmethod
@@ -1192,7 +1310,14 @@ def main() -> None:
         "--metrics", action="store_true", help="brokers serve /metrics (metrics.listener), scraped meanwhile"
     )
     parser.add_argument("--scrape-interval", type=float, default=1.0, help="seconds between scrapes")
+    parser.add_argument(
+        "--metrics-ab",
+        action="store_true",
+        help="each produce and raw consume line with metrics off and on, interleaved; prints the ratios",
+    )
     args = parser.parse_args()
+    if args.metrics_ab and (args.metrics or args.profile):
+        parser.error("--metrics-ab runs with and without metrics itself (not with --metrics or --profile)")
     sections = set(args.only.split(","))
     if args.profile is not None:
         args.profile.mkdir(parents=True, exist_ok=True)
@@ -1204,6 +1329,7 @@ def main() -> None:
         f"# broker benchmark ({'quick' if args.quick else 'full'}) in {base}, {os.cpu_count()} CPUs, Python "
         f"{sys.version.split()[0]}{'; brokers under cProfile: figures slowed' if args.profile else ''}"
         f"{f'; metrics on, scraped every {args.scrape_interval:g} s' if args.metrics else ''}"
+        f"{'; metrics off and on interleaved' if args.metrics_ab else ''}"
     )
     print()
     limits = None
