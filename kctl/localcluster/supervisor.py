@@ -43,6 +43,7 @@ __all__ = ["Supervisor", "child_properties", "process_count", "usable_cores"]
 
 log = logging.getLogger("kctl.broker.supervisor")
 
+DEFAULT_LISTENERS = "PLAINTEXT://127.0.0.1:9092"  # the broker's default (kctl.broker.properties.server)
 POLL_S = 0.2  # how often the supervisor looks at its children
 BACKOFF_MIN_S = 1.0
 BACKOFF_MAX_S = 30.0
@@ -87,9 +88,10 @@ def child_properties(properties: Mapping[str, str], index: int, host: str | None
     derived = dict(properties)
     broker_id = int(properties.get("broker.id", "0")) + index
     derived["broker.id"] = str(broker_id)
+    derived["listeners"] = properties.get("listeners") or DEFAULT_LISTENERS
     for key in ("listeners", "advertised.listeners", "metrics.listener"):
-        if properties.get(key):
-            derived[key] = _shift_ports(properties[key], index)
+        if derived.get(key):
+            derived[key] = _shift_ports(derived[key], index)
     dirs = [d.strip() for d in properties.get("log.dirs", "./data").split(",") if d.strip()]
     derived["log.dirs"] = ",".join(str(Path(d).absolute() / f"broker-{broker_id}") for d in dirs)
     if not properties.get("broker.rack"):

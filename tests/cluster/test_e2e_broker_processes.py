@@ -89,6 +89,7 @@ def test_derived_properties() -> None:
     assert child["log.dirs"] == "/d1/broker-7,/d2/broker-7"
     assert child["broker.rack"] == "host-x"
     assert child_properties({**given, "broker.rack": "r1"}, 1, "host-x")["broker.rack"] == "r1"
+    assert child_properties({}, 1, "h")["listeners"] == "PLAINTEXT://127.0.0.1:9093"  # the default's port + 1
 
 
 def test_processes_register_spread_restart_and_stop(tmp_path: Path, zookeeper) -> None:
