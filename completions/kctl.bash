@@ -35,7 +35,7 @@ _kctl_options() {
     case "$1" in
         'kctl') echo '--version --clusters -h --help' ;;
         'kctl broker') echo '-h --help' ;;
-        'kctl broker start') echo '-c --config -X -d --daemon --pid-file --log-file --log-level -h --help' ;;
+        'kctl broker start') echo '-c --config -X -d --daemon --pid-file --log-file --log-level --processes -h --help' ;;
         'kctl broker stop') echo '-c --config -X --pid-file --timeout -h --help' ;;
         'kctl broker list') echo '-f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl broker log-dirs') echo '--broker -t --topic --bytes -f --format -c --config -X -b --bootstrap-server -h --help' ;;
@@ -127,6 +127,7 @@ _kctl_option_value() {
         'kctl broker start --pid-file') echo 'file' ;;
         'kctl broker start --log-file') echo 'file' ;;
         'kctl broker start --log-level') echo 'any' ;;
+        'kctl broker start --processes') echo 'any' ;;
         'kctl broker stop -c'|'kctl broker stop --config') echo 'file' ;;
         'kctl broker stop -X') echo 'any' ;;
         'kctl broker stop --pid-file') echo 'file' ;;

@@ -115,13 +115,27 @@ def start(
             "INFO; log.level.LOGGER=LEVEL sets one logger's).",
         ),
     ] = None,
+    processes: Annotated[
+        str | None,
+        typer.Option(
+            "--processes",
+            metavar="N|auto",
+            help="Use the whole machine: run N broker processes (auto: one per usable core) under one "
+            "supervisor, which restarts a child that dies and stops them all on SIGTERM/Ctrl-C. Needs "
+            "zookeeper.connect. Child i (from 0) gets broker.id ID+i, every listener and metrics port "
+            "PORT+i (0 stays 0), log dirs DIR/broker-(ID+i) and, unless set, broker.rack = the host name.",
+        ),
+    ] = None,
 ) -> None:
     """Start a broker with Kafka's broker properties (server.properties and -X).
 
     Defaults: listeners=PLAINTEXT://127.0.0.1:9092, log.dirs=./data, embedded metadata (no ZooKeeper;
     set zookeeper.connect to use one). Prints the bootstrap address on stdout once it accepts
     connections. SIGTERM or Ctrl-C stops it cleanly (logs flushed, checkpoints written); after an unclean
-    stop the next start recovers the logs."""
+    stop the next start recovers the logs.
+
+    With --processes N: N brokers on this host from this one configuration (see --processes), in the
+    foreground; their bootstrap addresses are printed on one line once all listen."""
     config = _broker_config(config_file, overrides)
     if log_level is not None and log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise KctlError(f"unknown log level {log_level!r}", ExitCode.USAGE)
@@ -129,6 +143,9 @@ def start(
     log_dir.mkdir(parents=True, exist_ok=True)
     pid_path = pid_file or log_dir / PID_FILE_NAME
     _refuse_if_running(pid_path, log_dir)
+    if processes is not None:
+        _start_processes(config, processes, daemon, pid_path, log_file, log_level, config_file, overrides)
+        return
     if daemon:
         _start_daemon(config, pid_path, log_file or log_dir / "kctl-broker.log", log_level)
         return
@@ -145,6 +162,27 @@ def start(
         raise failure from None
     finally:
         _remove_own_pid_file(pid_path)
+
+
+def _start_processes(
+    config, processes: str, daemon: bool, pid_path: Path, log_file, log_level, *files
+) -> None:
+    """`--processes`: the supervisor (kctl.localcluster.supervisor) in the foreground, its pid in the
+    pid file (`kctl broker stop` with the same configuration stops every child through it)."""
+    from kctl.localcluster.supervisor import Supervisor, process_count
+
+    try:
+        count = process_count(processes, config.zookeeper_connect, daemon)
+    except ValueError as error:
+        raise KctlError(str(error), ExitCode.USAGE) from None
+    _setup_logging(config, log_level, log_file)
+    pid_path.write_text(f"{os.getpid()}\n")
+    try:
+        status = Supervisor(dict(load_config(*files)), count).run()
+    finally:
+        _remove_own_pid_file(pid_path)
+    if status:
+        raise typer.Exit(status)
 
 
 _START_ERRORS = (
@@ -554,9 +592,9 @@ def move_log_dirs(
 
 # -- list ------------------------------------------------------------------------------------------
 BROKER_COLUMNS = [
+    Column("rack", formatter=lambda r: r or "-"),
     Column("broker_id", "ID"),
     Column("endpoint"),
-    Column("rack", formatter=lambda r: r or "-"),
     Column("controller", formatter=lambda c: "*" if c else ""),
     Column("leader_partitions", "LEADS"),
     Column("replica_partitions", "HOSTS"),
@@ -570,9 +608,10 @@ def list_brokers(
     *,
     cluster: ClusterOptions,
 ) -> None:
-    """List the live brokers of a running cluster: id, endpoint (host:port), rack, the controller
+    """List the live brokers of a running cluster: rack, id, endpoint (host:port), the controller
     (*), and how many partitions each leads and hosts (replicas, internal topics included), from
-    Metadata.
+    Metadata. Grouped by rack, then host (the brokers of one `broker start --processes` together:
+    their rack is their host name), then id.
 
     Talks to a running cluster (-b); --config/-X take client properties here."""
     from kctl.commands.clients import admin_session
@@ -599,11 +638,17 @@ def list_brokers(
             "leader_partitions": leads.get(b.node_id, 0),
             "replica_partitions": hosts.get(b.node_id, 0),
         }
-        for b in description.brokers
+        for b in sorted(description.brokers, key=lambda b: (b.rack or "", b.host, b.node_id))
     ]
     columns = BROKER_COLUMNS
     if fmt is not OutputFormat.TABLE:
-        columns = [*BROKER_COLUMNS[:2], Column("host"), Column("port"), *BROKER_COLUMNS[2:]]
+        columns = [
+            *BROKER_COLUMNS[1:3],
+            Column("host"),
+            Column("port"),
+            BROKER_COLUMNS[0],
+            *BROKER_COLUMNS[3:],
+        ]
     render_rows(rows, columns, fmt)
 
 
