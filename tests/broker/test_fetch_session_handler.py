@@ -1,12 +1,12 @@
-"""The follower's side of a fetch session (kctl.broker.replication.fetch_session_handler): which
+"""The follower's side of a fetch session (kctl.protocol.fetch_session_handler): which
 partitions each fetch lists and forgets, and how errors and lost answers start a new session.
 (Followers fetching from leaders over sessions: tests/cluster/test_replication_cluster.py.)"""
 
 from __future__ import annotations
 
-from kctl.broker.replication.fetch_session_handler import FetchSessionHandler
 from kctl.log.naming import TopicPartition
 from kctl.protocol.errors import ErrorCode
+from kctl.protocol.fetch_session_handler import FetchSessionHandler
 
 A, B, C = (TopicPartition("t", i) for i in range(3))
 MAX = 1 << 20

@@ -34,12 +34,12 @@ from pathlib import Path
 
 from kctl.broker.partition import Partition
 from kctl.broker.replication.channel import BrokerChannel, ChannelError
-from kctl.broker.replication.fetch_session_handler import FetchSessionHandler
 from kctl.broker.replication.throttle import ReplicationQuota, is_throttled
 from kctl.common.ratelimit import RepeatedFailures
 from kctl.common.topic_partition import TopicPartition
 from kctl.log.files import LogStorageError
 from kctl.protocol.errors import ErrorCode, error_name
+from kctl.protocol.fetch_session_handler import FetchSessionHandler
 from kctl.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic, ForgottenTopic
 from kctl.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kctl.protocol.messages.offset_for_leader_epoch import (

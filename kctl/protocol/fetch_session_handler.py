@@ -1,5 +1,6 @@
-"""The fetcher's side of a fetch session (KIP-227, Kafka's FetchSessionHandler): which session id and
-epoch the next Fetch names, and which partitions it must list.
+"""The fetcher's side of a fetch session (KIP-227, Kafka's FetchSessionHandler), sans-io so that the
+replica fetcher and the client consumer can share it: which session id and epoch the next Fetch
+names, and which partitions it must list.
 
 Without a session (or after any doubt about it) the next fetch is a full one at epoch 0 naming every
 partition wanted, and the leader may answer with a new session id. With one, the fetch is
@@ -13,7 +14,7 @@ on the leader."""
 
 from __future__ import annotations
 
-from kctl.log.naming import TopicPartition
+from kctl.common.topic_partition import TopicPartition
 from kctl.protocol.errors import ErrorCode
 
 INVALID_SESSION_ID = 0
