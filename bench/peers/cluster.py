@@ -187,9 +187,13 @@ class KafkaClusterPeer(ClusterPeer):
 
     name = "kafka"
 
-    def __init__(self, base: Path, cores: list[int] | None) -> None:
+    def __init__(
+        self, base: Path, cores: list[int] | None, *, properties: dict[str, str] | None = None
+    ) -> None:
+        """``properties``: broker properties added to `SHARED` (bench_availability's timeouts)."""
         super().__init__(base, cores)
         self.processes = []
+        self.extra = dict(properties or {})
 
     def start(self) -> None:
         libs = kafka_jars()
@@ -210,19 +214,28 @@ class KafkaClusterPeer(ClusterPeer):
                 brokers=BROKERS,
                 min_insync=MIN_INSYNC_REPLICAS,
             )
-            properties.write_text(text + "".join(f"{k}={v}\n" for k, v in SHARED.items()))
+            settings = {**SHARED, **self.extra}
+            properties.write_text(text + "".join(f"{k}={v}\n" for k, v in settings.items()))
             kafka_format(properties, cluster_id)
-        for node in range(BROKERS):
-            properties = self.base / f"node-{node + 1}" / "server.properties"
-            with open(self.logs()[node], "wb") as stderr:
-                self.processes.append(
-                    subprocess.Popen(
-                        kafka_command(libs, properties, self.cores), stdout=subprocess.DEVNULL, stderr=stderr
-                    )
-                )
+        self.libs = libs
+        self.processes = [self._spawn(node) for node in range(BROKERS)]
         self.address = ("127.0.0.1", ports[0])
         self.bootstrap = ",".join(f"127.0.0.1:{port}" for port in ports)
         self._wait_ready(BROKERS)
+
+    def _spawn(self, node: int) -> subprocess.Popen[bytes]:
+        properties = self.base / f"node-{node + 1}" / "server.properties"
+        with open(self.logs()[node], "ab") as stderr:
+            return subprocess.Popen(
+                kafka_command(self.libs, properties, self.cores), stdout=subprocess.DEVNULL, stderr=stderr
+            )
+
+    def restart_node(self, node_id: int) -> None:
+        """Start node ``node_id`` (1-based) again on its log directory, once its process has ended."""
+        process = self.processes[node_id - 1]
+        if process.poll() is None:
+            raise RuntimeError(f"kafka node {node_id} is still running")
+        self.processes[node_id - 1] = self._spawn(node_id - 1)
 
     def logs(self) -> list[Path]:
         return [self.base / f"node-{node + 1}" / "stderr.log" for node in range(BROKERS)]
