@@ -45,8 +45,12 @@ check-gen: install
 	$(BIN)/python scripts/gen_docs.py --check
 	$(BIN)/python scripts/gen_protocol_stubs.py --check
 
+# A worker that dies (a native crash in a client library) fails the run at once and is named:
+# pytest-xdist's loadfile scheduler can deadlock when it replaces a crashed worker. The timeout
+# (twice the run's usual length) fails a run that hangs anyway instead of holding CI for 90 minutes.
+PYTEST_TIMEOUT ?= 40m
 test: install system-deps kafka-jars lint check-gen
-	$(BIN)/pytest -n 4 --dist loadfile --durations=40
+	timeout --kill-after=30s $(PYTEST_TIMEOUT) $(BIN)/pytest -n 4 --dist loadfile --max-worker-restart=0 --durations=40
 
 bench: install
 	$(BIN)/pip install --quiet -e '.[bench]'

@@ -28,6 +28,7 @@ from kctl.broker.metadata_propagation import Expectations, MetadataPropagation
 from kctl.broker.metrics import BrokerMetrics
 from kctl.broker.producer_ids import ProducerIdManager
 from kctl.broker.quotas import QuotaManager
+from kctl.broker.registry_retry import retry_while_unavailable
 from kctl.broker.replica_manager import ReplicaManager
 from kctl.broker.replication.channel import BrokerChannel
 from kctl.broker.replication.fetcher import FetcherSettings, ReplicaFetcherManager
@@ -207,7 +208,10 @@ class Broker:
                 self.security.check_inter_broker([listener.name for listener in config.listeners])
             # a restart right after a kill -9: the previous run's registration stays until its
             # session expires; wait for it (bounded) before listening, rather than exit
-            await asyncio.to_thread(registry.wait_for_stale_registration, self.broker_id)
+            await self._registry_step(
+                f"broker {self.broker_id}: wait for a stale registration",
+                lambda: registry.wait_for_stale_registration(self.broker_id),
+            )
             limits = ConnectionLimits.from_config(config)  # shared by the listeners
             for listener in config.listeners if listen else ():
                 server = KafkaServer(
@@ -226,8 +230,11 @@ class Broker:
                 self.servers.append(server)
             unclean = self.replicated and self.logs.lost_unsynced_writes
             if unclean:  # out of every ISR before it leads or counts as in sync (KIP-966's idea)
-                registry.announce_unclean_restart(self.broker_id)
-            self._register(registry)
+                await self._registry_step(
+                    f"broker {self.broker_id}: announce its unclean restart",
+                    lambda: registry.announce_unclean_restart(self.broker_id),
+                )
+            await self._register(registry)
             if unclean:
                 self.metadata.refresh()  # meanwhile its clients are sent to the partitions' leaders
                 await self._wait_until_unclean_restart_handled(registry)
@@ -260,7 +267,9 @@ class Broker:
             "ISRs before it takes any role",
             self.broker_id,
         )
-        while self.broker_id in await asyncio.to_thread(registry.unclean_restarts):
+        while self.broker_id in await self._registry_step(
+            f"broker {self.broker_id}: read the unclean restart announcements", registry.unclean_restarts
+        ):
             if asyncio.get_running_loop().time() > deadline:
                 log.warning(
                     "broker %d: no controller handled its unclean restart within %g s; going on",
@@ -456,7 +465,17 @@ class Broker:
         for server in self.servers:
             server.set_request_observer(self._request_observer(server.name))
 
-    def _register(self, registry: Registry) -> None:
+    async def _registry_step(self, action: str, step: Callable[[], R]) -> R:
+        """A registry step of the start. With ZooKeeper: run in a thread, retried while ZooKeeper
+        is unreachable (up to ``zookeeper.connection.timeout.ms`` from the first failure, as Kafka's
+        ZooKeeper client waits), so a start racing a connection loss goes on once ZooKeeper answers
+        instead of exiting. The embedded registry answers in place."""
+        if not self.replicated:
+            return step()
+        timeout_s = self.config["zookeeper.connection.timeout.ms"] / 1000
+        return await retry_while_unavailable(action, step, timeout_s=timeout_s)
+
+    async def _register(self, registry: Registry) -> None:
         advertised = []
         bound = [server.port for server in self.servers]  # none when not listening
         for index, listener in enumerate(self.config.advertised_listeners):
@@ -467,14 +486,15 @@ class Broker:
         if not advertised:
             raise RuntimeError("no listener to advertise")
         _name, host, port = advertised[0]
-        registry.register_broker(
-            BrokerRegistration(
-                broker_id=self.broker_id,
-                host=host,
-                port=port,
-                rack=self.config["broker.rack"] or None,
-                listeners=tuple(f"{n}://{h}:{p}" for n, h, p in advertised),
-            )
+        registration = BrokerRegistration(
+            broker_id=self.broker_id,
+            host=host,
+            port=port,
+            rack=self.config["broker.rack"] or None,
+            listeners=tuple(f"{n}://{h}:{p}" for n, h, p in advertised),
+        )
+        await self._registry_step(
+            f"broker {self.broker_id}: register", lambda: registry.register_broker(registration)
         )
         self._start_controller()
 

@@ -158,3 +158,61 @@ def test_a_client_that_knows_only_the_zombie_finds_the_new_leader(
             links.heal(zombie)
             producer.flush(30)
         view.wait_for_isr(topic, 0, {1, 2, 3}, timeout=60)
+
+
+def test_a_broker_whose_zookeeper_link_drops_while_it_starts_starts_once_zookeeper_answers(
+    linked_cluster: tuple[LocalCluster, ZooKeeperLinks],
+) -> None:
+    """Found by bench_jepsen's mixed campaign (fault 262 of 300): a broker started again after
+    kill -9 was waiting for its old registration to expire when its link to ZooKeeper dropped; the
+    ConnectionLoss ended the start (exit status 1) instead of the broker waiting for ZooKeeper to
+    answer again, as Kafka's ZooKeeper client waits up to zookeeper.connection.timeout.ms."""
+    import threading
+
+    from kctl.testing import wait_for
+
+    cluster, links = linked_cluster
+    topic = "start-through-cut"
+    create_topic(cluster.bootstrap_servers, topic, 3, 3, {"min.insync.replicas": "2"})
+    with ClusterView(cluster.zookeeper_connect) as view:
+        view.wait_for_full_isr(topic, 3)
+        victim = next(b for b in sorted(cluster.brokers) if b != view.controller_id())
+        broker = cluster.broker(victim)
+        broker.kill()
+        log_size = broker.log_file.stat().st_size
+
+        def new_lines() -> str:
+            return broker.log_file.read_text(errors="replace")[log_size:]
+
+        failures: list[BaseException] = []
+
+        def start() -> None:
+            try:
+                broker.start(timeout=120)
+            except BaseException as error:  # reported by the test thread below
+                failures.append(error)
+
+        starting = threading.Thread(target=start, name="start-through-cut")
+        starting.start()
+        try:
+            wait_for(
+                lambda: "waiting up to" in new_lines(),
+                "the restarted broker to wait for its old registration",
+                30,
+            )
+            links.cut(victim)
+            wait_for(
+                lambda: "retrying for up to" in new_lines() or not starting.is_alive(),
+                f"broker {victim} to lose its ZooKeeper connection while starting",
+                30,
+            )
+        finally:
+            links.heal(victim)
+        starting.join(150)
+        assert not starting.is_alive()
+        assert failures == [], f"{failures}\n{broker.log_tail(60)}"
+        assert broker.running, broker.log_tail(60)
+        lines = new_lines()
+        assert "ZooKeeper answered again" in lines, lines[-4000:]
+        assert view.client.exists(f"/brokers/ids/{victim}") is not None
+        view.wait_for_full_isr(topic, 3, timeout=60)
