@@ -140,7 +140,7 @@ def run_cluster(args: argparse.Namespace, base: Path, rng: random.Random) -> tup
             partition = rng.randrange(args.partitions)
             return _leader_fault(args, cluster, view, partition, done, campaign)
 
-        return _run_faults(args, rng, campaign, bootstrap, choose)
+        return _run_faults(args, rng, campaign, bootstrap, choose, cluster)
 
 
 def _leader_fault(
@@ -163,14 +163,27 @@ def _run_faults(
     campaign: Campaign,
     bootstrap: str,
     choose: Callable[[int], Callable[[], str]],
+    cluster: LocalCluster | None = None,
 ) -> tuple[Campaign, Verdict]:
     """``--kills`` faults, each ``choose(n)``, each after 10..``--progress`` acknowledgements; then
-    the check."""
+    the check. A fault step that fails (a broker that did not come back, a wait that timed out) ends
+    the schedule there, said on stderr and recorded in ``STEP_ERRORS``, but what the writers had
+    acknowledged until then is still checked: a failed step must not hide a lost write."""
     try:
         for done in range(args.kills):
             fault = choose(done)
             started = time.monotonic()
-            what = campaign.inject(fault, progress=rng.randint(10, args.progress))
+            try:
+                what = campaign.inject(fault, progress=rng.randint(10, args.progress))
+            except Exception as error:  # reported; the acknowledged writes are still checked
+                STEP_ERRORS.append(f"fault {done + 1}/{args.kills}: {type(error).__name__}: {error}")
+                print(
+                    f"  {done + 1}/{args.kills} FAILED: {error}; checking what was acknowledged",
+                    file=sys.stderr,
+                )
+                if cluster is not None:
+                    _start_stopped_brokers(cluster)
+                break
             # the fault schedule, as it happens (a failing run shows what led to it)
             took = time.monotonic() - started
             print(f"  {done + 1}/{args.kills} [{took:5.1f} s] {what}", file=sys.stderr, flush=True)
@@ -178,6 +191,22 @@ def _run_faults(
         campaign.stop()
         raise
     return campaign, campaign.finish(bootstrap, TOPIC, args.partitions)
+
+
+STEP_ERRORS: list[str] = []
+"""The fault steps that failed (at most one: the schedule ends there), printed with the verdict."""
+
+
+def _start_stopped_brokers(cluster: LocalCluster) -> None:
+    """After a failed fault step: bring back any broker it left down, so the check can read every
+    partition."""
+    for broker_id in sorted(cluster.brokers):
+        broker = cluster.broker(broker_id)
+        if not broker.running:
+            try:
+                broker.start()
+            except Exception as error:  # said; the check shows what it can read
+                print(f"  broker {broker_id} did not start again: {error}", file=sys.stderr)
 
 
 NEMESES = ("leaders", "zookeeper", "zombie", "power", "disk", "network", "clock")
@@ -259,7 +288,7 @@ def run_nemeses(args: argparse.Namespace, base: Path, rng: random.Random) -> tup
                     )
                 return _leader_fault(args, cluster, view, partition, done, campaign)
 
-            return _run_faults(args, rng, campaign, bootstrap, choose)
+            return _run_faults(args, rng, campaign, bootstrap, choose, cluster)
     raise AssertionError("unreachable")
 
 
@@ -365,11 +394,13 @@ def main() -> int:
         for kind, gaps in sorted(by_kind.items()):
             print(f"  {kind:60s} max {max(gaps):6.2f} s  mean {sum(gaps) / len(gaps):6.2f} s  ({len(gaps)})")
         print(f"  worst: {worst[0][1]:.2f} s after {worst[0][0]}")
+    for error in STEP_ERRORS:
+        print(f"fault step failed   {error}")
     if not verdict.ok:
         print(verdict.report(), file=sys.stderr)
     for failure in campaign.failures()[:10]:
         print(f"delivery failure: {failure}", file=sys.stderr)
-    return 0 if verdict.ok else 1
+    return 0 if verdict.ok and not STEP_ERRORS else 1
 
 
 if __name__ == "__main__":
