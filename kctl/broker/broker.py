@@ -242,6 +242,7 @@ class Broker:
             self.metadata.refresh()
             if self.replicas.fetchers is not None:
                 self.replicas.fetchers.retarget(self._fetch_address)
+            self._take_offline_unloaded()
             self._sync_partitions()
             await self.metrics.start(self)
         except BaseException:
@@ -342,6 +343,24 @@ class Broker:
             offline = [(tp.topic, tp.partition) for tp in self.replicas.offline_partitions]
             task = asyncio.get_running_loop().create_task(self._report_offline(offline))
             self._tasks.append(task)
+
+    def _take_offline_unloaded(self) -> None:
+        """Log dirs failed while loading: the replicas they may hold go offline before any role is
+        taken, and the controller is told (it moves their leadership away, as for a dir failing
+        while running)."""
+        unloaded = self.replicas.take_offline_unloaded()
+        if not unloaded:
+            return
+        log.error(
+            "broker %d starts with log dir(s) %s offline: %d replica(s) whose log is in no online dir "
+            "are offline",
+            self.broker_id,
+            ", ".join(map(str, sorted(self.logs.offline_dirs))),
+            len(unloaded),
+        )
+        if self.replicated:
+            offline = [(tp.topic, tp.partition) for tp in self.replicas.offline_partitions]
+            self._tasks.append(asyncio.get_running_loop().create_task(self._report_offline(offline)))
 
     async def _report_offline(self, offline: list[tuple[str, int]]) -> None:
         """Tell the controller of this broker's offline replicas, until the registry takes it."""
@@ -587,6 +606,7 @@ class Broker:
             self.metadata.refresh()
             if self.replicas.fetchers is not None:
                 self.replicas.fetchers.retarget(self._fetch_address)
+            self._take_offline_unloaded()
             self._sync_partitions()
             if fenced and self.registry.session_state() == SESSION_CONNECTED:
                 self.replicas.unfence()

@@ -148,8 +148,9 @@ class ReplicaManager:
         self.fetchers = fetchers
         self.replicated = replicated
         self.partitions: dict[TopicPartition, Partition] = {}
-        self.offline_partitions: dict[TopicPartition, Partition] = {}
-        """Replicas lost with a failed log dir (KIP-112): they answer KAFKA_STORAGE_ERROR."""
+        self.offline_partitions: dict[TopicPartition, Partition | None] = {}
+        """Replicas lost with a failed log dir (KIP-112): they answer KAFKA_STORAGE_ERROR (None: its
+        dir failed before its log was opened)."""
         self.fenced = False
         self._now_ms = now_ms or (lambda: int(asyncio.get_running_loop().time() * 1000))
         self._on_isr_conflict = on_isr_conflict
@@ -563,6 +564,23 @@ class ReplicaManager:
     def _storage_failed(self, partition: Partition, error: LogStorageError) -> None:
         if error.disk_failed and self._on_disk_failure is not None:
             self._on_disk_failure(partition.log.directory.parent, error)
+
+    def take_offline_unloaded(self) -> list[TopicPartition]:
+        """At start, with log dirs that failed while loading: the partitions assigned here whose log
+        is in no online dir may have theirs in a failed one, so they are offline replicas (answer
+        KAFKA_STORAGE_ERROR, lead and follow nothing) rather than empty logs that could be elected
+        leader, as Kafka refuses to create the log of a partition that is not new while a log dir
+        is offline. Partitions assigned here later (a new topic, a reassignment) get new logs."""
+        if not self.log_manager.offline_dirs:
+            return []
+        unloaded = []
+        for name, record in self.metadata.topics().items():
+            for index, replicas in record.assignment.items():
+                tp = TopicPartition(name, index)
+                if self.broker_id in replicas and self.log_manager.get_log(tp) is None:
+                    self.offline_partitions[tp] = None
+                    unloaded.append(tp)
+        return unloaded
 
     def take_offline(self, tps: Iterable[TopicPartition]) -> None:
         """These replicas' log dir failed: they lead and follow nothing any more and answer

@@ -189,8 +189,12 @@ class LogManager:
         self._dir_locks: list[LogDirLock] = []
         self.had_clean_shutdown: dict[Path, bool] = {}
         self.offline_dirs: set[Path] = set()
-        """Log dirs whose disk failed while running (KIP-112): no log of theirs is open any more,
-        nothing is written to them, and they get no clean-shutdown marker (recovered at restart)."""
+        """Log dirs whose disk failed (KIP-112), while running or at start: no log of theirs is open
+        any more, nothing is written to them, and they get no clean-shutdown marker (recovered at
+        restart)."""
+        self.offline_at_start: dict[Path, str] = {}
+        """The log dirs that failed while being opened, and why (the hosted partitions whose log is
+        in none of the online dirs are offline replicas: kctl.broker.replica_manager)."""
         self._open()
 
     @property
@@ -205,16 +209,46 @@ class LogManager:
 
     # -- start-up ------------------------------------------------------------------------------
     def _open(self) -> None:
+        """Lock, check and load each log dir. A dir whose disk fails while this happens (an I/O
+        error, not a dir of another broker or cluster, nor one locked by another process) starts
+        offline, as Kafka's JBOD handling (KIP-112) starts without it; only when every dir fails
+        does the start fail."""
         try:
             for log_dir in self.log_dirs:
-                log_dir.mkdir(parents=True, exist_ok=True)
-                self._dir_locks.append(LogDirLock(log_dir))
-                self._check_meta(log_dir)
+                try:
+                    log_dir.mkdir(parents=True, exist_ok=True)
+                    self._dir_locks.append(LogDirLock(log_dir))
+                    self._check_meta(log_dir)
+                except (LogDirLockedError, InconsistentMetadataError):
+                    raise
+                except OSError as error:
+                    self._offline_at_start(log_dir, error)
             for log_dir in self.log_dirs:
-                self._load_dir(log_dir)
+                if log_dir in self.offline_dirs:
+                    continue
+                try:
+                    self._load_dir(log_dir)
+                except OSError as error:
+                    self._offline_at_start(log_dir, error)
+            if len(self.offline_dirs) == len(self.log_dirs):
+                failures = "; ".join(f"{d}: {why}" for d, why in self.offline_at_start.items())
+                raise LogStorageError(errno.EIO, f"every log directory is offline ({failures})")
         except BaseException:
             self._release_locks()
             raise
+
+    def _offline_at_start(self, log_dir: Path, error: OSError) -> None:
+        """``log_dir`` failed while the manager opened it: forget what of it was loaded (without
+        touching its files again) and keep it offline until the next start."""
+        self.offline_at_start[log_dir] = f"{type(error).__name__}: {error}"
+        self.mark_offline(log_dir)
+        self.had_clean_shutdown.pop(log_dir, None)
+        log_module.error(
+            "log dir %s failed while loading (%s): it stays offline, with the replicas it holds, "
+            "until a restart finds it healthy",
+            log_dir,
+            error,
+        )
 
     def _check_meta(self, log_dir: Path) -> None:
         meta = read_meta_properties(log_dir)

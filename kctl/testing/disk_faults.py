@@ -3,8 +3,8 @@ it runs.
 
 A broker run as ``python -m kctl.testing.disk_faults broker start ...`` (`faulty_disk_broker` makes a
 `BrokerProcess` do so) is kctl's own broker with the log's file layer (`kctl.log.files.FileIO`)
-wrapped: before every write and fsync it looks at a control file (``KCTL_DISK_FAULTS``; re-read only
-when its modification time changes) and then
+wrapped: before every write and fsync (and, for the EIO faults, every open) it looks at a control
+file (``KCTL_DISK_FAULTS``; re-read only when its modification time changes) and then
 
 - ``""`` (or no file): does nothing more;
 - ``"slow MS"``: sleeps MS milliseconds first, as a disk whose writes and syncs stall (the broker's
@@ -43,7 +43,7 @@ class _Control:
         self.delay_s = 0.0
         self.failing_dir: str | None = None
 
-    def check(self, path: str | None = None) -> None:
+    def check(self, path: str | None = None, *, delay: bool = True) -> None:
         try:
             stamp = os.stat(self.path).st_mtime_ns
         except OSError:
@@ -56,20 +56,22 @@ class _Control:
             self.failing_dir = words[1].rstrip("/") + "/" if self.mode == "eio" and len(words) > 1 else None
         if self.mode == "eio" and (self.failing_dir is None or (path or "").startswith(self.failing_dir)):
             raise OSError(errno.EIO, "Input/output error (injected by kctl.testing.disk_faults)")
-        if self.delay_s:
+        if self.delay_s and delay:
             time.sleep(self.delay_s)
 
 
 def install(control_path: Path) -> None:
-    """Wrap `FileIO`'s write and fsync (the class itself: every instance) with the control's faults;
-    its open, to know which file each descriptor is (for ``"eio DIR"``)."""
+    """Wrap `FileIO`'s open, write and fsync (the class itself: every instance) with the control's
+    faults; open also records which file each descriptor is (for ``"eio DIR"``)."""
     control = _Control(control_path)
     original_open, original_write, original_fsync = FileIO.open, FileIO.write, FileIO.fsync
     paths: dict[int, str] = {}
 
     def open_(self: FileIO, path: Path, flags: int, mode: int = 0o644) -> int:
+        absolute = os.path.abspath(path)
+        control.check(absolute, delay=False)  # a failing disk fails opens too (a dir failing at start)
         fd = original_open(self, path, flags, mode)
-        paths[fd] = os.path.abspath(path)
+        paths[fd] = absolute
         return fd
 
     def write(self: FileIO, fd: int, data: bytes | bytearray | memoryview) -> int:

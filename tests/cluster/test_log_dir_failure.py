@@ -121,8 +121,10 @@ def test_a_failed_log_dir_goes_offline_and_the_broker_serves_the_other(
             campaign.inject(fail_second_dir)
             for p in failing:  # leadership moves, and broker 1 leaves the ISR, within the bound
                 view.wait_for(
-                    lambda p=p: view.leader_of(topic, p) not in (None, -1, FAILING_BROKER)
-                    and FAILING_BROKER not in view.isr_of(topic, p),
+                    lambda p=p: (
+                        view.leader_of(topic, p) not in (None, -1, FAILING_BROKER)
+                        and FAILING_BROKER not in view.isr_of(topic, p)
+                    ),
                     f"partition {p} of the failed dir led elsewhere without broker 1 in its ISR",
                     timeout=LEADERSHIP_MOVE_BOUND_S,
                     seen=lambda: {p: view.partition_state(topic, p) for p in failing},
@@ -195,6 +197,59 @@ def test_the_last_online_log_dir_failing_halts_the_broker(
     set_disk_fault(broker, "")
 
 
+@pytest.mark.slow
+def test_a_log_dir_failing_at_start_starts_offline_and_its_replicas_with_it(
+    jbod_cluster: tuple[LocalCluster, list[Path]],
+) -> None:
+    """Kafka starts a broker whose log dir fails while loading with that dir offline (KIP-112). The
+    replicas whose log is in no online dir are offline: never recreated empty in the healthy dir,
+    where the broker could be elected leader of a log that lacks every record."""
+    cluster, dirs = jbod_cluster
+    broker = cluster.broker(FAILING_BROKER)
+    topic = "jbod-start"
+    bootstrap = cluster.bootstrap_servers
+    _create_led_by(bootstrap, topic, FAILING_BROKER)
+    with ClusterView(cluster.zookeeper_connect) as view:
+        view.wait_for_full_isr(topic, PARTITIONS)
+        for p in range(PARTITIONS):
+            view.wait_for(lambda p=p: view.leader_of(topic, p) == FAILING_BROKER, f"broker 1 leads {p}")
+        healthy, failing = _split_by_dir(dirs, topic)
+        written = {p: [f"{p}-{i}" for i in range(5)] for p in range(PARTITIONS)}
+        for p, values in written.items():
+            assert raw_produce(broker.bootstrap, topic, p, values)[0] == ErrorCode.NONE
+        cluster.stop_broker(FAILING_BROKER)
+        set_disk_fault(broker, f"eio {dirs[1]}")
+        broker.start()
+        logged = broker.log_file.read_text()
+        assert f"log dir {dirs[1]} failed while loading" in logged, broker.log_tail()
+        for p in failing:
+            view.wait_for(
+                lambda p=p: (
+                    view.leader_of(topic, p) not in (None, -1, FAILING_BROKER)
+                    and FAILING_BROKER not in view.isr_of(topic, p)
+                ),
+                f"partition {p} of the dir offline at start led elsewhere, without broker 1 in its ISR",
+                timeout=LEADERSHIP_MOVE_BOUND_S,
+            )
+            assert raw_produce(broker.bootstrap, topic, p, ["x"])[0] == ErrorCode.KAFKA_STORAGE_ERROR
+            assert not (dirs[0] / partition_dir_name(TopicPartition(topic, p))).exists()
+        for p in healthy:  # the healthy dir's replicas catch up and rejoin the ISR
+            view.wait_for(lambda p=p: FAILING_BROKER in view.isr_of(topic, p), f"broker 1 back in ISR of {p}")
+        assert broker.running
+        status, errors, stderr = _log_dirs_cli(bootstrap)
+        assert errors == {str(dirs[0]): None, str(dirs[1]): "KAFKA_STORAGE_ERROR"} and status != 0, stderr
+        for p, values in written.items():  # nothing acknowledged before was lost
+            consumed = kctl(
+                "consume", topic, "-b", bootstrap, "-p", str(p), "--offset", "beginning", "--until", "end"
+            )
+            assert [json.loads(line)["value"] for line in consumed.stdout.splitlines()][:5] == values
+    set_disk_fault(broker, "")
+    cluster.restart(FAILING_BROKER)
+    with ClusterView(cluster.zookeeper_connect) as view:
+        view.wait_for_full_isr(topic, PARTITIONS, timeout=45)
+    assert _log_dirs_kafka_python(bootstrap) == {str(d): ErrorCode.NONE for d in dirs}
+
+
 def test_embedded_mode_a_failed_log_dir_answers_storage_errors_and_the_rest_works(tmp_path: Path) -> None:
     dirs = [(tmp_path / name).resolve() for name in ("jbod-a", "jbod-b")]
     properties = {"log.dirs": ",".join(map(str, dirs)), "metrics.listener": "http://127.0.0.1:0"}
@@ -217,8 +272,16 @@ def test_embedded_mode_a_failed_log_dir_answers_storage_errors_and_the_rest_work
         for p in healthy:
             assert raw_produce(broker.bootstrap, topic, p, ["after"])[0] == ErrorCode.NONE
         consumed = kctl(
-            "consume", topic, "-b", broker.bootstrap, "-p", str(healthy[0]), "--offset", "beginning",
-            "--until", "end",
+            "consume",
+            topic,
+            "-b",
+            broker.bootstrap,
+            "-p",
+            str(healthy[0]),
+            "--offset",
+            "beginning",
+            "--until",
+            "end",
         )
         values = [json.loads(line)["value"] for line in consumed.stdout.splitlines()]
         assert consumed.returncode == 0 and values == ["before", "after"], consumed

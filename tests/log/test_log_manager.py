@@ -212,3 +212,40 @@ def test_the_last_online_dir_cannot_take_new_logs(tmp_path):
     with pytest.raises(LogStorageError, match="every log directory is offline"):
         manager.get_or_create_log(TP)
     manager.close()
+
+
+class _DeadDirIO(FileIO):
+    """Every open under the given directories fails with EIO (disks dead before the start)."""
+
+    def __init__(self, *dead: Path) -> None:
+        self.dead = [str(d.resolve()) + os.sep for d in dead]
+
+    def open(self, path: Path, flags: int, mode: int = 0o644) -> int:
+        if any(str(path).startswith(d) for d in self.dead):
+            raise OSError(errno.EIO, "Input/output error")
+        return super().open(path, flags, mode)
+
+
+def test_a_log_dir_failing_while_loading_starts_offline_and_every_dir_failing_fails_the_start(tmp_path):
+    dirs = [(tmp_path / "a").resolve(), (tmp_path / "b").resolve()]
+    manager = LogManager(dirs, broker_id=0)
+    tps = [TopicPartition("t", p) for p in range(4)]
+    for tp in tps:
+        manager.get_or_create_log(tp).append(make_batch(1))
+    on_b = {tp for tp in tps if manager.dir_of(tp) == dirs[1]}
+    assert on_b and len(on_b) < len(tps)
+    manager.close()
+
+    manager = LogManager(dirs, broker_id=0, file_io=_DeadDirIO(dirs[1]))
+    assert manager.offline_dirs == {dirs[1]} and set(manager.offline_at_start) == {dirs[1]}
+    assert "Input/output error" in manager.offline_at_start[dirs[1]]
+    assert set(manager.all_logs()) == set(tps) - on_b
+    assert dirs[1] not in manager.had_clean_shutdown
+    manager.close()  # nothing was written to the dead dir: it is as its last clean shutdown left it
+    assert (dirs[1] / CLEAN_SHUTDOWN_FILE).exists() and (dirs[0] / CLEAN_SHUTDOWN_FILE).exists()
+
+    with pytest.raises(LogStorageError, match="every log directory is offline"):
+        LogManager(dirs, broker_id=0, file_io=_DeadDirIO(*dirs))
+    manager = LogManager(dirs, broker_id=0)  # the locks of the failed start were released
+    assert set(manager.all_logs()) == set(tps)
+    manager.close()
