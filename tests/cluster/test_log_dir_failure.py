@@ -65,6 +65,15 @@ def _create_led_by(bootstrap: str, topic: str, leader: int) -> None:
         result.raise_for_error()
 
 
+def _led_by_failing_broker(view: ClusterView, dirs: list[Path], topic: str) -> tuple[list[int], list[int]]:
+    """Once every partition of ``topic`` (made by `_create_led_by`) has its full ISR and broker 1 as
+    leader: its partitions in broker 1's first and in its second log dir."""
+    view.wait_for_full_isr(topic, PARTITIONS)
+    for p in range(PARTITIONS):
+        view.wait_for(lambda p=p: view.leader_of(topic, p) == FAILING_BROKER, f"broker 1 leads {p}")
+    return _split_by_dir(dirs, topic)
+
+
 def _split_by_dir(dirs: list[Path], topic: str) -> tuple[list[int], list[int]]:
     """The partitions of ``topic`` in the first and in the second log dir."""
     first, second = (
@@ -102,10 +111,7 @@ def test_a_failed_log_dir_goes_offline_and_the_broker_serves_the_other(
     bootstrap = cluster.bootstrap_servers
     _create_led_by(bootstrap, topic, FAILING_BROKER)
     with ClusterView(cluster.zookeeper_connect) as view:
-        view.wait_for_full_isr(topic, PARTITIONS)
-        for p in range(PARTITIONS):
-            view.wait_for(lambda p=p: view.leader_of(topic, p) == FAILING_BROKER, f"broker 1 leads {p}")
-        healthy, failing = _split_by_dir(dirs, topic)
+        healthy, failing = _led_by_failing_broker(view, dirs, topic)
         epochs = {p: view.partition_state(topic, p).leader_epoch for p in healthy}  # type: ignore[union-attr]
         campaign = Campaign(
             [ConfluentLoad(bootstrap, topic, "ck"), KctlLoad(bootstrap, topic, "kctl")], progress=100
@@ -172,10 +178,7 @@ def test_the_last_online_log_dir_failing_halts_the_broker(
     topic = "jbod-last"
     _create_led_by(cluster.bootstrap_servers, topic, FAILING_BROKER)
     with ClusterView(cluster.zookeeper_connect) as view:
-        view.wait_for_full_isr(topic, PARTITIONS)
-        for p in range(PARTITIONS):
-            view.wait_for(lambda p=p: view.leader_of(topic, p) == FAILING_BROKER, f"broker 1 leads {p}")
-        healthy, failing = _split_by_dir(dirs, topic)
+        healthy, failing = _led_by_failing_broker(view, dirs, topic)
         set_disk_fault(broker, f"eio {dirs[1]}")
         assert raw_produce(broker.bootstrap, topic, failing[0], ["x"])[0] == ErrorCode.KAFKA_STORAGE_ERROR
         assert raw_produce(broker.bootstrap, topic, healthy[0], ["y"])[0] == ErrorCode.NONE
@@ -210,10 +213,7 @@ def test_a_log_dir_failing_at_start_starts_offline_and_its_replicas_with_it(
     bootstrap = cluster.bootstrap_servers
     _create_led_by(bootstrap, topic, FAILING_BROKER)
     with ClusterView(cluster.zookeeper_connect) as view:
-        view.wait_for_full_isr(topic, PARTITIONS)
-        for p in range(PARTITIONS):
-            view.wait_for(lambda p=p: view.leader_of(topic, p) == FAILING_BROKER, f"broker 1 leads {p}")
-        healthy, failing = _split_by_dir(dirs, topic)
+        healthy, failing = _led_by_failing_broker(view, dirs, topic)
         written = {p: [f"{p}-{i}" for i in range(5)] for p in range(PARTITIONS)}
         for p, values in written.items():
             assert raw_produce(broker.bootstrap, topic, p, values)[0] == ErrorCode.NONE
