@@ -377,6 +377,9 @@ def main() -> int:
     print(f"bench_jepsen: {setup}, {args.partitions} partitions, {writers}, seed {args.seed}")
     print(f"kills survived       {kills}" + (f" (and {pauses} other faults)" if pauses else ""))
     print(f"records acknowledged {verdict.acknowledged}")
+    implicit = verdict.acknowledged_without_offset  # librdkafka's implicit acks (kctl.testing.jepsen.Ack)
+    if implicit:
+        print(f"  without offset     {implicit} (acknowledged implicitly)")
     print(f"records read         {verdict.read}")
     print(f"lost                 {verdict.lost}")
     print(f"duplicates           {verdict.duplicates}")

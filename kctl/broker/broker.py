@@ -212,6 +212,9 @@ class Broker:
                 f"broker {self.broker_id}: wait for a stale registration",
                 lambda: registry.wait_for_stale_registration(self.broker_id),
             )
+            # the cluster's metadata before the first request: with an empty cache every topic looks
+            # missing, and a Produce would try to auto-create it (and answer that creation's error)
+            await self._registry_step(f"broker {self.broker_id}: read the metadata", self.metadata.refresh)
             limits = ConnectionLimits.from_config(config)  # shared by the listeners
             for listener in config.listeners if listen else ():
                 server = KafkaServer(

@@ -42,10 +42,14 @@ from kctl.testing.verdict import CheckerVerdict
 
 @dataclass(frozen=True)
 class Ack:
-    """An acknowledged record: where the producer's delivery report says it was written."""
+    """An acknowledged record: where the producer's delivery report says it was written. ``offset``
+    is None for an implicit acknowledgement: librdkafka reports a record whose own Produce answer it
+    never got (the connection went, the request timed out) as delivered, offset unknown, once the
+    broker acknowledged a later batch of the same idempotent producer (its sequence numbers prove
+    the earlier one was written: ``rd_kafka_dr_implicit_ack``)."""
 
     partition: int
-    offset: int
+    offset: int | None
     value: str
 
 
@@ -94,7 +98,7 @@ class Load(ABC):
     @abstractmethod
     def _close(self) -> None: ...
 
-    def _delivered(self, partition: int, offset: int, value: bytes) -> None:
+    def _delivered(self, partition: int, offset: int | None, value: bytes) -> None:
         with self._lock:
             self.acked.append(Ack(partition, offset, value.decode()))
             self.acked_at.append(time.monotonic())
@@ -265,6 +269,8 @@ class Verdict(CheckerVerdict):
     """What `check` found: counts and the first examples of each violation (kctl.testing.verdict)."""
 
     acknowledged: int = 0
+    acknowledged_without_offset: int = 0
+    """Implicit acknowledgements (`Ack`): each must be read, in its partition, once."""
     read: int = 0
     lost: int = 0
     duplicates: int = 0
@@ -276,8 +282,13 @@ class Verdict(CheckerVerdict):
         return not (self.lost or self.duplicates or self.reordered or self.offsets_reused)
 
     def summary(self) -> str:
+        implicit = (
+            f" ({self.acknowledged_without_offset} without offset)"
+            if self.acknowledged_without_offset
+            else ""
+        )
         return (
-            f"records acknowledged {self.acknowledged}, read {self.read}, lost {self.lost}, "
+            f"records acknowledged {self.acknowledged}{implicit}, read {self.read}, lost {self.lost}, "
             f"duplicates {self.duplicates}, reordered {self.reordered}, offsets reused {self.offsets_reused}"
         )
 
@@ -327,6 +338,18 @@ def check(
     acked_at: dict[tuple[int, int], str] = {}
     for ack in acks:
         verdict.acknowledged += 1
+        if ack.offset is None:  # an implicit acknowledgement: written, where unknown
+            verdict.acknowledged_without_offset += 1
+            if ack.value not in where:
+                verdict.note(
+                    "lost", f"{ack.value} acknowledged (offset unknown) in {ack.partition}, read nowhere"
+                )
+            elif all(partition != ack.partition for partition, _ in where[ack.value]):
+                verdict.note(
+                    "offsets_reused",
+                    f"{ack.value} acknowledged in {ack.partition}, read at {where[ack.value][:3]}",
+                )
+            continue
         key = (ack.partition, ack.offset)
         other = acked_at.setdefault(key, ack.value)
         if other != ack.value:

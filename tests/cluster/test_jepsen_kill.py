@@ -93,6 +93,24 @@ def test_checker_finds_an_offset_reused_for_another_value() -> None:
     assert verdict.lost == 0
 
 
+def test_checker_takes_implicit_acknowledgements_without_an_offset() -> None:
+    """librdkafka's implicit acknowledgements (offset None: seen twice in bench_jepsen's 300-fault
+    campaign, once before) count as acknowledged records that must be read in their partition, and
+    two of them are no offset acknowledged twice."""
+    acks, records = _history()
+    acks += [Ack(0, None, "a:000000002"), Ack(1, None, "b:000000001")]
+    records[1].append((1, "b:000000001"))
+    verdict = check(acks, records)
+    assert verdict.ok, verdict.report()
+    assert (verdict.acknowledged, verdict.acknowledged_without_offset) == (5, 2)
+    assert "(2 without offset)" in verdict.summary()
+    records[1].pop()  # never written: lost
+    verdict = check(acks, records)
+    assert (verdict.lost, verdict.offsets_reused) == (1, 0), verdict.report()
+    records[0].append((3, "b:000000001"))  # read in another partition than acknowledged
+    assert check(acks, records).offsets_reused == 1
+
+
 def test_unavailability_is_the_longest_silence_after_each_fault() -> None:
     load = ConfluentLoad.__new__(ConfluentLoad)  # only its history is read
     load.acked_at = [10.0, 10.5, 14.0, 14.1, 20.0, 20.2]
