@@ -401,8 +401,11 @@ def main() -> int:
         print(f"fault step failed   {error}")
     if not verdict.ok:
         print(verdict.report(), file=sys.stderr)
-    for failure in campaign.failures()[:10]:
+    failures = campaign.failures()
+    for failure in failures[:10]:
         print(f"delivery failure: {failure}", file=sys.stderr)
+    for error, count in Counter(failure.partition(": ")[2] for failure in failures).most_common():
+        print(f"  {count:6d} x {error}")  # the delivery failures by error (a writer that gave up)
     return 0 if verdict.ok and not STEP_ERRORS else 1
 
 
