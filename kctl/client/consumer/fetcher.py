@@ -43,6 +43,7 @@ from kctl.records.header import (
 )
 from kctl.records.reader import MIN_RECORD_SIZE, decode_batch, decode_section, records_section
 from kctl.records.record import Header
+from kctl.records.varying import decode_varying, sizes_vary
 
 __all__ = [
     "FETCH_MAX_VERSION",
@@ -337,9 +338,11 @@ def _batch_records(
     out: list[ConsumerRecord],
 ) -> None:
     """Append the records of the (framed, checked) batch at ``position`` to ``out``: through
-    ``decode_columns`` for the usual batch, one ``map``/``zip`` over the columns of each of its runs
-    (consecutive offsets as a ``range``, a timestamp the run shares as a ``repeat``), else (record
-    headers, long deltas, anything odd) ``decode_section``, whose records or error then count."""
+    ``decode_varying`` when its first two records differ in size, else (or when it does not take
+    the batch) ``decode_columns`` for the usual batch, one ``map``/``zip`` over the columns of
+    each of its runs (consecutive offsets as a ``range``, a timestamp the run shares as a
+    ``repeat``), else (record headers, long deltas, anything odd) ``decode_section``, whose records
+    or error then count."""
     data, pos, limit = records_section(buf, position, header, max_decompressed_size)
     count = header.records_count
     if header.attributes & TIMESTAMP_TYPE_MASK:
@@ -349,7 +352,8 @@ def _batch_records(
     runs = None
     if 0 < count <= (limit - pos) // MIN_RECORD_SIZE:
         try:
-            runs = decode_columns(data, pos, limit, count)
+            varying = decode_varying(data, pos, limit, count) if sizes_vary(data, pos, limit) else None
+            runs = [varying[0]] if varying is not None else decode_columns(data, pos, limit, count)
         except (IndexError, ValueError):
             runs = None  # decode_section says what is wrong
     if runs is not None:
