@@ -12,7 +12,7 @@ width of each varint, any attributes) cuts it at C speed into both.
 
 A value may hold bytes that look like a separator, so the pieces are then checked, each check one
 C-speed operation on a column of the separators (joined, each column of bytes a stride slice): as
-many pieces as records, separators of exactly the layout's length, the offset deltas exactly the
+many pieces as records, separators of exactly the layout's length (their total), the offset deltas exactly the
 consecutive ones, every value length varint the canonical varint of its value's length, the last
 record's header count 0. Then, record by record, the record loop would parse exactly these fields
 and values, in sequence, to the section's end (the record length field is stepped over, as the loop
@@ -108,8 +108,8 @@ def decode_varying(data: bytes, pos: int, limit: int, count: int) -> tuple[Colum
         n = end - begin
         stride = size + offset_width - 1
         joined = b"".join(separators[begin:end])
-        if len(joined) != n * stride or list(map(len, separators[begin:end])).count(stride) != n:
-            return None
+        if len(joined) != n * stride:  # (no separator is shorter than the first segment's or
+            return None  # longer than the second's: the total says each is of the stride)
         at = 2 + length_width  # the timestamp delta
         ts_columns.append(joined[at::stride])
         if ts_width == 2:
