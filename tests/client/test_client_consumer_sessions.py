@@ -7,8 +7,9 @@ fixed fields); a record on one partition makes the next fetch name that partitio
 re-reads; a paused partition is forgotten by the session (the broker no longer returns its new
 records: small responses) and read on resume; a broker restart loses the session and the consumer
 opens a new one with a full fetch; a session id the broker does not know (FETCH_SESSION_ID_NOT_FOUND)
-is replaced by a new session without an error reaching the application. On three brokers: two group
-consumers read everything across a rebalance and a leader's restart."""
+is replaced by a new session without an error reaching the application; closing the consumer
+closes its session on the broker (a raw Fetch on it is then FETCH_SESSION_ID_NOT_FOUND). On three
+brokers: two group consumers read everything across a rebalance and a leader's restart."""
 
 from __future__ import annotations
 
@@ -20,12 +21,15 @@ from typing import Any
 
 import confluent_kafka as ck
 import pytest
-from raw_kafka import running_broker, unique
+from raw_kafka import RawConnection, running_broker, unique
 
+import kctl.protocol as kp
 from kctl.client import AdminClient, NewTopic, TopicPartition
 from kctl.client.consumer import Consumer, ConsumerRecord
 from kctl.client.consumer.sessions import FetchSessions
 from kctl.client.group.consumer import GroupConsumer
+from kctl.protocol import ErrorCode
+from kctl.protocol.messages.fetch import FetchRequest
 from kctl.testing import BrokerProcess, LocalCluster, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -195,6 +199,43 @@ def test_a_session_the_broker_does_not_know_is_replaced_by_a_full_one(broker: Br
         )
         assert handler.session_id not in (0, opened ^ 0x5A5A5A)
         assert max(size for size, _ in fetches(broker, client_id)[start:]) > 4 * PARTITION_BYTES  # a full one
+
+
+def incremental_fetch(bootstrap: str, session_id: int, epoch: int) -> int:
+    """The error code of an incremental Fetch naming no partition on a session (a raw connection)."""
+    body = FetchRequest(
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=0,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=session_id,
+        session_epoch=epoch,
+        topics=[],
+        forgotten_topics_data=[],
+    )
+    with RawConnection(bootstrap) as conn:
+        response = conn.request(kp.ApiKey.FETCH, 12, body)
+    return int(response.error_code)
+
+
+def test_close_ends_the_session_on_the_broker(broker: BrokerProcess) -> None:
+    topic = create(broker.bootstrap, unique("close-session"), 2)
+    ck_produce(broker.bootstrap, topic, [(i % 2, b"a%d" % i) for i in range(6)])
+    consumer = Consumer(broker.bootstrap, {"auto.offset.reset": "earliest", "fetch.max.wait.ms": "50"})
+    consumer.assign([TopicPartition(topic, p) for p in range(2)])
+    assert len(consume(consumer, 6)) == 6
+    [handler] = consumer._sessions._handlers.values()
+    session_id, epoch = handler.session_id, handler.epoch
+    assert session_id != 0 and epoch > 0
+    # the session is open: a fetch at another epoch is told so (and the session stays)
+    assert (
+        incremental_fetch(broker.bootstrap, session_id, epoch + 1000) == ErrorCode.INVALID_FETCH_SESSION_EPOCH
+    )
+    consumer.close()
+    assert (
+        incremental_fetch(broker.bootstrap, session_id, epoch + 1000) == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+    )
 
 
 def test_a_broker_restart_opens_a_new_session_with_a_full_fetch(own_broker: BrokerProcess) -> None:
