@@ -184,20 +184,28 @@ def test_a_session_the_broker_does_not_know_is_replaced_by_a_full_one(broker: Br
     client_id = unique("sess-unknown")
     config = {"auto.offset.reset": "earliest", "client.id": client_id, "fetch.max.wait.ms": "50"}
     with Consumer(broker.bootstrap, config) as consumer:
+        sessions = consumer._sessions = RecordedSessions()
         consumer.assign([TopicPartition(topic, p) for p in range(4)])
         assert len(consume(consumer, 20)) == 20
         idle_fetches(consumer, broker, client_id, 2)
-        sessions = consumer._sessions
+        consumer._receive()  # the fetch in flight answered: the next one is sent on the tampered session
+        assert not consumer._pending
         [handler] = sessions._handlers.values()
         opened = handler.session_id
         assert opened != 0
-        handler.session_id = opened ^ 0x5A5A5A  # the broker answers FETCH_SESSION_ID_NOT_FOUND
+        handler.session_id = bogus = opened ^ 0x5A5A5A
+        answered = len(sessions.answers)
         start = len(fetches(broker, client_id))
         ck_produce(broker.bootstrap, topic, [(i % 4, b"b%d" % i) for i in range(8)])
         assert sorted(values(consume(consumer, 8))) == sorted(
             (i % 4, 5 + i // 4, b"b%d" % i) for i in range(8)
         )
-        assert handler.session_id not in (0, opened ^ 0x5A5A5A)
+        # the broker said so, the consumer opened a new session with a full fetch
+        assert sessions.answers[answered][1] == ErrorCode.FETCH_SESSION_ID_NOT_FOUND, sessions.answers[
+            answered:
+        ]
+        assert sessions.answers[answered + 1][:2] == (0, 0), sessions.answers[answered:]
+        assert handler.session_id not in (0, bogus)
         assert max(size for size, _ in fetches(broker, client_id)[start:]) > 4 * PARTITION_BYTES  # a full one
 
 
