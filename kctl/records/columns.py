@@ -21,11 +21,13 @@ what the record loop would. The next run starts at the first record that broke i
 
 Fewer than ``MIN_RUN`` records before a bound (say delta 64) are read by the record loop
 (:func:`_loop`, validating costs a few microseconds) and runs resume after them; a run that holds
-for fewer than ``MIN_RUN`` records hands the rest of the batch to the loop, as does a record that
-cannot start one (varints over two bytes, headers, a malformed record). The loop steps over each
-record's length field (the fields are parsed in sequence, must end exactly at the section's end,
-and the batch's CRC covers them) and returns None for record headers or deltas past 8191, where
-``decode_section`` in :mod:`kctl.records.reader` takes over. A malformed section raises ValueError
+for fewer than ``MIN_RUN`` records hands the rest of the batch on, as does a record that cannot
+start one (varints over two bytes, headers, a malformed record): to
+:func:`kctl.records.varying.decode_varying` (records whose sizes vary, decoded as columns after one
+walk over their length fields) and, when it does not take them, to the record loop. The loop steps
+over each record's length field (the fields are parsed in sequence, must end exactly at the
+section's end, and the batch's CRC covers them) and returns None for record headers or deltas past
+8191, where ``decode_section`` in :mod:`kctl.records.reader` takes over. A malformed section raises ValueError
 or IndexError (then ``decode_section`` says what is wrong).
 """
 
@@ -108,7 +110,9 @@ def decode_columns(data: bytes, pos: int, limit: int, count: int) -> list[Column
         index += m
         window = min(window * 2, MAX_WINDOW) if m == n else WINDOW
     if index < count:
-        segment = _loop(data, pos, count - index)
+        from kctl.records.varying import decode_varying  # (it builds on this module's columns)
+
+        segment = decode_varying(data, pos, limit, count - index) or _loop(data, pos, count - index)
         if segment is None:
             return None
         run, pos = segment

@@ -29,8 +29,10 @@ broker's reading and the network overlap with decoding and with the application.
 nothing buffered sends a long poll: the broker holds it until ``fetch.min.bytes`` are there or
 ``fetch.max.wait.ms`` (at most the poll's timeout) has passed. A prefetch waits at most as long as the
 previous poll allowed, so a poll returns within its timeout plus, when the timeout shrinks between
-polls, the previous one's. Partitions are put in a different order in each request, one that came
-back with only a partial batch first, so each gets the broker's at-least-one-batch guarantee in turn.
+polls, the previous one's. Partitions are put in a different order in each full request, one that
+came back with only a partial batch first, so each gets the broker's at-least-one-batch guarantee in
+turn. Each broker is fetched from over a fetch session (KIP-227, ``sessions``): after the first full
+Fetch, a Fetch names only the partitions whose fetch offset changed, and forgets those not fetched.
 
 Errors while fetching: OFFSET_OUT_OF_RANGE resets the position per ``auto.offset.reset`` (``none``
 raises ``OffsetOutOfRangeError`` from ``poll``); NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
@@ -46,7 +48,8 @@ for committed offsets when a partition has no position (before ``auto.offset.res
 told when the consumer closes. ``positions()`` gives what to commit.
 
 This module is the ``Consumer`` and its fetch pipeline; the package's other modules hold its parts:
-``positions`` (the assignment and each partition's position, reset, pause and backoff), ``offsets``
+``positions`` (the assignment and each partition's position, reset, pause and backoff), ``sessions``
+(the fetch sessions), ``offsets``
 (the ListOffsets lookup), ``fetcher`` (Fetch requests, decoding, ``ConsumerRecord``) and ``config``
 (``ConsumerConfig``).
 
@@ -72,7 +75,6 @@ from kctl.client.consumer.fetcher import (
     ConsumerRecord,
     CorruptRecordError,
     FetchedRecords,
-    build_fetch_request,
     fetch,
     iter_partition_data,
 )
@@ -83,10 +85,12 @@ from kctl.client.consumer.positions import (
     PartitionState,
     SubscriptionState,
 )
+from kctl.client.consumer.sessions import FetchSessions
 from kctl.client.errors import BrokerResponseError, KafkaError
 from kctl.client.offsets_spec import OffsetAndTimestamp
 from kctl.common.topic_partition import TopicPartition
 from kctl.protocol import ApiKey, ErrorCode
+from kctl.protocol.fetch_session_handler import FetchData
 
 __all__ = ["MAX_BUFFERED_FETCHES", "Consumer", "MembershipHooks"]
 
@@ -159,7 +163,8 @@ class _PendingFetch:
     request: InFlightRequest
     offsets: dict[TopicPartition, int]
     wait: float
-    first: TopicPartition
+    wanted: dict[TopicPartition, FetchData]
+    epoch: int
 
 
 # ----------------------------------------------------------------------------------------- consumer
@@ -193,6 +198,7 @@ class Consumer:
         self._newest: dict[TopicPartition, _Completed] = {}
         self._pending: dict[int, _PendingFetch] = {}
         self._in_flight: set[TopicPartition] = set()
+        self._sessions = FetchSessions()
         self._rotation = 0
         self._prefetch_wait_ms = self.config.fetch_max_wait_ms
         self._isolation = ISOLATION_LEVELS[self.config.isolation_level]
@@ -230,6 +236,7 @@ class Consumer:
                 self._membership.on_close(self)
         finally:
             self._closed = True
+            self._close_sessions()
             if self._owns_cluster:
                 self._cluster.close()
             else:
@@ -241,6 +248,21 @@ class Consumer:
             self._ready.clear()
             self._buffered.clear()
             self._newest.clear()
+
+    def _close_sessions(self) -> None:
+        """Close the fetch sessions on their brokers (epoch -1), as Java's consumer does; best effort,
+        after the fetches in flight are answered."""
+        for node, pending in list(self._pending.items()):
+            with contextlib.suppress(KafkaError):
+                pending.conn.receive(pending.request, timeout=pending.wait + 1.0)
+            del self._pending[node]
+        for node, body in self._sessions.closing():
+            with contextlib.suppress(KafkaError):
+                conn = self._cluster.connection(node)
+                version = conn.version_for(
+                    ApiKey.FETCH, min_version=FETCH_MIN_VERSION, max_version=FETCH_MAX_VERSION
+                )
+                conn.request(ApiKey.FETCH, body, version, timeout=min(self.config.request_timeout, 5.0))
 
     def _check_open(self) -> None:
         if self._closed:
@@ -621,29 +643,32 @@ class Consumer:
             by_node.setdefault(node, []).append((tp, offset))
         config = self.config
         for node, parts in by_node.items():
-            body = build_fetch_request(
-                parts,
-                max_wait_ms=max_wait_ms,
-                min_bytes=config.fetch_min_bytes,
-                max_bytes=config.fetch_max_bytes,
-                partition_max_bytes=config.max_partition_fetch_bytes,
-                isolation_level=self._isolation,
-            )
             try:
                 conn = self._cluster.connection(node)
                 version = conn.version_for(
                     ApiKey.FETCH, min_version=FETCH_MIN_VERSION, max_version=FETCH_MAX_VERSION
                 )
+                body, wanted, epoch = self._sessions.request(
+                    node,
+                    version,
+                    parts,
+                    max_wait_ms=max_wait_ms,
+                    min_bytes=config.fetch_min_bytes,
+                    max_bytes=config.fetch_max_bytes,
+                    partition_max_bytes=config.max_partition_fetch_bytes,
+                    isolation_level=self._isolation,
+                )
                 request = conn.send(ApiKey.FETCH, body, version)
             except KafkaError as error:
                 if not error.retriable:
                     raise
+                self._sessions.failed(node)
                 self._cluster.mark_stale()
                 for tp, _ in parts:
                     subscription.back_off(states[tp], now)
                 continue
             offsets = dict(parts)
-            self._pending[node] = _PendingFetch(conn, request, offsets, max_wait_ms / 1000.0, parts[0][0])
+            self._pending[node] = _PendingFetch(conn, request, offsets, max_wait_ms / 1000.0, wanted, epoch)
             self._in_flight.update(offsets)
 
     def _receive(self) -> None:
@@ -659,6 +684,7 @@ class Consumer:
             except KafkaError as error:
                 if not error.retriable:
                     raise
+                self._sessions.failed(node)
                 self._cluster.mark_stale()
                 now = time.monotonic()
                 subscription = self._subscription
@@ -667,6 +693,8 @@ class Consumer:
                     if state is not None:
                         subscription.back_off(state, now)
                 continue
+            if not self._sessions.response(node, pending.wanted, pending.epoch, response):
+                continue  # a session error: nothing else in the response, the next fetch is a full one
             try:
                 self._handle_response(pending, response)
             except KafkaError as error:

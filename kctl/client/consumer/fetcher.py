@@ -3,7 +3,8 @@ simple-consumer call.
 
 * ``ConsumerRecord`` — what a consumer returns: topic, partition, offset, timestamp, timestamp type,
   key, value, headers (a ``NamedTuple``, built with one ``tuple.__new__`` per record).
-* ``build_fetch_request`` — one Fetch request for several partitions of one leader.
+* ``build_fetch_request`` — one Fetch request for several partitions of one leader (in a fetch
+  session or not: ``sessions`` decides).
 * ``decode_partition`` — a partition's ``records`` bytes to ``ConsumerRecord``s, from the requested
   offset on: records below it in the first batch are skipped (a broker answers from the batch that
   holds the offset), control batches (transaction markers) are skipped, and so are, for read_committed,
@@ -27,7 +28,7 @@ from kctl.client.cluster import ClusterClient, Deadline
 from kctl.client.errors import BrokerResponseError, KafkaError
 from kctl.common.topic_partition import TopicPartition
 from kctl.protocol import ApiKey, ErrorCode
-from kctl.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+from kctl.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic, ForgottenTopic
 from kctl.records.columns import decode_columns
 from kctl.records.header import (
     CONTROL_FLAG_MASK,
@@ -42,6 +43,7 @@ from kctl.records.header import (
 )
 from kctl.records.reader import MIN_RECORD_SIZE, decode_batch, decode_section, records_section
 from kctl.records.record import Header
+from kctl.records.varying import decode_varying, sizes_vary
 
 __all__ = [
     "FETCH_MAX_VERSION",
@@ -336,9 +338,11 @@ def _batch_records(
     out: list[ConsumerRecord],
 ) -> None:
     """Append the records of the (framed, checked) batch at ``position`` to ``out``: through
-    ``decode_columns`` for the usual batch, one ``map``/``zip`` over the columns of each of its runs
-    (consecutive offsets as a ``range``, a timestamp the run shares as a ``repeat``), else (record
-    headers, long deltas, anything odd) ``decode_section``, whose records or error then count."""
+    ``decode_varying`` when its first two records differ in size, else (or when it does not take
+    the batch) ``decode_columns`` for the usual batch, one ``map``/``zip`` over the columns of
+    each of its runs (consecutive offsets as a ``range``, a timestamp the run shares as a
+    ``repeat``), else (record headers, long deltas, anything odd) ``decode_section``, whose records
+    or error then count."""
     data, pos, limit = records_section(buf, position, header, max_decompressed_size)
     count = header.records_count
     if header.attributes & TIMESTAMP_TYPE_MASK:
@@ -348,7 +352,8 @@ def _batch_records(
     runs = None
     if 0 < count <= (limit - pos) // MIN_RECORD_SIZE:
         try:
-            runs = decode_columns(data, pos, limit, count)
+            varying = decode_varying(data, pos, limit, count) if sizes_vary(data, pos, limit) else None
+            runs = [varying[0]] if varying is not None else decode_columns(data, pos, limit, count)
         except (IndexError, ValueError):
             runs = None  # decode_section says what is wrong
     if runs is not None:
@@ -412,9 +417,14 @@ def build_fetch_request(
     max_bytes: int,
     partition_max_bytes: int,
     isolation_level: int = READ_UNCOMMITTED,
+    session_id: int = 0,
+    session_epoch: int = -1,
+    forgotten: Sequence[TopicPartition] = (),
 ) -> FetchRequest:
     """A Fetch request for ``(partition, fetch offset)`` pairs, in that order (the broker fills the
-    response in request order, and always returns at least one batch of the first partition)."""
+    response in request order, and always returns at least one batch of the first partition). With
+    no session (the default: id 0, epoch -1) it is a full, sessionless one; ``kctl.client.consumer.
+    sessions`` gives the session id, epoch and partitions to forget of an incremental one."""
     topics: list[FetchTopic] = []
     for tp, offset in partitions:
         if not topics or topics[-1].topic != tp.topic:  # runs of one topic, keeping the order
@@ -430,11 +440,18 @@ def build_fetch_request(
         min_bytes=max(int(min_bytes), 0),
         max_bytes=int(max_bytes),
         isolation_level=isolation_level,
-        session_id=0,
-        session_epoch=-1,  # no fetch session: full requests every time
+        session_id=session_id,
+        session_epoch=session_epoch,
         topics=topics,
-        forgotten_topics_data=[],
+        forgotten_topics_data=_forgotten_topics(forgotten),
     )
+
+
+def _forgotten_topics(forgotten: Sequence[TopicPartition]) -> list[ForgottenTopic]:
+    by_topic: dict[str, list[int]] = {}
+    for tp in forgotten:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return [ForgottenTopic(topic=topic, partitions=parts) for topic, parts in by_topic.items()]
 
 
 def iter_partition_data(response: Any) -> Iterable[tuple[TopicPartition, Any]]:
