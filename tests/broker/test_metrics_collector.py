@@ -15,7 +15,7 @@ from kctl.broker.group.membership import Group, GroupState
 from kctl.broker.metrics.catalog import METRICS, render_reference
 from kctl.broker.metrics.collector import BrokerCollector, Families
 from kctl.broker.metrics.listener import MetricsListener, parse_metrics_listener
-from kctl.broker.metrics.stats import TIME_BUCKETS_MS, BrokerStats, RequestStats, cumulative, kafka_api_name
+from kctl.broker.metrics.stats import TIME_BUCKETS_MS, BrokerStats, cumulative, kafka_api_name
 from kctl.common.topic_partition import TopicPartition
 from kctl.testing.metrics import Samples
 
@@ -199,9 +199,10 @@ def test_an_apis_histograms_add_up_its_parts_observed_once_each() -> None:
 
 
 def test_histogram_buckets() -> None:
-    stats = RequestStats()
+    broker_stats = BrokerStats()
     for seconds in (0.00005, 0.0001, 0.007, 1000.0):
-        stats.observe(0.0, 0.0, 0.0, 0.0, seconds)
+        broker_stats.observe_request(_context(0), 100, 200, 0.0, 0.0, 0.0, 0.0, seconds)
+    stats = broker_stats.requests["Produce"]
     counts, sum_ms = stats.histogram(4)  # total time
     buckets = dict(cumulative(counts))
     assert buckets["0.1"] == 2  # an upper bound is inclusive
