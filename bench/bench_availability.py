@@ -99,9 +99,18 @@ class System:
             time.sleep(0.1)
 
     def leader(self, partition: int) -> int:
-        """``partition``'s leader once it has one."""
-        self.wait("leader", lambda m: m.get(partition, (-1,))[0] > 0)
-        return self.metadata()[partition][0]
+        """``partition``'s leader once it has one (the answer that named it: a second read may
+        already find the partition between leaders)."""
+        found: list[int] = []
+
+        def named(metadata: dict[int, tuple[int, set[int], set[int]]]) -> bool:
+            leader = metadata.get(partition, (-1,))[0]
+            if leader > 0:
+                found.append(leader)
+            return leader > 0
+
+        self.wait("leader", named)
+        return found[-1]
 
     def full_isr(self) -> None:
         self.wait("full ISR", lambda m: len(m) == PARTITIONS and all(r == i for _, r, i in m.values()))
