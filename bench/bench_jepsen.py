@@ -352,6 +352,9 @@ def main() -> int:
     )
     parser.add_argument("--faults", type=int, dest="kills", help="the same as --kills")
     parser.add_argument("--seed", type=int, default=17)
+    parser.add_argument(
+        "--keep", type=Path, metavar="DIR", help="run in DIR (new or empty) and keep it: the brokers' logs"
+    )
     args = parser.parse_args()
     if args.kills is None:
         args.kills = 200
@@ -361,7 +364,16 @@ def main() -> int:
         args.partitions = 3
     rng = random.Random(args.seed)
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="bench-jepsen-") as directory:
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        if any(args.keep.iterdir()):
+            parser.error(f"--keep {args.keep}: not empty")
+    workdir: contextlib.AbstractContextManager[str] = (
+        contextlib.nullcontext(str(args.keep))
+        if args.keep
+        else tempfile.TemporaryDirectory(prefix="bench-jepsen-")
+    )
+    with workdir as directory:
         runner = run_nemeses if args.nemesis else run_cluster if args.cluster else run_single
         campaign, verdict = runner(args, Path(directory), rng)
     elapsed = time.monotonic() - started
