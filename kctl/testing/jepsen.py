@@ -269,13 +269,14 @@ class Verdict(CheckerVerdict):
     """What `check` found: counts and the first examples of each violation (kctl.testing.verdict)."""
 
     acknowledged: int = 0
-    acknowledged_without_offset: int = 0
-    """Implicit acknowledgements (`Ack`): each must be read, in its partition, once."""
     read: int = 0
     lost: int = 0
     duplicates: int = 0
     reordered: int = 0
     offsets_reused: int = 0
+    acknowledged_without_offset: int = 0
+    """Of ``acknowledged``, the implicit acknowledgements (`Ack`): each must be read, in its
+    partition, once."""
 
     @property
     def ok(self) -> bool:
