@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -29,7 +30,7 @@ import threading
 import time
 import traceback
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -64,6 +65,10 @@ class Ledger:
         self.owned: dict[str, set[int]] = {}
         self.unchecked: set[str] = set()
         self.records: dict[str, list[tuple[int, int, bytes | None]]] = {}
+        self.consumers: dict[Key, list[str]] = {}
+        self.client_logs: dict[str, deque[str]] = {}
+        """member -> the last lines of its client's own debug log (librdkafka's cgrp and topic)."""
+        """(partition, offset) -> "member@seconds" for each delivery (who read a duplicate, when)."""
         self.violations: list[str] = []
         self.errors: list[str] = []
         self.timeline: list[str] = []
@@ -108,6 +113,8 @@ class Ledger:
     def record(self, member: str, partition: int, offset: int, value: bytes | None) -> None:
         with self.cond:
             self.records.setdefault(member, []).append((partition, offset, value))
+            when = f"{member}@{time.monotonic() - self.t0:.3f}s"
+            self.consumers.setdefault((partition, offset), []).append(when)
             self.cond.notify_all()
 
     def error(self, member: str, text: str) -> None:
@@ -133,6 +140,38 @@ class Ledger:
     def consumed_by(self, member: str) -> list[tuple[int, int, bytes | None]]:
         with self.cond:
             return list(self.records.get(member, []))
+
+    def deliveries(self, keys: Iterable[Key]) -> str:
+        """Who consumed each of ``keys`` and when, and what those members' clients logged about
+        those partitions (for a failure message)."""
+        keys = list(keys)
+        with self.cond:
+            lines = [f"{key}: {', '.join(self.consumers.get(key, []))}" for key in keys]
+            partitions = {f"[{p}]" for p, _ in keys}
+            readers = {who.split("@")[0] for key in keys for who in self.consumers.get(key, [])}
+            for member in sorted(readers):
+                logged = [
+                    line
+                    for line in self.client_logs.get(member, ())
+                    if any(p in line for p in partitions) and " DUMP" not in line
+                ]
+                lines += [f"{member}'s client log about {sorted(partitions)}:", *logged[-40:]]
+        return "\n  ".join(lines)
+
+    def client_log(self, member: str) -> logging.Logger:
+        """A logger for ``member``'s client whose lines (timed like the timeline) the ledger keeps."""
+        kept = self.client_logs.setdefault(member, deque(maxlen=2000))
+        ledger = self
+
+        class Keep(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                kept.append(f"{time.monotonic() - ledger.t0:7.3f}s {record.getMessage()}")
+
+        logger = logging.getLogger(f"group-clients.{self.topic}.{member}")
+        logger.propagate = False
+        logger.setLevel(logging.DEBUG)
+        logger.addHandler(Keep())
+        return logger
 
     def values(self) -> dict[Key, bytes | None]:
         with self.cond:
@@ -253,6 +292,9 @@ class ConfluentMember(Member):
             "session.timeout.ms": 6000,
             "heartbeat.interval.ms": 500,
             "topic.metadata.refresh.interval.ms": 2000,
+            # librdkafka's group and offset decisions, kept in memory and quoted when a check fails
+            "debug": "cgrp,topic",
+            "logger": self.ledger.client_log(self.name),
             **self.config,
         }
 
@@ -628,6 +670,8 @@ BROKER_PROPERTIES = {
     "offsets.topic.num.partitions": "5",
     "num.partitions": "1",
     "auto.create.topics.enable": "false",
+    # the coordinator's commits and fetches with their offsets, quoted when a scenario fails
+    "log.level.kctl.broker.group": "DEBUG",
 }
 
 
@@ -684,7 +728,7 @@ def broker_log_on_failure(broker: Any, *keys: str) -> Iterator[None]:
             text = Path(broker.log_file).read_text(errors="replace")
         except OSError as read_error:
             text = f"(broker log unreadable: {read_error})"
-        lines = [line for line in text.splitlines() if any(k in line for k in keys)][-80:]
+        lines = [line for line in text.splitlines() if any(k in line for k in keys)][-150:]
         raise GroupTestFailure(f"{error}\nbroker log for {keys}:\n  " + "\n  ".join(lines)) from error
 
 
@@ -763,7 +807,10 @@ def _clean_leave(bootstrap: str, kinds: list[str], group: str) -> None:
     assert not ledger.violations, f"{ledger.violations}\n{ledger.report()}"
     counts = ledger.consumed()
     duplicates = {k: c for k, c in counts.items() if c > 1}
-    assert not duplicates, f"consumed more than once: {sorted(duplicates)[:20]}\n{ledger.report()}"
+    assert not duplicates, (
+        f"consumed more than once: {sorted(duplicates)[:20]}\n"
+        f"deliveries:\n  {ledger.deliveries(sorted(duplicates)[:12])}\n{ledger.report()}"
+    )
     assert set(counts) == set(produced), sorted(set(counts) ^ set(produced))[:20]
     assert ledger.values() == produced
     ends = end_offsets(bootstrap, topic, PARTITIONS)

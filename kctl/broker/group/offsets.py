@@ -228,7 +228,14 @@ class GroupOffsets:
                 results[tp] = ErrorCode.NONE
         if not records:
             return results, _nothing
-        log.debug("group %s commits %d offsets (generation %d)", group_id, len(records), generation)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "group %s member %s generation %d commits %s",
+                group_id,
+                member_id or "-",
+                generation,
+                _offsets_text({tp: offsets[tp] for tp, code in results.items() if code == ErrorCode.NONE}),
+            )
         position = self.coordinator.write(group_id, records)
         if group is None:
             group = self.groups[group_id] = Group(group_id, state_timestamp=self.broker.clock.time_ms())
@@ -252,8 +259,12 @@ class GroupOffsets:
         group = self.groups.get(group_id)
         stored = group.offsets if group is not None else {}
         if partitions is None:
-            return dict(sorted(stored.items()))
-        return {tp: stored.get(tp) for tp in partitions}
+            found: dict[tuple[str, int], OffsetValue | None] = dict(sorted(stored.items()))
+        else:
+            found = {tp: stored.get(tp) for tp in partitions}
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("group %s offsets fetched: %s", group_id, _offsets_text(found))
+        return found
 
     def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         self.coordinator.check_owner(group_id)
@@ -316,3 +327,14 @@ class GroupOffsets:
 
 def _nothing() -> None:
     return None
+
+
+def _offsets_text(offsets: dict[tuple[str, int], OffsetValue | None]) -> str:
+    """``topic-partition=offset`` pairs for a debug line (``none`` where nothing is committed)."""
+    return (
+        ", ".join(
+            f"{topic}-{partition}={'none' if value is None else value.offset}"
+            for (topic, partition), value in offsets.items()
+        )
+        or "(no partitions)"
+    )
