@@ -94,11 +94,13 @@ CLUSTER_PROPERTIES = {
 }
 
 
-def _campaign(bootstrap: str, rate: float) -> Campaign:
+def _campaign(bootstrap: str, args: argparse.Namespace) -> Campaign:
+    """The two writers, each with the ``--writer-config`` properties (both clients take Kafka's names)."""
+    config = dict(item.split("=", 1) for item in args.writer_config)
     return Campaign(
         [
-            ConfluentLoad(bootstrap, TOPIC, "ck", rate_per_s=rate),
-            KctlLoad(bootstrap, TOPIC, "kctl", rate_per_s=rate),
+            ConfluentLoad(bootstrap, TOPIC, "ck", rate_per_s=args.rate, config=config),
+            KctlLoad(bootstrap, TOPIC, "kctl", rate_per_s=args.rate, config=config),
         ],
         progress_timeout=180.0,
     )
@@ -113,7 +115,7 @@ def run_single(args: argparse.Namespace, base: Path, rng: random.Random) -> tupl
     broker = BrokerProcess(base / "broker" / "data", {"log.segment.bytes": str(256 * 1024)}).start()
     try:
         create_topic(broker.bootstrap, TOPIC, args.partitions, 1)
-        campaign = _campaign(broker.bootstrap, args.rate).start()
+        campaign = _campaign(broker.bootstrap, args).start()
         try:
             for done in range(args.kills):
                 campaign.inject(partial(kill_and_restart, broker), progress=rng.randint(10, args.progress))
@@ -134,7 +136,7 @@ def run_cluster(args: argparse.Namespace, base: Path, rng: random.Random) -> tup
         bootstrap = cluster.bootstrap_servers
         create_topic(bootstrap, TOPIC, args.partitions, 3, {"min.insync.replicas": "2"})
         view.wait_for_full_isr(TOPIC, args.partitions, timeout=60)
-        campaign = _campaign(bootstrap, args.rate).start()
+        campaign = _campaign(bootstrap, args).start()
 
         def choose(done: int) -> Callable[[], str]:
             partition = rng.randrange(args.partitions)
@@ -216,17 +218,19 @@ a broker's disk stalling or failing; network partitions between the brokers (eac
 namespace: needs root); a broker's wall clock jumping an hour or a day forward or back."""
 
 
+NETWORK_FAULTS = ("isolate", "cut", "bridge", "drop")
+
+
 def _network_fault(
-    nemesis: NetworkNemesis, rng: random.Random, partition: int, campaign: Campaign
+    nemesis: NetworkNemesis, rng: random.Random, partition: int, campaign: Campaign, only: str | None
 ) -> Callable[[], str]:
-    fault = rng.choice(
-        (
-            nemesis.isolate_leader,
-            nemesis.cut_leader_from_followers,
-            nemesis.bridge,
-            nemesis.asymmetric_leader_to_followers,
-        )
-    )
+    faults = {
+        "isolate": nemesis.isolate_leader,
+        "cut": nemesis.cut_leader_from_followers,
+        "bridge": nemesis.bridge,
+        "drop": nemesis.asymmetric_leader_to_followers,
+    }
+    fault = faults[only] if only else rng.choice(list(faults.values()))
     return partial(fault, TOPIC, partition, campaign.loads)
 
 
@@ -262,7 +266,7 @@ def run_nemeses(args: argparse.Namespace, base: Path, rng: random.Random) -> tup
             bootstrap = cluster.bootstrap_servers
             create_topic(bootstrap, TOPIC, args.partitions, 3, {"min.insync.replicas": "2"})
             view.wait_for_full_isr(TOPIC, args.partitions, timeout=60)
-            campaign = _campaign(bootstrap, args.rate).start()
+            campaign = _campaign(bootstrap, args).start()
             network = NetworkNemesis(lab, nodes, None, view) if lab and nodes else None
 
             def choose(done: int) -> Callable[[], str]:
@@ -272,7 +276,7 @@ def run_nemeses(args: argparse.Namespace, base: Path, rng: random.Random) -> tup
                 if kind == "zookeeper":
                     return _zookeeper_fault(ensemble, rng)
                 if kind == "network" and network is not None:
-                    return _network_fault(network, rng, partition, campaign)
+                    return _network_fault(network, rng, partition, campaign, args.network_fault)
                 if kind == "clock":
                     jump = rng.choice((-86400.0, -3600.0, 3600.0, 86400.0))
                     return partial(jump_clock, broker, jump, rng.uniform(1.0, 4.0))
@@ -341,6 +345,18 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=300.0, help="records/s per writer (default 300)")
     parser.add_argument("--progress", type=int, default=200, help="most acks per writer between faults")
     parser.add_argument("--partitions", type=int, help="default 3 (eos: 6)")
+    parser.add_argument(
+        "--writer-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a producer property for both writers, e.g. request.timeout.ms=5000 (repeatable)",
+    )
+    parser.add_argument(
+        "--network-fault",
+        choices=NETWORK_FAULTS,
+        help="with --nemesis network: only this network fault (default: each drawn at random)",
+    )
     parser.add_argument("--workload", choices=["writes", "eos"], default="writes",
                         help="writes: acks=all writers (default); eos: transactional copiers")  # fmt: skip
     parser.add_argument("--records", type=int, help="eos: input records (default 200 per fault)")
@@ -409,6 +425,13 @@ def main() -> int:
         for kind, gaps in sorted(by_kind.items()):
             print(f"  {kind:60s} max {max(gaps):6.2f} s  mean {sum(gaps) / len(gaps):6.2f} s  ({len(gaps)})")
         print(f"  worst: {worst[0][1]:.2f} s after {worst[0][0]}")
+        print("  the same, each writer alone (max per kind):")
+        for load in campaign.loads:
+            mine: dict[str, float] = {}
+            for fault, gap in campaign.unavailability(load.writer):
+                kind = re.sub(r"\d+", "N", fault.split(" (")[0].split(":")[0])
+                mine[kind] = max(mine.get(kind, 0.0), gap)
+            print(f"    {load.writer:16s} " + ", ".join(f"{k} {v:.2f} s" for k, v in sorted(mine.items())))
     for error in STEP_ERRORS:
         print(f"fault step failed   {error}")
     if not verdict.ok:

@@ -448,11 +448,12 @@ class Campaign:
         self.fault_windows.append((started, time.monotonic()))
         return done
 
-    def unavailability(self) -> list[tuple[str, float]]:
-        """For each fault, the longest time without any acknowledgement (every writer's together)
-        from its start until the next fault or, for the last, until the writers stopped: how long
-        the cluster did not take writes because of it."""
-        times = sorted(t for load in self.loads for t in load.acked_at)
+    def unavailability(self, writer: str | None = None) -> list[tuple[str, float]]:
+        """For each fault, the longest time without any acknowledgement (every writer's together, or
+        only ``writer``'s) from its start until the next fault or, for the last, until the writers
+        stopped: how long the cluster did not take writes because of it (or that writer got none:
+        a gap one writer has and the other has not is the client's)."""
+        times = sorted(t for load in self.loads if writer in (None, load.writer) for t in load.acked_at)
         out: list[tuple[str, float]] = []
         for index, (done, (started, _)) in enumerate(zip(self.faults_done, self.fault_windows, strict=True)):
             until = self.fault_windows[index + 1][0] if index + 1 < len(self.fault_windows) else float("inf")
