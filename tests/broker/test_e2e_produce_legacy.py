@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import confluent_kafka as ck
 import pytest
@@ -38,6 +39,26 @@ def legacy_set(magic: int, codec: str, tag: str, count: int = 4) -> bytes:
             i, timestamp=timestamp, key=b"%s-key-%d" % (tag.encode(), i), value=b"%s-%d" % (tag.encode(), i)
         )
     return bytes(builder.build())
+
+
+def fetch_partition(bootstrap: str, topic: str, version: int, fetch_offset: int) -> Any:
+    """Partition 0 of ``topic`` as a raw Fetch of ``version`` from ``fetch_offset`` answers it."""
+    from raw_kafka import RawConnection
+
+    from kctl.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+    from kctl.protocol.registry import ApiKey
+
+    wanted = FetchPartition(partition=0, fetch_offset=fetch_offset, partition_max_bytes=1 << 20)
+    body = FetchRequest(
+        replica_id=-1,
+        max_wait_ms=100,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        topics=[FetchTopic(topic=topic, partitions=[wanted])],
+    )
+    with RawConnection(bootstrap) as conn:
+        return conn.request(ApiKey.FETCH, version, body).responses[0].partitions[0]
 
 
 def read_all(bootstrap: str, topic: str, count: int) -> list[ck.Message]:
@@ -159,10 +180,8 @@ def test_fetch_v0_to_v3_answers_in_the_old_formats_and_v4_in_record_batches(brok
     """Raw Fetch requests from offset 2: v0-1 carry magic 0 messages, v2-3 magic 1 messages with the
     timestamps (headers, transaction markers and records before the fetch offset left out), each
     with a valid CRC; v4 the stored RecordBatch untouched."""
-    from raw_kafka import RawConnection, record_batch
+    from raw_kafka import record_batch
 
-    from kctl.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
-    from kctl.protocol.registry import ApiKey
     from kctl.records.legacy import iter_messages, records_of
 
     topic = unique("legacy-fetch")
@@ -171,22 +190,8 @@ def test_fetch_v0_to_v3_answers_in_the_old_formats_and_v4_in_record_batches(brok
     stored = produce(broker.bootstrap, topic, 0, record_batch(3)).base_offset
     assert stored == 5
     for version in range(5):
-        body = FetchRequest(
-            replica_id=-1,
-            max_wait_ms=100,
-            min_bytes=1,
-            max_bytes=1 << 20,
-            isolation_level=0,
-            topics=[
-                FetchTopic(
-                    topic=topic,
-                    partitions=[FetchPartition(partition=0, fetch_offset=2, partition_max_bytes=1 << 20)],
-                )
-            ],
-        )
-        with RawConnection(broker.bootstrap) as conn:
-            response = conn.request(ApiKey.FETCH, version, body)
-        records = bytes(response.responses[0].partitions[0].records)
+        response_part = fetch_partition(broker.bootstrap, topic, version, 2)
+        records = bytes(response_part.records)
         if version == 4:
             assert records[16] == 2, "v4 carries RecordBatch v2"
             continue
@@ -207,31 +212,14 @@ def test_a_topic_without_down_conversion_answers_old_fetches_unsupported_version
 ) -> None:
     """``message.downconversion.enable=false``: Fetch v0-3 of the topic get UNSUPPORTED_VERSION and no
     records (Kafka's answer); v4 reads it as usual."""
-    from raw_kafka import RawConnection, record_batch
-
-    from kctl.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
-    from kctl.protocol.registry import ApiKey
+    from raw_kafka import record_batch
 
     topic = unique("legacy-nodown")
     assert create_topic(broker.bootstrap, topic, 1, {"message.downconversion.enable": "false"}) == 0
     assert produce(broker.bootstrap, topic, 0, record_batch(2)).error_code == 0
     answers = {}
     for version in (1, 3, 4):
-        body = FetchRequest(
-            replica_id=-1,
-            max_wait_ms=100,
-            min_bytes=1,
-            max_bytes=1 << 20,
-            isolation_level=0,
-            topics=[
-                FetchTopic(
-                    topic=topic,
-                    partitions=[FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)],
-                )
-            ],
-        )
-        with RawConnection(broker.bootstrap) as conn:
-            part = conn.request(ApiKey.FETCH, version, body).responses[0].partitions[0]
+        part = fetch_partition(broker.bootstrap, topic, version, 0)
         answers[version] = (part.error_code, len(bytes(part.records or b"")) > 0)
     assert answers == {
         1: (ErrorCode.UNSUPPORTED_VERSION, False),
