@@ -369,9 +369,9 @@ TOPIC_CONFIGS = ConfigDef(
             T.BOOLEAN,
             True,
             None,
-            "Down-convert batches for old fetch versions (kctl answers magic 2 only).",
+            "Down-convert batches for Fetch v0-3 (consumers older than Kafka 0.11: magic 0/1 message "
+            "sets); false answers them UNSUPPORTED_VERSION.",
             Synonym("log.message.downconversion.enable"),
-            applied=False,
         ),
         _topic(
             "message.format.version",

@@ -7,7 +7,8 @@ with magic 1 the timestamp type), with magic 1 ``timestamp int64``, then ``key``
 int32-length-prefixed bytes (-1: null). A compressed message is a *wrapper*: its value is a
 compressed message set of inner messages. With magic 0 the inner offsets are absolute; with magic 1
 they are relative (0..n-1) and the wrapper carries the offset of the last inner message (KIP-31).
-Nothing here writes these formats: kctl's broker only ever writes RecordBatch v2.
+Nothing here writes these formats: kctl's broker only ever writes RecordBatch v2 (Produce v0-2's
+message sets are converted to it by :mod:`kctl.records.upconvert`).
 """
 
 from __future__ import annotations
@@ -128,8 +129,11 @@ def iter_messages(data: bytes | memoryview) -> list[LegacyMessage]:
     return messages
 
 
-def records_of(message: LegacyMessage) -> list[LegacyRecord]:
-    """The records a log entry holds: itself, or a wrapper's inner messages with absolute offsets."""
+def records_of(message: LegacyMessage, *, check_crc: bool = False) -> list[LegacyRecord]:
+    """The records a log entry holds: itself, or a wrapper's inner messages with absolute offsets;
+    ``check_crc``: InvalidLegacyMessage for an entry or inner message whose CRC-32 does not match."""
+    if check_crc:
+        _check_crc(message, "message")
     if message.codec == 0:
         return [LegacyRecord(message.offset, message.timestamp, message.key, message.value)]
     if message.value is None:
@@ -141,6 +145,9 @@ def records_of(message: LegacyMessage) -> list[LegacyRecord]:
     inner = iter_messages(inner_bytes)
     if not inner:
         return []
+    if check_crc:
+        for inner_message in inner:
+            _check_crc(inner_message, "inner message")
     # magic 1: relative inner offsets, the wrapper holds the last one's absolute offset (KIP-31)
     shift = message.offset - inner[-1].offset if message.magic == 1 else 0
     timestamp = message.timestamp if message.log_append_time else None
@@ -148,3 +155,11 @@ def records_of(message: LegacyMessage) -> list[LegacyRecord]:
         LegacyRecord(m.offset + shift, m.timestamp if timestamp is None else timestamp, m.key, m.value)
         for m in inner
     ]
+
+
+def _check_crc(message: LegacyMessage, what: str) -> None:
+    if not message.crc_ok:
+        raise InvalidLegacyMessage(
+            f"{what} at offset {message.offset} fails its CRC "
+            f"(stored {message.crc_stored:#010x}, computed {message.crc_computed:#010x})"
+        )

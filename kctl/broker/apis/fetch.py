@@ -18,9 +18,12 @@ A fetch parks for at most ``fetch.wait.max.ms`` (a longer ``max_wait_ms`` is cap
 whose connection closes is cancelled by the server (kctl.broker.server); ``PARKED`` counts the fetches
 parked in this process, and each park and unpark is logged at DEBUG with that count.
 
-Versions: v0-17. v3+ bound the response by max_bytes; v4+ carry the isolation level and answer with the
-last stable offset and aborted transactions; v5+ with the log start offset; v7+ carry fetch sessions;
-v12+ are flexible; v13+ name topics by topic id instead of name."""
+Versions: v0-17. v0-3 are answered to consumers in the message formats before RecordBatch (magic 0
+for v0-1, magic 1 for v2-3; :mod:`kctl.records.downconvert`, read into memory instead of sendfile), as
+Kafka down-converts for clients older than 0.11. v3+ bound the response by max_bytes; v4+ carry the
+isolation level and answer with the last stable offset and aborted transactions; v5+ with the log
+start offset; v7+ carry fetch sessions; v12+ are flexible; v13+ name topics by topic id instead of
+name."""
 
 from __future__ import annotations
 
@@ -43,11 +46,13 @@ from kctl.protocol.messages.fetch import (
     PartitionData,
 )
 from kctl.protocol.registry import ApiKey
+from kctl.records.downconvert import down_convert, magic_for_fetch_version
 
 if TYPE_CHECKING:
     from kctl.broker.handler_services import FetchServices
     from kctl.broker.partition import Partition
     from kctl.broker.request_context import RequestContext
+    from kctl.log.files import FileRegion
 
 log = logging.getLogger("kctl.broker.fetch")
 
@@ -55,6 +60,7 @@ FIRST_SESSION_VERSION = 7
 FIRST_TOPIC_ID_VERSION = 13
 FIRST_REPLICA_STATE_VERSION = 15  # the follower's id moves into replica_state
 FIRST_ISOLATION_VERSION = 4
+FIRST_RECORD_BATCH_FETCH = 4  # v0-3 answer consumers in the old message formats (down-converted)
 READ_COMMITTED = 1
 
 
@@ -262,9 +268,13 @@ def _count(broker: FetchServices, responses: list[FetchableTopicResponse], follo
             )
 
 
-def _responses(fetch: FetchContext, reads: list[PartitionRead]) -> list[FetchableTopicResponse]:
+def _responses(
+    fetch: FetchContext, reads: list[PartitionRead], legacy_magic: int | None = None
+) -> list[FetchableTopicResponse]:
     """The response's topics: every partition read, or for an incremental session those with
-    something new (the rest released unsent); consecutive partitions of a topic share its entry."""
+    something new (the rest released unsent); consecutive partitions of a topic share its entry.
+    ``legacy_magic`` (Fetch v0-3 from a consumer): the records are read and down-converted to that
+    message format instead of being sent as file regions."""
     incremental = fetch.incremental
     responses: list[FetchableTopicResponse] = []
     current_key: object = None
@@ -299,19 +309,41 @@ def _responses(fetch: FetchContext, reads: list[PartitionRead]) -> list[Fetchabl
             txns = [
                 AbortedTransaction(producer_id=t.producer_id, first_offset=t.first_offset) for t in aborted
             ]
+        error_code = read.error_code
+        sent: FileRegion | bytes = records if records is not None else b""
+        if legacy_magic is not None:
+            error_code, sent = _down_converted(read, legacy_magic, cached.fetch_offset)
         current.append(
             PartitionData(
                 partition_index=cached.key[1],
-                error_code=read.error_code,
+                error_code=error_code,
                 high_watermark=read.high_watermark,
                 last_stable_offset=read.last_stable_offset,
                 log_start_offset=read.log_start_offset,
                 aborted_transactions=txns,
-                records=records if records is not None else b"",
+                records=sent,
             )
         )
     fetch.moved_to_end(with_records)
     return responses
+
+
+def _down_converted(read: PartitionRead, legacy_magic: int, fetch_offset: int) -> tuple[int, bytes]:
+    """A partition's error code and records for a v0-3 consumer: its batches read and down-converted
+    to the old message format (the region released); UNSUPPORTED_VERSION without records when the
+    topic's ``message.downconversion.enable`` is false, as Kafka answers."""
+    records = read.records
+    if read.partition is not None and not read.partition.log.config.message_downconversion_enable:
+        if records is not None:
+            records.release()
+        return ErrorCode.UNSUPPORTED_VERSION, b""
+    if records is None:
+        return read.error_code, b""
+    try:
+        data = records.read_bytes()
+    finally:
+        records.release()
+    return read.error_code, down_convert(data, legacy_magic, fetch_offset)
 
 
 def _respond(
@@ -337,6 +369,9 @@ def _respond(
             return FetchResponse(
                 throttle_time_ms=throttle_time_ms, error_code=0, session_id=session_id, responses=[]
             )
-    responses = _responses(fetch, reads)
+    legacy_magic = (
+        magic_for_fetch_version(version) if version < FIRST_RECORD_BATCH_FETCH and not follower else None
+    )
+    responses = _responses(fetch, reads, legacy_magic)
     _count(broker, responses, follower)
     return FetchResponse(throttle_time_ms=0, error_code=0, session_id=fetch.session_id(), responses=responses)

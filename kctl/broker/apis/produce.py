@@ -5,8 +5,9 @@ min.insync.replicas; otherwise parked until the high watermark passes the last o
 (REQUEST_TIMED_OUT after the request's timeout, NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank
 below min.insync.replicas meanwhile). In embedded mode (one replica) it is answered at once.
 
-Versions: v0-11. v0-2 carry the pre-0.11 message formats, which kctl does not store: each partition gets
-UNSUPPORTED_VERSION (the versions are advertised because librdkafka before 2.11.1 requires them). v3+
+Versions: v0-11. v0-2 carry the pre-0.11 message formats (magic 0 and 1), converted to one RecordBatch
+v2 per partition before anything else looks at them (:mod:`kctl.records.upconvert`, as Kafka's brokers
+up-convert them; CORRUPT_MESSAGE for a set that does not frame or fails a CRC). v3+
 carry record batches and a transactional id; v2+ answer with
 log_append_time_ms, v5+ with the log start offset, v8+ with record errors and an error message; v9+ are
 flexible.
@@ -51,13 +52,15 @@ from kctl.protocol.messages.produce import (
 )
 from kctl.protocol.registry import ApiKey
 from kctl.records.header import ATTRIBUTES_OFFSET, MAGIC_OFFSET, TRANSACTIONAL_FLAG_MASK
+from kctl.records.legacy import InvalidLegacyMessage
+from kctl.records.upconvert import up_convert
 from kctl.records.validate import InvalidRecordError, RecordError
 
 if TYPE_CHECKING:
     from kctl.broker.handler_services import ProduceServices
     from kctl.broker.request_context import RequestContext
 
-FIRST_RECORD_BATCH_VERSION = 3  # v0-2 carry the pre-0.11 message formats, which kctl does not store
+FIRST_RECORD_BATCH_VERSION = 3  # v0-2 carry the pre-0.11 message formats, up-converted on arrival
 #: refusals for what the records hold: their bytes count as BytesRejected
 REJECTED_RECORDS = frozenset(
     {
@@ -162,15 +165,15 @@ async def handle(
                     raise ApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"WRITE on {topic.name!r} denied")
                 if acks not in (0, 1, -1):
                     raise ApiError(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} must be 0, 1 or -1")
-                if version < FIRST_RECORD_BATCH_VERSION:
-                    raise ApiError(
-                        ErrorCode.UNSUPPORTED_VERSION,
-                        "Produce v0-2 (message format v0/v1) is not supported; use v3 or later",
-                    )
                 if data.records is None or len(data.records) == 0:
                     raise ApiError(ErrorCode.CORRUPT_MESSAGE, "no records")
+                if version < FIRST_RECORD_BATCH_VERSION:
+                    try:
+                        data.records = up_convert(data.records)
+                    except InvalidLegacyMessage as error:
+                        raise ApiError(ErrorCode.CORRUPT_MESSAGE, str(error)) from None
                 try:
-                    check_produce_records(data.records, version)
+                    check_produce_records(data.records, max(version, FIRST_RECORD_BATCH_VERSION))
                 except UnsupportedCompressionError as error:
                     raise ApiError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(error)) from None
                 except InvalidRecordError as error:
