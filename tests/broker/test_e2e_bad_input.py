@@ -407,13 +407,19 @@ def test_invalid_required_acks(strict: BrokerProcess, topic: str, guard: Guard, 
 
 
 @pytest.mark.parametrize("version", [0, 1, 2])
-def test_produce_below_v3_is_unsupported_version(
+def test_produce_below_v3_takes_a_record_batch_and_refuses_garbage(
     strict: BrokerProcess, topic: str, guard: Guard, version: int
 ) -> None:
+    """Produce v0-2 carry the old message formats (up-converted: test_e2e_produce_legacy.py); a
+    RecordBatch in them is appended as v3 would, bytes that are neither are CORRUPT_MESSAGE."""
     with RawConnection(strict.bootstrap) as conn:
         response = conn.request(kp.ApiKey.PRODUCE, version, produce_body(topic, 0, record_batch()))
         [part] = response.responses[0].partition_responses
-        assert part.error_code == UNSUPPORTED_VERSION
+        assert part.error_code == NONE
+        garbage = b"\x00" * 16 + b"\x01" + b"\xff" * 20  # a "magic 1" message that does not frame
+        response = conn.request(kp.ApiKey.PRODUCE, version, produce_body(topic, 0, garbage))
+        [part] = response.responses[0].partition_responses
+        assert part.error_code == CORRUPT_MESSAGE
         assert api_versions(conn).error_code == NONE  # the connection stays usable
     guard.check()
 

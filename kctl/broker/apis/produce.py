@@ -7,7 +7,8 @@ below min.insync.replicas meanwhile). In embedded mode (one replica) it is answe
 
 Versions: v0-11. v0-2 carry the pre-0.11 message formats (magic 0 and 1), converted to one RecordBatch
 v2 per partition before anything else looks at them (:mod:`kctl.records.upconvert`, as Kafka's brokers
-up-convert them; CORRUPT_MESSAGE for a set that does not frame or fails a CRC). v3+
+up-convert them; CORRUPT_MESSAGE for a set that does not frame or fails a CRC); a RecordBatch (magic 2)
+in them is taken as v3 takes it. v3+
 carry record batches and a transactional id; v2+ answer with
 log_append_time_ms, v5+ with the log start offset, v8+ with record errors and an error message; v9+ are
 flexible.
@@ -167,7 +168,7 @@ async def handle(
                     raise ApiError(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} must be 0, 1 or -1")
                 if data.records is None or len(data.records) == 0:
                     raise ApiError(ErrorCode.CORRUPT_MESSAGE, "no records")
-                if version < FIRST_RECORD_BATCH_VERSION:
+                if version < FIRST_RECORD_BATCH_VERSION and data.records[MAGIC_OFFSET] < 2:
                     try:
                         data.records = up_convert(data.records)
                     except InvalidLegacyMessage as error:

@@ -230,11 +230,11 @@ class GroupOffsets:
             return results, _nothing
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
-                "group %s member %s generation %d commits %s",
+                "group %s commits %s (member %s, generation %d)",
                 group_id,
+                _offsets_text({tp: offsets[tp] for tp, code in results.items() if code == ErrorCode.NONE}),
                 member_id or "-",
                 generation,
-                _offsets_text({tp: offsets[tp] for tp, code in results.items() if code == ErrorCode.NONE}),
             )
         position = self.coordinator.write(group_id, records)
         if group is None:
