@@ -296,6 +296,7 @@ class Broker:
             settings = FetcherSettings(
                 broker_id=self.broker_id,
                 wait_max_ms=config["replica.fetch.wait.max.ms"],
+                socket_timeout_ms=config["replica.socket.timeout.ms"],
                 min_bytes=config["replica.fetch.min.bytes"],
                 max_bytes=config["replica.fetch.max.bytes"],
                 response_max_bytes=config["replica.fetch.response.max.bytes"],
@@ -410,7 +411,7 @@ class Broker:
             broker_id,
             host,
             port,
-            request_timeout=self.config["replica.fetch.wait.max.ms"] / 1000 + 30,
+            request_timeout=self.config["replica.socket.timeout.ms"] / 1000,
             backoff=self.config["replica.fetch.backoff.ms"] / 1000,
             max_backoff=max(self.config["replica.fetch.backoff.ms"] / 1000, 1.0),
             security=self.security.inter_broker(listener) if listener is not None else None,

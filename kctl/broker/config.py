@@ -210,6 +210,12 @@ class BrokerConfig:
         if not self.log_dirs:
             raise BrokerConfigError("log.dirs is empty")
         self.zookeeper_connect: str | None = v["zookeeper.connect"] or None
+        if v["replica.socket.timeout.ms"] < v["replica.fetch.wait.max.ms"]:
+            raise BrokerConfigError(
+                "replica.socket.timeout.ms",
+                f"{v['replica.socket.timeout.ms']} must be at least replica.fetch.wait.max.ms "
+                f"({v['replica.fetch.wait.max.ms']})",
+            )
         if v["log.flush.interval.ms"] is None:
             v["log.flush.interval.ms"] = LONG_MAX
         try:

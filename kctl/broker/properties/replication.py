@@ -52,6 +52,15 @@ REPLICATION_CONFIGS = [
         importance=HIGH,
     ),
     broker_key("replica.fetch.wait.max.ms", T.INT, 500, Range(0), "Longest wait of a follower's fetch."),
+    broker_key(
+        "replica.socket.timeout.ms",
+        T.INT,
+        30000,
+        Range(1),
+        "How long a follower waits for the answer to a fetch (at least replica.fetch.wait.max.ms) "
+        "before it drops the connection and connects again: how soon it comes back after a network "
+        "cut heals instead of waiting for TCP's retransmissions.",
+    ),
     broker_key("replica.fetch.min.bytes", T.INT, 1, Range(1), "Bytes a follower's fetch waits for."),
     broker_key(
         "replica.fetch.max.bytes", T.INT, 1048576, Range(0), "Bytes a follower fetches per partition."

@@ -69,6 +69,8 @@ _PARTITION_ERRORS_TO_WAIT_ON = {
 class FetcherSettings:
     broker_id: int
     wait_max_ms: int = 500
+    #: replica.socket.timeout.ms: a fetch unanswered this long fails (the connection is dropped)
+    socket_timeout_ms: int = 30000
     min_bytes: int = 1
     max_bytes: int = 1024 * 1024
     response_max_bytes: int = 10 * 1024 * 1024
@@ -333,7 +335,7 @@ class ReplicaFetcher:
         )
         try:
             response = await self.channel.request(
-                ApiKey.FETCH, FETCH_VERSION, request, timeout=settings.wait_max_ms / 1000 + 30
+                ApiKey.FETCH, FETCH_VERSION, request, timeout=settings.socket_timeout_ms / 1000
             )
         except BaseException:
             session.reset()  # whether the leader took this epoch is unknown: start a new session
