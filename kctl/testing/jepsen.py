@@ -453,7 +453,8 @@ class Campaign:
         only ``writer``'s) from its start until the next fault or, for the last, until the writers
         stopped: how long the cluster did not take writes because of it (or that writer got none:
         a gap one writer has and the other has not is the client's)."""
-        times = sorted(t for load in self.loads if writer in (None, load.writer) for t in load.acked_at)
+        loads = self.loads if writer is None else [load for load in self.loads if load.writer == writer]
+        times = sorted(t for load in loads for t in load.acked_at)
         out: list[tuple[str, float]] = []
         for index, (done, (started, _)) in enumerate(zip(self.faults_done, self.fault_windows, strict=True)):
             until = self.fault_windows[index + 1][0] if index + 1 < len(self.fault_windows) else float("inf")

@@ -123,6 +123,18 @@ def test_unavailability_is_the_longest_silence_after_each_fault() -> None:
     ]
 
 
+def test_unavailability_of_one_writer_counts_only_its_acknowledgements() -> None:
+    slow, fast = ConfluentLoad.__new__(ConfluentLoad), KctlLoad.__new__(KctlLoad)  # histories only
+    slow.writer, slow.acked_at = "ck", [10.0, 30.0]
+    fast.writer, fast.acked_at = "kctl", [10.0, 12.0, 14.0, 30.0]
+    campaign = Campaign([slow, fast])
+    campaign.faults_done = ["isolated broker 1"]
+    campaign.fault_windows = [(10.5, 11.0)]
+    assert campaign.unavailability() == [("isolated broker 1", pytest.approx(16.0))]  # 14.0 -> 30.0
+    assert campaign.unavailability("ck") == [("isolated broker 1", pytest.approx(19.5))]  # 10.5 -> 30.0
+    assert campaign.unavailability("kctl") == [("isolated broker 1", pytest.approx(16.0))]
+
+
 def test_offsets_check_accepts_a_client_that_commits_older_offsets_after_newer_ones() -> None:
     # librdkafka sends deferred and retried commits after newer ones: the log holds them in that order
     history = {0: [5, 9, 7, 7, 12], 1: [3]}
