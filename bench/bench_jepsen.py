@@ -94,6 +94,11 @@ CLUSTER_PROPERTIES = {
 }
 
 
+def _cluster_properties(args: argparse.Namespace) -> dict[str, str]:
+    """CLUSTER_PROPERTIES with the ``--broker-config`` properties over them."""
+    return {**CLUSTER_PROPERTIES, **dict(item.split("=", 1) for item in args.broker_config)}
+
+
 def _campaign(bootstrap: str, args: argparse.Namespace) -> Campaign:
     """The two writers, each with the ``--writer-config`` properties (both clients take Kafka's names)."""
     config = dict(item.split("=", 1) for item in args.writer_config)
@@ -130,7 +135,7 @@ def run_single(args: argparse.Namespace, base: Path, rng: random.Random) -> tupl
 
 def run_cluster(args: argparse.Namespace, base: Path, rng: random.Random) -> tuple[Campaign, Verdict]:
     with (
-        LocalCluster(base / "cluster", 3, properties=CLUSTER_PROPERTIES) as cluster,
+        LocalCluster(base / "cluster", 3, properties=_cluster_properties(args)) as cluster,
         ClusterView(cluster.zookeeper_connect) as view,
     ):
         bootstrap = cluster.bootstrap_servers
@@ -251,7 +256,7 @@ def run_nemeses(args: argparse.Namespace, base: Path, rng: random.Random) -> tup
     kinds = NEMESES if args.nemesis == "all" else (args.nemesis,)
     with contextlib.ExitStack() as stack:
         ensemble = stack.enter_context(ZooKeeperEnsemble(base / "zookeeper", 3))
-        cluster = LocalCluster(base / "cluster", 3, properties=CLUSTER_PROPERTIES, zookeeper=ensemble)
+        cluster = LocalCluster(base / "cluster", 3, properties=_cluster_properties(args), zookeeper=ensemble)
         lab = nodes = None
         if "network" in kinds:  # brokers in network namespaces, ZooKeeper reached through the root one
             lab = stack.enter_context(NetworkLab.create())
@@ -345,6 +350,13 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=300.0, help="records/s per writer (default 300)")
     parser.add_argument("--progress", type=int, default=200, help="most acks per writer between faults")
     parser.add_argument("--partitions", type=int, help="default 3 (eos: 6)")
+    parser.add_argument(
+        "--broker-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker property for the cluster's brokers, e.g. replica.socket.timeout.ms=2000 (repeatable)",
+    )
     parser.add_argument(
         "--writer-config",
         action="append",
