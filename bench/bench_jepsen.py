@@ -94,14 +94,24 @@ CLUSTER_PROPERTIES = {
 }
 
 
+def _properties(items: list[str]) -> dict[str, str]:
+    """``KEY=VALUE`` options as a dict."""
+    return dict(item.split("=", 1) for item in items)
+
+
 def _cluster_properties(args: argparse.Namespace) -> dict[str, str]:
     """CLUSTER_PROPERTIES with the ``--broker-config`` properties over them."""
-    return {**CLUSTER_PROPERTIES, **dict(item.split("=", 1) for item in args.broker_config)}
+    return {**CLUSTER_PROPERTIES, **_properties(args.broker_config)}
+
+
+def _fault_kind(fault: str) -> str:
+    """A fault's description without its numbers and details: what the unavailability table groups by."""
+    return re.sub(r"\d+", "N", fault.split(" (")[0].split(":")[0])
 
 
 def _campaign(bootstrap: str, args: argparse.Namespace) -> Campaign:
     """The two writers, each with the ``--writer-config`` properties (both clients take Kafka's names)."""
-    config = dict(item.split("=", 1) for item in args.writer_config)
+    config = _properties(args.writer_config)
     return Campaign(
         [
             ConfluentLoad(bootstrap, TOPIC, "ck", rate_per_s=args.rate, config=config),
@@ -432,7 +442,7 @@ def main() -> int:
         worst = sorted(windows, key=lambda w: -w[1])
         by_kind: dict[str, list[float]] = {}
         for fault, gap in windows:
-            by_kind.setdefault(re.sub(r"\d+", "N", fault.split(" (")[0].split(":")[0]), []).append(gap)
+            by_kind.setdefault(_fault_kind(fault), []).append(gap)
         print("unavailability (longest time without an acknowledgement after each fault):")
         for kind, gaps in sorted(by_kind.items()):
             print(f"  {kind:60s} max {max(gaps):6.2f} s  mean {sum(gaps) / len(gaps):6.2f} s  ({len(gaps)})")
@@ -441,8 +451,7 @@ def main() -> int:
         for load in campaign.loads:
             mine: dict[str, float] = {}
             for fault, gap in campaign.unavailability(load.writer):
-                kind = re.sub(r"\d+", "N", fault.split(" (")[0].split(":")[0])
-                mine[kind] = max(mine.get(kind, 0.0), gap)
+                mine[_fault_kind(fault)] = max(mine.get(_fault_kind(fault), 0.0), gap)
             print(f"    {load.writer:16s} " + ", ".join(f"{k} {v:.2f} s" for k, v in sorted(mine.items())))
     for error in STEP_ERRORS:
         print(f"fault step failed   {error}")

@@ -21,7 +21,6 @@ from kctl.records.reader import iter_batches
 __all__ = ["down_convert", "magic_for_fetch_version"]
 
 _ENTRY = struct.Struct(">qi")  # offset, message size
-_HEAD = struct.Struct(">Ibb")  # crc, magic, attributes
 _TIMESTAMP = struct.Struct(">q")
 _LENGTH = struct.Struct(">i")
 _LOG_APPEND_TIME = 0x08
