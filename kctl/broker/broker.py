@@ -32,6 +32,7 @@ from kctl.broker.registry_retry import retry_while_unavailable
 from kctl.broker.replica_manager import ReplicaManager
 from kctl.broker.replication.channel import BrokerChannel
 from kctl.broker.replication.fetcher import FetcherSettings, ReplicaFetcherManager
+from kctl.broker.replication.reachability import LeaderReachability
 from kctl.broker.replication.throttle import ReplicationQuota
 from kctl.broker.request_log import RequestLog, combine, request_log_enabled
 from kctl.broker.security.manager import BrokerSecurity
@@ -469,6 +470,16 @@ class Broker:
         self._stall_watch.start()
         lag_max_ms = config["replica.lag.time.max.ms"]
         self._every(max(lag_max_ms // 2, 1), "isr-shrink", lambda: self.replicas.maybe_shrink_isr(lag_max_ms))
+        # leaders this broker follows and gets no answer from, reported to the controller
+        check_ms = max(min(1000, lag_max_ms // 3), 1)
+        reachability = LeaderReachability(
+            self.broker_id,
+            self.registry,
+            lambda: self.replicas.fetchers,
+            unanswered_s=lag_max_ms / 1000,
+            interval_s=check_ms / 1000,
+        )
+        self._every(check_ms, "leader-reachability", reachability.check)
         self._every(
             config["replica.high.watermark.checkpoint.interval.ms"],
             "hw-checkpoint",

@@ -51,6 +51,7 @@ class Partition:
         "_waiters",
         "broker_id",
         "controller_epoch",
+        "elr",
         "followers",
         "isr",
         "isr_pending_additions",
@@ -86,6 +87,7 @@ class Partition:
         self.leader_epoch = leader_epoch
         self.replicas = replicas
         self.isr = isr
+        self.elr: tuple[int, ...] = ()  # eligible leader replicas (KIP-966), as last stored
         self.partition_epoch = partition_epoch
         self.controller_epoch = controller_epoch
         self.replicated = replicated
@@ -117,6 +119,22 @@ class Partition:
     @property
     def min_insync_replicas(self) -> int:
         return self.log.config.min_insync_replicas
+
+    @property
+    def below_min_isr(self) -> bool:
+        """Replicated, and the ISR is smaller than ``min.insync.replicas`` (at most the replica
+        count): the high watermark stands still (KIP-966)."""
+        return self.replicated and len(self.isr) < min(self.min_insync_replicas, len(self.replicas))
+
+    def elr_after(self, new_isr: tuple[int, ...]) -> tuple[int, ...]:
+        """The eligible leader replicas once the ISR becomes ``new_isr`` (KIP-966): none while the
+        ISR is at least ``min.insync.replicas``; below it, those kept so far and those leaving the ISR
+        now (each holds every record below the high watermark, which stands still from here on), in
+        assignment order, less the members of ``new_isr``."""
+        if len(new_isr) >= min(self.min_insync_replicas, len(self.replicas)):
+            return ()
+        eligible = (set(self.elr) | set(self.isr)) - set(new_isr) - {self.broker_id}
+        return tuple(r for r in self.replicas if r in eligible)
 
     # -- roles ---------------------------------------------------------------------------------
     def make_leader(
@@ -214,8 +232,11 @@ class Partition:
 
     def maybe_advance_high_watermark(self) -> bool:
         """As leader: move the high watermark to the smallest log end offset over the ISR, if that is
-        higher; complete the acks=all produces it passes and wake parked fetches. True if it moved."""
-        if not self.is_leader:
+        higher; complete the acks=all produces it passes and wake parked fetches. True if it moved.
+        Not while the ISR is below ``min.insync.replicas`` (KIP-966): what only the leader (and too
+        few others) hold stays invisible, so a replica that left the ISR then may lead without any
+        consumer having read a record it lacks."""
+        if not self.is_leader or self.below_min_isr:
             return False
         log = self.log
         new = log.log_end_offset
@@ -247,6 +268,9 @@ class Partition:
 
     def complete_acks(self) -> None:
         if not self._acks:
+            return
+        if self.below_min_isr:  # the high watermark stands still: their records are not committed
+            self.fail_acks(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
             return
         high_watermark = self.log.high_watermark
         code = (

@@ -292,6 +292,7 @@ class ReplicaManager:
         if same_epoch:
             if state.partition_epoch >= partition.partition_epoch:  # never a stale snapshot's ISR
                 partition.update_state(state.isr, replicas, state.partition_epoch, state.controller_epoch)
+                partition.elr = state.elr
                 if partition.is_leader:
                     partition.maybe_advance_high_watermark()
                     partition.complete_acks()
@@ -309,6 +310,7 @@ class ReplicaManager:
         if state.partition_epoch < partition.partition_epoch:
             return  # an older snapshot than what this partition already acted on
         tp = partition.topic_partition
+        partition.elr = state.elr
         if state.leader == self.broker_id:
             if self.fetchers is not None:
                 self.fetchers.remove_partition(tp)
@@ -664,6 +666,7 @@ class ReplicaManager:
             leader_epoch=partition.leader_epoch,
             isr=new_isr,
             controller_epoch=partition.controller_epoch,
+            elr=partition.elr_after(new_isr),
         )
         self._isr_writes.submit(IsrChange(partition, state, partition.partition_epoch, partition.isr, why))
 
@@ -677,7 +680,10 @@ class ReplicaManager:
             or partition.leader_epoch != change.state.leader_epoch
         ):
             return
-        log.info("%s: ISR %s -> %s (%s)", tp, list(change.previous_isr), list(stored.isr), change.why)
+        eligible = f"; eligible leader replicas {list(stored.elr)}" if stored.elr else ""
+        log.info(
+            "%s: ISR %s -> %s (%s)%s", tp, list(change.previous_isr), list(stored.isr), change.why, eligible
+        )
         if set(change.previous_isr) - set(stored.isr):
             self.isr_shrinks += 1
         if set(stored.isr) - set(change.previous_isr):
@@ -685,6 +691,7 @@ class ReplicaManager:
         partition.update_state(
             stored.isr, partition.replicas, stored.partition_epoch, stored.controller_epoch
         )
+        partition.elr = stored.elr
         partition.maybe_advance_high_watermark()
         partition.complete_acks()
 

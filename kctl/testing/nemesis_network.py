@@ -9,21 +9,23 @@ what it did:
 - `cut_leader_from_zookeeper`: the zombie leader — cut from ZooKeeper only, while its clients and
   followers still reach it; another broker leads once its session expires. Whatever the zombie
   answered meanwhile, acknowledged writes it took would show as lost or as offsets reused.
-- `cut_leader_from_followers`: the leader keeps ZooKeeper and its clients but no follower reaches it;
-  it shrinks the ISR to itself (it stays leader: its session is alive), so with min.insync.replicas=2
-  acks=all writes to it fail with NOT_ENOUGH_REPLICAS until the heal — and none may be acknowledged.
+- `cut_leader_from_followers`: the leader keeps ZooKeeper and its clients but no follower reaches it.
+  Its session is alive, so Kafka would keep it leader (alone in the ISR, taking no acks=all write)
+  until the heal; kctl's followers report it unreachable and the controller moves leadership to one
+  of them (kctl.broker.replication.reachability). The writers go on once another broker leads; the
+  old leader must acknowledge nothing meanwhile.
 - `bridge`: Jepsen's bridge — the leader and one follower cannot reach each other, a third broker
   (and ZooKeeper, and the clients) reaches both; the cut follower leaves the ISR, writes go on.
 - `asymmetric_leader_to_followers`: only the leader's packets to its followers are dropped
   (followers' fetch requests still arrive; nothing comes back). A leader that took a fetch it could
-  not answer as proof of replication would acknowledge writes no follower has.
+  not answer as proof of replication would acknowledge writes no follower has. The followers hear
+  nothing, so they report it as for the cut, and another broker leads.
 
 The campaign's writers keep producing with acks=all throughout; the checker then requires that
 nothing acknowledged was lost, duplicated, reordered or acknowledged at one offset twice."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 
 from kctl.testing.cluster_view import ClusterView
@@ -31,7 +33,6 @@ from kctl.testing.jepsen import Load, wait_for_progress
 from kctl.testing.netns import NetworkLab, Node
 
 FAULT_TIMEOUT_S = 60.0
-STALLED_HOLD_S = 5.0
 
 
 class NetworkNemesis:
@@ -59,19 +60,6 @@ class NetworkNemesis:
     def _followers(self, topic: str, partition: int, leader: int) -> list[int]:
         return [b for b in self.view.assignment(topic)[partition] if b != leader]
 
-    def _go_on_without(self, topic: str, leader: int, loads: Sequence[Load]) -> str:
-        """While ``leader`` takes no acks=all write (alone in its ISRs): wait until the writers made
-        progress on the partitions other brokers lead or, when it leads them all (nothing can be
-        written until the heal, in Kafka too), hold the cut ``STALLED_HOLD_S``."""
-        led_elsewhere = [
-            p for p in self.view.assignment(topic) if self.view.leader_of(topic, p) not in (leader, None, -1)
-        ]
-        if led_elsewhere:
-            wait_for_progress(loads, 50, timeout=FAULT_TIMEOUT_S)
-            return "the writers went on elsewhere"
-        time.sleep(STALLED_HOLD_S)  # the fault's length: no progress is possible meanwhile
-        return f"it led every partition: held {STALLED_HOLD_S:g} s"
-
     def isolate_leader(self, topic: str, partition: int, loads: Sequence[Load]) -> str:
         leader = self._leader(topic, partition)
         self.lab.isolate(self.brokers[leader])
@@ -94,29 +82,32 @@ class NetworkNemesis:
             self._heal_and_wait(topic)
         return f"cut broker {leader} (leader of {topic}/{partition}) from ZooKeeper only until another led"
 
-    def _leader_alone(
+    def _cut_from_followers(
         self, topic: str, partition: int, loads: Sequence[Load], *, one_way: bool
-    ) -> tuple[int, list[int], str]:
+    ) -> tuple[int, list[int], int]:
         """Cut ``partition``'s leader from its followers (both ways, or only its packets to them)
-        until it is alone in the ISR (it keeps its session, so it stays leader), then heal; the
-        leader, the followers and what the writers did meanwhile."""
+        until another broker leads it (the followers report it unreachable; its session stays
+        alive) and the writers made progress, then heal; the old leader, the followers and the new
+        leader."""
         leader = self._leader(topic, partition)
         followers = self._followers(topic, partition, leader)
         cut = self.lab.cut_one_way if one_way else self.lab.cut
         for follower in followers:
             cut(self.brokers[leader], self.brokers[follower])
         try:
-            self.view.wait_for_isr(topic, partition, {leader}, timeout=FAULT_TIMEOUT_S)
-            then = self._go_on_without(topic, leader, loads)
+            new_leader = self.view.wait_for_leader(
+                topic, partition, not_in={leader}, timeout=FAULT_TIMEOUT_S
+            ).leader
+            wait_for_progress(loads, 50, timeout=FAULT_TIMEOUT_S)
         finally:
             self._heal_and_wait(topic)
-        return leader, followers, then
+        return leader, followers, new_leader
 
     def cut_leader_from_followers(self, topic: str, partition: int, loads: Sequence[Load]) -> str:
-        leader, followers, then = self._leader_alone(topic, partition, loads, one_way=False)
+        leader, followers, new_leader = self._cut_from_followers(topic, partition, loads, one_way=False)
         return (
             f"cut broker {leader} (leader of {topic}/{partition}) from its followers {followers} "
-            f"until alone in the ISR; {then}"
+            f"until broker {new_leader} led"
         )
 
     def bridge(self, topic: str, partition: int, loads: Sequence[Load]) -> str:
@@ -139,8 +130,8 @@ class NetworkNemesis:
         )
 
     def asymmetric_leader_to_followers(self, topic: str, partition: int, loads: Sequence[Load]) -> str:
-        leader, followers, then = self._leader_alone(topic, partition, loads, one_way=True)
+        leader, followers, new_leader = self._cut_from_followers(topic, partition, loads, one_way=True)
         return (
             f"dropped broker {leader}'s packets (leader of {topic}/{partition}) to its followers "
-            f"{followers}, one way, until alone in the ISR; {then}"
+            f"{followers}, one way, until broker {new_leader} led"
         )

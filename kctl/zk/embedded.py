@@ -21,6 +21,7 @@ each change, on the thread that made it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import fcntl
 import json
@@ -135,6 +136,7 @@ class EmbeddedRegistry(Registry):
         self._quota_store = FileQuotaStore(self.metadata_dir)
         self._shutdowns: dict[int, tuple[str, int]] = {}
         self._unclean_restarts: set[int] = set()  # in memory: a cluster of one has no other replica
+        self._unreachable: dict[int, set[int]] = {}  # follower -> leaders it reports (in memory)
         self._offline: dict[int, set[tuple[str, int]]] = {}  # in memory, as the ephemeral znodes
         self._batch = threading.local()  # depth and dirty flag of this thread's write_batch
         self.writes = 0  # rewrites of the file since start (what a test of batching counts)
@@ -177,6 +179,7 @@ class EmbeddedRegistry(Registry):
             self._shutdowns.clear()
             self._unclean_restarts.clear()
             self._offline.clear()
+            self._unreachable.clear()
             self._release_lock()
         if had_brokers:
             self._notify(BROKERS)
@@ -249,6 +252,7 @@ class EmbeddedRegistry(Registry):
                 isr=tuple(s["isr"]),
                 controller_epoch=s["controller_epoch"],
                 partition_epoch=s["partition_epoch"],
+                elr=tuple(s.get("elr", ())),
             )
             for p, s in entry.get("partition_states", {}).items()
         }
@@ -276,6 +280,7 @@ class EmbeddedRegistry(Registry):
                             "isr": list(s.isr),
                             "controller_epoch": s.controller_epoch,
                             "partition_epoch": s.partition_epoch,
+                            **({"elr": list(s.elr)} if s.elr else {}),
                         }
                         for p, s in sorted(topic.states.items())
                     },
@@ -523,13 +528,7 @@ class EmbeddedRegistry(Registry):
                     f"Partition {topic}-{partition} is at partition epoch {current_epoch}, "
                     f"not {expected_partition_epoch}"
                 )
-            stored = PartitionState(
-                leader=state.leader,
-                leader_epoch=state.leader_epoch,
-                isr=state.isr,
-                controller_epoch=state.controller_epoch,
-                partition_epoch=current_epoch + 1,
-            )
+            stored = dataclasses.replace(state, partition_epoch=current_epoch + 1)
             entry.states[partition] = stored
             try:
                 self._save()
@@ -570,13 +569,7 @@ class EmbeddedRegistry(Registry):
                 state = update.state
                 stored[(update.topic, update.partition)] = self._topics[update.topic].states[
                     update.partition
-                ] = PartitionState(
-                    state.leader,
-                    state.leader_epoch,
-                    state.isr,
-                    state.controller_epoch,
-                    update.expected_partition_epoch + 1,
-                )
+                ] = dataclasses.replace(state, partition_epoch=update.expected_partition_epoch + 1)
             try:
                 self._save()
             except BaseException:
@@ -611,12 +604,8 @@ class EmbeddedRegistry(Registry):
                     continue
                 previous.setdefault(key, current)
                 state = update.state
-                outcome[key] = entry.states[update.partition] = PartitionState(
-                    state.leader,
-                    state.leader_epoch,
-                    state.isr,
-                    state.controller_epoch,
-                    current.partition_epoch + 1,
+                outcome[key] = entry.states[update.partition] = dataclasses.replace(
+                    state, partition_epoch=current.partition_epoch + 1
                 )
             if previous:
                 try:
@@ -695,6 +684,19 @@ class EmbeddedRegistry(Registry):
 
     def finish_log_dir_events(self) -> None:
         """Nothing to delete: the embedded registry keeps no notifications."""
+
+    def report_unreachable_leader(self, broker_id: int, leader_id: int, unreachable: bool) -> None:
+        with self._open():
+            leaders = self._unreachable.setdefault(broker_id, set())
+            if unreachable:
+                leaders.add(leader_id)
+            else:
+                leaders.discard(leader_id)
+        self._notify(ADMIN)
+
+    def unreachable_leaders(self) -> dict[int, set[int]]:
+        with self._open():
+            return {b: set(ls) for b, ls in self._unreachable.items() if ls and b in self._brokers}
 
 
 def _int_key(item: tuple[str, Any]) -> int:

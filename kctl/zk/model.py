@@ -168,18 +168,22 @@ class BrokerRegistration:
 @dataclass(frozen=True)
 class PartitionState:
     """A partition's leadership, as the controller records it: the leader broker id (-1: none), the
-    leader epoch, the in-sync replica set, the epoch of the controller that wrote it, and the
-    partition epoch, which the registry assigns and bumps on every write (ZooKeeper: the state
-    znode's version)."""
+    leader epoch, the in-sync replica set, the epoch of the controller that wrote it, the partition
+    epoch, which the registry assigns and bumps on every write (ZooKeeper: the state znode's
+    version), and the eligible leader replicas (KIP-966's ELR): replicas that left the ISR while it
+    was below ``min.insync.replicas`` — the high watermark stands still then, so each holds every
+    record below it and may lead without losing an acknowledged write."""
 
     leader: int
     leader_epoch: int
     isr: tuple[int, ...]
     controller_epoch: int = 0
     partition_epoch: int = 0
+    elr: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "isr", tuple(self.isr))
+        object.__setattr__(self, "elr", tuple(self.elr))
 
 
 @dataclass(frozen=True)

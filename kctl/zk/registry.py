@@ -331,6 +331,17 @@ class ClusterMembership(Protocol):
     def finish_log_dir_events(self) -> None:
         """The controller has read the offline replicas: the log dir event notifications go."""
 
+    @abstractmethod
+    def report_unreachable_leader(self, broker_id: int, leader_id: int, unreachable: bool) -> None:
+        """Follower ``broker_id`` has had no answer from ``leader_id`` for ``replica.lag.time.max.ms``
+        (``unreachable``), or hears from it again (ZooKeeper: ephemeral
+        /kctl/unreachable_leaders/<broker id>-<leader id>, created or deleted; a change wakes the
+        controller)."""
+
+    @abstractmethod
+    def unreachable_leaders(self) -> dict[int, set[int]]:
+        """The leaders each follower reports it cannot reach (the controller keeps the live ones)."""
+
 
 class ConfigStore(Protocol):
     """Config overrides: a topic's, and the dynamic broker configs (a broker's and the

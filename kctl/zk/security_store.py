@@ -3,7 +3,8 @@ cluster mode and in one JSON file under the data directory otherwise; the regist
 of its backend (``Registry.security_store``).
 
 ZooKeeper (what Kafka's brokers and ``kafka-configs.sh`` / ``kafka-acls.sh`` read and write; the
-bytes are kctl.zk.znodes': ConfigEntityZNode, AclZNode and their change notifications):
+bytes are kctl.zk.znodes' ConfigEntityZNode and kctl.zk.acl_znodes' AclZNode, with their change
+notifications):
 
 - ``/config/users/<user>``: ``{"version":1,"config":{"SCRAM-SHA-512":"salt=...,stored_key=...,
   server_key=...,iterations=4096"}}`` plus a ``/config/changes/config_change_<seq>`` notification
@@ -30,9 +31,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from kctl.zk.acl_znodes import AclChangeNotificationSequenceZNode, AclZNode
 from kctl.zk.znodes import (
-    AclChangeNotificationSequenceZNode,
-    AclZNode,
     ConfigEntityChangeNotificationSequenceZNode,
     ConfigEntityTypeZNode,
     ConfigEntityZNode,

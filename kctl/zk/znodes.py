@@ -22,6 +22,8 @@ parts (kctl.zk.zookeeper) do.
                                                     "adding_replicas":{},"removing_replicas":{}}
     /brokers/topics/<topic>/partitions/<p>/state   {"version":1,"leader":1,"leader_epoch":0,
                                                     "isr":[1,2],"controller_epoch":1}
+                                                   (+ kctl's "eligible_leader_replicas":[3] when
+                                                    there are any: KIP-966's ELR)
     /config/topics/<topic>                         {"version":1,"config":{"cleanup.policy":"compact"}}
     /config/brokers/<id>|<default>                 dynamic broker configs, same format
     /config/users/<u>[/clients/<c>], /config/clients/<c>
@@ -43,6 +45,9 @@ parts (kctl.zk.zookeeper) do.
                                                    {"version":1,"broker":1,"event":1}
     /kctl/offline_replicas/<id> (ephemeral)        {"version":1,"partitions":[{"topic":"t",
                                                     "partition":0}]}  (kctl's own)
+    /kctl/unreachable_leaders/<id>-<leader> (eph.) (no data: broker <id> has had no answer from
+                                                    broker <leader>, whose partitions it follows,
+                                                    for replica.lag.time.max.ms; kctl's own)
     /kafka-acl/<type>/<name>                       {"version":1,"acls":[{"principal":"User:a",
     /kafka-acl-extended/prefixed/<type>/<name>      "permissionType":"Allow","operation":"Read",
                                                     "host":"*"}]}
@@ -70,8 +75,6 @@ from kctl.zk.model import (
 
 __all__ = [
     "PERSISTENT_PATHS",
-    "AclChangeNotificationSequenceZNode",
-    "AclZNode",
     "BrokerIdZNode",
     "BrokerIdsZNode",
     "ClusterIdZNode",
@@ -99,6 +102,8 @@ __all__ = [
     "TopicsZNode",
     "UncleanRestartBrokerZNode",
     "UncleanRestartZNode",
+    "UnreachableLeaderZNode",
+    "UnreachableLeadersZNode",
     "ZNodeDecodeError",
 ]
 
@@ -375,15 +380,16 @@ class TopicPartitionStateZNode:
 
     @staticmethod
     def encode(state: PartitionState) -> bytes:
-        return _dumps(
-            {
-                "version": 1,
-                "leader": state.leader,
-                "leader_epoch": state.leader_epoch,
-                "isr": list(state.isr),
-                "controller_epoch": state.controller_epoch,
-            }
-        )
+        obj: dict[str, Any] = {
+            "version": 1,
+            "leader": state.leader,
+            "leader_epoch": state.leader_epoch,
+            "isr": list(state.isr),
+            "controller_epoch": state.controller_epoch,
+        }
+        if state.elr:  # kctl's own field (KIP-966), only when there are eligible leader replicas
+            obj["eligible_leader_replicas"] = list(state.elr)
+        return _dumps(obj)
 
     @classmethod
     def decode(cls, topic: str, partition: int, data: bytes | None, zk_version: int) -> PartitionState:
@@ -392,12 +398,16 @@ class TopicPartitionStateZNode:
         isr = _field(path, obj, "isr", list)
         if not all(isinstance(r, int) and not isinstance(r, bool) for r in isr):
             raise ZNodeDecodeError(f"{path}: bad isr {isr!r}")
+        elr = obj.get("eligible_leader_replicas", [])
+        if not isinstance(elr, list) or not all(isinstance(r, int) and not isinstance(r, bool) for r in elr):
+            raise ZNodeDecodeError(f"{path}: bad eligible_leader_replicas {elr!r}")
         return PartitionState(
             leader=_field(path, obj, "leader", int),
             leader_epoch=_field(path, obj, "leader_epoch", int),
             isr=tuple(isr),
             controller_epoch=_field(path, obj, "controller_epoch", int),
             partition_epoch=zk_version,
+            elr=tuple(elr),
         )
 
 
@@ -690,68 +700,31 @@ class OfflineReplicasBrokerZNode:
         return {(e["topic"], e["partition"]) for e in entries}
 
 
-# -- ACLs -----------------------------------------------------------------------------------------
+class UnreachableLeadersZNode:
+    """``/kctl/unreachable_leaders``: kctl's parent of the followers' reports of leaders they cannot
+    reach."""
 
-class AclZNode:
-    """``/kafka-acl/<resource type>/<name>`` (literal resource patterns) and
-    ``/kafka-acl-extended/prefixed/<resource type>/<name>`` (prefixed ones): the ACLs of one
-    resource pattern, as Kafka's AclAuthorizer stores them (``ResourceZNode``). An ACL is the JSON
-    object Kafka writes (``principal``, ``permissionType``, ``operation``, ``host``)."""
+    path = "/kctl/unreachable_leaders"
 
-    LITERAL = "LITERAL"
-    PREFIXED = "PREFIXED"
-    LITERAL_ROOT = "/kafka-acl"
-    PREFIXED_ROOT = "/kafka-acl-extended/prefixed"
 
-    @classmethod
-    def root(cls, pattern_type: str) -> str:
-        """The parent of a pattern type's resource types."""
-        return cls.PREFIXED_ROOT if pattern_type == cls.PREFIXED else cls.LITERAL_ROOT
-
-    @classmethod
-    def path(cls, resource_type: str, pattern_type: str, name: str) -> str:
-        return f"{cls.root(pattern_type)}/{resource_type}/{name}"
+class UnreachableLeaderZNode:
+    """``/kctl/unreachable_leaders/<follower id>-<leader id>`` (ephemeral, owned by the follower;
+    empty): the follower has had no answer from that leader for ``replica.lag.time.max.ms`` while it
+    had partitions to fetch there. The controller moves a partition's leadership to a reporting ISR
+    (or ELR) member once a majority of the partition's replicas report its leader (kctl's own: a
+    leader cut from its followers while it keeps its ZooKeeper session)."""
 
     @staticmethod
-    def encode(acls: list[dict[str, str]]) -> bytes:
-        return _dumps({"version": 1, "acls": acls})
-
-    @classmethod
-    def decode(
-        cls, resource_type: str, pattern_type: str, name: str, data: bytes | None
-    ) -> list[dict[str, str]]:
-        """The ACLs; none for a znode without data or without an ``acls`` list."""
-        if not data:
-            return []
-        acls = _loads(cls.path(resource_type, pattern_type, name), data).get("acls")
-        return list(acls) if isinstance(acls, list) else []
-
-
-class AclChangeNotificationSequenceZNode:
-    """``/kafka-acl-changes/acl_changes_<seq>`` (literal patterns: ``"<resource type>:<name>"``) and
-    ``/kafka-acl-extended-changes/acl_changes_<seq>`` (others: a JSON object), persistent
-    sequential: "the ACLs of this resource pattern changed, re-read them" (Kafka's
-    ``LiteralAclChangeStore`` and ``ExtendedAclChangeStore``)."""
-
-    PREFIX = "acl_changes_"
-    LITERAL_PATH = "/kafka-acl-changes"
-    EXTENDED_PATH = "/kafka-acl-extended-changes"
-    PATHS = (LITERAL_PATH, EXTENDED_PATH)
-
-    @classmethod
-    def parent(cls, pattern_type: str) -> str:
-        return cls.LITERAL_PATH if pattern_type == AclZNode.LITERAL else cls.EXTENDED_PATH
-
-    @classmethod
-    def create_path(cls, pattern_type: str) -> str:
-        return f"{cls.parent(pattern_type)}/{cls.PREFIX}"
+    def path(follower_id: int, leader_id: int) -> str:
+        return f"{UnreachableLeadersZNode.path}/{follower_id}-{leader_id}"
 
     @staticmethod
-    def encode(resource_type: str, pattern_type: str, name: str) -> bytes:
-        if pattern_type == AclZNode.LITERAL:
-            return f"{resource_type}:{name}".encode()
-        note = {"version": 1, "resourceType": resource_type, "name": name, "patternType": pattern_type}
-        return _dumps(note)
+    def parse(child: str) -> tuple[int, int] | None:
+        """(follower id, leader id) of a child's name; None for a name kctl did not write."""
+        follower, dash, leader = child.partition("-")
+        if not dash or not follower.isdigit() or not leader.isdigit():
+            return None
+        return int(follower), int(leader)
 
 
 PERSISTENT_PATHS: tuple[str, ...] = (
@@ -764,5 +737,6 @@ PERSISTENT_PATHS: tuple[str, ...] = (
     UncleanRestartZNode.path,
     LogDirEventNotificationZNode.path,
     OfflineReplicasZNode.path,
+    UnreachableLeadersZNode.path,
 )
 """The parents a registry creates at start, as Kafka's brokers do (``KafkaZkClient.createTopLevelPaths``)."""

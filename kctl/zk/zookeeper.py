@@ -82,6 +82,8 @@ from kctl.zk.znodes import (
     OfflineReplicasZNode,
     UncleanRestartBrokerZNode,
     UncleanRestartZNode,
+    UnreachableLeadersZNode,
+    UnreachableLeaderZNode,
     ZNodeDecodeError,
 )
 from kctl.zk.zookeeper_configs import ZooKeeperConfigs
@@ -247,6 +249,12 @@ class ZooKeeperRegistry(Registry):
 
     def finish_log_dir_events(self) -> None:
         self._brokers.finish_log_dir_events()
+
+    def report_unreachable_leader(self, broker_id: int, leader_id: int, unreachable: bool) -> None:
+        self._brokers.report_unreachable_leader(broker_id, leader_id, unreachable)
+
+    def unreachable_leaders(self) -> dict[int, set[int]]:
+        return self._brokers.unreachable_leaders()
 
     # -- TopicStore: ZooKeeperTopics ---------------------------------------------------------------
     def create_topic(
@@ -637,6 +645,30 @@ class ZooKeeperBrokers(ZooKeeperPart, ClusterMembership):
             for name in client.get_children(LogDirEventNotificationZNode.path):
                 with contextlib.suppress(NoNodeError):
                     client.delete(f"{LogDirEventNotificationZNode.path}/{name}")
+
+    def report_unreachable_leader(self, broker_id: int, leader_id: int, unreachable: bool) -> None:
+        client = self._zk_client()
+        path = UnreachableLeaderZNode.path(broker_id, leader_id)
+        what = "report" if unreachable else "withdraw the report of"
+        with self._zk(f"{what} leader {leader_id} unreachable from broker {broker_id}"):
+            if unreachable:
+                with contextlib.suppress(NodeExistsError):
+                    client.create(path, b"", ephemeral=True, makepath=True)
+            else:
+                with contextlib.suppress(NoNodeError):
+                    client.delete(path)
+        self._notify(ADMIN)
+
+    def unreachable_leaders(self) -> dict[int, set[int]]:
+        client = self._zk_client()
+        with self._zk("read the unreachable leader reports"):
+            children = client.get_children(UnreachableLeadersZNode.path)
+        reports: dict[int, set[int]] = {}
+        for child in children:
+            parsed = UnreachableLeaderZNode.parse(child)
+            if parsed is not None:
+                reports.setdefault(parsed[0], set()).add(parsed[1])
+        return reports
 
     def controlled_shutdown_requests(self) -> dict[int, tuple[str, int]]:
         client = self._zk_client()

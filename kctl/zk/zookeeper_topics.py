@@ -14,6 +14,7 @@ topic and waiting for a controller."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
@@ -386,13 +387,7 @@ class ZooKeeperTopics(ZooKeeperPart, TopicStore):
                         f"Partition {where} is not at partition epoch {expected_partition_epoch}"
                     ) from None
         self._notify(PARTITIONS)
-        return PartitionState(
-            leader=state.leader,
-            leader_epoch=state.leader_epoch,
-            isr=state.isr,
-            controller_epoch=state.controller_epoch,
-            partition_epoch=version,
-        )
+        return dataclasses.replace(state, partition_epoch=version)
 
     def alter_partition_states(
         self, updates: list[PartitionStateUpdate]
@@ -425,9 +420,7 @@ class ZooKeeperTopics(ZooKeeperPart, TopicStore):
                     outcome[key] = UnknownTopicError(f"Partition {where} does not exist.")
                     continue
                 state = update.state
-                outcome[key] = PartitionState(
-                    state.leader, state.leader_epoch, state.isr, state.controller_epoch, stat.version
-                )
+                outcome[key] = dataclasses.replace(state, partition_epoch=stat.version)
         if any(isinstance(value, PartitionState) for value in outcome.values()):
             self._notify(PARTITIONS)
         return outcome
@@ -592,9 +585,7 @@ class ZooKeeperTopics(ZooKeeperPart, TopicStore):
         for update, result in zip(updates, results, strict=True):
             version = 0 if update.expected_partition_epoch < 0 else result.version
             state = update.state
-            stored[(update.topic, update.partition)] = PartitionState(
-                state.leader, state.leader_epoch, state.isr, state.controller_epoch, version
-            )
+            stored[(update.topic, update.partition)] = dataclasses.replace(state, partition_epoch=version)
         self._notify(PARTITIONS)
         return stored
 

@@ -41,6 +41,7 @@ from kctl.zk.znodes import (
     TopicsZNode,
     TopicZNode,
     UncleanRestartZNode,
+    UnreachableLeadersZNode,
     ZNodeDecodeError,
 )
 from kctl.zk.zookeeper_session import ZooKeeperPart, ZooKeeperSession, collect
@@ -95,6 +96,7 @@ class ZooKeeperWatches(ZooKeeperPart):
             ChildrenWatch(client, ControlledShutdownZNode.path, self._children_watcher(ADMIN)),
             ChildrenWatch(client, UncleanRestartZNode.path, self._children_watcher(ADMIN)),
             ChildrenWatch(client, LogDirEventNotificationZNode.path, self._children_watcher(ADMIN)),
+            ChildrenWatch(client, UnreachableLeadersZNode.path, self._children_watcher(ADMIN)),
         ]
         with self._lock:
             self._watches = watches

@@ -95,11 +95,14 @@ def test_parked_acks_complete_when_the_high_watermark_passes_them(tmp_path: Path
         partition.log.append(batch(1), leader_epoch=0)
         second = partition.add_ack_waiter(3)
         partition.update_state((1,), (1, 2, 3), 1, 0)
-        partition.maybe_advance_high_watermark()
+        assert not partition.maybe_advance_high_watermark()  # stands still below min ISR (KIP-966)
+        partition.complete_acks()  # as ReplicaManager does once the shrink is stored
         after_shrink = second.result()
+        partition.update_state((1, 2), (1, 2, 3), 2, 0)  # back at min ISR; then leadership goes
         partition.log.append(batch(1), leader_epoch=0)
         third = partition.add_ack_waiter(4)
-        partition.make_follower(2, 1, (2,), (1, 2, 3), 2, 0)
+        assert not third.done()
+        partition.make_follower(2, 1, (2,), (1, 2, 3), 3, 0)
         return done, after_shrink, third.result()
 
     assert asyncio.run(scenario()) == (
@@ -132,6 +135,58 @@ def test_isr_shrink_and_expand_decisions(tmp_path: Path) -> None:
     partition.record_follower_fetch(3, 12, now_ms=3700)
     assert partition.replica_to_add(3)
     assert not partition.replica_to_add(2)  # already in the ISR
+
+
+def test_the_high_watermark_stands_still_while_the_isr_is_below_min_insync(tmp_path: Path) -> None:
+    """KIP-966: with the ISR below min.insync.replicas the leader's own appends (acks=1) stay above
+    the high watermark, so no consumer reads what an eligible replica that left the ISR may lack;
+    it moves again once a replica rejoins."""
+    partition = leader(tmp_path, isr=(1,), min_insync=2)
+    partition.log.append(batch(4), leader_epoch=0)
+    assert not partition.maybe_advance_high_watermark()
+    assert partition.high_watermark == 0
+    partition.record_follower_fetch(2, 4, now_ms=1100)
+    partition.update_state((1, 2), (1, 2, 3), 1, 0)
+    assert partition.maybe_advance_high_watermark()
+    assert partition.high_watermark == 4
+    # min.insync.replicas above the replica count counts as the replica count
+    alone = Partition(
+        TopicPartition("t", 1),
+        new_log(tmp_path / "solo", 2),
+        leader_id=-1,
+        leader_epoch=-1,
+        replicas=(1,),
+        isr=(),
+        broker_id=1,
+        replicated=True,
+    )
+    alone.make_leader(0, (1,), (1,), 0, 0, now_ms=1000)
+    alone.log.append(batch(2), leader_epoch=0)
+    assert alone.maybe_advance_high_watermark()
+
+
+def test_eligible_leader_replicas_are_the_replicas_that_leave_an_isr_below_min_insync(tmp_path: Path) -> None:
+    partition = leader(tmp_path, isr=(1, 2, 3), min_insync=2)
+    assert partition.elr_after((1, 2)) == ()  # still at min.insync.replicas: nobody eligible
+    assert partition.elr_after((1,)) == (2, 3)  # both leave below it
+    partition.update_state((1, 2), (1, 2, 3), 1, 0)
+    assert partition.elr_after((1,)) == (2,)  # 3 left while the ISR was large enough: not eligible
+    partition.update_state((1,), (1, 2, 3), 2, 0)
+    partition.elr = (2,)
+    assert partition.elr_after((1,)) == (2,)
+    assert partition.elr_after((1, 3)) == ()  # back at min.insync.replicas: cleared
+
+
+def test_parked_acks_fail_at_once_when_the_isr_drops_below_min_insync(tmp_path: Path) -> None:
+    async def scenario() -> int:
+        partition = leader(tmp_path, isr=(1, 2), min_insync=2)
+        partition.log.append(batch(2), leader_epoch=0)
+        waiting = partition.add_ack_waiter(2)
+        partition.update_state((1,), (1, 2, 3), 1, 0)
+        partition.complete_acks()
+        return waiting.result()
+
+    assert asyncio.run(scenario()) == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
 
 
 def fetcher_state(path: Path, epochs: list[tuple[int, int]]) -> FetchState:

@@ -219,3 +219,74 @@ def test_replicas_in_a_failed_log_dir_lose_leadership_and_isr_membership(registr
     assert summary(registry, "healthy") == {0: (3, 0, (3, 1, 2))}
     controller.process({"rebalance"})  # 3 is preferred, but its replica is offline: no move back
     assert summary(registry, "t")[0] == (1, 1, (1, 2))
+
+
+def test_unreachable_leader_election_needs_a_majority_of_reporters() -> None:
+    """A leader alive in ZooKeeper that a majority of its replicas cannot reach: the first reporting
+    ISR member leads, with the ISR less the old leader; one reporter of three is not enough (a
+    bridge: the other follower still replicates)."""
+    isr_full = state(1, (1, 2, 3))
+    assert election.unreachable_leader_election((1, 2, 3), isr_full, {2, 3}) == (2, (2, 3))
+    assert election.unreachable_leader_election((1, 3, 2), isr_full, {2, 3}) == (3, (2, 3))
+    assert election.unreachable_leader_election((1, 2, 3), isr_full, {3}) is None
+    # a reporter outside the ISR and not eligible never leads
+    assert election.unreachable_leader_election((1, 2, 3), state(1, (1, 3)), {2, 3}) == (3, (3,))
+    assert election.unreachable_leader_election((1, 2, 3), state(1, (1,)), {2, 3}) is None
+
+
+def test_unreachable_leader_election_takes_an_eligible_leader_replica() -> None:
+    """The leader shrank the ISR to itself first: its followers left the ISR below min ISR, so they
+    are eligible (KIP-966) and one of them leads, alone in the ISR."""
+    shrunk = PartitionState(1, 5, (1,), 1, 3, elr=(3, 2))
+    assert election.unreachable_leader_election((1, 2, 3), shrunk, {2, 3}) == (2, (2,))
+    assert election.unreachable_leader_election((1, 2, 3), shrunk, {3}) is None
+
+
+def test_offline_election_takes_an_eligible_leader_replica_before_going_offline() -> None:
+    shrunk = PartitionState(1, 5, (1,), 1, 3, elr=(2,))
+    assert election.offline_partition_election((1, 2, 3), shrunk, {2, 3}, unclean=False) == (2, (2,))
+    assert election.offline_partition_election((1, 2, 3), shrunk, {3}, unclean=False) == (-1, (1,))
+
+
+def test_a_leader_its_followers_report_unreachable_loses_leadership(registry: EmbeddedRegistry) -> None:
+    """Broker 1 keeps its session (registered) but brokers 2 and 3 report it unreachable: the
+    controller moves its partition to 2 (epoch bumped, 1 out of the ISR). A partition 2 leads is
+    left alone by 1's report of 2 (one reporter of three), and a withdrawn report moves nothing."""
+    register(registry, 2, 3)
+    registry.create_topic("t", {0: (1, 2, 3), 1: (2, 1, 3)}, {})
+    controller = Controller(1, registry)
+    controller.process({"controller"})
+    assert summary(registry, "t") == {0: (1, 0, (1, 2, 3)), 1: (2, 0, (2, 1, 3))}
+    registry.report_unreachable_leader(2, 1, True)
+    controller.process({"admin"})
+    assert summary(registry, "t")[0] == (1, 0, (1, 2, 3))  # one reporter: no move
+    registry.report_unreachable_leader(3, 1, True)
+    registry.report_unreachable_leader(1, 2, True)
+    controller.process({"admin"})
+    assert summary(registry, "t") == {0: (2, 1, (2, 3)), 1: (2, 0, (2, 1, 3))}
+    assert controller.unreachable_leader_elections == 1
+    registry.report_unreachable_leader(2, 1, False)
+    registry.report_unreachable_leader(3, 1, False)
+    controller.process({"admin"})
+    assert summary(registry, "t")[0] == (2, 1, (2, 3))
+
+
+def test_eligible_leader_replicas_survive_controller_writes_and_leave_on_an_unclean_restart(
+    registry: EmbeddedRegistry,
+) -> None:
+    register(registry, 2, 3)
+    registry.create_topic("t", {0: (1, 2, 3)}, {})
+    controller = Controller(1, registry)
+    controller.process({"controller"})
+    fence = registry.controller_fence()
+    assert fence is not None
+    # the leader shrank the ISR to itself below min ISR: 2 and 3 eligible
+    registry.set_partition_state("t", 0, PartitionState(1, 0, (1,), fence.epoch, elr=(2, 3)))
+    registry.announce_unclean_restart(3)  # 3 may have lost unsynced records: no longer eligible
+    controller.process({"admin"})
+    after = registry.partition_states("t")[0]
+    assert (after.leader, after.isr, after.elr) == (1, (1,), (2,))
+    registry.unregister_broker(1)  # the leader dies: the eligible replica leads, alone in the ISR
+    controller.process({"brokers"})
+    after = registry.partition_states("t")[0]
+    assert (after.leader, after.isr, after.elr) == (2, (2,), ())

@@ -2,7 +2,7 @@
 a network namespace of its own (kctl.testing.netns), under acks=all load from two idempotent writers
 (confluent-kafka and kctl's producer), RF 3, min ISR 2. Links are cut with silent packet drops:
 a leader isolated from everything, cut from ZooKeeper only (the zombie), cut from its followers
-(it stays leader, alone in the ISR), a bridge, and an asymmetric cut (the leader's packets to its
+(they report it and another broker leads), a bridge, and an asymmetric cut (the leader's packets to its
 followers dropped, theirs still arriving). After each heal every replica is back in the ISR; at the
 end nothing acknowledged is lost, duplicated, reordered or acknowledged twice at one offset.
 
@@ -83,6 +83,52 @@ def test_the_brokers_and_zookeeper_run_in_namespaces_of_their_own(lab: Lab) -> N
             lab.lab.heal()
         wait_for(lambda: 1 in view.live_brokers(), "broker 1 to register again", 60)
     assert lab.lab.cuts == []
+
+
+def test_a_leader_cut_from_its_followers_loses_leadership_while_its_session_lives(lab: Lab) -> None:
+    """Cut from its followers only, a leader keeps its ZooKeeper session, so Kafka would keep it
+    leader, alone in the ISR and taking no acks=all write, until the heal. kctl's followers report
+    it unreachable and the controller moves the partition to one of them: an acks=all write is
+    acknowledged during the cut, and after the heal every replica is back in the ISR and the write
+    is there."""
+    from confluent_kafka import Consumer, Producer
+
+    topic = "cut-from-followers"
+    bootstrap = lab.cluster.bootstrap_servers
+    create_topic(bootstrap, topic, 1, 3, {"min.insync.replicas": "2"})
+    with ClusterView(lab.cluster.zookeeper_connect) as view:
+        view.wait_for_full_isr(topic, 1, timeout=60)
+        leader = view.wait_for_leader(topic, 0).leader
+        for follower in (b for b in lab.brokers if b != leader):
+            lab.lab.cut(lab.brokers[leader], lab.brokers[follower])
+        try:
+            moved = view.wait_for_leader(topic, 0, not_in={leader}, timeout=45)
+            assert leader in view.live_brokers()  # its session never ended: no expiry moved it
+            assert leader not in moved.isr
+            producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+            delivered: list[object] = []
+            producer.produce(
+                topic, b"during the cut", partition=0, on_delivery=lambda e, m: delivered.append(e)
+            )
+            assert producer.flush(30) == 0
+            assert delivered == [None]
+        finally:
+            lab.lab.heal()
+        view.wait_for_isr(topic, 0, set(lab.brokers), timeout=60)
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "cut-check", "auto.offset.reset": "earliest"}
+    )
+    try:
+        consumer.subscribe([topic])
+        values: list[bytes | None] = []
+        wait_for(
+            lambda: values.extend(m.value() for m in consumer.consume(10, 1.0) if not m.error())
+            or b"during the cut" in values,
+            "the write made during the cut",
+            60,
+        )
+    finally:
+        consumer.close()
 
 
 def test_network_partitions_lose_no_acknowledged_write(lab: Lab) -> None:

@@ -104,6 +104,14 @@ def test_znode_round_trips() -> None:
     assert TopicZNode.decode("t", TopicZNode.encode(topic_id, {0: (1, 2)})) == (topic_id, {0: (1, 2)})
     state = PartitionState(2, 3, (2, 1), 4, partition_epoch=9)
     assert TopicPartitionStateZNode.decode("t", 0, TopicPartitionStateZNode.encode(state), 9) == state
+    assert b"eligible" not in TopicPartitionStateZNode.encode(state)  # Kafka's format unless there are any
+    eligible = PartitionState(2, 3, (2,), 4, partition_epoch=9, elr=(3, 1))
+    assert TopicPartitionStateZNode.decode("t", 0, TopicPartitionStateZNode.encode(eligible), 9) == eligible
+    with pytest.raises(ZNodeDecodeError):
+        TopicPartitionStateZNode.decode(
+            "t", 0, b'{"version":1,"leader":1,"leader_epoch":0,"isr":[1],"controller_epoch":1,'
+            b'"eligible_leader_replicas":"x"}', 1
+        )
     assert ConfigEntityZNode.decode("topics", "t", ConfigEntityZNode.encode({"a": "1"})) == {"a": "1"}
     notification = ConfigEntityChangeNotificationSequenceZNode.encode("topics", "t")
     assert ConfigEntityChangeNotificationSequenceZNode.decode(notification) == ("topics", "t")

@@ -55,6 +55,9 @@ class ClusterView:
     restarting: set[int] = field(default_factory=set)
     offline: dict[int, set[tuple[str, int]]] = field(default_factory=dict)
     """The replicas each broker lost with a failed log dir (KIP-112): never leader or ISR member."""
+    unreachable: dict[int, set[int]] = field(default_factory=dict)
+    """The leaders each live broker reports it has had no answer from (its fetches there unanswered
+    for ``replica.lag.time.max.ms``)."""
     """Brokers back from an unclean shutdown (their unsynced writes may be lost): out of every
     ISR and leadership before they take a role (`Registry.announce_unclean_restart`)."""
 
@@ -77,22 +80,38 @@ class ClusterView:
         value = self.topics[topic].configs.get("unclean.leader.election.enable")
         return self.unclean_default if value is None else value.strip().lower() == "true"
 
+    def unreachable_reporters(self, key: tuple[str, int], leader: int, replicas: tuple[int, ...]) -> set[int]:
+        """The live replicas of ``key`` (other than ``leader``) that report ``leader`` unreachable."""
+        if not self.unreachable:
+            return set()
+        live = self.live_for(key) if self.offline else self.live
+        return {r for r in replicas if r != leader and r in live and leader in self.unreachable.get(r, ())}
+
     def propose(
-        self, key: tuple[str, int], decision: election.Decision | None, epoch: int, *, force: bool = False
+        self,
+        key: tuple[str, int],
+        decision: election.Decision | None,
+        epoch: int,
+        *,
+        force: bool = False,
+        drop_from_elr: frozenset[int] = frozenset(),
     ) -> None:
         """Record a new (leader, isr) for ``key``: a new leader epoch (the controller bumps it on
         every change it makes, as Kafka's ZooKeeper-mode controller does). Without ``force``, a
-        decision equal to the current state is not a change."""
+        decision equal to the current state is not a change. The eligible leader replicas carry
+        over, less the new leader and ISR and ``drop_from_elr``."""
         if decision is None:
             return
         leader, isr = decision
         old = self.states.get(key)
         now = self.current(key)
-        if not force and now is not None and (now.leader, now.isr) == (leader, tuple(isr)):
+        kept = now.elr if now is not None else ()
+        elr = tuple(r for r in kept if r != leader and r not in isr and r not in drop_from_elr)
+        if not force and now is not None and (now.leader, now.isr, now.elr) == (leader, tuple(isr), elr):
             return
         base_epoch = old.leader_epoch if old is not None else -1
         expected = old.partition_epoch if old is not None else -1
-        state = PartitionState(leader, base_epoch + 1, tuple(isr), epoch)
+        state = PartitionState(leader, base_epoch + 1, tuple(isr), epoch, elr=elr)
         self.updates[key] = PartitionStateUpdate(key[0], key[1], state, expected)
 
 
@@ -120,6 +139,7 @@ class Controller:
         self._reassigner = Reassigner(self)
         self.leader_elections = 0  # leaders this controller changed (the metrics' counters)
         self.unclean_leader_elections = 0
+        self.unreachable_leader_elections = 0  # leaders moved off a leader its followers lost
 
     # -- lifecycle ---------------------------------------------------------------------------------
     @property
@@ -210,6 +230,7 @@ class Controller:
         topics = registry.topics()
         states = registry.partition_states_of(topics)
         offline = {b: keys for b, keys in registry.offline_replicas().items() if b in registered}
+        unreachable = {b: leaders for b, leaders in registry.unreachable_leaders().items() if b in registered}
         return ClusterView(
             registered,
             shutting,
@@ -218,6 +239,7 @@ class Controller:
             self.unclean_leader_election,
             restarting=restarting,
             offline=offline,
+            unreachable=unreachable,
         )
 
     def _reconcile(self, *, rebalance: bool) -> None:
@@ -245,12 +267,18 @@ class Controller:
                     decision = election.offline_partition_election(
                         replicas, state, live_here, unclean=unclean
                     )
-                    if decision[0] >= 0 and decision[0] not in state.isr:
+                    if decision[0] >= 0 and decision[0] not in state.isr and decision[0] not in state.elr:
                         self.unclean_leader_elections += 1
                         log.warning(
                             "unclean leader election of %s-%d: broker %d, not in the ISR %s, leads; "
                             "records only the old ISR held are lost",
                             name, partition, decision[0], list(state.isr),
+                        )
+                    elif decision[0] >= 0 and decision[0] not in state.isr:
+                        log.warning(
+                            "partition %s-%d: no live ISR member: eligible leader replica %d leads "
+                            "(it holds every record below the high watermark)",
+                            name, partition, decision[0],
                         )
                     view.propose(key, decision, epoch)
                 elif state.leader in view.shutting_down or state.leader in view.restarting:
@@ -258,11 +286,26 @@ class Controller:
                     view.propose(
                         key, election.controlled_shutdown_election(replicas, state, live, leaving), epoch
                     )
+                elif reporters := view.unreachable_reporters(key, state.leader, replicas):
+                    moved = election.unreachable_leader_election(replicas, state, reporters)
+                    if moved is not None:
+                        self.unreachable_leader_elections += 1
+                        log.warning(
+                            "partition %s-%d: leader %d is alive but unreachable from %s (a majority "
+                            "of its replicas): broker %d leads",
+                            name, partition, state.leader, sorted(reporters), moved[0],
+                        )
+                    view.propose(key, moved, epoch)
                 current = view.current(key)
                 assert current is not None
                 if current.leader >= 0:  # followers that died or are shutting down leave the ISR
                     gone = {r for r in current.isr if r not in live_here and r != current.leader}
                     view.propose(key, election.remove_from_isr(current, gone), epoch)
+                lost = view.restarting.intersection(current.elr)
+                if lost:  # back from an unclean shutdown: it may have lost what made it eligible
+                    current = view.current(key)
+                    assert current is not None
+                    view.propose(key, (current.leader, current.isr), epoch, drop_from_elr=frozenset(lost))
                 if preferred_requests is not None and (not preferred_requests or key in preferred_requests):
                     current = view.current(key)
                     assert current is not None

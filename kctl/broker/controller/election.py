@@ -19,17 +19,45 @@ def offline_partition_election(
     replicas: Sequence[int], state: PartitionState, live: Collection[int], *, unclean: bool
 ) -> Decision:
     """The leader is gone (or -1): the first replica in assignment order that is alive and in the
-    ISR; else, with unclean election enabled, the first live replica (ISR := [it]); else leader -1
-    with the ISR kept (never emptied: when its last member died it stays [that member])."""
+    ISR; else the first live eligible leader replica (KIP-966; ISR := [it]); else, with unclean
+    election enabled, the first live replica (ISR := [it]); else leader -1 with the ISR kept (never
+    emptied: when its last member died it stays [that member])."""
     live_isr = tuple(r for r in state.isr if r in live)
     for replica in replicas:
         if replica in live and replica in state.isr:
             return replica, live_isr
+    for replica in replicas:
+        if replica in live and replica in state.elr:
+            return replica, (replica,)
     if unclean:
         for replica in replicas:
             if replica in live:
                 return replica, (replica,)
     return NO_LEADER, live_isr or state.isr
+
+
+def unreachable_leader_election(
+    replicas: Sequence[int], state: PartitionState, reporters: Collection[int]
+) -> Decision | None:
+    """The leader is alive (its session holds) but a majority of the partition's replicas report
+    that they have had no answer from it (``reporters``: live replicas, the leader not among them):
+    the first reporter in assignment order that is in the ISR leads, with the ISR less the old
+    leader; failing that, the first reporter among the eligible leader replicas (KIP-966: they
+    left the ISR while it was below min.insync.replicas, so they hold every record below the frozen
+    high watermark), with the ISR [it]. None without a majority or such a reporter.
+
+    As safe as a preferred election: the old leader acknowledges a write only once every member of
+    its ISR has fetched it, and the new leader stops fetching from it on taking over; the old
+    leader's ISR writes then fail on the bumped partition epoch, and it follows."""
+    if len(reporters) * 2 <= len(replicas):
+        return None
+    for replica in replicas:
+        if replica in reporters and replica in state.isr and replica != state.leader:
+            return replica, tuple(r for r in state.isr if r != state.leader)
+    for replica in replicas:
+        if replica in reporters and replica in state.elr:
+            return replica, (replica,)
+    return None
 
 
 def remove_from_isr(state: PartitionState, removed: Collection[int]) -> Decision | None:

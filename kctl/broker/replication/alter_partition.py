@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -157,4 +158,4 @@ def _without_shutting_down(
     if leaving == added:
         return None
     isr = tuple(r for r in state.isr if r not in leaving)
-    return PartitionState(state.leader, state.leader_epoch, isr, state.controller_epoch)
+    return dataclasses.replace(state, isr=isr)

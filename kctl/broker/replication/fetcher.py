@@ -125,6 +125,8 @@ class ReplicaFetcher:
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
+        #: when the source broker last answered (or this fetcher had nothing to ask it): monotonic
+        self.last_answer = time.monotonic()
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(
@@ -161,6 +163,7 @@ class ReplicaFetcher:
             now = time.monotonic()
             ready = {tp: s for tp, s in self.partitions.items() if s.delayed_until <= now}
             if not ready:
+                self.last_answer = now  # nothing asked, so nothing unanswered
                 delays = [s.delayed_until - now for s in self.partitions.values()]
                 self._wakeup.clear()
                 # asyncio.timeout, not wait_for: Python 3.11's wait_for returns the result when a
@@ -175,6 +178,7 @@ class ReplicaFetcher:
                     await self._truncate(to_truncate)
                 else:
                     await self._fetch(ready)
+                self.last_answer = time.monotonic()
                 if self.unreachable.failing(self.source_id):
                     where = f"broker {self.source_id} at {self._address}"
                     self.unreachable.recovered(self.source_id, f"{where} reachable")
@@ -501,6 +505,15 @@ class ReplicaFetcherManager:
 
     def fetching(self, tp: TopicPartition) -> int | None:
         return self._source_of.get(tp)
+
+    def unanswered_sources(self, now: float, longer_than_s: float) -> set[int]:
+        """The source brokers that have partitions to give this broker and have not answered it
+        for longer than ``longer_than_s`` (``now``: time.monotonic())."""
+        return {
+            source
+            for source, fetcher in self.fetchers.items()
+            if fetcher.partitions and now - fetcher.last_answer > longer_than_s
+        }
 
     def retarget(self, endpoint_of: Callable[[int], tuple[str, int] | None]) -> None:
         """Point each fetcher at its source broker's registered address (after a metadata
