@@ -22,7 +22,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from kctl.broker.config import BrokerConfig
 from kctl.broker.controller.placement import InvalidReplicationFactorError, assign_replicas
@@ -45,6 +45,8 @@ from kctl.zk.model import (
 from kctl.zk.registry import ConfigStore, TopicStore
 
 log = logging.getLogger("kctl.broker.topics")
+
+T = TypeVar("T")
 
 MAX_PARTITIONS = 100_000
 #: new partitions one CreateTopics or CreatePartitions request may ask for, all topics together
@@ -287,23 +289,34 @@ class TopicAdmin:
         """Write the planned topics, then their first partition states, then refresh the metadata
         once for them all (a CreateTopics of a hundred topics reads the cluster's state once, not a
         hundred times); per plan, its topic or why it was not created."""
-        outcomes: list[TopicRecord | ApiError] = []
+
+        def write() -> list[TopicRecord | ApiError]:
+            written = self.registry.create_topics(
+                [(plan.name, dict(plan.assignment), dict(plan.configs)) for plan in plans]
+            )
+            return [
+                outcome if isinstance(outcome, TopicRecord) else _create_error(plan, outcome)
+                for plan, outcome in zip(plans, written, strict=True)
+            ]
+
+        return self._write_and_elect(len(plans), write, lambda outcome: not isinstance(outcome, ApiError))
+
+    def _write_and_elect(
+        self, count: int, write: Callable[[], list[T]], succeeded: Callable[[T], bool]
+    ) -> list[T | ApiError]:
+        """The registry writes of one request (``write``: ``count`` outcomes; one embedded-registry
+        write), then the controller's first states when any ``succeeded``, then one metadata
+        refresh. A registry file that cannot be written (a full disk) fails all ``count``."""
         try:
             with self.registry.write_batch():
-                written = self.registry.create_topics(
-                    [(plan.name, dict(plan.assignment), dict(plan.configs)) for plan in plans]
-                )
-                for plan, outcome in zip(plans, written, strict=True):
-                    outcomes.append(
-                        outcome if isinstance(outcome, TopicRecord) else _create_error(plan, outcome)
-                    )
-                if any(not isinstance(outcome, ApiError) for outcome in outcomes):
+                written = write()
+                if any(succeeded(outcome) for outcome in written):
                     self._elect_leaders()
         except OSError as error:  # the embedded registry's file could not be written (a full disk)
             failure = ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot store the cluster metadata: {error}")
-            return [failure for _ in plans]
+            return [failure for _ in range(count)]
         self.metadata.refresh()
-        return outcomes
+        return list(written)
 
     def delete_topic(self, name: str) -> None:
         outcome = self.delete_topics([name])[0]
@@ -400,18 +413,9 @@ class TopicAdmin:
         """Write the planned partitions of several topics, then their first states, then refresh the
         metadata once for them all (the controller's pass over every partition state runs once per
         CreatePartitions, not once per topic); per plan, None or why it was not grown."""
-        outcomes: list[ApiError | None] = []
-        try:
-            with self.registry.write_batch():
-                for plan in plans:
-                    outcomes.append(self._add_partitions(plan))
-                if any(outcome is None for outcome in outcomes):
-                    self._elect_leaders()
-        except OSError as error:  # the embedded registry's file could not be written (a full disk)
-            failure = ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot store the cluster metadata: {error}")
-            return [failure for _ in plans]
-        self.metadata.refresh()
-        return outcomes
+        return self._write_and_elect(
+            len(plans), lambda: [self._add_partitions(plan) for plan in plans], lambda out: out is None
+        )
 
     def _add_partitions(self, plan: PartitionPlan) -> ApiError | None:
         try:

@@ -156,21 +156,29 @@ def test_sigterm_during_a_large_create_topics_stops_the_broker_cleanly(tmp_path:
     assert "Traceback" not in broker.log_file.read_text(errors="replace")
 
 
+def embedded_admin(registry: EmbeddedRegistry, tmp_path: Path, passes: list[int] | None = None) -> TopicAdmin:
+    """Broker 0's topic administration on ``registry``, with its controller making the first
+    states; each controller pass appends to ``passes``."""
+    registry.register_broker(BrokerRegistration(broker_id=0, host="127.0.0.1", port=9092))
+    controller = Controller(0, registry)
+    controller.process({"controller"})
+    cache = MetadataCache(registry)
+    cache.refresh()
+
+    def initialize() -> None:
+        if passes is not None:
+            passes.append(1)
+        controller.process({"topics"})
+
+    return TopicAdmin(
+        BrokerConfig({"log.dirs": str(tmp_path)}), registry, cache, 0, initialize_partitions=initialize
+    )
+
+
 def test_the_embedded_registry_writes_once_per_create(tmp_path: Path) -> None:
     """The controller writes first partition states 500 at a time; a create is still one write."""
     with EmbeddedRegistry(tmp_path) as registry:
-        registry.register_broker(BrokerRegistration(broker_id=0, host="127.0.0.1", port=9092))
-        controller = Controller(0, registry)
-        controller.process({"controller"})
-        cache = MetadataCache(registry)
-        cache.refresh()
-        admin = TopicAdmin(
-            BrokerConfig({"log.dirs": str(tmp_path)}),
-            registry,
-            cache,
-            0,
-            initialize_partitions=lambda: controller.process({"topics"}),
-        )
+        admin = embedded_admin(registry, tmp_path)
         writes = []
         before = registry.writes
         admin.create_topic("many", 1200, 1)
@@ -191,20 +199,8 @@ def test_partitions_added_to_several_topics_run_the_controller_once(tmp_path: Pa
     and one per topic held a 9-topic request past librdkafka's 6.5 s (its 0081). A topic that
     cannot grow gets its own error; the others grow."""
     with EmbeddedRegistry(tmp_path) as registry:
-        registry.register_broker(BrokerRegistration(broker_id=0, host="127.0.0.1", port=9092))
-        controller = Controller(0, registry)
-        controller.process({"controller"})
-        cache = MetadataCache(registry)
-        cache.refresh()
         passes: list[int] = []
-
-        def initialize() -> None:
-            passes.append(1)
-            controller.process({"topics"})
-
-        admin = TopicAdmin(
-            BrokerConfig({"log.dirs": str(tmp_path)}), registry, cache, 0, initialize_partitions=initialize
-        )
+        admin = embedded_admin(registry, tmp_path, passes)
         for name in ("a", "b", "c"):
             admin.create_topic(name, 1, 1)
         passes.clear()
