@@ -22,7 +22,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from kctl.broker.config import BrokerConfig
 from kctl.broker.controller.placement import InvalidReplicationFactorError, assign_replicas
@@ -45,6 +45,8 @@ from kctl.zk.model import (
 from kctl.zk.registry import ConfigStore, TopicStore
 
 log = logging.getLogger("kctl.broker.topics")
+
+T = TypeVar("T")
 
 MAX_PARTITIONS = 100_000
 #: new partitions one CreateTopics or CreatePartitions request may ask for, all topics together
@@ -287,23 +289,34 @@ class TopicAdmin:
         """Write the planned topics, then their first partition states, then refresh the metadata
         once for them all (a CreateTopics of a hundred topics reads the cluster's state once, not a
         hundred times); per plan, its topic or why it was not created."""
-        outcomes: list[TopicRecord | ApiError] = []
+
+        def write() -> list[TopicRecord | ApiError]:
+            written = self.registry.create_topics(
+                [(plan.name, dict(plan.assignment), dict(plan.configs)) for plan in plans]
+            )
+            return [
+                outcome if isinstance(outcome, TopicRecord) else _create_error(plan, outcome)
+                for plan, outcome in zip(plans, written, strict=True)
+            ]
+
+        return self._write_and_elect(len(plans), write, lambda outcome: not isinstance(outcome, ApiError))
+
+    def _write_and_elect(
+        self, count: int, write: Callable[[], list[T]], succeeded: Callable[[T], bool]
+    ) -> list[T | ApiError]:
+        """The registry writes of one request (``write``: ``count`` outcomes; one embedded-registry
+        write), then the controller's first states when any ``succeeded``, then one metadata
+        refresh. A registry file that cannot be written (a full disk) fails all ``count``."""
         try:
             with self.registry.write_batch():
-                written = self.registry.create_topics(
-                    [(plan.name, dict(plan.assignment), dict(plan.configs)) for plan in plans]
-                )
-                for plan, outcome in zip(plans, written, strict=True):
-                    outcomes.append(
-                        outcome if isinstance(outcome, TopicRecord) else _create_error(plan, outcome)
-                    )
-                if any(not isinstance(outcome, ApiError) for outcome in outcomes):
+                written = write()
+                if any(succeeded(outcome) for outcome in written):
                     self._elect_leaders()
         except OSError as error:  # the embedded registry's file could not be written (a full disk)
             failure = ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot store the cluster metadata: {error}")
-            return [failure for _ in plans]
+            return [failure for _ in range(count)]
         self.metadata.refresh()
-        return outcomes
+        return list(written)
 
     def delete_topic(self, name: str) -> None:
         outcome = self.delete_topics([name])[0]
@@ -314,26 +327,31 @@ class TopicAdmin:
         """Delete ``names``, then refresh the metadata once for them all (a DeleteTopics of a hundred
         topics reads the cluster's state once, not a hundred times; blocking: the DeleteTopics
         handler runs it in a worker thread); per name, None or why it was not deleted."""
-        outcomes: list[ApiError | None] = []
-        for name in names:
-            try:
-                self._delete_one(name)
-                outcomes.append(None)
-            except ApiError as error:
-                outcomes.append(error)
+        outcomes: list[ApiError | None] = [self._refusal(name) for name in names]
+        allowed = [name for name, outcome in zip(names, outcomes, strict=True) if outcome is None]
+        # together: ZooKeeper deletes them in one multi-op, so every broker refreshes once for them
+        deleted = iter(self.registry.delete_topics(allowed) if allowed else [])
+        for index, outcome in enumerate(outcomes):
+            if outcome is not None:
+                continue
+            failure = next(deleted)
+            if isinstance(failure, UnknownTopicError):
+                outcomes[index] = ApiError(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {names[index]!r} does not exist"
+                )
+            elif failure is not None:
+                raise failure
         if any(outcome is None for outcome in outcomes):
             self.metadata.refresh()
         return outcomes
 
-    def _delete_one(self, name: str) -> None:
+    def _refusal(self, name: str) -> ApiError | None:
+        """Why ``name`` may not be deleted (None: it may)."""
         if not self.config["delete.topic.enable"]:
-            raise ApiError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
+            return ApiError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
         if name in INTERNAL_TOPICS:
-            raise ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"{name} is an internal topic")
-        try:
-            self.registry.delete_topic(name)
-        except UnknownTopicError:
-            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist") from None
+            return ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"{name} is an internal topic")
+        return None
 
     def create_partitions(
         self,
@@ -387,21 +405,26 @@ class TopicAdmin:
 
     def commit_partitions(self, plan: PartitionPlan) -> None:
         """Write the planned partitions and their first states (one embedded-registry write)."""
+        [outcome] = self.commit_partitions_of([plan])
+        if outcome is not None:
+            raise outcome
+
+    def commit_partitions_of(self, plans: Sequence[PartitionPlan]) -> list[ApiError | None]:
+        """Write the planned partitions of several topics, then their first states, then refresh the
+        metadata once for them all (the controller's pass over every partition state runs once per
+        CreatePartitions, not once per topic); per plan, None or why it was not grown."""
+        return self._write_and_elect(
+            len(plans), lambda: [self._add_partitions(plan) for plan in plans], lambda out: out is None
+        )
+
+    def _add_partitions(self, plan: PartitionPlan) -> ApiError | None:
         try:
-            with self.registry.write_batch():
-                self.registry.add_partitions(plan.name, plan.assignment)
-                self._elect_leaders()
+            self.registry.add_partitions(plan.name, plan.assignment)
         except UnknownTopicError:
-            raise ApiError(
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {plan.name!r} does not exist"
-            ) from None
+            return ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {plan.name!r} does not exist")
         except InvalidPartitionsError as error:  # another request grew the topic meanwhile
-            raise ApiError(ErrorCode.INVALID_PARTITIONS, str(error)) from None
-        except OSError as error:
-            raise ApiError(
-                ErrorCode.KAFKA_STORAGE_ERROR, f"cannot store the cluster metadata: {error}"
-            ) from None
-        self.metadata.refresh()
+            return ApiError(ErrorCode.INVALID_PARTITIONS, str(error))
+        return None
 
     def set_topic_configs(
         self, name: str, configs: Mapping[str, str], *, validate_only: bool = False

@@ -144,6 +144,18 @@ class TopicStore(Protocol):
         """Delete a topic, its partition states and its config overrides. Raises
         UnknownTopicError."""
 
+    def delete_topics(self, names: Sequence[str]) -> list[RegistryError | None]:
+        """Delete several topics; per name, None or the error (UnknownTopicError). This default
+        deletes them one by one; ZooKeeper deletes them in one multi-op."""
+        outcomes: list[RegistryError | None] = []
+        for name in names:
+            try:
+                self.delete_topic(name)
+                outcomes.append(None)
+            except RegistryError as error:
+                outcomes.append(error)
+        return outcomes
+
     @abstractmethod
     def add_partitions(self, name: str, new_assignment: dict[int, tuple[int, ...]]) -> TopicRecord:
         """Add partitions (only the new ones, numbered on from the existing ones); returns the

@@ -274,6 +274,9 @@ class ZooKeeperRegistry(Registry):
     def delete_topic(self, name: str) -> None:
         self._topics.delete_topic(name)
 
+    def delete_topics(self, names: Sequence[str]) -> list[RegistryError | None]:
+        return self._topics.delete_topics(names)
+
     def add_partitions(self, name: str, new_assignment: dict[int, tuple[int, ...]]) -> TopicRecord:
         return self._topics.add_partitions(name, new_assignment)
 

@@ -195,42 +195,108 @@ class ZooKeeperTopics(ZooKeeperPart, TopicStore):
         self._notify(TOPICS)
 
     def _delete_in_one_transaction(self, client: KazooClient, name: str) -> bool:
-        """Delete the topic's znodes in Kafka's layout (its partitions' state znodes, the partition
-        znodes, /partitions, the topic znode) in one multi-op, after one pipelined read of what is
-        there: two round trips instead of one per znode (a DeleteTopics of a hundred topics). False
-        when the layout held something else or changed meanwhile (the caller deletes recursively)."""
-        partitions_path = TopicPartitionsZNode.path(name)
-        try:
-            partitions = client.get_children(partitions_path)
-        except NoNodeError:
-            partitions = None
-        doomed: list[str] = []
-        if partitions is not None:
-            numbers = [int(p) for p in partitions if p.isdigit()]
-            if len(numbers) != len(partitions):
-                return False
-            pending = [client.get_children_async(TopicPartitionZNode.path(name, n)) for n in numbers]
-            children: list[list[str] | None] = []
-            for result in pending:
-                try:
-                    children.append(result.get(timeout=self._op_timeout))
-                except NoNodeError:
-                    children.append(None)
-            for number, under in zip(numbers, children, strict=True):
-                if under is None:
-                    continue  # deleted meanwhile
-                if set(under) - {"state"}:
-                    return False
-                if under:
-                    doomed.append(TopicPartitionStateZNode.path(name, number))
-                doomed.append(TopicPartitionZNode.path(name, number))
-            doomed.append(partitions_path)
-        doomed.append(TopicZNode.path(name))
+        """Delete the topic's znodes in Kafka's layout in one multi-op (`_doomed_paths`); False when
+        the layout held something else or changed meanwhile (the caller deletes recursively)."""
+        doomed = self._doomed_paths(client, [name])[name]
+        if doomed is None:
+            return False
         transaction = client.transaction()
         for path in doomed:
             transaction.delete(path)
         results = transaction.commit()
         return not any(isinstance(result, Exception) for result in results)
+
+    def _doomed_paths(self, client: KazooClient, names: Sequence[str]) -> dict[str, list[str] | None]:
+        """For each topic, its znodes in Kafka's layout, children first (its partitions' state
+        znodes, the partition znodes, /partitions, the topic znode), read with two pipelined rounds
+        for all the topics together; None for a topic whose layout holds something else."""
+        listings = {name: client.get_children_async(TopicPartitionsZNode.path(name)) for name in names}
+        numbers: dict[str, list[int] | None] = {}
+        without_partitions: set[str] = set()  # no /partitions znode
+        for name, listing in listings.items():
+            try:
+                partitions = listing.get(timeout=self._op_timeout)
+            except NoNodeError:
+                numbers[name] = []
+                without_partitions.add(name)
+                continue
+            listed = [int(p) for p in partitions if p.isdigit()]
+            numbers[name] = listed if len(listed) == len(partitions) else None
+        pending = {
+            (name, number): client.get_children_async(TopicPartitionZNode.path(name, number))
+            for name, known in numbers.items()
+            for number in known or ()
+        }
+        doomed: dict[str, list[str] | None] = {}
+        for name in names:
+            found = numbers[name]
+            if found is None:
+                doomed[name] = None
+                continue
+            paths: list[str] = []
+            for number in found:
+                try:
+                    under = pending[(name, number)].get(timeout=self._op_timeout)
+                except NoNodeError:
+                    continue  # deleted meanwhile
+                if set(under) - {"state"}:
+                    doomed[name] = None
+                    break
+                if under:
+                    paths.append(TopicPartitionStateZNode.path(name, number))
+                paths.append(TopicPartitionZNode.path(name, number))
+            else:
+                if name not in without_partitions:
+                    paths.append(TopicPartitionsZNode.path(name))
+                paths.append(TopicZNode.path(name))
+                doomed[name] = paths
+        return doomed
+
+    def delete_topics(self, names: Sequence[str]) -> list[RegistryError | None]:
+        """Delete the topics ``names`` at once: one pipelined existence check, the znodes of all of
+        them in one multi-op (so every broker sees them go together and refreshes its metadata
+        once, not once per topic), then their config overrides and deletion marks; a topic whose
+        layout is unusual, or a multi-op that fails, falls back to `delete_topic` one by one. Per
+        name, None or the error (UnknownTopicError)."""
+        client = self._zk_client()
+        outcomes: list[RegistryError | None] = [None] * len(names)
+        with self._zk(f"delete {len(names)} topic(s)"):
+            checks = [client.exists_async(TopicZNode.path(name)) for name in names]
+            present: list[str] = []
+            for index, (name, check) in enumerate(zip(names, checks, strict=True)):
+                if check.get(timeout=self._op_timeout) is None:
+                    outcomes[index] = UnknownTopicError(f"Topic '{name}' does not exist.")
+                else:
+                    present.append(name)
+            doomed = self._doomed_paths(client, present) if present else {}
+            together = [name for name in present if doomed.get(name)]
+            if together:
+                transaction = client.transaction()
+                for name in together:
+                    for path in doomed[name] or ():
+                        transaction.delete(path)
+                results = transaction.commit()
+                if any(isinstance(result, Exception) for result in results):
+                    together = []  # nothing was deleted: one by one below
+            extras = [
+                path
+                for name in together
+                for path in (
+                    ConfigEntityZNode.path(ConfigEntityZNode.TOPICS, name),
+                    DeleteTopicsTopicZNode.path(name),
+                )
+            ]
+            for deletion in [client.delete_async(path) for path in extras]:
+                with contextlib.suppress(NoNodeError):
+                    deletion.get(timeout=self._op_timeout)
+        self._notify(TOPICS)
+        for index, name in enumerate(names):
+            if outcomes[index] is None and name not in together:
+                try:
+                    self.delete_topic(name)
+                except UnknownTopicError as error:
+                    outcomes[index] = error
+        return outcomes
 
     def add_partitions(self, name: str, new_assignment: dict[int, tuple[int, ...]]) -> TopicRecord:
         client = self._zk_client()

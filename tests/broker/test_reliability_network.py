@@ -46,6 +46,7 @@ from kctl.broker.config import BrokerConfig
 from kctl.broker.controller.controller import Controller
 from kctl.broker.metadata_cache import MetadataCache
 from kctl.broker.topics import TopicAdmin
+from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.api_versions import ApiVersionsRequest
 from kctl.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsTopic
 from kctl.protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest
@@ -155,21 +156,29 @@ def test_sigterm_during_a_large_create_topics_stops_the_broker_cleanly(tmp_path:
     assert "Traceback" not in broker.log_file.read_text(errors="replace")
 
 
+def embedded_admin(registry: EmbeddedRegistry, tmp_path: Path, passes: list[int] | None = None) -> TopicAdmin:
+    """Broker 0's topic administration on ``registry``, with its controller making the first
+    states; each controller pass appends to ``passes``."""
+    registry.register_broker(BrokerRegistration(broker_id=0, host="127.0.0.1", port=9092))
+    controller = Controller(0, registry)
+    controller.process({"controller"})
+    cache = MetadataCache(registry)
+    cache.refresh()
+
+    def initialize() -> None:
+        if passes is not None:
+            passes.append(1)
+        controller.process({"topics"})
+
+    return TopicAdmin(
+        BrokerConfig({"log.dirs": str(tmp_path)}), registry, cache, 0, initialize_partitions=initialize
+    )
+
+
 def test_the_embedded_registry_writes_once_per_create(tmp_path: Path) -> None:
     """The controller writes first partition states 500 at a time; a create is still one write."""
     with EmbeddedRegistry(tmp_path) as registry:
-        registry.register_broker(BrokerRegistration(broker_id=0, host="127.0.0.1", port=9092))
-        controller = Controller(0, registry)
-        controller.process({"controller"})
-        cache = MetadataCache(registry)
-        cache.refresh()
-        admin = TopicAdmin(
-            BrokerConfig({"log.dirs": str(tmp_path)}),
-            registry,
-            cache,
-            0,
-            initialize_partitions=lambda: controller.process({"topics"}),
-        )
+        admin = embedded_admin(registry, tmp_path)
         writes = []
         before = registry.writes
         admin.create_topic("many", 1200, 1)
@@ -182,6 +191,26 @@ def test_the_embedded_registry_writes_once_per_create(tmp_path: Path) -> None:
     with EmbeddedRegistry(tmp_path) as reopened:  # and what was written is complete
         assert len(reopened.partition_states("many")) == 2500
         assert len(reopened.topics()["many"].assignment) == 2500
+
+
+def test_partitions_added_to_several_topics_run_the_controller_once(tmp_path: Path) -> None:
+    """CreatePartitions of several topics writes them all, then runs the controller's pass over
+    every partition state once and refreshes once: on a cluster of 240 topics that pass took 1.3 s,
+    and one per topic held a 9-topic request past librdkafka's 6.5 s (its 0081). A topic that
+    cannot grow gets its own error; the others grow."""
+    with EmbeddedRegistry(tmp_path) as registry:
+        passes: list[int] = []
+        admin = embedded_admin(registry, tmp_path, passes)
+        for name in ("a", "b", "c"):
+            admin.create_topic(name, 1, 1)
+        passes.clear()
+        plans = [admin.plan_partitions(name, 3, None) for name in ("a", "b", "c")]
+        registry.add_partitions("b", {1: (0,)})  # b grew meanwhile: its plan no longer fits
+        outcomes = admin.commit_partitions_of(plans)
+        codes = [o.code if o is not None else None for o in outcomes]
+        assert codes == [None, ErrorCode.INVALID_PARTITIONS, None]
+        assert passes == [1]
+        assert {name: len(registry.partition_states(name)) for name in "abc"} == {"a": 3, "b": 2, "c": 3}
 
 
 # ------------------------------------------------------------------------------ orphaned long polls

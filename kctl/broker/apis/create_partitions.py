@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.errors import ApiError
-from kctl.broker.topics import check_request_partitions, create_hosted_logs, discard_logs
+from kctl.broker.topics import PartitionPlan, check_request_partitions, create_hosted_logs, discard_logs
 from kctl.protocol.acl_types import AclOperation, AclResourceType
 from kctl.protocol.errors import ErrorCode
 from kctl.protocol.messages.create_partitions import (
@@ -48,22 +48,16 @@ async def handle(
                 for t in request.topics
             ],
         )
+    plans: dict[str, PartitionPlan] = {}
     for topic in request.topics:
         try:
             context.require(AclOperation.ALTER, AclResourceType.TOPIC, topic.name)
             if not broker.is_controller:
                 raise ApiError(ErrorCode.NOT_CONTROLLER, "this broker is not the controller")
+            if topic.name in plans:
+                raise ApiError(ErrorCode.INVALID_REQUEST, f"topic {topic.name!r} is in the request twice")
             assignment = [tuple(a.broker_ids) for a in topic.assignments] if topic.assignments else None
-            plan = broker.topics.plan_partitions(topic.name, topic.count, assignment)
-            if not request.validate_only:
-                created = await create_hosted_logs(broker.logs, broker.broker_id, plan)
-                try:
-                    await asyncio.to_thread(broker.topics.commit_partitions, plan)
-                except BaseException:
-                    discard_logs(broker.logs, created)
-                    raise
-                broker.on_metadata_changed()
-                grown[topic.name] = frozenset(plan.assignment)
+            plans[topic.name] = broker.topics.plan_partitions(topic.name, topic.count, assignment)
             results.append(CreatePartitionsTopicResult(name=topic.name, error_code=0))
         except ApiError as error:
             results.append(
@@ -71,6 +65,27 @@ async def handle(
                     name=topic.name, error_code=error.code, error_message=error.message
                 )
             )
+    if plans and not request.validate_only:
+        # every topic's partitions written together: the controller and the metadata refresh run
+        # once for the request, not once per topic
+        created = {}
+        for name, plan in plans.items():
+            created[name] = await create_hosted_logs(broker.logs, broker.broker_id, plan)
+        try:
+            outcomes = await asyncio.to_thread(broker.topics.commit_partitions_of, list(plans.values()))
+        except BaseException:
+            for logs in created.values():
+                discard_logs(broker.logs, logs)
+            raise
+        failed = {name: out for name, out in zip(plans, outcomes, strict=True) if out is not None}
+        for result in results:
+            refused = failed.get(result.name)
+            if refused is not None:
+                discard_logs(broker.logs, created[result.name])
+                result.error_code, result.error_message = refused.code, refused.message
+            elif result.name in plans:
+                grown[result.name] = frozenset(plans[result.name].assignment)
+        broker.on_metadata_changed()
     if grown and request.timeout_ms > 0:
         late = await broker.await_metadata(grown, deadline)
         for result in results:
