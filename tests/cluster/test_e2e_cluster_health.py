@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 
 from cli_support import kctl
 
@@ -64,8 +65,27 @@ def test_health_names_a_dead_broker_and_waits_for_its_return(local_cluster_facto
             stderr=subprocess.PIPE,
             text=True,
         )
+        assert watching.stderr is not None and watching.stdout is not None
+        said: list[str] = []
+        waiting = threading.Event()
+
+        def read_stderr() -> None:
+            assert watching.stderr is not None
+            for line in watching.stderr:
+                said.append(line)
+                if "unhealthy: brokers down" in line:
+                    waiting.set()
+
+        reader = threading.Thread(target=read_stderr, daemon=True)
+        reader.start()
+        # the restart only once the watch said what it waits for (a restart that wins the race to
+        # its first look leaves only under-replicated partitions to report)
+        assert waiting.wait(60), f"the watch never reported broker {victim} down: {said}"
         cluster.restart(victim)
-        out, err = watching.communicate(timeout=120)
+        out = watching.stdout.read()
+        watching.wait(timeout=120)
+        reader.join(10)
+    err = "".join(said)
     assert watching.returncode == 0, err
     assert json.loads(out)["healthy"] is True
     assert "unhealthy: brokers down" in err  # it said what it was waiting for
