@@ -101,6 +101,22 @@ def _log_dirs_kafka_python(bootstrap: str) -> dict[str, int]:
     return {d["log_dir"]: d["error_code"] for d in answer["log_dirs"]}
 
 
+def _brokers_on(cluster: LocalCluster, topic: str, most: int = 120) -> str:
+    """What each broker logged about ``topic`` (its roles, ISR changes, refused produces, storage
+    errors): quoted by a failed verdict, since CI keeps no broker log (a run lost 77 implicitly
+    acknowledged records once, and nothing else said why)."""
+    parts = []
+    for broker_id in sorted(cluster.brokers):
+        try:
+            text = cluster.broker(broker_id).log_file.read_text(errors="replace")
+        except OSError:
+            continue
+        lines = [line for line in text.splitlines() if topic in line or "WARNING" in line or "ERROR" in line]
+        heading = f"\n--- broker {broker_id} ({len(lines)} lines, the last {most}):\n"
+        parts.append(heading + "\n".join(lines[-most:]))
+    return "".join(parts)
+
+
 @pytest.mark.slow
 def test_a_failed_log_dir_goes_offline_and_the_broker_serves_the_other(
     jbod_cluster: tuple[LocalCluster, list[Path]],
@@ -143,7 +159,7 @@ def test_a_failed_log_dir_goes_offline_and_the_broker_serves_the_other(
             raise
         verdict = campaign.finish(bootstrap, topic, PARTITIONS)
         print(f"leaderships moved {moved_after:.1f} s after the failure; {verdict.summary()}")
-        assert verdict.ok, verdict.report()
+        assert verdict.ok, verdict.report() + _brokers_on(cluster, topic)
         assert campaign.failures() == []
         assert broker.running, "the broker halted although one log dir was still healthy"
         for p in healthy:  # kept its leadership (same epoch) and still serves
