@@ -23,8 +23,8 @@ from collections.abc import Callable
 from typing import Any
 
 from kazoo.exceptions import NoNodeError
-from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
-from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from kazoo.protocol.states import EventType, WatchedEvent
+from kazoo.recipe.watchers import ChildrenWatch
 
 from kctl.zk.registry import ADMIN, BROKERS, CONFIGS, CONTROLLER, PARTITIONS, TOPICS
 from kctl.zk.znodes import (
@@ -46,9 +46,57 @@ from kctl.zk.znodes import (
 )
 from kctl.zk.zookeeper_session import ZooKeeperPart, ZooKeeperSession, collect
 
-__all__ = ["ZooKeeperWatches"]
+__all__ = ["ZNodeWatch", "ZooKeeperWatches"]
 
 log = logging.getLogger("kctl.zk.zookeeper")
+
+_UNREAD = object()
+
+
+class ZNodeWatch:
+    """A watch on one znode that may come and go (/controller, the admin request znodes): every
+    event on it is announced with ``reason``.
+
+    kazoo's DataWatch re-reads the znode when its watch fires and calls back only when the version
+    read differs from the last one: a znode created and deleted before that re-read (a controller
+    elected and gone at once, while this session's callback thread was busy) is never announced,
+    and then no broker would run for controller. Here the event itself is announced and the watch
+    set again; after a reconnection (ZooKeeper forgets a connection's watches) ``arm`` sets it again
+    and announces a znode that changed meanwhile."""
+
+    def __init__(self, session: ZooKeeperSession, path: str, reason: str) -> None:
+        self._session = session
+        self.path = path
+        self.reason = reason
+        self._lock = threading.Lock()
+        self._mzxid: object = _UNREAD  # of the znode as last read; None when it did not exist
+
+    def arm(self, *, announce_change: bool = False) -> Any:
+        """Set the watch (an ``exists`` with it); with ``announce_change``, announce the znode if it
+        differs from when last read. Returns kazoo's async result (None when closed)."""
+        client = self._session.current
+        if client is None or self._session.closed:
+            return None
+        result = client.exists_async(self.path, watch=self._on_event)
+        result.rawlink(lambda done: self._on_read(done, announce_change))
+        return result
+
+    def _on_read(self, result: Any, announce_change: bool) -> None:
+        if self._session.closed or not result.successful():
+            return  # a connection error: the reconnection sets the watch again
+        stat = result.value
+        mzxid = None if stat is None else stat.mzxid
+        with self._lock:
+            changed = self._mzxid is not _UNREAD and mzxid != self._mzxid
+            self._mzxid = mzxid
+        if changed and announce_change:
+            self._session.notify(self.reason)
+
+    def _on_event(self, event: WatchedEvent) -> None:
+        if self._session.closed or event.type == EventType.NONE:
+            return  # NONE: the connection or session went; the reconnection sets the watch again
+        self.arm()
+        self._session.notify(self.reason)
 
 
 class ZooKeeperWatches(ZooKeeperPart):
@@ -61,6 +109,7 @@ class ZooKeeperWatches(ZooKeeperPart):
         self._topic_watches: dict[str, tuple[object, Callable[[WatchedEvent], None]]] = {}
         self._state_watches: dict[tuple[str, int], tuple[object, Callable[[WatchedEvent], None]]] = {}
         self._watches: list[object] = []
+        self._znode_watches: list[ZNodeWatch] = []
         self._topics_watched = False
         self._config_changes_watched = False
         self._last_config_change = -1
@@ -71,6 +120,7 @@ class ZooKeeperWatches(ZooKeeperPart):
             self._topic_watches.clear()
             self._state_watches.clear()
             self._watches.clear()
+            self._znode_watches.clear()
         self._session.watched_states.disarm_all()
         self._session.watched_topics.disarm_all()
 
@@ -80,26 +130,34 @@ class ZooKeeperWatches(ZooKeeperPart):
         with self._lock:
             topics = list(self._topic_watches)
             keys = list(self._state_watches)
+            znode_watches = list(self._znode_watches)
+        with self._zk("watch the controller and the admin znodes"):
+            collect([watch.arm(announce_change=True) for watch in znode_watches], self._op_timeout)
         self._arm_now(topics, keys)
 
     def start(self) -> None:
         """Set every watch (at the registry's start); no change after this returns goes unnoticed."""
         client = self._zk_client()
-        watches = [
+        znode_watches = [
+            ZNodeWatch(self._session, ControllerZNode.path, CONTROLLER),
+            ZNodeWatch(self._session, ReassignPartitionsZNode.path, ADMIN),
+            ZNodeWatch(self._session, PreferredReplicaElectionZNode.path, ADMIN),
+            ZNodeWatch(self._session, ElectLeadersZNode.path, ADMIN),
+        ]
+        watches: list[object] = [
             ChildrenWatch(client, BrokerIdsZNode.path, self._children_watcher(BROKERS)),
             ChildrenWatch(client, TopicsZNode.path, self._on_topics),
-            DataWatch(client, ControllerZNode.path, self._controller_watcher()),
             ChildrenWatch(client, ConfigEntityChangeNotificationZNode.path, self._on_config_changes),
-            DataWatch(client, ReassignPartitionsZNode.path, self._data_watcher(ADMIN)),
-            DataWatch(client, PreferredReplicaElectionZNode.path, self._data_watcher(ADMIN)),
-            DataWatch(client, ElectLeadersZNode.path, self._data_watcher(ADMIN)),
             ChildrenWatch(client, ControlledShutdownZNode.path, self._children_watcher(ADMIN)),
             ChildrenWatch(client, UncleanRestartZNode.path, self._children_watcher(ADMIN)),
             ChildrenWatch(client, LogDirEventNotificationZNode.path, self._children_watcher(ADMIN)),
             ChildrenWatch(client, UnreachableLeadersZNode.path, self._children_watcher(ADMIN)),
         ]
+        with self._zk("watch the controller and the admin znodes"):
+            collect([watch.arm() for watch in znode_watches], self._op_timeout)
         with self._lock:
             self._watches = watches
+            self._znode_watches = znode_watches
             topics = list(self._topic_watches)
         self._arm_now(topics, [])
 
@@ -107,23 +165,6 @@ class ZooKeeperWatches(ZooKeeperPart):
         first = [True]
 
         def watcher(children: list[str]) -> bool | None:
-            if self._session.closed:
-                return False
-            if first[0]:
-                first[0] = False
-            else:
-                self._notify(reason)
-            return None
-
-        return watcher
-
-    def _controller_watcher(self) -> Callable[[bytes | None, ZnodeStat | None, Any], bool | None]:
-        return self._data_watcher(CONTROLLER)
-
-    def _data_watcher(self, reason: str) -> Callable[[bytes | None, ZnodeStat | None, Any], bool | None]:
-        first = [True]
-
-        def watcher(data: bytes | None, stat: ZnodeStat | None, event: Any = None) -> bool | None:
             if self._session.closed:
                 return False
             if first[0]:

@@ -89,8 +89,6 @@ SKIP = {
     "tests/cli/test_cli_top.py runs it under tmux",
     ("Broker", "kafka-configs.sh"): "Apache Kafka's tool: tests/e2e/test_kafka_cli_tools.py runs it "
     "against a broker",
-    ("Topics", "kctl topic trim"): "its exit statuses are being reworked (issue 25, in parallel): "
-    "tests/cli/test_cli_topic_offsets.py",
     ("Local clusters", "kctl cluster up"): "the cluster's life cycle runs in test_readme_cluster_block",
     ("Local clusters", "kctl cluster status"): "the cluster's life cycle runs in test_readme_cluster_block",
     ("Local clusters", "kctl cluster down"): "the cluster's life cycle runs in test_readme_cluster_block",

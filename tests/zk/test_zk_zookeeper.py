@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.protocol.states import Callback
 
 from kctl.testing import Notifications, ZooKeeperServer, start_zookeeper
 from kctl.zk.model import (
@@ -392,6 +393,29 @@ def test_controller_election_between_brokers(brokers: Brokers) -> None:
     assert two.try_become_controller(2)
     assert two.controller_epoch() == 2
     assert brokers.json("/controller")["brokerid"] == 2
+
+
+def test_a_controller_elected_and_gone_before_the_watch_rereads_is_still_announced(brokers: Brokers) -> None:
+    """A controller that wins and is gone again before the other broker's watch has re-read
+    /controller (its kazoo callback thread busy, as under load) must still be announced: otherwise
+    no broker runs for controller and the cluster stays without one."""
+    one, two = brokers.open(), brokers.open()
+    seen = Notifications()
+    two.add_listener(seen)
+    busy, release = threading.Event(), threading.Event()
+
+    def hold_the_callback_thread() -> None:
+        busy.set()
+        release.wait(10)
+
+    two.kazoo_client.handler.dispatch_callback(Callback("watch", hold_the_callback_thread, ()))
+    assert busy.wait(10)
+    assert one.try_become_controller(1)
+    one.close()  # its ephemeral /controller goes with the session
+    assert brokers.raw.exists("/controller") is None
+    release.set()
+    assert seen.wait_for_reason("controller"), "the controller that came and went was never announced"
+    assert two.try_become_controller(2)
 
 
 def test_one_winner_when_brokers_race_for_controller(brokers: Brokers) -> None:
