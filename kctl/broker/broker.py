@@ -30,8 +30,8 @@ from kctl.broker.producer_ids import ProducerIdManager
 from kctl.broker.quotas import QuotaManager
 from kctl.broker.registry_retry import retry_while_unavailable
 from kctl.broker.replica_manager import ReplicaManager
+from kctl.broker.replica_setup import build_replica_manager
 from kctl.broker.replication.channel import BrokerChannel
-from kctl.broker.replication.fetcher import FetcherSettings, ReplicaFetcherManager
 from kctl.broker.replication.reachability import LeaderReachability
 from kctl.broker.replication.throttle import ReplicationQuota
 from kctl.broker.request_log import RequestLog, combine, request_log_enabled
@@ -291,28 +291,12 @@ class Broker:
         return self.config.zookeeper_connect is not None
 
     def _replica_manager(self, registry: Registry) -> ReplicaManager:
-        config = self.config
-        fetchers = None
-        if self.replicated:
-            settings = FetcherSettings(
-                broker_id=self.broker_id,
-                wait_max_ms=config["replica.fetch.wait.max.ms"],
-                socket_timeout_ms=config["replica.socket.timeout.ms"],
-                min_bytes=config["replica.fetch.min.bytes"],
-                max_bytes=config["replica.fetch.max.bytes"],
-                response_max_bytes=config["replica.fetch.response.max.bytes"],
-                backoff_ms=config["replica.fetch.backoff.ms"],
-                quota=ReplicationQuota("follower", lambda: config["follower.replication.throttled.rate"]),
-                on_disk_failure=self._on_disk_failure,
-            )
-            fetchers = ReplicaFetcherManager(settings, self.channel_to)
-        return ReplicaManager(
-            self.broker_id,
+        return build_replica_manager(
+            self.config,
             self.logs,
             self.metadata,
-            registry=registry if self.replicated else None,
-            fetchers=fetchers,
-            replicated=self.replicated,
+            registry if self.replicated else None,
+            channel_for=self.channel_to,
             on_isr_conflict=lambda: self._on_registry_change(PARTITIONS),
             on_disk_failure=self._on_disk_failure,
             leader_quota=self.leader_quota,
