@@ -37,6 +37,7 @@ class FollowerState:
     """What the leader knows of one follower."""
 
     log_end_offset: int = -1
+    log_start_offset: int = -1  # as its last fetch said (-1: not told)
     last_caught_up_ms: int = 0
     last_fetch_ms: int = 0
     leader_end_at_last_fetch: int = -1
@@ -195,8 +196,11 @@ class Partition:
             del self.followers[replica]
 
     # -- the leader's view of its followers ----------------------------------------------------
-    def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
-        """A follower fetched from ``fetch_offset``: that is its log end offset."""
+    def record_follower_fetch(
+        self, replica_id: int, fetch_offset: int, now_ms: int, log_start_offset: int = -1
+    ) -> None:
+        """A follower fetched from ``fetch_offset``: that is its log end offset (and
+        ``log_start_offset``, when the fetch says, its log start offset)."""
         follower = self.followers.get(replica_id)
         if follower is None:
             return
@@ -206,6 +210,8 @@ class Partition:
         elif fetch_offset >= follower.leader_end_at_last_fetch >= 0:
             follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
         follower.log_end_offset = fetch_offset
+        if log_start_offset >= 0:
+            follower.log_start_offset = log_start_offset
         follower.last_fetch_ms = now_ms
         follower.leader_end_at_last_fetch = leader_end
 

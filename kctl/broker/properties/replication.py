@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from kctl.broker.properties.key import HIGH, broker_key
-from kctl.common.config_def import LONG_MAX, Range
+from kctl.broker.replica_selector import RACK_AWARE_SELECTOR, selector_class_name
+from kctl.common.config_def import LONG_MAX, Custom, Range
 from kctl.common.config_def import ConfigType as T
 
 REPLICATION_THROTTLE_CONFIGS = [
@@ -79,6 +80,16 @@ REPLICATION_CONFIGS = [
         None,
         None,
         "Listener followers fetch from (default: the first advertised listener).",
+    ),
+    broker_key(
+        "replica.selector.class",
+        T.CLASS,
+        None,
+        Custom(selector_class_name, f"null, {RACK_AWARE_SELECTOR} (alias rack-aware)"),
+        "The selector a leader asks which replica a consumer (Fetch v11+, which sends its client.rack) "
+        "should fetch from (KIP-392): the rack-aware one names an in-sync follower in the consumer's "
+        "rack when the leader is not there. Unset: consumers fetch from the leader. Followers serve "
+        "consumers' fetches up to their high watermark either way.",
     ),
     broker_key(
         "replica.high.watermark.checkpoint.interval.ms",
