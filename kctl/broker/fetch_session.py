@@ -50,11 +50,13 @@ def next_epoch(epoch: int) -> int:
 
 class CachedPartition:
     """One partition of a fetch: what the fetcher asked for (topic, fetch offset, leader epoch,
-    maximum bytes) and, in a session, the offsets it was last sent (-1: not yet, or an error)."""
+    maximum bytes, a follower's log start offset) and, in a session, the offsets it was last sent
+    (-1: not yet, or an error)."""
 
     __slots__ = (
         "current_leader_epoch",
         "fetch_offset",
+        "fetcher_log_start_offset",
         "high_watermark",
         "key",
         "last_stable_offset",
@@ -72,6 +74,7 @@ class CachedPartition:
         fetch_offset: int,
         current_leader_epoch: int,
         max_bytes: int,
+        fetcher_log_start_offset: int = -1,
     ) -> None:
         self.key = key  # (topic name or topic id, partition index): how requests name it
         self.topic_partition = topic_partition  # None: a topic id this broker does not know
@@ -79,6 +82,7 @@ class CachedPartition:
         self.fetch_offset = fetch_offset
         self.current_leader_epoch = current_leader_epoch
         self.max_bytes = max_bytes
+        self.fetcher_log_start_offset = fetcher_log_start_offset  # a follower's (Fetch v5+)
         self.high_watermark = -1
         self.last_stable_offset = -1
         self.log_start_offset = -1
@@ -90,9 +94,11 @@ class CachedPartition:
         high_watermark: int,
         last_stable_offset: int,
         log_start_offset: int,
+        preferred_read_replica: int = -1,
     ) -> bool:
-        """Whether an incremental response must carry this partition; records what it carries."""
-        if error_code:
+        """Whether an incremental response must carry this partition (always when it names a
+        preferred read replica, KIP-392); records what it carries."""
+        if error_code or preferred_read_replica >= 0:
             self.high_watermark = -1  # sent again once the error is gone
             return True
         must = records_size > 0
@@ -235,6 +241,7 @@ class FetchSessionCache:
                 known.fetch_offset = wanted.fetch_offset
                 known.current_leader_epoch = wanted.current_leader_epoch
                 known.max_bytes = wanted.max_bytes
+                known.fetcher_log_start_offset = wanted.fetcher_log_start_offset
         for key in forgotten:
             cached.pop(key, None)
         if not cached:

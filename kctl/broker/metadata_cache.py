@@ -49,6 +49,7 @@ class MetadataCache:
         self._lock = threading.Lock()
         self._refreshing = threading.Lock()  # one refresh at a time: snapshots never go back
         self.snapshot = MetadataSnapshot(cluster_id="", controller_id=None)
+        self._racks: tuple[MetadataSnapshot, dict[int, str | None]] = (self.snapshot, {})
 
     def refresh(self) -> MetadataSnapshot:
         """Reload everything from the registry (blocking; cheap for the embedded registry). Waits for
@@ -89,6 +90,15 @@ class MetadataCache:
 
     def brokers(self) -> list[BrokerRegistration]:
         return sorted(self.snapshot.brokers.values(), key=lambda b: b.broker_id)
+
+    def broker_racks(self) -> dict[int, str | None]:
+        """The ``broker.rack`` of every live broker (None: none set), worked out once per snapshot
+        (a leader asks on each fetch of a consumer that sends its rack, KIP-392)."""
+        snapshot = self.snapshot
+        cached = self._racks
+        if cached[0] is not snapshot:
+            cached = self._racks = (snapshot, {i: b.rack for i, b in snapshot.brokers.items()})
+        return cached[1]
 
     def shutting_down(self, broker_id: int) -> bool:
         """Whether ``broker_id`` asked for a controlled shutdown (as of the last refresh)."""

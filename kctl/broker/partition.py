@@ -2,7 +2,9 @@
 of replication — each follower's log end offset and last caught-up time, the ISR, the high
 watermark — plus what waits on it: fetches parked until new data arrives (long polling: a follower's
 woken by appends, a consumer's when the high watermark moves) and acks=all produces parked until the
-high watermark passes their last offset.
+high watermark passes their last offset. As follower, its high watermark is the leader's as its
+fetches learn it (``follow_high_watermark``), which consumers fetching from this follower read up to
+(KIP-392).
 
 Roles come from the partition state the controller wrote (``make_leader`` / ``make_follower``, called
 by ``ReplicaManager.sync``). As leader (Kafka's rules): the high watermark is the smallest log end
@@ -259,6 +261,15 @@ class Partition:
         self.complete_acks()
         self.notify_consumers()
         return True
+
+    # -- as follower ---------------------------------------------------------------------------
+    def follow_high_watermark(self, leader_high_watermark: int) -> None:
+        """As follower: take the leader's high watermark, up to this replica's log end offset, and
+        wake the consumers' fetches parked here when it moved (KIP-392: they read below it)."""
+        log = self.log
+        before = log.high_watermark
+        if log.update_high_watermark(min(leader_high_watermark, log.log_end_offset)) != before:
+            self.notify_consumers()
 
     # -- parked acks=all produces --------------------------------------------------------------
     def add_ack_waiter(self, required_offset: int) -> asyncio.Future[AckResult]:

@@ -10,6 +10,11 @@ on a conflict it re-reads the metadata and re-decides. While ``fenced`` (the Zoo
 lost) it leads nothing: produce, consumer fetches and offset lookups answer NOT_LEADER_OR_FOLLOWER
 and parked acks=all produces fail so.
 
+A consumer's Fetch v11+ (KIP-392) may read a partition from a follower too, up to the follower's
+high watermark (what it learnt from its leader), with the same leader epoch checks; one this broker
+leads is answered with a preferred read replica and no records when ``replica.selector.class`` picks
+another broker (kctl.broker.replica_selector).
+
 Logs are created by ``sync()`` itself only for a handful of new partitions; when a metadata change
 brings more (a follower learning of a wide new topic), a task creates them a slice at a time, letting
 the event loop answer requests between slices, and ``sync()`` runs again when they all exist."""
@@ -25,6 +30,7 @@ from typing import Protocol
 from kctl.broker.errors import ApiError
 from kctl.broker.metadata_cache import MetadataCache
 from kctl.broker.partition import Partition
+from kctl.broker.replica_selector import NO_PREFERRED_REPLICA, ReplicaSelector, preferred_read_replica
 from kctl.broker.replication.alter_partition import AlterPartitionManager, IsrChange
 from kctl.broker.replication.fetcher import ReplicaFetcherManager
 from kctl.broker.replication.throttle import ReplicationQuota, leader_throttles, record_leader_bytes
@@ -71,7 +77,8 @@ def _wake(waiter: asyncio.Future[None]) -> None:
 class PartitionRead:
     """What a Fetch read of one partition (``ReplicaManager.fetch``): an error code, or the offsets
     to answer with, the records (a file region to send and release, None when there are none), the
-    aborted transactions for a read_committed consumer, and the partition (to park on)."""
+    aborted transactions for a read_committed consumer, the partition (to park on), and the replica
+    the consumer should fetch from instead (KIP-392; -1: none, the records are here)."""
 
     __slots__ = (
         "aborted",
@@ -80,6 +87,7 @@ class PartitionRead:
         "last_stable_offset",
         "log_start_offset",
         "partition",
+        "preferred_read_replica",
         "records",
     )
 
@@ -92,6 +100,7 @@ class PartitionRead:
         records: FileRegion | None = None,
         aborted: list[AbortedTxn] | None = None,
         partition: Partition | None = None,
+        preferred_read_replica: int = NO_PREFERRED_REPLICA,
     ) -> None:
         self.error_code = error_code
         self.high_watermark = high_watermark
@@ -100,6 +109,7 @@ class PartitionRead:
         self.records = records
         self.aborted = aborted
         self.partition = partition
+        self.preferred_read_replica = preferred_read_replica
 
     @property
     def size(self) -> int:
@@ -138,8 +148,11 @@ class ReplicaManager:
         on_isr_conflict: Callable[[], None] | None = None,
         on_disk_failure: Callable[[Path, LogStorageError], None] | None = None,
         leader_quota: ReplicationQuota | None = None,
+        replica_selector: ReplicaSelector | None = None,
     ) -> None:
         self.broker_id = broker_id
+        #: replica.selector.class: picks a consumer's preferred read replica (None: the leader serves)
+        self.replica_selector = replica_selector
         #: the bytes this leader sends to throttled followers (leader.replication.throttled.rate)
         self.leader_quota = leader_quota
         self.log_manager = log_manager
@@ -373,6 +386,14 @@ class ReplicaManager:
     def leader_partition(self, tp: TopicPartition, current_leader_epoch: int = NO_EPOCH) -> Partition:
         """The partition if this broker leads it (checking the request's ``current_leader_epoch``
         when given: older -> FENCED_LEADER_EPOCH, newer -> UNKNOWN_LEADER_EPOCH)."""
+        partition = self.readable_partition(tp, current_leader_epoch)
+        if not partition.is_leader:
+            raise ApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.broker_id} does not lead {tp}")
+        return partition
+
+    def readable_partition(self, tp: TopicPartition, current_leader_epoch: int = NO_EPOCH) -> Partition:
+        """The partition if this broker hosts it, as leader or follower, with the epoch checks of
+        ``leader_partition`` (a consumer's Fetch v11+ may read from a follower, KIP-392)."""
         partition = self.hosted_partition(tp)
         if current_leader_epoch >= 0:
             if current_leader_epoch < partition.leader_epoch:
@@ -381,8 +402,8 @@ class ReplicaManager:
                 raise ApiError(
                     ErrorCode.UNKNOWN_LEADER_EPOCH, f"{tp}: epoch {current_leader_epoch} is unknown"
                 )
-        if not partition.is_leader or self.fenced:
-            raise ApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.broker_id} does not lead {tp}")
+        if self.fenced:
+            raise ApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.broker_id} is fenced")
         return partition
 
     # -- produce -------------------------------------------------------------------------------
@@ -484,18 +505,29 @@ class ReplicaManager:
         replica_id: int = -1,
         read_committed: bool = False,
         min_one_batch: bool = True,
+        client_rack: str | None = None,
+        log_start_offset: int = -1,
     ) -> PartitionRead:
         """One partition of a Fetch, as this broker leads it. A follower (``replica_id`` >= 0) is
-        recorded as fetching at ``fetch_offset`` (which may advance the high watermark, complete
-        acks=all produces and add it to the ISR) and reads up to the log end, unless
-        leader.replication.throttled.rate holds it back; a consumer reads up to the high watermark,
-        read_committed up to the last stable offset, with the aborted transactions overlapping
-        what it reads. Errors come back as the read's error code."""
+        recorded as fetching at ``fetch_offset`` (and with its ``log_start_offset``; which may
+        advance the high watermark, complete acks=all produces and add it to the ISR) and reads up to
+        the log end, unless leader.replication.throttled.rate holds it back; a consumer reads up to
+        the high watermark, read_committed up to the last stable offset, with the aborted
+        transactions overlapping what it reads. A consumer's Fetch v11+ (``client_rack`` not None,
+        maybe empty) reads a follower's replica as well; as leader, this broker may answer it with
+        the preferred read replica of its rack instead (KIP-392). Errors come back as the read's
+        error code."""
         follower = replica_id >= 0
         try:
-            partition = self.leader_partition(tp, current_leader_epoch)
+            if client_rack is None or follower:
+                partition = self.leader_partition(tp, current_leader_epoch)
+            else:
+                partition = self.readable_partition(tp, current_leader_epoch)
+                redirect = self._redirect(partition, client_rack, fetch_offset)
+                if redirect is not None:
+                    return redirect
             if follower:
-                self.record_follower_fetch(partition, replica_id, fetch_offset)
+                self.record_follower_fetch(partition, replica_id, fetch_offset, log_start_offset)
             high_watermark = partition.log.high_watermark
             last_stable_offset = partition.log.last_stable_offset
             region = None
@@ -535,6 +567,20 @@ class ReplicaManager:
             aborted,
             partition,
         )
+
+    def _redirect(self, partition: Partition, client_rack: str, fetch_offset: int) -> PartitionRead | None:
+        """As leader with a replica selector: the answer naming another broker as the consumer's
+        preferred read replica (the offsets, no records), or None when this leader serves it."""
+        selector = self.replica_selector
+        if selector is None or not partition.is_leader:
+            return None
+        racks, now = self.metadata.broker_racks(), self._now_ms()
+        preferred = preferred_read_replica(selector, partition, client_rack, fetch_offset, racks, now)
+        if preferred == NO_PREFERRED_REPLICA:
+            return None
+        plog = partition.log
+        offsets = (plog.high_watermark, plog.last_stable_offset, plog.log_start_offset)
+        return PartitionRead(ErrorCode.NONE, *offsets, partition=partition, preferred_read_replica=preferred)
 
     def read(
         self,
@@ -597,7 +643,9 @@ class ReplicaManager:
             partition.fail_acks(ErrorCode.KAFKA_STORAGE_ERROR)
             partition.notify_append()
 
-    def record_follower_fetch(self, partition: Partition, replica_id: int, fetch_offset: int) -> None:
+    def record_follower_fetch(
+        self, partition: Partition, replica_id: int, fetch_offset: int, log_start_offset: int = -1
+    ) -> None:
         """A follower fetch at ``fetch_offset``: update what the leader knows of it, advance the high
         watermark, and add it to the ISR once it has caught up."""
         if replica_id not in partition.replicas:
@@ -607,7 +655,7 @@ class ReplicaManager:
             )
         if fetch_offset > partition.log_end_offset or fetch_offset < 0:
             return  # the read answers OFFSET_OUT_OF_RANGE; the follower truncates
-        partition.record_follower_fetch(replica_id, fetch_offset, self._now_ms())
+        partition.record_follower_fetch(replica_id, fetch_offset, self._now_ms(), log_start_offset)
         partition.maybe_advance_high_watermark()
         if (
             partition.replica_to_add(replica_id)

@@ -1,7 +1,8 @@
 """How a broker builds its ``ReplicaManager`` from its configuration: in cluster mode the replica
 fetchers (``replica.fetch.*``, ``replica.socket.timeout.ms``, the follower's throttle) that copy the
-partitions it follows from their leaders; in every mode the hosted partitions and the leader's
-throttle of its followers."""
+partitions it follows from their leaders; in every mode the hosted partitions, the leader's
+throttle of its followers and the replica selector (``replica.selector.class``, KIP-392) that names
+consumers their preferred read replica."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 from kctl.broker.config import BrokerConfig
 from kctl.broker.metadata_cache import MetadataCache
 from kctl.broker.replica_manager import ReplicaManager, ReplicaRegistry
+from kctl.broker.replica_selector import replica_selector
 from kctl.broker.replication.fetcher import ChannelFactory, FetcherSettings, ReplicaFetcherManager
 from kctl.broker.replication.throttle import ReplicationQuota
 from kctl.log.files import LogStorageError
@@ -55,4 +57,5 @@ def build_replica_manager(
         on_isr_conflict=on_isr_conflict,
         on_disk_failure=on_disk_failure,
         leader_quota=leader_quota,
+        replica_selector=replica_selector(config["replica.selector.class"]),
     )

@@ -14,6 +14,15 @@ partition answers with its last stable offset (the high watermark when no transa
 current leader epoch older than the partition's is FENCED_LEADER_EPOCH, a newer one
 UNKNOWN_LEADER_EPOCH.
 
+Fetch from the closest replica (KIP-392, v11+): a consumer's fetch carries its ``rack_id``
+(``client.rack``) and may be sent to a follower, which serves it up to its own high watermark (an
+offset past it but within its log: no records yet; past its log end, or before its log start:
+OFFSET_OUT_OF_RANGE; a broker that is no replica: NOT_LEADER_OR_FOLLOWER; the same leader epoch
+checks). A leader with ``replica.selector.class`` set may answer a partition with a
+``preferred_read_replica`` (kctl.broker.replica_selector) and no records; such a response goes out at
+once, without waiting for ``min_bytes``. Consumers before v11, and every fetch to a broker without a
+selector, are served by the leader (``preferred_read_replica`` -1).
+
 A fetch parks for at most ``fetch.wait.max.ms`` (a longer ``max_wait_ms`` is capped). A parked fetch
 whose connection closes is cancelled by the server (kctl.broker.server); ``PARKED`` counts the fetches
 parked in this process, and each park and unpark is logged at DEBUG with that count.
@@ -60,6 +69,8 @@ FIRST_SESSION_VERSION = 7
 FIRST_TOPIC_ID_VERSION = 13
 FIRST_REPLICA_STATE_VERSION = 15  # the follower's id moves into replica_state
 FIRST_ISOLATION_VERSION = 4
+FIRST_LOG_START_VERSION = 5  # a follower's fetch carries its log start offset
+FIRST_RACK_VERSION = 11  # KIP-392: the consumer's rack; consumers may fetch from followers
 FIRST_RECORD_BATCH_FETCH = 4  # v0-3 answer consumers in the old message formats (down-converted)
 READ_COMMITTED = 1
 
@@ -105,6 +116,7 @@ def _fetch_context(
                     part.fetch_offset,
                     part.current_leader_epoch,
                     part.partition_max_bytes,
+                    part.log_start_offset if follower and version >= FIRST_LOG_START_VERSION else -1,
                 )
             )
     if version < FIRST_SESSION_VERSION:
@@ -131,12 +143,14 @@ def _read_all(
     replica_id: int,
     committed: bool,
     denied: frozenset[str],
+    client_rack: str | None,
 ) -> tuple[list[PartitionRead], int, list[Partition], bool]:
-    """One pass over the partitions: (reads, bytes found, partitions read, any error)."""
+    """One pass over the partitions: (reads, bytes found, partitions read, whether to answer now:
+    an error, or a preferred read replica named)."""
     fetch = broker.replicas.fetch
     remaining = max_bytes
     total = 0
-    errors = False
+    answer_now = False
     hosted = []
     reads = []
     for cached in partitions:
@@ -154,18 +168,22 @@ def _read_all(
                 replica_id=replica_id,
                 read_committed=committed,
                 min_one_batch=total == 0,
+                client_rack=client_rack,
+                log_start_offset=cached.fetcher_log_start_offset,
             )
         reads.append(read)
         if read.error_code:
-            errors = True
+            answer_now = True
             continue
+        if read.preferred_read_replica >= 0:
+            answer_now = True
         if read.partition is not None:  # set on every read without error
             hosted.append(read.partition)
         records = read.records
         if records is not None:
             total += records.size
             remaining -= records.size
-    return reads, total, hosted, errors
+    return reads, total, hosted, answer_now
 
 
 def _release(reads: list[PartitionRead]) -> None:
@@ -206,10 +224,13 @@ async def handle(broker: FetchServices, context: RequestContext, request: FetchR
     )
     partitions = fetch.partitions
     denied = _denied_topics(broker, context, partitions, follower)
+    rack = request.rack_id if version >= FIRST_RACK_VERSION and not follower else None
     while True:
-        reads, total, hosted, errors = _read_all(broker, partitions, max_bytes, replica_id, committed, denied)
+        reads, total, hosted, now = _read_all(
+            broker, partitions, max_bytes, replica_id, committed, denied, rack
+        )
         remaining = deadline - time.monotonic()
-        if total >= max(request.min_bytes, 1) or errors or remaining <= 0 or not hosted:
+        if total >= max(request.min_bytes, 1) or now or remaining <= 0 or not hosted:
             return _respond(broker, context, fetch, version, follower, reads, total)
         _release(reads)
         PARKED.count += 1
@@ -232,8 +253,8 @@ async def handle(broker: FetchServices, context: RequestContext, request: FetchR
                 PARKED.count,
             )
         if time.monotonic() >= deadline:
-            reads, total, hosted, errors = _read_all(
-                broker, partitions, max_bytes, replica_id, committed, denied
+            reads, total, hosted, now = _read_all(
+                broker, partitions, max_bytes, replica_id, committed, denied, rack
             )
             return _respond(broker, context, fetch, version, follower, reads, total)
 
@@ -284,7 +305,12 @@ def _responses(
         records = read.records
         size = records.size if records is not None else 0
         changed = cached.changed(
-            read.error_code, size, read.high_watermark, read.last_stable_offset, read.log_start_offset
+            read.error_code,
+            size,
+            read.high_watermark,
+            read.last_stable_offset,
+            read.log_start_offset,
+            read.preferred_read_replica,
         )
         if incremental and not changed:
             if records is not None:
@@ -321,6 +347,7 @@ def _responses(
                 last_stable_offset=read.last_stable_offset,
                 log_start_offset=read.log_start_offset,
                 aborted_transactions=txns,
+                preferred_read_replica=read.preferred_read_replica,
                 records=sent,
             )
         )

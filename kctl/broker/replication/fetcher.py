@@ -10,7 +10,8 @@ Then Fetch (replica_id = this broker, current_leader_epoch, from the log end off
 ``replica.fetch.wait.max.ms``) over an incremental fetch session (KIP-227, fetch_session_handler:
 only partitions whose fetch offset moved are listed, so an idle follower's fetch names none) and
 ``append_as_follower``; the follower's high watermark is
-min(the leader's, its own log end offset). OFFSET_OUT_OF_RANGE asks the leader's log end and start
+min(the leader's, its own log end offset), and consumers' fetches parked on this follower (KIP-392)
+wake when it moves. OFFSET_OUT_OF_RANGE asks the leader's log end and start
 (ListOffsets as a replica): truncate to a lower leader end, or start over at a higher leader start.
 FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH and connection failures back the
 partition (or the whole fetcher) off for ``replica.fetch.backoff.ms`` until metadata changes it.
@@ -410,7 +411,7 @@ class ReplicaFetcher:
                     return
         if high_watermark >= 0:
             state.leader_high_watermark = high_watermark
-            plog.update_high_watermark(min(high_watermark, plog.log_end_offset))
+            partition.follow_high_watermark(high_watermark)  # wakes consumers parked here (KIP-392)
         if log_start_offset > plog.log_start_offset:  # DeleteRecords on the leader: follow it
             plog.maybe_increment_log_start_offset(min(log_start_offset, plog.high_watermark))
 
