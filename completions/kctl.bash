@@ -48,7 +48,7 @@ _kctl_options() {
         'kctl broker logger describe') echo '--broker --all -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl broker logger alter') echo '--broker --set --delete --execute -f --format -c --config -X -b --bootstrap-server -h --help' ;;
         'kctl cluster') echo '-h --help' ;;
-        'kctl cluster up') echo '-n --brokers -d --dir --base-port --zookeepers -X --timeout -h --help' ;;
+        'kctl cluster up') echo '-n --brokers -d --dir --base-port --zookeepers -X --racks --timeout -h --help' ;;
         'kctl cluster status') echo '-d --dir -f --format -h --help' ;;
         'kctl cluster start') echo '--broker -d --dir --timeout -h --help' ;;
         'kctl cluster stop') echo '--broker -d --dir --timeout -h --help' ;;
@@ -186,6 +186,7 @@ _kctl_option_value() {
         'kctl cluster up --base-port') echo 'any' ;;
         'kctl cluster up --zookeepers') echo 'any' ;;
         'kctl cluster up -X') echo 'any' ;;
+        'kctl cluster up --racks') echo 'any' ;;
         'kctl cluster up --timeout') echo 'any' ;;
         'kctl cluster status -d'|'kctl cluster status --dir') echo 'dir' ;;
         'kctl cluster status -f'|'kctl cluster status --format') echo 'choice table json jsonl' ;;

@@ -140,6 +140,15 @@ def up(
         list[str] | None,
         typer.Option("-X", metavar="KEY=VALUE", help="A broker property for every broker (repeatable)."),
     ] = None,
+    racks: Annotated[
+        str | None,
+        typer.Option(
+            "--racks",
+            metavar="RACKS",
+            help="Each broker's broker.rack: one per broker in id order (r0,r1,r2), or a name with "
+            "{id} (RACK{id}: RACK1, RACK2, ...).",
+        ),
+    ] = None,
     timeout: Annotated[float, _timeout_option("Seconds to wait for every broker to register.")] = 60.0,
 ) -> None:
     """Start a ZooKeeper server (or an ensemble of --zookeepers Z) and N brokers (broker.id 1..N) in
@@ -148,7 +157,9 @@ def up(
     ZooKeeper is the system's (Debian package `zookeeper`, with a Java runtime); an ensemble's servers
     run in quorum mode on 127.0.0.1, each with its data in DIR/zookeeper/zk-ID. Every broker has its
     own log dir (DIR/broker-ID/data, its log in DIR/broker-ID/data.log) and uses zookeeper.connect
-    with the chroot /kctl. Waits until every broker is registered in ZooKeeper, then prints the
+    with the chroot /kctl. --racks gives each broker its own broker.rack (rack-aware replica
+    placement; with -X replica.selector.class=rack-aware, consumers with a client.rack fetch from the
+    replica in their rack, KIP-392). Waits until every broker is registered in ZooKeeper, then prints the
     bootstrap list (HOST:PORT,...) on stdout. Ports, pids and the -X properties are kept in
     DIR/cluster.json for the other `kctl cluster` commands; starting a stopped cluster again reuses
     its ports and data. The cluster becomes the current one: commands given no -b (and no
@@ -156,10 +167,18 @@ def up(
     cluster down`. Refused (exit 1) while a process of DIR's cluster runs (`kctl cluster start`
     starts its stopped brokers). Exit status 1 if a process does not come up (what was started is
     stopped again), 3 without ZooKeeper or Java installed."""
-    from kctl.localcluster.launcher import ClusterStateError, refuse_if_running
+    from kctl.localcluster.launcher import ClusterStateError, broker_racks, refuse_if_running
     from kctl.localcluster.launcher import up as start_cluster
 
     properties = _broker_properties(overrides)
+    rack_of: dict[int, str] = {}
+    if racks is not None:
+        if "broker.rack" in properties:
+            raise KctlError("--racks and -X broker.rack: give the racks one way", ExitCode.USAGE)
+        try:
+            rack_of = broker_racks(racks, brokers)
+        except ValueError as error:
+            raise KctlError(str(error), ExitCode.USAGE) from None
     if zookeepers % 2 == 0:
         warn(f"--zookeepers {zookeepers}: an even ensemble survives no more failures than {zookeepers - 1}")
     if base_port is not None and base_port + brokers + zookeepers - 1 > 65535:
@@ -176,6 +195,7 @@ def up(
                 properties=properties,
                 timeout=timeout,
                 zookeepers=zookeepers,
+                racks=rack_of,
             )
         except ClusterStateError as error:  # running, or a damaged cluster.json: not a missing cluster
             raise KctlError(str(error)) from None

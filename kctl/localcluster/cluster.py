@@ -7,7 +7,8 @@
 
 Brokers have ``broker.id`` 1..N and share one ``zookeeper.connect`` with a chroot of the cluster's
 own; each keeps its log directory under ``base_dir`` (``broker-<id>/data``, stderr in
-``broker-<id>/data.log``). The ZooKeeper server (or, with ``zookeepers=3``, a 3-server ensemble in
+``broker-<id>/data.log``); ``racks`` gives a broker its own ``broker.rack`` (rack-aware placement,
+fetching from the closest replica). The ZooKeeper server (or, with ``zookeepers=3``, a 3-server ensemble in
 quorum mode, `ZooKeeperEnsemble`) is started under ``base_dir/zookeeper`` unless one is passed in (the
 shared test-session server), in which case the cluster leaves it running at stop (unless
 ``owns_zookeeper``: ``kctl cluster up`` passes the server or ensemble of its recorded ports).
@@ -45,12 +46,14 @@ class LocalCluster:
         broker_ports: Mapping[int, int] | None = None,
         detached: bool = False,
         broker_env: Mapping[str, str] | None = None,
+        racks: Mapping[int, str] | None = None,
     ) -> None:
         if size < 1:
             raise ValueError(f"a cluster needs at least one broker, not {size}")
         self.base_dir = Path(base_dir)
         self.size = size
         self.properties = dict(properties or {})
+        self.racks = dict(racks or {})
         self._own_zookeeper = zookeeper is None if owns_zookeeper is None else owns_zookeeper
         self.zookeeper: ZooKeeperServer | ZooKeeperEnsemble
         if zookeeper is not None:
@@ -72,6 +75,7 @@ class LocalCluster:
                     # have no coordinator (Kafka's own single-broker configs set 1 the same way).
                     "offsets.topic.replication.factor": str(min(3, size)),
                     **self.properties,
+                    **({"broker.rack": self.racks[broker_id]} if broker_id in self.racks else {}),
                 },
                 detached=detached,
                 env=broker_env,

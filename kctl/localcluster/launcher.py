@@ -5,11 +5,12 @@ detached under one directory, with their ports, pids and configuration in
 start them.
 
 ``up()`` starts ZooKeeper, then brokers 1..N (``broker.id``; one ``zookeeper.connect`` with the chroot
-``/kctl``), and waits, polling /brokers/ids until a deadline, until every broker is registered; it
-refuses while any process of the directory's cluster runs. ``start()`` starts what of a recorded
-cluster does not run (ZooKeeper first), with the recorded configuration; ``stop()`` stops brokers
-with SIGTERM (each does a controlled shutdown) and waits for each to exit; ``restart()`` is both;
-``down()`` stops every broker, then ZooKeeper.
+``/kctl``; each its own ``broker.rack`` with ``racks``, see `broker_racks`), and waits, polling
+/brokers/ids until a deadline, until every broker is registered; it refuses while any process of the
+directory's cluster runs. ``start()`` starts what of a recorded cluster does not run (ZooKeeper
+first), with the recorded configuration; ``stop()`` stops brokers with SIGTERM (each does a
+controlled shutdown) and waits for each to exit; ``restart()`` is both; ``down()`` stops every
+broker, then ZooKeeper.
 
 What runs is found by kctl.localcluster.processes (the broker holding its log dir's lock, the pid
 file ``kctl broker start`` writes, the recorded pid), so a broker restarted by hand is shown with its
@@ -70,6 +71,7 @@ __all__ = [
     "StartReport",
     "StopFailure",
     "StopReport",
+    "broker_racks",
     "controller_id",
     "down",
     "load_state",
@@ -101,6 +103,24 @@ _QUIET.propagate = False
 
 class ClusterStartError(RuntimeError):
     """A process did not come up, or a broker did not register before the deadline."""
+
+
+def broker_racks(spec: str, brokers: int) -> dict[int, str]:
+    """The ``broker.rack`` of each of brokers 1..``brokers`` from ``kctl cluster up --racks``: a
+    comma-separated list of one rack per broker in broker id order (``r0,r1,r2``), or one name with
+    ``{id}`` in it, replaced by each broker's id (``RACK{id}``: RACK1, RACK2, ...). ValueError, its
+    message for the operator, otherwise."""
+    if "{id}" in spec:
+        if "," in spec:
+            raise ValueError(f"--racks {spec!r}: a pattern with {{id}} is one name, not a list")
+        return {i: spec.replace("{id}", str(i)) for i in range(1, brokers + 1)}
+    racks = [rack.strip() for rack in spec.split(",")]
+    if len(racks) != brokers or not all(racks):
+        raise ValueError(
+            f"--racks {spec!r}: give one rack per broker ({brokers}, comma-separated), or one name "
+            "with {id} in it"
+        )
+    return dict(enumerate(racks, start=1))
 
 
 # -- what runs -------------------------------------------------------------------------------------
@@ -168,7 +188,12 @@ ZooKeeper = ZooKeeperServer | ZooKeeperEnsemble
 
 
 def _local_cluster(
-    directory: Path, size: int, properties: Mapping[str, str], zookeeper: ZooKeeper, ports: Mapping[int, int]
+    directory: Path,
+    size: int,
+    properties: Mapping[str, str],
+    zookeeper: ZooKeeper,
+    ports: Mapping[int, int],
+    racks: Mapping[int, str] | None = None,
 ) -> LocalCluster:
     """The LocalCluster of ``directory`` (not started): detached processes, this very kctl; it starts
     and stops ``zookeeper`` with the brokers."""
@@ -185,6 +210,7 @@ def _local_cluster(
         broker_ports=ports,
         detached=True,
         broker_env={"PYTHONPATH": python_path},
+        racks=racks,
     )
 
 
@@ -255,9 +281,10 @@ def _servers(zookeeper: ZooKeeper) -> list[ZooKeeperServer]:
 def recorded_cluster(state: ClusterState) -> LocalCluster:
     """The LocalCluster ``state`` describes, with its recorded ports and properties (not started)."""
     ports = {b.broker_id: b.port for b in state.brokers if b.broker_id is not None}
+    racks = {b.broker_id: b.rack for b in state.brokers if b.broker_id is not None and b.rack is not None}
     directory = Path(state.directory)
     zookeeper = _zookeeper(directory, state.zookeepers)
-    return _local_cluster(directory, len(state.brokers), state.properties, zookeeper, ports)
+    return _local_cluster(directory, len(state.brokers), state.properties, zookeeper, ports, racks)
 
 
 # -- up --------------------------------------------------------------------------------------------
@@ -269,11 +296,13 @@ def up(
     properties: Mapping[str, str] | None = None,
     timeout: float = REGISTER_TIMEOUT_S,
     zookeepers: int = 1,
+    racks: Mapping[int, str] | None = None,
 ) -> ClusterState:
     """Start ZooKeeper (one server, or an ensemble of ``zookeepers`` servers in quorum mode) and
     ``brokers`` brokers under ``directory`` (see the module docstring) and wait until all are
     registered. ``base_port``: ZooKeeper on it, brokers on the next ones, then the other servers of an
-    ensemble (default: the ports of a previous run in the directory, else free ports)."""
+    ensemble (default: the ports of a previous run in the directory, else free ports). ``racks``: the
+    ``broker.rack`` of each broker by id (recorded, kept by ``start()``)."""
     directory = Path(directory).resolve()
     previous = refuse_if_running(directory)
     if brokers < 1:
@@ -296,14 +325,23 @@ def up(
         broker_ports = {i: free_port() for i in range(1, brokers + 1)}
     directory.mkdir(parents=True, exist_ok=True)
     zookeeper = _zookeeper(directory, servers)
-    cluster = _local_cluster(directory, brokers, dict(properties or {}), zookeeper, broker_ports)
+    racks = dict(racks or {})
+    cluster = _local_cluster(directory, brokers, dict(properties or {}), zookeeper, broker_ports, racks)
     cluster.start()  # stops what it started when one process fails
     state = ClusterState(
         directory=str(directory),
         zookeeper_connect=cluster.zookeeper_connect,
         zookeepers=_zookeeper_states(zookeeper),
         brokers=[
-            ProcessState("broker", _pid(b.process), b.host, b.port, str(b.log_file), broker_id)
+            ProcessState(
+                "broker",
+                _pid(b.process),
+                b.host,
+                b.port,
+                str(b.log_file),
+                broker_id,
+                rack=racks.get(broker_id),
+            )
             for broker_id, b in cluster.brokers.items()
         ],
         properties=dict(properties or {}),

@@ -32,7 +32,8 @@ class ClusterStateError(RuntimeError):
 @dataclasses.dataclass
 class ProcessState:
     """One process of the cluster: ``role`` is "zookeeper" (with ``server_id``, ``quorum_port`` and
-    ``election_port`` for a server of an ensemble) or "broker" (then ``broker_id``)."""
+    ``election_port`` for a server of an ensemble) or "broker" (then ``broker_id``, and ``rack``
+    when ``kctl cluster up --racks`` gave it one)."""
 
     role: str
     pid: int
@@ -43,6 +44,7 @@ class ProcessState:
     server_id: int | None = None
     quorum_port: int | None = None
     election_port: int | None = None
+    rack: str | None = None
 
     @property
     def address(self) -> str:

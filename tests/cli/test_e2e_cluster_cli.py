@@ -118,6 +118,15 @@ def test_status_of_a_directory_without_a_cluster_exits_3(tmp_path: Path) -> None
     assert result.returncode == 3 and "no cluster" in result.stderr
 
 
+def test_racks_are_checked_before_anything_starts(tmp_path: Path) -> None:
+    directory = tmp_path / "racked"
+    short = kctl("cluster", "up", "--brokers", "3", "--racks", "r0,r1", "--dir", str(directory))
+    assert short.returncode == 2 and "one rack per broker" in short.stderr
+    both = kctl("cluster", "up", "--racks", "r{id}", "-X", "broker.rack=r", "--dir", str(directory))
+    assert both.returncode == 2 and "--racks and -X broker.rack" in both.stderr
+    assert not directory.exists()
+
+
 def test_broker_list(cluster: Cluster) -> None:
     assert kctl("topic", "create", "spread", "-p", "3", "-r", "2", "-b", cluster.bootstrap).returncode == 0
     with AdminClient(cluster.bootstrap) as admin:

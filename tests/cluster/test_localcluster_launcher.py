@@ -25,9 +25,11 @@ from kctl.localcluster.launcher import (
     ClusterState,
     ClusterStateError,
     ProcessState,
+    broker_racks,
     down,
     load_state,
     process_alive,
+    recorded_cluster,
     state_path,
     status,
     stop_process,
@@ -60,6 +62,28 @@ def test_state_file_round_trip(tmp_path: Path) -> None:
     state_path(tmp_path).write_text(state.to_json())
     assert load_state(tmp_path) == state
     assert state.bootstrap_servers == "127.0.0.1:2"
+
+
+def test_racks_one_per_broker_or_a_pattern() -> None:
+    assert broker_racks("r0, r1,r2", 3) == {1: "r0", 2: "r1", 3: "r2"}
+    assert broker_racks("RACK{id}", 3) == {1: "RACK1", 2: "RACK2", 3: "RACK3"}
+    for wrong in ("r0,r1", "r0,,r2", "r0,r1,r2,r3", "RACK{id},x"):
+        with pytest.raises(ValueError, match="--racks"):
+            broker_racks(wrong, 3)
+
+
+def test_recorded_racks_are_each_brokers_broker_rack(tmp_path: Path) -> None:
+    state = _state(tmp_path, 123)
+    state.brokers = [
+        ProcessState("broker", 123, "127.0.0.1", 2 + i, "b.log", i, rack=f"r{i}" if i < 3 else None)
+        for i in (1, 2, 3)
+    ]
+    state_path(tmp_path).write_text(state.to_json())
+    loaded = load_state(tmp_path)
+    assert [b.rack for b in loaded.brokers] == ["r1", "r2", None]
+    cluster = recorded_cluster(loaded)
+    assert [b.properties.get("broker.rack") for b in cluster.brokers.values()] == ["r1", "r2", None]
+    assert all(b.properties["num.partitions"] == "3" for b in cluster.brokers.values())
 
 
 def test_no_or_bad_state_file(tmp_path: Path) -> None:
