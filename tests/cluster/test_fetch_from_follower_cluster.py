@@ -1,0 +1,99 @@
+"""Fetch from the closest replica (KIP-392) on real brokers, with confluent-kafka (librdkafka) as the
+consumer: brokers in racks r1, r2, r3, a topic replicated on all three and led by broker 1.
+
+- With ``replica.selector.class`` set to Kafka's rack-aware selector, a consumer whose
+  ``client.rack`` is a follower's rack reads every record, in order, from that follower: the
+  follower's ``kctl_server_brokertopicmetrics_messagesout_total`` for the topic counts them all,
+  the leader's and the other follower's none (the leader only named the follower as the
+  preferred read replica).
+- Without a selector (Kafka's default) the leader answers ``preferred_read_replica`` -1 and serves
+  the same consumer itself."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kctl.broker.replica_selector import RACK_AWARE_SELECTOR
+from kctl.testing import LocalCluster, wait_for
+from kctl.testing.metrics import scrape
+from kctl.testing.pytest_plugin import ClusterFactory
+
+pytestmark = pytest.mark.slow
+
+RACKS = {1: "r1", 2: "r2", 3: "r3"}
+PROPERTIES = {"metrics.listener": "http://127.0.0.1:0", "zookeeper.session.timeout.ms": "6000"}
+RECORDS = 500
+MESSAGES_OUT = "kctl_server_brokertopicmetrics_messagesout_total"
+
+
+def _topic_led_by_broker_1(cluster: LocalCluster) -> str:
+    """A new topic of one partition on brokers 1, 2, 3 (broker 1, the first, leads it) holding
+    RECORDS records acknowledged by all three."""
+    topic = f"closest-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    created = admin.create_topics([NewTopic(topic, 1, replica_assignment=[[1, 2, 3]])], operation_timeout=30)
+    created[topic].result(timeout=30)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "linger.ms": 5})
+    for i in range(RECORDS):
+        producer.produce(topic, value=b"record-%d" % i)
+    assert producer.flush(30) == 0
+    leader = admin.list_topics(topic, timeout=30).topics[topic].partitions[0].leader
+    assert leader == 1
+    return topic
+
+
+def _consume_all(cluster: LocalCluster, topic: str, client_rack: str) -> list[bytes]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": f"{topic}-reader",
+            "client.rack": client_rack,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    values: list[bytes] = []
+    try:
+        consumer.subscribe([topic])
+
+        def read() -> bool:
+            message = consumer.poll(0.5)
+            if message is not None:
+                assert message.error() is None, message.error()
+                values.append(message.value())
+            return len(values) >= RECORDS
+
+        wait_for(read, f"{RECORDS} records consumed", timeout=90, describe=lambda: f"{len(values)} read")
+    finally:
+        consumer.close()
+    return values
+
+
+def _messages_out(cluster: LocalCluster, topic: str) -> dict[int, float]:
+    """The records each broker sent consumers of ``topic``."""
+    served = {}
+    for broker_id, broker in cluster.brokers.items():
+        assert broker.metrics_url is not None
+        served[broker_id] = scrape(broker.metrics_url).value(MESSAGES_OUT, topic=topic) or 0
+    return served
+
+
+def test_a_consumer_reads_from_the_follower_in_its_rack(local_cluster_factory: ClusterFactory) -> None:
+    properties = {**PROPERTIES, "replica.selector.class": RACK_AWARE_SELECTOR}
+    cluster = local_cluster_factory(3, properties, racks=RACKS)
+    topic = _topic_led_by_broker_1(cluster)
+    values = _consume_all(cluster, topic, client_rack="r2")
+    assert values == [b"record-%d" % i for i in range(RECORDS)]
+    assert _messages_out(cluster, topic) == {1: 0, 2: RECORDS, 3: 0}
+
+
+def test_without_a_selector_the_leader_serves_every_rack(local_cluster_factory: ClusterFactory) -> None:
+    cluster = local_cluster_factory(3, PROPERTIES, racks=RACKS)
+    topic = _topic_led_by_broker_1(cluster)
+    values = _consume_all(cluster, topic, client_rack="r2")
+    assert values == [b"record-%d" % i for i in range(RECORDS)]
+    assert _messages_out(cluster, topic) == {1: RECORDS, 2: 0, 3: 0}
