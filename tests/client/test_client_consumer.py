@@ -35,9 +35,12 @@ from kctl.client.consumer.fetcher import (
     ConsumerRecord,
     CorruptRecordError,
     TimestampType,
+    build_fetch_request,
     decode_partition,
     fetch,
 )
+from kctl.client.consumer.positions import PartitionState, SubscriptionState
+from kctl.protocol import ApiKey, RequestHeader, decode_request, encode_request
 from kctl.records.builder import RecordBatchBuilder
 from kctl.records.header import HEADER_SIZE, InvalidRecordBatch, iter_headers, parse_header, write_crc
 from kctl.records.reader import decode_batch
@@ -149,6 +152,25 @@ def test_config_uses_kafka_consumer_property_names() -> None:
             ConsumerConfig.from_properties({key: value})
 
 
+def test_client_rack_goes_into_fetch_v11_and_a_preferred_replica_lasts_until_an_error_or_expiry() -> None:
+    config = ConsumerConfig.from_properties({"client.rack": "r2", "metadata.max.age.ms": "1000"})
+    assert config.client_rack == "r2" and ConsumerConfig().client_rack is None
+    sizes = {"min_bytes": 1, "max_bytes": 1, "partition_max_bytes": 1}
+    request = build_fetch_request([(TopicPartition("t", 0), 5)], max_wait_ms=0, rack_id="r2", **sizes)
+    for version in (11, 12):  # the rack goes on the wire from v11 on
+        frame = encode_request(RequestHeader(ApiKey.FETCH, version, 1, "t"), request)
+        assert decode_request(frame[4:])[1].rack_id == "r2"
+    state, positions = PartitionState(), SubscriptionState(0.1, 1.0)
+    assert state.read_replica(leader=1, now=0.0) == 1
+    state.preferred_replica, state.preferred_until = 3, 10.0
+    assert state.read_replica(leader=1, now=9.0) == 3
+    assert state.read_replica(leader=1, now=10.0) == 1 and state.preferred_replica is None  # expired
+    state.preferred_replica, state.preferred_until = 3, 10.0
+    positions.back_off(state, now=1.0)  # an error: back to the leader
+    assert state.read_replica(leader=1, now=2.0) == 1
+
+
+# ----------------------------------------------------------------------------------------- reading
 # ----------------------------------------------------------------------------------------- reading
 
 

@@ -5,7 +5,8 @@ consumer: brokers in racks r1, r2, r3, a topic replicated on all three and led b
   ``client.rack`` is a follower's rack reads every record, in order, from that follower: the
   follower's ``kctl_server_brokertopicmetrics_messagesout_total`` for the topic counts them all,
   the leader's and the other follower's none (the leader only named the follower as the
-  preferred read replica).
+  preferred read replica). kctl's own consumers (assigned, and in a group) do the same with
+  ``client.rack`` set to the other follower's rack.
 - Without a selector (Kafka's default) the leader answers ``preferred_read_replica`` -1 and serves
   the same consumer itself."""
 
@@ -18,6 +19,9 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kctl.broker.replica_selector import RACK_AWARE_SELECTOR
+from kctl.client import TopicPartition
+from kctl.client.consumer import Consumer as KctlConsumer
+from kctl.client.group.consumer import GroupConsumer
 from kctl.testing import LocalCluster, wait_for
 from kctl.testing.metrics import scrape
 from kctl.testing.pytest_plugin import ClusterFactory
@@ -73,6 +77,18 @@ def _consume_all(cluster: LocalCluster, topic: str, client_rack: str) -> list[by
     return values
 
 
+def _kctl_consume_all(consumer: KctlConsumer) -> list[bytes]:
+    values: list[bytes] = []
+    with consumer:
+
+        def read() -> bool:
+            values.extend(record.value or b"" for record in consumer.poll(0.5))
+            return len(values) >= RECORDS
+
+        wait_for(read, f"{RECORDS} records read by kctl", timeout=90, describe=lambda: f"{len(values)} read")
+    return values
+
+
 def _messages_out(cluster: LocalCluster, topic: str) -> dict[int, float]:
     """The records each broker sent consumers of ``topic``."""
     served = {}
@@ -89,6 +105,17 @@ def test_a_consumer_reads_from_the_follower_in_its_rack(local_cluster_factory: C
     values = _consume_all(cluster, topic, client_rack="r2")
     assert values == [b"record-%d" % i for i in range(RECORDS)]
     assert _messages_out(cluster, topic) == {1: 0, 2: RECORDS, 3: 0}
+
+    expected = [b"record-%d" % i for i in range(RECORDS)]
+    assigned = KctlConsumer(cluster.bootstrap_servers, {"client.rack": "r3", "auto.offset.reset": "earliest"})
+    assigned.assign([TopicPartition(topic, 0)])
+    assert _kctl_consume_all(assigned) == expected
+    assert _messages_out(cluster, topic) == {1: 0, 2: RECORDS, 3: RECORDS}
+    properties = {"group.id": f"{topic}-kctl", "client.rack": "r3", "auto.offset.reset": "earliest"}
+    member = GroupConsumer(cluster.bootstrap_servers, properties)
+    member.subscribe([topic])
+    assert _kctl_consume_all(member) == expected
+    assert _messages_out(cluster, topic) == {1: 0, 2: RECORDS, 3: 2 * RECORDS}
 
 
 def test_without_a_selector_the_leader_serves_every_rack(local_cluster_factory: ClusterFactory) -> None:

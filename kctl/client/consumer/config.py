@@ -89,6 +89,15 @@ CONSUMER_CONFIGS = CLIENT_CONFIGS.extend(
             "read_committed: read up to the last stable offset and never return the records of "
             "aborted transactions; read_uncommitted: every record up to the high watermark.",
         ),
+        ConfigKey(
+            "client.rack",
+            T.STRING,
+            None,
+            None,
+            "The rack of this client: sent with each fetch (Fetch v11+), so that a leader with a replica "
+            "selector can name the replica in this rack to fetch from instead (KIP-392).",
+            Importance.LOW,
+        ),
     ],
 )
 _default = CONSUMER_CONFIGS.default_of
@@ -107,6 +116,7 @@ class ConsumerConfig(ClientConfig):
     auto_offset_reset: str = _default("auto.offset.reset")
     check_crcs: bool = _default("check.crcs")
     isolation_level: str = _default("isolation.level")
+    client_rack: str | None = _default("client.rack")
 
     CONFIG_DEF: ClassVar[ConfigDef] = CONSUMER_CONFIGS
     PROPERTIES: ClassVar[dict[str, tuple[str, Callable[[str, str], Any]]]] = (

@@ -34,6 +34,10 @@ came back with only a partial batch first, so each gets the broker's at-least-on
 turn. Each broker is fetched from over a fetch session (KIP-227, ``sessions``): after the first full
 Fetch, a Fetch names only the partitions whose fetch offset changed, and forgets those not fetched.
 
+Fetching from the closest replica (KIP-392): Fetch v11+ carries ``client.rack``; a partition whose
+leader answers with a preferred read replica is fetched from that broker until it answers an error
+(then, after a backoff, from the leader again) or ``metadata.max.age.ms`` passes.
+
 Errors while fetching: OFFSET_OUT_OF_RANGE resets the position per ``auto.offset.reset`` (``none``
 raises ``OffsetOutOfRangeError`` from ``poll``); NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
 lost connections and the other retriable errors mark the metadata stale and retry that partition
@@ -159,6 +163,7 @@ class _Completed:
 
 @dataclasses.dataclass(slots=True)
 class _PendingFetch:
+    node: int
     conn: BrokerConnection
     request: InFlightRequest
     offsets: dict[TopicPartition, int]
@@ -631,7 +636,7 @@ class Consumer:
             if state.retry_at > now or self._buffered.get(tp, 0) >= MAX_BUFFERED_FETCHES:
                 continue
             try:
-                node = self._cluster.leader_for(tp)
+                node = state.read_replica(self._cluster.leader_for(tp), now)
             except KafkaError:
                 self._cluster.mark_stale()
                 subscription.back_off(state, now)
@@ -657,6 +662,7 @@ class Consumer:
                     max_bytes=config.fetch_max_bytes,
                     partition_max_bytes=config.max_partition_fetch_bytes,
                     isolation_level=self._isolation,
+                    rack_id=config.client_rack or "",
                 )
                 request = conn.send(ApiKey.FETCH, body, version)
             except KafkaError as error:
@@ -667,8 +673,8 @@ class Consumer:
                 for tp, _ in parts:
                     subscription.back_off(states[tp], now)
                 continue
-            offsets = dict(parts)
-            self._pending[node] = _PendingFetch(conn, request, offsets, max_wait_ms / 1000.0, wanted, epoch)
+            offsets, wait = dict(parts), max_wait_ms / 1000.0
+            self._pending[node] = _PendingFetch(node, conn, request, offsets, wait, wanted, epoch)
             self._in_flight.update(offsets)
 
     def _receive(self) -> None:
@@ -727,7 +733,10 @@ class Consumer:
             if fetch_offset is None or state is None or self._fetch_position(tp, state) != fetch_offset:
                 continue  # not asked, no longer assigned, or seeked since
             code = part.error_code
-            if code == 0:
+            if code == 0 and part.preferred_read_replica >= 0:  # KIP-392: fetch from that replica
+                state.preferred_replica = part.preferred_read_replica
+                state.preferred_until = now + config.metadata_max_age_ms / 1000.0
+            elif code == 0:
                 state.high_watermark = part.high_watermark
                 state.last_stable_offset = part.last_stable_offset
                 state.log_start_offset = part.log_start_offset
@@ -752,6 +761,8 @@ class Consumer:
                 self._ready.append(completed)
                 self._buffered[tp] = self._buffered.get(tp, 0) + 1
                 self._newest[tp] = completed
+            elif state.preferred_replica == pending.node:  # the replica failed: back to the leader
+                subscription.back_off(state, now)
             elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
                 state.reset = "auto"
                 state.out_of_range = fetch_offset

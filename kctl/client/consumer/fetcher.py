@@ -14,7 +14,8 @@ simple-consumer call.
   and the gaps a compacted log leaves are stepped over.
 * ``fetch`` — one Fetch for one partition at one offset, no state: the simple consumer of the seeds.
 
-Fetch is sent at versions 4–12: record batches v2 and topic names (v13 replaced them with topic ids).
+Fetch is sent at versions 4–12: record batches v2 and topic names (v13 replaced them with topic ids);
+from v11 on with the consumer's rack (``client.rack``, KIP-392).
 """
 
 from __future__ import annotations
@@ -420,6 +421,7 @@ def build_fetch_request(
     session_id: int = 0,
     session_epoch: int = -1,
     forgotten: Sequence[TopicPartition] = (),
+    rack_id: str = "",
 ) -> FetchRequest:
     """A Fetch request for ``(partition, fetch offset)`` pairs, in that order (the broker fills the
     response in request order, and always returns at least one batch of the first partition). With
@@ -444,6 +446,7 @@ def build_fetch_request(
         session_epoch=session_epoch,
         topics=topics,
         forgotten_topics_data=_forgotten_topics(forgotten),
+        rack_id=rack_id,
     )
 
 

@@ -38,7 +38,8 @@ class NoOffsetForPartitionError(KafkaError):
 
 
 class PartitionState:
-    """One assigned partition's position, pending reset, pause, backoff and log offsets."""
+    """One assigned partition's position, pending reset, pause, backoff, log offsets, and the
+    preferred read replica its leader named (KIP-392) with when that choice expires."""
 
     __slots__ = (
         "backoff",
@@ -49,6 +50,8 @@ class PartitionState:
         "partial",
         "paused",
         "position",
+        "preferred_replica",
+        "preferred_until",
         "reset",
         "retry_at",
     )
@@ -64,6 +67,16 @@ class PartitionState:
         self.high_watermark: int | None = None
         self.last_stable_offset: int | None = None
         self.log_start_offset: int | None = None
+        self.preferred_replica: int | None = None
+        self.preferred_until = 0.0
+
+    def read_replica(self, leader: int, now: float) -> int:
+        """The broker to fetch from: the preferred read replica the leader named, until it expires
+        (``metadata.max.age.ms`` after it was named, as Kafka's consumer), else the leader."""
+        if self.preferred_replica is not None and now < self.preferred_until:
+            return self.preferred_replica
+        self.preferred_replica = None
+        return leader
 
 
 class SubscriptionState:
@@ -120,7 +133,9 @@ class SubscriptionState:
         return [tp for tp, s in self.states.items() if s.position is None or s.reset is not None]
 
     def back_off(self, state: PartitionState, now: float) -> None:
-        """Retry the partition (fetch or offset lookup) later: the backoff doubles, with jitter."""
+        """Retry the partition (fetch or offset lookup) later, from its leader (any preferred read
+        replica is forgotten): the backoff doubles, with jitter."""
+        state.preferred_replica = None
         state.backoff = min(max(state.backoff * 2, self.retry_backoff), self.retry_backoff_max)
         state.retry_at = now + state.backoff * random.uniform(0.8, 1.2)
 

@@ -47,9 +47,10 @@ class FetchSessions:
         max_bytes: int,
         partition_max_bytes: int,
         isolation_level: int,
+        rack_id: str = "",
     ) -> tuple[FetchRequest, dict[TopicPartition, FetchData], int]:
-        """The Fetch to ``node`` for these ``(partition, fetch offset)`` pairs, what it wants of each
-        partition and its session epoch (for ``response``)."""
+        """The Fetch to ``node`` for these ``(partition, fetch offset)`` pairs (from the consumer in
+        ``rack_id``), what it wants of each partition and its session epoch (for ``response``)."""
         wanted = {tp: (offset, -1, -1, partition_max_bytes) for tp, offset in parts}
         session_id, epoch = INVALID_SESSION_ID, FINAL_EPOCH
         forgotten: list[TopicPartition] = []
@@ -71,6 +72,7 @@ class FetchSessions:
             session_id=session_id,
             session_epoch=epoch,
             forgotten=forgotten,
+            rack_id=rack_id,
         )
         return body, wanted, epoch
 

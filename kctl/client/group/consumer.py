@@ -37,9 +37,14 @@ from kctl.client.group.state import Callback, Partitions
 from kctl.client.group_config import GroupConfig, coerce_group_config
 from kctl.common.topic_partition import TopicPartition
 
-_GROUP_ONLY_FIELDS = frozenset(f.name for f in dataclasses.fields(GroupConfig)) - frozenset(
-    f.name for f in dataclasses.fields(ClientConfig)
-)
+
+def _fields(config: type[ClientConfig]) -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(config))
+
+
+_GROUP_ONLY_FIELDS = _fields(GroupConfig) - _fields(ConsumerConfig)
+#: settings of both the group and the fetches (client.rack: JoinGroup metadata, Fetch v11+)
+_SHARED_FIELDS = (_fields(GroupConfig) & _fields(ConsumerConfig)) - _fields(ClientConfig)
 
 
 class _Hooks:
@@ -73,13 +78,13 @@ class GroupConsumer(Consumer):
         group_id: str | None = None,
         **overrides: Any,
     ) -> None:
-        group_overrides = {k: v for k, v in overrides.items() if k in _GROUP_ONLY_FIELDS}
+        group_overrides = {k: v for k, v in overrides.items() if k in _GROUP_ONLY_FIELDS | _SHARED_FIELDS}
         consumer_overrides = {k: v for k, v in overrides.items() if k not in _GROUP_ONLY_FIELDS}
         group_config = coerce_group_config(config, **group_overrides)
         consumer_config: ClientConfig | Mapping[str, str] | None = config
         if isinstance(config, GroupConfig) and not isinstance(config, ConsumerConfig):
-            shared = {f.name for f in dataclasses.fields(ClientConfig) if f.init}
-            consumer_config = ClientConfig(**{n: getattr(config, n) for n in shared if n != "unknown"})
+            shared = {f.name for f in dataclasses.fields(ClientConfig) if f.init} | _SHARED_FIELDS
+            consumer_config = ConsumerConfig(**{n: getattr(config, n) for n in shared if n != "unknown"})
         group_id = group_id or group_config.group_id
         if not group_id:
             raise ValueError("a group consumer needs a group.id")
