@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from kctl.broker.errors import ApiError
 from kctl.broker.fetch_session import CachedPartition
 from kctl.broker.metadata_cache import MetadataCache
 from kctl.broker.replica_manager import ReplicaManager
@@ -136,6 +137,14 @@ def test_out_of_the_followers_log_is_offset_out_of_range(follower: ReplicaManage
 def test_consumers_before_v11_and_followers_are_served_by_the_leader_only(follower: ReplicaManager) -> None:
     assert follower.fetch(TP, 0, 1 << 20).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert follower.fetch(TP, 0, 1 << 20, replica_id=3).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_list_offsets_and_offset_for_leader_epoch_stay_the_leaders(follower: ReplicaManager) -> None:
+    """Both handlers take the partition from ``leader_partition``: a follower refuses consumers."""
+    with pytest.raises(ApiError) as refused:
+        follower.leader_partition(TP, EPOCH)
+    assert refused.value.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert follower.readable_partition(TP, EPOCH) is follower.partitions[TP]
 
 
 def test_leader_epoch_checks_on_a_follower(follower: ReplicaManager) -> None:
