@@ -239,18 +239,8 @@ def test_delete_removes_every_znode_of_the_topic(brokers: Brokers) -> None:
         assert brokers.raw.exists(path) is None, path
 
 
-def test_topics_deleted_together_go_in_one_multi_op(
-    brokers: Brokers, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A DeleteTopics of several topics deletes their znodes in one ZooKeeper multi-op (every broker
-    then sees them go at once and refreshes its metadata once); a topic with an unexpected znode
-    under a partition is deleted on its own, recursively; an unknown one is reported."""
-    registry = brokers.open()
-    for name in ("d1", "d2", "odd"):
-        registry.create_topic(name, {0: (1,), 1: (1,)}, {"retention.ms": "1"})
-        registry.set_partition_state(name, 0, PartitionState(1, 0, (1,)))
-    brokers.raw.create("/brokers/topics/odd/partitions/0/extra", b"")
-    brokers.raw.create("/admin/delete_topics/d2")
+def _count_multi_ops(registry: ZooKeeperRegistry, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The operation count of each multi-op the registry commits from now on (a list that grows)."""
     client = registry._topics._zk_client()
     commits: list[int] = []
     real_transaction = client.transaction
@@ -267,6 +257,22 @@ def test_topics_deleted_together_go_in_one_multi_op(
         return transaction
 
     monkeypatch.setattr(client, "transaction", counted)
+    return commits
+
+
+def test_topics_deleted_together_go_in_one_multi_op(
+    brokers: Brokers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A DeleteTopics of several topics deletes their znodes in one ZooKeeper multi-op (every broker
+    then sees them go at once and refreshes its metadata once); a topic with an unexpected znode
+    under a partition is deleted on its own, recursively; an unknown one is reported."""
+    registry = brokers.open()
+    for name in ("d1", "d2", "odd"):
+        registry.create_topic(name, {0: (1,), 1: (1,)}, {"retention.ms": "1"})
+        registry.set_partition_state(name, 0, PartitionState(1, 0, (1,)))
+    brokers.raw.create("/brokers/topics/odd/partitions/0/extra", b"")
+    brokers.raw.create("/admin/delete_topics/d2")
+    commits = _count_multi_ops(registry, monkeypatch)
     outcomes = registry.delete_topics(["d1", "missing", "d2", "odd"])
     assert [type(o).__name__ if o is not None else None for o in outcomes] == [
         None, "UnknownTopicError", None, None
@@ -290,22 +296,7 @@ def test_many_topics_deleted_together_go_in_multi_ops_of_bounded_size(
     for name in names:  # 4 znodes each: a state, its partition, /partitions, the topic
         registry.create_topic(name, {0: (1,), 1: (1,)}, {})
         registry.set_partition_state(name, 0, PartitionState(1, 0, (1,)))
-    client = registry._topics._zk_client()
-    commits: list[int] = []
-    real_transaction = client.transaction
-
-    def counted() -> Any:
-        transaction = real_transaction()
-        real_commit = transaction.commit
-
-        def commit() -> Any:
-            commits.append(len(transaction.operations))
-            return real_commit()
-
-        transaction.commit = commit  # type: ignore[method-assign]
-        return transaction
-
-    monkeypatch.setattr(client, "transaction", counted)
+    commits = _count_multi_ops(registry, monkeypatch)
     assert registry.delete_topics(names) == [None] * 5
     assert commits == [8, 8, 4]
     assert set(registry.topics()) == set()
