@@ -327,6 +327,12 @@ class ReplicaManager:
         if state.leader == self.broker_id:
             if self.fetchers is not None:
                 self.fetchers.remove_partition(tp)
+            if self.replicated and len(replicas) > 1 and state.isr == (self.broker_id,):
+                # perhaps an unclean election: producers whose acknowledged batches only the other
+                # replicas held are unknown here, and may go on at any sequence (as in Kafka)
+                partition.log.producer_state.mark_incomplete(
+                    f"took the lead at epoch {state.leader_epoch} with an ISR of itself alone"
+                )
             partition.make_leader(
                 state.leader_epoch,
                 state.isr,

@@ -135,12 +135,15 @@ def drop_duplicates(
     *,
     from_coordinator: bool,
     log_start_offset: int,
+    knows_every_producer: bool = False,
 ) -> tuple[AppendInfo | None, bytearray | memoryview, Batches]:
     """Check idempotent producers' sequences (raises ProducerStateError); drop batches already
     written. Returns (the original AppendInfo if every batch was a duplicate, data, batches)."""
     duplicates = {}
     for position, header in batches:
-        original = producer_state.check(header, from_coordinator=from_coordinator)
+        original = producer_state.check(
+            header, from_coordinator=from_coordinator, knows_every_producer=knows_every_producer
+        )
         if original is not None:
             duplicates[position] = original
     if not duplicates:

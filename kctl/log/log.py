@@ -266,6 +266,7 @@ class Log:
                 batches,
                 from_coordinator=from_coordinator,
                 log_start_offset=self.log_start_offset,
+                knows_every_producer=self.knows_every_producer,
             )
             if duplicate is not None:
                 return duplicate
@@ -646,6 +647,16 @@ class Log:
         while below < len(decisions) and decisions[below].next_offset <= self.high_watermark:
             below += 1
         return decisions[:below]
+
+    @property
+    def knows_every_producer(self) -> bool:
+        """Whether the producer state holds every idempotent producer that ever wrote to this log:
+        nothing was removed from it since offset 0 (retention, DeleteRecords, compaction) and it was
+        never marked incomplete (``ProducerStateManager.mark_incomplete``: a producer expired, or this
+        replica took the lead with an ISR of itself alone). Then a producer it does not know is new
+        and must start at sequence 0 (:meth:`ProducerStateManager.check`)."""
+        incomplete = self.producer_state.incomplete
+        return self.log_start_offset == 0 and not self.config.compact and not incomplete
 
     def remove_expired_producers(self, expiration_ms: int) -> int:
         """Forget idempotent producers silent for longer than ``expiration_ms`` (by their last batch's

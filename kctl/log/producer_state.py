@@ -4,7 +4,12 @@ original offsets instead of being written twice) and a gap in sequences is refus
 
 Works from batch headers only (producer_id, producer_epoch, base_sequence, last_offset_delta). A
 producer the partition has forgotten (no snapshot or batch left that mentions it) is accepted at any
-sequence, as Kafka does since KIP-360.
+sequence, as Kafka does since KIP-360 — but only where it can have been forgotten: a log that has
+lost nothing since offset 0 knows every producer that wrote to it, and there a new producer's first
+batch must be at sequence 0 (``Log.knows_every_producer``). What a log cannot tell from its offsets is
+recorded once in the file ``producer-state.incomplete`` of the partition directory, with the reason:
+a producer expired (``producer.id.expiration.ms``), or the replica took the lead with an ISR of
+itself alone (perhaps an unclean election: records other replicas acknowledged may be missing).
 
 Producer snapshots (Kafka's ``<offset>.snapshot`` files) keep the state across segment rolls and
 restarts. ``<20-digit offset>.snapshot`` in the partition directory holds the state of every producer as
@@ -64,6 +69,7 @@ from kctl.records.crc import crc32c
 from kctl.records.header import BatchHeader
 from kctl.records.record import ControlRecord
 
+INCOMPLETE_MARKER = "producer-state.incomplete"  # the state may lack producers (see the module docstring)
 RECENT_BATCHES = 5  # Kafka keeps the metadata of a producer's last 5 batches for deduplication
 INT32_MAX = 2**31 - 1
 
@@ -283,16 +289,35 @@ class ProducerStateManager:
         self._file_io = file_io
         self.ongoing: dict[int, int] = {}  # producer id -> first offset of its ongoing transaction
         self.unreplicated: list[CompletedTxn] = []  # completed, marker not yet below the high watermark
+        # whether the state may lack producers that wrote to the log (kept on disk: INCOMPLETE_MARKER)
+        self.incomplete = directory is not None and (directory / INCOMPLETE_MARKER).exists()
 
-    def check(self, header: BatchHeader, *, from_coordinator: bool = False) -> BatchRecord | None:
+    def check(
+        self, header: BatchHeader, *, from_coordinator: bool = False, knows_every_producer: bool = False
+    ) -> BatchRecord | None:
         """Validate a batch before it is appended. Returns the original batch if this one is a
         duplicate (already written), None if it may be appended; raises ProducerStateError otherwise.
         ``from_coordinator``: a batch the group coordinator writes for a producer (a transactional
-        offset commit, Kafka's AppendOrigin.COORDINATOR): its epoch is checked, not its sequence."""
+        offset commit, Kafka's AppendOrigin.COORDINATOR): its epoch is checked, not its sequence.
+
+        A producer this state does not know may start at any sequence (Kafka's rule since KIP-360:
+        its state may have gone with the records retention deleted) — unless
+        ``knows_every_producer`` (the log has lost nothing since its start: see
+        ``Log.knows_every_producer``). Then its first batch must be at sequence 0: a later one means
+        an earlier batch never got here (refused by a broker not yet leader, or appended on an old
+        leader and lost with it), and accepting it would let the producer take the missing batch
+        for written (librdkafka acknowledges a batch whose answer it lost once a later one
+        succeeds)."""
         if header.producer_id < 0 or header.is_control:
             return None
         entry = self.producers.get(header.producer_id)
         if entry is None:
+            if knows_every_producer and header.base_sequence != 0 and not from_coordinator:
+                raise OutOfOrderSequenceError(
+                    f"producer {header.producer_id} is new to this partition, which has lost no "
+                    f"producer's state: its first batch must have sequence 0, not {header.base_sequence} "
+                    "(an earlier batch did not get here)"
+                )
             return None
         if header.producer_epoch < entry.epoch:
             raise InvalidProducerEpochError(
@@ -440,7 +465,27 @@ class ProducerStateManager:
         ]
         for producer_id in expired:
             del self.producers[producer_id]
+        if expired:
+            self.mark_incomplete(f"producer.id.expiration.ms forgot producer(s) {sorted(expired)}")
         return expired
+
+    def mark_incomplete(self, reason: str) -> None:
+        """From now on (across restarts too: the snapshots cannot tell) this state may lack producers
+        that wrote to the log, so a producer it does not know may start at any sequence. The first
+        ``reason`` is kept in the partition directory's ``producer-state.incomplete``."""
+        if self.incomplete:
+            return
+        self.incomplete = True
+        if self.directory is None:
+            return
+        path = self.directory / INCOMPLETE_MARKER
+        fd = self._file_io.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        try:
+            self._file_io.write_all(fd, reason.encode() + b"\n")
+            self._file_io.fsync(fd)
+        finally:
+            self._file_io.close(fd)
+        self._file_io.fsync_dir(self.directory)
 
     # -- snapshots ---------------------------------------------------------------------------------
     def _directory(self) -> Path:

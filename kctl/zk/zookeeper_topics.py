@@ -198,7 +198,7 @@ class ZooKeeperTopics(ZooKeeperPart, TopicStore):
         """Delete the topic's znodes in Kafka's layout in one multi-op (`_doomed_paths`); False when
         the layout held something else or changed meanwhile (the caller deletes recursively)."""
         doomed = self._doomed_paths(client, [name])[name]
-        if doomed is None:
+        if doomed is None or len(doomed) > MAX_MULTI_OPS:
             return False
         transaction = client.transaction()
         for path in doomed:
@@ -269,15 +269,16 @@ class ZooKeeperTopics(ZooKeeperPart, TopicStore):
                 else:
                     present.append(name)
             doomed = self._doomed_paths(client, present) if present else {}
-            together = [name for name in present if doomed.get(name)]
-            if together:
+            together = []
+            usual = [name for name in present if 0 < len(doomed.get(name) or ()) <= MAX_MULTI_OPS]
+            for chunk in _chunks(usual, doomed):
                 transaction = client.transaction()
-                for name in together:
+                for name in chunk:
                     for path in doomed[name] or ():
                         transaction.delete(path)
                 results = transaction.commit()
-                if any(isinstance(result, Exception) for result in results):
-                    together = []  # nothing was deleted: one by one below
+                if not any(isinstance(result, Exception) for result in results):
+                    together += chunk  # else nothing of the chunk was deleted: one by one below
             extras = [
                 path
                 for name in together
@@ -610,18 +611,21 @@ class ZooKeeperTopics(ZooKeeperPart, TopicStore):
             return {}
         client = self._zk_client()
         with self._zk(f"write {len(updates)} partition state(s)"):
+            # the parents of new states, pipelined (ZooKeeper runs one session's requests in order,
+            # so /partitions is there before its children): one round trip, not two per partition
+            parents: dict[str, str] = {}
             for update in updates:
                 if update.expected_partition_epoch < 0:
-                    for parent in (
-                        TopicPartitionsZNode.path(update.topic),
-                        TopicPartitionZNode.path(update.topic, update.partition),
-                    ):
-                        try:
-                            client.create(parent)
-                        except NodeExistsError:
-                            pass
-                        except NoNodeError:
-                            raise UnknownTopicError(f"Topic '{update.topic}' does not exist.") from None
+                    parents.setdefault(TopicPartitionsZNode.path(update.topic), update.topic)
+                    parents[TopicPartitionZNode.path(update.topic, update.partition)] = update.topic
+            creations = [(topic, client.create_async(path)) for path, topic in parents.items()]
+            for topic, creation in creations:
+                try:
+                    creation.get(timeout=self._op_timeout)
+                except NodeExistsError:
+                    pass
+                except NoNodeError:
+                    raise UnknownTopicError(f"Topic '{topic}' does not exist.") from None
             ops: list[Any] = []
             for update in updates:
                 path = TopicPartitionStateZNode.path(update.topic, update.partition)
@@ -688,3 +692,25 @@ class ZooKeeperTopics(ZooKeeperPart, TopicStore):
             configs = self._read_configs(client, name)
         self._notify(TOPICS)
         return TopicRecord(name, topic_id, assignment, configs, adding_replicas, removing_replicas)
+
+
+MAX_MULTI_OPS = 1000
+"""Deletions per ZooKeeper multi-op: a request stays far below ZooKeeper's 1 MB ``jute.maxbuffer``
+(a multi-op of 25,000 deletions is refused and the connection dropped). A DeleteTopics of thousands
+of partitions goes in several; a topic of more znodes than this is deleted znode by znode."""
+
+
+def _chunks(names: list[str], doomed: Mapping[str, list[str] | None]) -> list[list[str]]:
+    """``names`` in order (each with at most MAX_MULTI_OPS znodes), grouped so that no group deletes
+    more than MAX_MULTI_OPS znodes."""
+    chunks: list[list[str]] = []
+    size = 0
+    for name in names:
+        count = len(doomed[name] or ())
+        if not chunks or size + count > MAX_MULTI_OPS:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(name)
+        size += count
+    return chunks
+

@@ -388,7 +388,8 @@ def test_idempotent_retry_across_a_segment_roll_and_a_restart_is_deduplicated(
 
 def test_the_broker_forgets_producers_silent_past_producer_id_expiration(tmp_path: Path) -> None:
     """producer.id.expiration.ms on the broker's schedule: while a producer is remembered, a gap in
-    its sequence is refused; once it has expired, the same batch is accepted as from a new producer."""
+    its sequence is refused; once it has expired, the same batch is accepted as from a new producer.
+    Before any producer was forgotten, a producer new to the partition must start at sequence 0."""
     broker = start_broker(
         tmp_path, **{"producer.id.expiration.ms": "3000", "producer.id.expiration.check.interval.ms": "100"}
     )
@@ -397,11 +398,15 @@ def test_the_broker_forgets_producers_silent_past_producer_id_expiration(tmp_pat
         assert create_topic(broker.bootstrap, topic) == 0
         pid, epoch = 9_000, 0
 
-        def batch(sequence: int) -> bytes:
-            builder = RecordBatchBuilder(producer_id=pid, producer_epoch=epoch, base_sequence=sequence)
+        def batch(sequence: int, producer_id: int = pid) -> bytes:
+            builder = RecordBatchBuilder(
+                producer_id=producer_id, producer_epoch=epoch, base_sequence=sequence
+            )
             builder.append(int(time.time() * 1000), None, b"seq-%d" % sequence)
             return builder.build()
 
+        late_start = produce(broker.bootstrap, topic, 0, batch(7, producer_id=9_001), acks=-1)
+        assert late_start.error_code == kp.ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
         assert produce(broker.bootstrap, topic, 0, batch(0), acks=-1).error_code == 0
         refused = produce(broker.bootstrap, topic, 0, batch(50), acks=-1)
         assert refused.error_code == kp.ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER

@@ -11,15 +11,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from replication_support import TP, three_replicas
+
 from kctl.broker.metadata_cache import MetadataCache
 from kctl.broker.replica_manager import ReplicaManager
-from kctl.common.topic_partition import TopicPartition
-from kctl.log.manager import LogManager
 from kctl.records.builder import RecordBatchBuilder
 from kctl.zk.embedded import EmbeddedRegistry
-from kctl.zk.model import BrokerRegistration, PartitionState
-
-TP = TopicPartition("t", 0)
+from kctl.zk.model import PartitionState
 
 
 def _records(count: int) -> bytes:
@@ -45,14 +43,9 @@ class SlowIsrWrites(EmbeddedRegistry):
 
 def test_the_high_watermark_waits_for_a_joining_follower(tmp_path: Path) -> None:
     async def scenario() -> None:
-        registry = SlowIsrWrites(tmp_path / "meta")
-        registry.start()
-        logs = LogManager([tmp_path / "logs"], broker_id=1, high_watermark_follows_log_end=False)
-        try:
-            for broker_id in (1, 2, 3):
-                registry.register_broker(BrokerRegistration(broker_id, "127.0.0.1", 9090 + broker_id))
-            registry.create_topic("t", {0: (1, 2, 3)}, {})
-            registry.set_partition_state("t", 0, PartitionState(leader=1, leader_epoch=0, isr=(1, 2)))
+        state = PartitionState(leader=1, leader_epoch=0, isr=(1, 2))
+        with three_replicas(tmp_path, state, SlowIsrWrites) as (registry, logs):
+            assert isinstance(registry, SlowIsrWrites)
             metadata = MetadataCache(registry)
             metadata.refresh()
             replicas = ReplicaManager(1, logs, metadata, registry=registry, replicated=True)
@@ -79,8 +72,5 @@ def test_the_high_watermark_waits_for_a_joining_follower(tmp_path: Path) -> None
             assert partition.isr == (1, 2, 3)
             assert partition.isr_pending_additions == ()
             await replicas.close()
-        finally:
-            logs.close()
-            registry.close()
 
     asyncio.run(scenario())

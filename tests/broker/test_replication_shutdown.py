@@ -12,20 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from replication_support import TP, three_replicas
 
 from kctl.broker.metadata_cache import MetadataCache
 from kctl.broker.partition import Partition
 from kctl.broker.replica_manager import ReplicaManager
 from kctl.broker.replication.channel import BrokerChannel
 from kctl.broker.replication.fetcher import FetcherSettings, ReplicaFetcherManager
-from kctl.common.topic_partition import TopicPartition
 from kctl.log.manager import LogManager
 from kctl.protocol.registry import ApiKey
 from kctl.records.builder import RecordBatchBuilder
-from kctl.zk.embedded import EmbeddedRegistry
-from kctl.zk.model import BrokerRegistration, PartitionState
-
-TP = TopicPartition("t", 0)
+from kctl.zk.model import PartitionState
 
 
 def _records(count: int) -> bytes:
@@ -40,14 +37,7 @@ async def _leader_sees_fetch(
 ) -> tuple[int, ...]:
     """Broker 1 leads t-0 (replicas 1, 2, 3; ISR 1, 2); broker 3 fetches up to the log end. Returns
     the ISR stored in the registry once the leader has acted on that fetch."""
-    registry = EmbeddedRegistry(tmp_path / "meta")
-    registry.start()
-    logs = LogManager([tmp_path / "logs"], broker_id=1, high_watermark_follows_log_end=False)
-    try:
-        for broker_id in (1, 2, 3):
-            registry.register_broker(BrokerRegistration(broker_id, "127.0.0.1", 9090 + broker_id))
-        registry.create_topic("t", {0: (1, 2, 3)}, {})
-        registry.set_partition_state("t", 0, PartitionState(leader=1, leader_epoch=0, isr=(1, 2)))
+    with three_replicas(tmp_path, PartitionState(leader=1, leader_epoch=0, isr=(1, 2))) as (registry, logs):
         if shutting_down is not None and request_before_refresh:
             registry.request_controlled_shutdown(shutting_down)
         metadata = MetadataCache(registry)
@@ -69,9 +59,6 @@ async def _leader_sees_fetch(
         assert not partition.isr_update_pending
         await replicas.close()
         return registry.partition_states("t")[0].isr
-    finally:
-        logs.close()
-        registry.close()
 
 
 def test_a_caught_up_follower_joins_the_isr(tmp_path: Path) -> None:

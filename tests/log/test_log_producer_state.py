@@ -464,6 +464,50 @@ def test_producers_silent_past_the_expiration_are_forgotten(open_log, clock):
     assert set(read_snapshot(log.directory / snapshot)) == {2}
 
 
+def test_a_new_producer_must_start_at_sequence_0_where_no_producer_can_have_been_forgotten(open_log):
+    """A log that has lost nothing since offset 0 knows every producer that wrote to it: a producer
+    it does not know whose first batch is not at sequence 0 lost an earlier batch on its way (refused
+    by a broker not yet leader, or written to an old leader and lost with it). Accepting the later
+    batch would let librdkafka take the missing one for written; refused, the producer resends it."""
+    log = open_log()
+    assert log.knows_every_producer
+    with pytest.raises(OutOfOrderSequenceError, match="must have sequence 0, not 5"):
+        log.append(idempotent_batch(1, producer_id=3))
+    assert log.log_end_offset == 0
+    log.append(idempotent_batch(0, producer_id=3))
+    log.append(idempotent_batch(1, producer_id=3))
+    assert log.log_end_offset == 2 * RECORDS
+    log.close()
+    reopened = open_log()  # the rule holds after a restart too
+    with pytest.raises(OutOfOrderSequenceError):
+        reopened.append(idempotent_batch(4, producer_id=4))
+    reopened.close()
+
+
+@pytest.mark.parametrize("loss", ["log start moved", "compacted topic", "producer expired"])
+def test_a_new_producer_may_start_anywhere_where_its_state_may_have_been_forgotten(open_log, clock, loss):
+    """Where a producer's state may have gone with its records (KIP-360: retention or DeleteRecords
+    moved the log start, compaction, producer.id.expiration.ms), its next batch is accepted at any
+    sequence, as Kafka does; an expiry is remembered across restarts."""
+    overrides = {"cleanup.policy": "compact"} if loss == "compacted topic" else None
+    log = open_log(overrides)
+    log.append(idempotent_batch(0, producer_id=1))
+    log.update_high_watermark(log.log_end_offset)
+    if loss == "log start moved":
+        assert log.maybe_increment_log_start_offset(2)
+    elif loss == "producer expired":
+        clock.advance(10_000)
+        assert log.remove_expired_producers(expiration_ms=5_000) == 1
+        log.close()
+        reason = (log.directory / "producer-state.incomplete").read_text()
+        assert "producer.id.expiration.ms forgot producer(s) [1]" in reason
+        log = open_log(overrides)
+    assert not log.knows_every_producer
+    log.append(idempotent_batch(7, producer_id=2))
+    assert log.log_end_offset == 2 * RECORDS
+    log.close()
+
+
 def test_the_log_manager_expires_producers_in_every_log(tmp_path, clock):
     with LogManager([tmp_path / "data"], LogConfig(), clock=clock) as manager:
         old, recent = (

@@ -18,6 +18,7 @@ from kazoo.client import KazooClient
 from kazoo.protocol.states import Callback
 
 from kctl.testing import Notifications, ZooKeeperServer, start_zookeeper
+from kctl.zk import zookeeper_topics
 from kctl.zk.model import (
     BrokerIdInUseError,
     BrokerRegistration,
@@ -238,18 +239,8 @@ def test_delete_removes_every_znode_of_the_topic(brokers: Brokers) -> None:
         assert brokers.raw.exists(path) is None, path
 
 
-def test_topics_deleted_together_go_in_one_multi_op(
-    brokers: Brokers, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A DeleteTopics of several topics deletes their znodes in one ZooKeeper multi-op (every broker
-    then sees them go at once and refreshes its metadata once); a topic with an unexpected znode
-    under a partition is deleted on its own, recursively; an unknown one is reported."""
-    registry = brokers.open()
-    for name in ("d1", "d2", "odd"):
-        registry.create_topic(name, {0: (1,), 1: (1,)}, {"retention.ms": "1"})
-        registry.set_partition_state(name, 0, PartitionState(1, 0, (1,)))
-    brokers.raw.create("/brokers/topics/odd/partitions/0/extra", b"")
-    brokers.raw.create("/admin/delete_topics/d2")
+def _count_multi_ops(registry: ZooKeeperRegistry, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The operation count of each multi-op the registry commits from now on (a list that grows)."""
     client = registry._topics._zk_client()
     commits: list[int] = []
     real_transaction = client.transaction
@@ -266,6 +257,22 @@ def test_topics_deleted_together_go_in_one_multi_op(
         return transaction
 
     monkeypatch.setattr(client, "transaction", counted)
+    return commits
+
+
+def test_topics_deleted_together_go_in_one_multi_op(
+    brokers: Brokers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A DeleteTopics of several topics deletes their znodes in one ZooKeeper multi-op (every broker
+    then sees them go at once and refreshes its metadata once); a topic with an unexpected znode
+    under a partition is deleted on its own, recursively; an unknown one is reported."""
+    registry = brokers.open()
+    for name in ("d1", "d2", "odd"):
+        registry.create_topic(name, {0: (1,), 1: (1,)}, {"retention.ms": "1"})
+        registry.set_partition_state(name, 0, PartitionState(1, 0, (1,)))
+    brokers.raw.create("/brokers/topics/odd/partitions/0/extra", b"")
+    brokers.raw.create("/admin/delete_topics/d2")
+    commits = _count_multi_ops(registry, monkeypatch)
     outcomes = registry.delete_topics(["d1", "missing", "d2", "odd"])
     assert [type(o).__name__ if o is not None else None for o in outcomes] == [
         None, "UnknownTopicError", None, None
@@ -275,6 +282,32 @@ def test_topics_deleted_together_go_in_one_multi_op(
         for path in (f"/brokers/topics/{name}", f"/config/topics/{name}", f"/admin/delete_topics/{name}"):
             assert brokers.raw.exists(path) is None, path
     assert set(registry.topics()) == set()
+
+
+def test_many_topics_deleted_together_go_in_multi_ops_of_bounded_size(
+    brokers: Brokers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One multi-op must stay below ZooKeeper's request limit (jute.maxbuffer, 1 MB: a DeleteTopics
+    of thousands of partitions would be refused and the connection dropped): the deletions go in
+    multi-ops of at most MAX_MULTI_OPS znodes, each topic whole within one."""
+    monkeypatch.setattr(zookeeper_topics, "MAX_MULTI_OPS", 10)
+    registry = brokers.open()
+    names = [f"many{i}" for i in range(5)]
+    for name in names:  # 4 znodes each: a state, its partition, /partitions, the topic
+        registry.create_topic(name, {0: (1,), 1: (1,)}, {})
+        registry.set_partition_state(name, 0, PartitionState(1, 0, (1,)))
+    commits = _count_multi_ops(registry, monkeypatch)
+    assert registry.delete_topics(names) == [None] * 5
+    assert commits == [8, 8, 4]
+    assert set(registry.topics()) == set()
+
+    registry.create_topic("huge", {p: (1,) for p in range(6)}, {})
+    for p in range(6):
+        registry.set_partition_state("huge", p, PartitionState(1, 0, (1,)))
+    commits.clear()  # a topic of more znodes than that goes znode by znode, never in one multi-op
+    assert registry.delete_topics(["huge"]) == [None]
+    assert commits == []
+    assert brokers.raw.exists("/brokers/topics/huge") is None
 
 
 def test_expired_config_change_notifications_are_purged(
