@@ -1,18 +1,21 @@
 """Fetch from the closest replica (KIP-392) on real brokers, with confluent-kafka (librdkafka) as the
-consumer: brokers in racks r1, r2, r3, a topic replicated on all three and led by broker 1.
+consumer: one cluster for the module, brokers in racks r1, r2, r3; broker 1 runs Kafka's rack-aware
+selector, brokers 2 and 3 none (Kafka's default). Topics are replicated on all three.
 
-- With ``replica.selector.class`` set to Kafka's rack-aware selector, a consumer whose
+- On a topic led by broker 1 (``replica.selector.class`` set), a consumer whose
   ``client.rack`` is a follower's rack reads every record, in order, from that follower: the
   follower's ``kctl_server_brokertopicmetrics_messagesout_total`` for the topic counts them all,
   the leader's and the other follower's none (the leader only named the follower as the
   preferred read replica). kctl's own consumers (assigned, and in a group) do the same with
   ``client.rack`` set to the other follower's rack.
-- Without a selector (Kafka's default) the leader answers ``preferred_read_replica`` -1 and serves
-  the same consumer itself."""
+- On a topic led by broker 2 (no selector) the leader answers ``preferred_read_replica`` -1 and
+  serves the same consumer itself."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -22,9 +25,8 @@ from kctl.broker.replica_selector import RACK_AWARE_SELECTOR
 from kctl.client import TopicPartition
 from kctl.client.consumer import Consumer as KctlConsumer
 from kctl.client.group.consumer import GroupConsumer
-from kctl.testing import LocalCluster, wait_for
+from kctl.testing import LocalCluster, ZooKeeperServer, wait_for
 from kctl.testing.metrics import scrape
-from kctl.testing.pytest_plugin import ClusterFactory
 
 pytestmark = pytest.mark.slow
 
@@ -34,19 +36,29 @@ RECORDS = 500
 MESSAGES_OUT = "kctl_server_brokertopicmetrics_messagesout_total"
 
 
-def _topic_led_by_broker_1(cluster: LocalCluster) -> str:
-    """A new topic of one partition on brokers 1, 2, 3 (broker 1, the first, leads it) holding
-    RECORDS records acknowledged by all three."""
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper: ZooKeeperServer) -> Iterator[LocalCluster]:
+    """Three brokers in racks r1, r2, r3; only broker 1 has the rack-aware selector."""
+    directory: Path = tmp_path_factory.mktemp("closest")
+    cluster = LocalCluster(directory, 3, properties=PROPERTIES, zookeeper=zookeeper, racks=RACKS)
+    cluster.broker(1).properties["replica.selector.class"] = RACK_AWARE_SELECTOR
+    with cluster:
+        yield cluster
+
+
+def _topic_led_by(cluster: LocalCluster, leader: int) -> str:
+    """A new topic of one partition on brokers 1, 2, 3, led by ``leader``, holding RECORDS records
+    acknowledged by all three."""
     topic = f"closest-{uuid.uuid4().hex[:8]}"
+    replicas = [leader, *(b for b in (1, 2, 3) if b != leader)]
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    created = admin.create_topics([NewTopic(topic, 1, replica_assignment=[[1, 2, 3]])], operation_timeout=30)
+    created = admin.create_topics([NewTopic(topic, 1, replica_assignment=[replicas])], operation_timeout=30)
     created[topic].result(timeout=30)
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "linger.ms": 5})
     for i in range(RECORDS):
         producer.produce(topic, value=b"record-%d" % i)
     assert producer.flush(30) == 0
-    leader = admin.list_topics(topic, timeout=30).topics[topic].partitions[0].leader
-    assert leader == 1
+    assert admin.list_topics(topic, timeout=30).topics[topic].partitions[0].leader == leader
     return topic
 
 
@@ -65,8 +77,7 @@ def _consume_all(cluster: LocalCluster, topic: str, client_rack: str) -> list[by
         consumer.subscribe([topic])
 
         def read() -> bool:
-            message = consumer.poll(0.5)
-            if message is not None:
+            for message in consumer.consume(RECORDS, 0.5):  # all that came, not one per poll
                 assert message.error() is None, message.error()
                 values.append(message.value())
             return len(values) >= RECORDS
@@ -98,10 +109,8 @@ def _messages_out(cluster: LocalCluster, topic: str) -> dict[int, float]:
     return served
 
 
-def test_a_consumer_reads_from_the_follower_in_its_rack(local_cluster_factory: ClusterFactory) -> None:
-    properties = {**PROPERTIES, "replica.selector.class": RACK_AWARE_SELECTOR}
-    cluster = local_cluster_factory(3, properties, racks=RACKS)
-    topic = _topic_led_by_broker_1(cluster)
+def test_a_consumer_reads_from_the_follower_in_its_rack(cluster: LocalCluster) -> None:
+    topic = _topic_led_by(cluster, 1)
     values = _consume_all(cluster, topic, client_rack="r2")
     assert values == [b"record-%d" % i for i in range(RECORDS)]
     assert _messages_out(cluster, topic) == {1: 0, 2: RECORDS, 3: 0}
@@ -118,9 +127,8 @@ def test_a_consumer_reads_from_the_follower_in_its_rack(local_cluster_factory: C
     assert _messages_out(cluster, topic) == {1: 0, 2: RECORDS, 3: 2 * RECORDS}
 
 
-def test_without_a_selector_the_leader_serves_every_rack(local_cluster_factory: ClusterFactory) -> None:
-    cluster = local_cluster_factory(3, PROPERTIES, racks=RACKS)
-    topic = _topic_led_by_broker_1(cluster)
-    values = _consume_all(cluster, topic, client_rack="r2")
+def test_without_a_selector_the_leader_serves_every_rack(cluster: LocalCluster) -> None:
+    topic = _topic_led_by(cluster, 2)
+    values = _consume_all(cluster, topic, client_rack="r3")
     assert values == [b"record-%d" % i for i in range(RECORDS)]
-    assert _messages_out(cluster, topic) == {1: RECORDS, 2: 0, 3: 0}
+    assert _messages_out(cluster, topic) == {1: 0, 2: RECORDS, 3: 0}
