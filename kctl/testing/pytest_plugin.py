@@ -250,11 +250,16 @@ def _cluster_factory(
     directory: Callable[[int], Path], zookeeper: ZooKeeperServer, started: list[LocalCluster]
 ) -> ClusterFactory:
     def factory(
-        size: int = 3, properties: Mapping[str, str] | None = None, racks: Mapping[int, str] | None = None
+        size: int = 3,
+        properties: Mapping[str, str] | None = None,
+        racks: Mapping[int, str] | None = None,
+        broker_properties: Mapping[int, Mapping[str, str]] | None = None,
     ) -> LocalCluster:
         cluster = LocalCluster(
             directory(len(started)), size, properties=properties, zookeeper=zookeeper, racks=racks
         )
+        for broker_id, overrides in (broker_properties or {}).items():
+            cluster.broker(broker_id).properties.update(overrides)
         started.append(cluster)
         return cluster.start()
 
@@ -263,9 +268,10 @@ def _cluster_factory(
 
 @pytest.fixture
 def local_cluster_factory(tmp_path: Path, zookeeper: ZooKeeperServer) -> Iterator[ClusterFactory]:
-    """``local_cluster_factory(size=3, properties=None, racks=None) -> LocalCluster``, started, on the
-    session's ZooKeeper server in a chroot of its own (``racks``: broker id -> its broker.rack); all
-    are stopped at teardown."""
+    """``local_cluster_factory(size=3, properties=None, racks=None, broker_properties=None) ->
+    LocalCluster``, started, on the session's ZooKeeper server in a chroot of its own (``racks``:
+    broker id -> its broker.rack; ``broker_properties``: broker id -> properties of that broker
+    alone); all are stopped at teardown."""
     started: list[LocalCluster] = []
     yield _cluster_factory(lambda n: tmp_path / f"cluster-{n}", zookeeper, started)
     for cluster in started:

@@ -14,8 +14,6 @@ selector, brokers 2 and 3 none (Kafka's default). Topics are replicated on all t
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -25,8 +23,9 @@ from kctl.broker.replica_selector import RACK_AWARE_SELECTOR
 from kctl.client import TopicPartition
 from kctl.client.consumer import Consumer as KctlConsumer
 from kctl.client.group.consumer import GroupConsumer
-from kctl.testing import LocalCluster, ZooKeeperServer, wait_for
+from kctl.testing import LocalCluster, wait_for
 from kctl.testing.metrics import scrape
+from kctl.testing.pytest_plugin import ClusterFactory
 
 pytestmark = pytest.mark.slow
 
@@ -37,13 +36,10 @@ MESSAGES_OUT = "kctl_server_brokertopicmetrics_messagesout_total"
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper: ZooKeeperServer) -> Iterator[LocalCluster]:
+def cluster(module_cluster_factory: ClusterFactory) -> LocalCluster:
     """Three brokers in racks r1, r2, r3; only broker 1 has the rack-aware selector."""
-    directory: Path = tmp_path_factory.mktemp("closest")
-    cluster = LocalCluster(directory, 3, properties=PROPERTIES, zookeeper=zookeeper, racks=RACKS)
-    cluster.broker(1).properties["replica.selector.class"] = RACK_AWARE_SELECTOR
-    with cluster:
-        yield cluster
+    selector = {"replica.selector.class": RACK_AWARE_SELECTOR}
+    return module_cluster_factory(3, PROPERTIES, racks=RACKS, broker_properties={1: selector})
 
 
 def _topic_led_by(cluster: LocalCluster, leader: int) -> str:
