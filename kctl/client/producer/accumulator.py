@@ -69,9 +69,10 @@ class TopicInfo(NamedTuple):
 
 
 class PartitionState:
-    """A partition's queue of batches (oldest first; the last may still be open) and in-flight count."""
+    """A partition's queue of batches (oldest first; the last may still be open), its in-flight
+    count, the broker they went to (``sent_to``), and the resent batch in flight, if any."""
 
-    __slots__ = ("blocked", "in_flight", "leader", "next_sequence", "queue")
+    __slots__ = ("blocked", "in_flight", "leader", "next_sequence", "queue", "resend", "sent_to")
 
     def __init__(self) -> None:
         self.queue: collections.deque[ProducerBatch] = collections.deque()
@@ -79,6 +80,15 @@ class PartitionState:
         self.blocked = False  # a batch failed: nothing newer is sent until the in-flight ones return
         self.next_sequence = 0
         self.leader = -1
+        self.sent_to = -1  # the broker of the batches in flight (one at a time, with idempotence)
+        self.resend: ProducerBatch | None = None  # a resent batch: in flight, it goes alone
+
+    def resend_in_flight(self) -> bool:
+        """A resent batch is in flight: nothing else of the partition is sent until it is answered."""
+        resend = self.resend
+        if resend is not None and not resend.in_flight:
+            resend = self.resend = None
+        return resend is not None
 
 
 def headers_size(headers: Iterable[tuple[Any, Any]]) -> int:
