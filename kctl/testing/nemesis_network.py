@@ -5,7 +5,8 @@ says must happen, heals, waits until every replica is back in the ISR, and retur
 what it did:
 
 - `isolate_leader`: a partition leader reaches nothing (other brokers, ZooKeeper, clients); its
-  session expires, another broker leads, the writers go on.
+  followers report it unreachable (or, when it is the controller, its session expires and another
+  broker becomes controller), another broker leads, the writers go on.
 - `cut_leader_from_zookeeper`: the zombie leader — cut from ZooKeeper only, while its clients and
   followers still reach it; another broker leads once its session expires. Whatever the zombie
   answered meanwhile, acknowledged writes it took would show as lost or as offsets reused.
@@ -26,6 +27,7 @@ nothing acknowledged was lost, duplicated, reordered or acknowledged at one offs
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 
 from kctl.testing.cluster_view import ClusterView
@@ -61,14 +63,22 @@ class NetworkNemesis:
         return [b for b in self.view.assignment(topic)[partition] if b != leader]
 
     def isolate_leader(self, topic: str, partition: int, loads: Sequence[Load]) -> str:
+        """Isolate a partition leader. The line says whether it was also the controller (then no
+        election can start before its session expires) and how long until another broker led."""
         leader = self._leader(topic, partition)
+        role = " and controller" if self.view.controller_id() == leader else ""
         self.lab.isolate(self.brokers[leader])
+        started = time.monotonic()
         try:
             self.view.wait_for_leader(topic, partition, not_in={leader}, timeout=FAULT_TIMEOUT_S)
+            elected = time.monotonic() - started
             wait_for_progress(loads, 50, timeout=FAULT_TIMEOUT_S)
         finally:
             self._heal_and_wait(topic)
-        return f"isolated broker {leader} (leader of {topic}/{partition}) from everything until another led"
+        return (
+            f"isolated broker {leader}{role} (leader of {topic}/{partition}) from everything until "
+            f"another led ({elected:.1f} s)"
+        )
 
     def cut_leader_from_zookeeper(self, topic: str, partition: int, loads: Sequence[Load]) -> str:
         if self.zookeeper is None:
