@@ -11,7 +11,10 @@ the batches' futures, or puts a failed batch back at the head of its partition's
 after ``retry.backoff.ms`` (doubling up to ``retry.backoff.max.ms``).
 
 Without idempotence a partition has at most one batch in flight when ``retries`` > 0 (several for
-other partitions), which keeps the order (a resent batch may be written twice); with it, up to 5.
+other partitions), which keeps the order (a resent batch may be written twice); with it, up to 5,
+all to one broker, and a resent batch goes alone: so at most five batches the producer has no answer
+for follow any batch it resends, and the broker (which remembers a producer's last five) always
+recognises the resend of a batch it wrote.
 
 Errors. Retriable errors (lost connections, timeouts, NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
 ...) refresh the metadata and resend until ``retries`` or ``delivery.timeout.ms`` runs out
