@@ -221,7 +221,9 @@ def test_kill_9_mid_copy_loses_nothing_and_duplicates_only_the_in_flight_window(
     produced = [0]
 
     def keep_producing() -> None:  # the source keeps growing: the mirror is always mid-copy
-        producer = ck.Producer({"bootstrap.servers": a.bootstrap, "linger.ms": 2})
+        # Small batches (librdkafka's default is up to 1 MB, about 70,000 of these records): the
+        # mirror forwards them as they are, so they size the in-flight window this test bounds.
+        producer = ck.Producer({"bootstrap.servers": a.bootstrap, "linger.ms": 2, "batch.size": 16384})
         while producing.is_set() or produced[0] < 20_000:
             for _ in range(500):
                 try:
