@@ -285,15 +285,12 @@ class Sender:
                 if not want_metadata:
                     wait = _earliest(wait, self._metadata_next - now)
                 continue
-            if (
-                idempotent
-                and state.in_flight
-                and (leader != state.sent_to or head.attempts or state.resend_in_flight())
-            ):
+            if idempotent and state.in_flight and (leader != state.sent_to or state.resend_in_flight()):
                 # With sequence numbers, a partition's batches in flight go to one broker, and a
-                # resent batch goes alone: otherwise later batches can be written (by a new leader)
-                # while an earlier one the old leader wrote is unanswered, and once more than five
-                # follow it the broker no longer recognises its resend as a duplicate.
+                # resent batch goes alone (``blocked`` holds it until the others returned; nothing
+                # follows it until it is answered): otherwise later batches can be written (by a new
+                # leader) while an earlier one the old leader wrote is unanswered, and once more than
+                # five follow it the broker no longer recognises its resend as a duplicate.
                 continue
             if leader not in requests and self._node_in_flight[leader] >= self._max_in_flight:
                 continue
