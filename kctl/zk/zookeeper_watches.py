@@ -51,6 +51,7 @@ __all__ = ["ZNodeWatch", "ZooKeeperWatches"]
 log = logging.getLogger("kctl.zk.zookeeper")
 
 _UNREAD = object()
+_CREATED = object()  # an event said the znode exists (its mzxid is not in the event)
 
 
 class ZNodeWatch:
@@ -61,8 +62,11 @@ class ZNodeWatch:
     read differs from the last one: a znode created and deleted before that re-read (a controller
     elected and gone at once, while this session's callback thread was busy) is never announced,
     and then no broker would run for controller. Here the event itself is announced and the watch
-    set again; after a reconnection (ZooKeeper forgets a connection's watches) ``arm`` sets it again
-    and announces a znode that changed meanwhile."""
+    set again; the re-read that sets it is checked against what the event said, for ZooKeeper may
+    answer it after another session's change (sessions are not ordered with each other), so a znode
+    "created" but gone at the re-read, or "deleted" but there again, is announced once more. After a
+    reconnection (ZooKeeper forgets a connection's watches) ``arm`` sets it again and announces a
+    znode that changed meanwhile."""
 
     def __init__(self, session: ZooKeeperSession, path: str, reason: str) -> None:
         self._session = session
@@ -87,7 +91,10 @@ class ZNodeWatch:
         stat = result.value
         mzxid = None if stat is None else stat.mzxid
         with self._lock:
-            changed = self._mzxid is not _UNREAD and mzxid != self._mzxid
+            if self._mzxid is _CREATED:
+                changed = mzxid is None
+            else:
+                changed = self._mzxid is not _UNREAD and mzxid != self._mzxid
             self._mzxid = mzxid
         if changed and announce_change:
             self._session.notify(self.reason)
@@ -95,7 +102,9 @@ class ZNodeWatch:
     def _on_event(self, event: WatchedEvent) -> None:
         if self._session.closed or event.type == EventType.NONE:
             return  # NONE: the connection or session went; the reconnection sets the watch again
-        self.arm()
+        with self._lock:
+            self._mzxid = None if event.type == EventType.DELETED else _CREATED
+        self.arm(announce_change=True)
         self._session.notify(self.reason)
 
 

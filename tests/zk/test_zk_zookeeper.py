@@ -451,6 +451,48 @@ def test_a_controller_elected_and_gone_before_the_watch_rereads_is_still_announc
     assert two.try_become_controller(2)
 
 
+def test_a_controller_gone_while_the_watch_is_set_again_is_announced(brokers: Brokers) -> None:
+    """The watch's re-read after "created" is a request of its own: ZooKeeper may answer it after
+    another session deleted /controller (the sessions are not ordered with each other), so it finds
+    no znode and no "deleted" event ever comes. That deletion must still be announced, or no broker
+    runs for controller (seen in CI: the creation was announced, the deletion never)."""
+    one, two = brokers.open(), brokers.open()
+    seen = Notifications()
+    two.add_listener(seen)
+    client = two.kazoo_client
+    real_exists_async = client.exists_async
+    deleted = threading.Event()
+
+    def exists_answered_after_the_deletion(path: str, watch: Any = None) -> Any:
+        if path != "/controller":
+            return real_exists_async(path, watch=watch)
+        answer = client.handler.async_result()
+
+        def forward(done: Any) -> None:
+            if done.successful():
+                answer.set(done.value)
+            else:
+                answer.set_exception(done.exception)
+
+        def later() -> None:
+            deleted.wait(10)
+            real_exists_async(path, watch=watch).rawlink(forward)
+
+        threading.Thread(target=later, daemon=True).start()
+        return answer
+
+    client.exists_async = exists_answered_after_the_deletion  # type: ignore[method-assign]
+    assert one.try_become_controller(1)
+    assert seen.wait_for_reason("controller"), "the new controller was not announced"
+    seen.clear()
+    one.close()
+    assert brokers.raw.exists("/controller") is None
+    deleted.set()
+    assert seen.wait_for_reason("controller"), "the controller's departure was never announced"
+    client.exists_async = real_exists_async  # type: ignore[method-assign]
+    assert two.try_become_controller(2)
+
+
 def test_one_winner_when_brokers_race_for_controller(brokers: Brokers) -> None:
     registries = [brokers.open() for _ in range(5)]
     barrier = threading.Barrier(len(registries))
