@@ -194,10 +194,19 @@ class InFlightRequest:
     api_version: int
     header: RequestHeader
     expect_response: bool = True
+    sent_at: float = 0.0  # time.monotonic() when it was sent
 
     @property
     def label(self) -> str:
         return f"{api_name(self.api_key)} v{self.api_version} (correlation id {self.correlation_id})"
+
+    def time_left(self, timeout: float) -> float:
+        """What is left of a wait of ``timeout`` seconds counted from the send, as Kafka's
+        ``request.timeout.ms`` is: the timeout for ``receive`` when other answers were read first
+        (requests pipelined on one connection). At least 10 ms, so that an answer already here is
+        still read: for small answers (Produce), not for a fetch's megabytes, which take longer to
+        read than that."""
+        return max(self.sent_at + timeout - time.monotonic(), 0.01)
 
 
 def _expects_response(api_key: int, body: Any) -> bool:
@@ -473,7 +482,7 @@ class BrokerConnection:
             header = RequestHeader(api_key, version, correlation_id, self.client_id)
             data = encode_request(header, body)  # an encoding error leaves the connection usable
             request = InFlightRequest(
-                correlation_id, api_key, version, header, _expects_response(api_key, body)
+                correlation_id, api_key, version, header, _expects_response(api_key, body), time.monotonic()
             )
             if request.expect_response:
                 self._in_flight.append(request)

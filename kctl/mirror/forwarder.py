@@ -615,7 +615,8 @@ class Forwarder:
         timeout = self.produce_timeout_ms / 1000 + self.target.config.request_timeout
         for flight in pending:
             try:
-                response = flight.connection.receive(flight.request, timeout=timeout)
+                wait = flight.request.time_left(timeout)
+                response = flight.connection.receive(flight.request, timeout=wait)
             except KafkaError as error:
                 for broken in flight.partitions.values():
                     broken.in_flight -= 1

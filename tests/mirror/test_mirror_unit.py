@@ -246,6 +246,16 @@ def test_security_settings_of_named_clusters_reach_every_client_of_the_mirror(
         mirror.close()
 
 
+class _Sent:
+    """What the fake connection's ``send`` returns (a real one: an InFlightRequest)."""
+
+    def __init__(self, body: Any) -> None:
+        self.body = body
+
+    def time_left(self, timeout: float) -> float:
+        return timeout
+
+
 class _Target:
     """The target side of a Forwarder without a broker: records the Produce requests it is sent and
     answers them as a broker checking one producer's sequences on one partition does (written,
@@ -281,12 +291,12 @@ class _Target:
 
     def send(self, api_key: int, body: Any, version: int) -> Any:
         self.requests.append(body)
-        return body
+        return _Sent(body)
 
-    def receive(self, request: Any, *, timeout: float | None = None) -> Any:
+    def receive(self, request: _Sent, *, timeout: float | None = None) -> Any:
         self.before_answer()
         parts = []
-        for topic in request.topic_data:
+        for topic in request.body.topic_data:
             for data in topic.partition_data:
                 header = parse_header(data.records)
                 code = self.answers.pop(0) if self.answers else None

@@ -403,7 +403,10 @@ class Sender:
             if request is None:
                 return
             try:
-                response = request.connection.receive(request.in_flight, timeout=self._request_timeout)
+                # request.timeout.ms counts from the send: an answer read first (in order, on one
+                # connection) must not give the next request a whole timeout more
+                timeout = request.in_flight.time_left(self._request_timeout)
+                response = request.connection.receive(request.in_flight, timeout=timeout)
             except KafkaError as error:
                 self._request_failed(request.node, list(request.batches.values()), error)
                 continue

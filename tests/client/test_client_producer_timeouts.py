@@ -1,0 +1,64 @@
+"""The producer's ``request.timeout.ms`` counts from each request's send, as Kafka's does, also for
+requests pipelined on one connection: a receiver that read a late answer first must not give the
+next request a whole timeout more. Found by the isolation nemesis (bench_jepsen --nemesis network
+--network-fault isolate): the isolated leader's answer to the first of five Produce requests came
+just before its timeout, each of the four others then waited five seconds more, and kctl's writer
+got no acknowledgement for 10 s where another broker led after 5 s.
+
+The receiver loop is driven directly with a connection that records the wait it is given."""
+
+from __future__ import annotations
+
+import queue
+import time
+from typing import Any
+
+import pytest
+
+from kctl.client.connection import InFlightRequest
+from kctl.client.errors import KafkaTimeoutError
+from kctl.client.producer.accumulator import RecordAccumulator
+from kctl.client.producer.sender import InFlightProduce, Sender
+from kctl.client.producer_config import ProducerConfig
+from kctl.protocol import ApiKey
+from kctl.protocol.headers import RequestHeader
+
+REQUEST_TIMEOUT_S = 5.0
+
+
+class _SilentConnection:
+    """Answers nothing: ``receive`` records the timeout it was given and times out at once."""
+
+    def __init__(self) -> None:
+        self.timeouts: list[float] = []
+
+    def receive(self, in_flight: InFlightRequest, *, timeout: float) -> Any:
+        self.timeouts.append(timeout)
+        raise KafkaTimeoutError(f"timed out waiting for the answer to {in_flight.label}")
+
+
+def _in_flight(correlation_id: int, sent_at: float) -> InFlightRequest:
+    header = RequestHeader(ApiKey.PRODUCE, 9, correlation_id, "t")
+    return InFlightRequest(correlation_id, ApiKey.PRODUCE, 9, header, True, sent_at)
+
+
+def test_a_request_waits_for_its_answer_a_request_timeout_from_its_send() -> None:
+    config = ProducerConfig.coerce({"request.timeout.ms": str(int(REQUEST_TIMEOUT_S * 1000))})
+    sender = Sender(RecordAccumulator(config), None, config)  # type: ignore[arg-type]  # never connects
+    connection = _SilentConnection()
+    sender._node_in_flight[1] = 2
+    work: queue.SimpleQueue[InFlightProduce | None] = queue.SimpleQueue()
+    now = time.monotonic()
+    # sent 4.5 s ago (the receiver was reading an earlier answer meanwhile), and one sent just now
+    work.put(InFlightProduce(1, connection, _in_flight(1, now - 4.5), {}))
+    work.put(InFlightProduce(1, connection, _in_flight(2, now), {}))
+    work.put(None)
+    sender._receive_loop(work)
+    late, fresh = connection.timeouts
+    assert late <= REQUEST_TIMEOUT_S - 4.5 + 0.25, "the wait of a request sent earlier started anew"
+    assert fresh == pytest.approx(REQUEST_TIMEOUT_S, abs=0.25)
+    assert sender._node_in_flight[1] == 0  # both failed, to be retried
+
+
+def test_an_answer_already_here_is_read_even_past_the_timeout() -> None:
+    assert _in_flight(1, time.monotonic() - 60).time_left(REQUEST_TIMEOUT_S) > 0
