@@ -12,17 +12,23 @@ namespace of its own, and per-link faults that drop packets silently, as a real 
         lab.heal()
 
 **Topology.** A lab owns the subnet 10.77.N.0/24 (N is the first free one: several labs can run at
-once, e.g. one per pytest worker). Each node is a namespace ``kctlN-<name>`` with one veth pair: its
-end (``eth0``) holds the node's /32 address, the other end stays in the root namespace, which routes
-between the nodes (IPv4 forwarding on) and is where the test's clients run, at 10.77.N.254. Processes
-start inside a node with ``ip netns exec`` (which execs them: their pid is the process's own).
+once, e.g. one per pytest worker) and a router: the namespace ``kctlN-lab``, which also claims the
+subnet. Each node is a namespace ``kctlN-<name>`` with one veth pair to the router: its end
+(``eth0``) holds the node's /32 address, the router's end the router's address 10.77.N.253. The
+test's process stays in the root namespace, which reaches the router through one more veth pair and
+holds the clients' address 10.77.N.254 (`client_ip`): everything between two nodes, and between a
+node and the root namespace, passes through the router and is forwarded there. Processes start
+inside a node with ``ip netns exec`` (which execs them: their pid is the process's own).
 
-**Faults** are policy-routing rules in the root namespace, ``ip rule add from A to B blackhole``:
-forwarded packets that match are dropped without a word (no reset, no ICMP), so connections see
-silence and time out, as in a real partition; new connections time out too. A rule is one direction;
-`cut` adds both, `cut_one_way` one (an asymmetric partition). Traffic from the test's clients (root
-namespace) to a node can be cut the same way (`isolate` does): the root namespace's own packets that
-match are discarded before they leave. `heal` removes every rule this lab added.
+**Faults** are policy-routing rules in the router, ``ip rule add from A to B blackhole``: forwarded
+packets that match are dropped without a word (no reset, no ICMP), so connections see silence and
+time out, as in a real partition; new connections time out too. A rule is one direction; `cut` adds
+both, `cut_one_way` one (an asymmetric partition). The root namespace is an endpoint like any node
+(`client_ip`): `isolate` cuts a node from it too, both ways and silently, so an isolated broker
+reaches neither its clients nor anything else listening there (ZooKeeper proxies). The rules live in
+the router and not in the root namespace because a namespace delivers packets for its own addresses
+by its local table, which comes before every rule: a node cut by rules in the root namespace would
+still reach a socket of the root namespace, one way. `heal` removes every rule this lab added.
 
 **Not here:** latency and loss (``tc netem``) and ``tc`` drop actions need kernel modules
 (sch_netem, act_gact) that some kernels, this project's CI VM among them, do not have;
@@ -45,7 +51,8 @@ if TYPE_CHECKING:
 
 SUBNET_PREFIX = "10.77"
 CLIENT_HOST = 254  # the root namespace's address in each lab's subnet
-RULE_PRIORITY = 1000  # before the main table (32766); the local table (0) is never shadowed
+ROUTER_HOST = 253  # the router's address (on each of its veths)
+RULE_PRIORITY = 1000  # before the router's main table (32766)
 MAX_LABS = 200
 
 
@@ -98,7 +105,7 @@ class Node:
     name: str
     namespace: str
     ip: str
-    host_veth: str
+    router_veth: str  # its veth's other end, in the lab's router
 
     @property
     def prefix(self) -> list[str]:
@@ -110,14 +117,16 @@ Endpoint = Node | str  # a node, or an address (the clients': `NetworkLab.client
 
 
 class NetworkLab:
-    """A subnet of namespaces and the faults between them (see the module docstring)."""
+    """A subnet of namespaces, its router and the faults between them (see the module docstring)."""
 
     def __init__(self, index: int) -> None:
         self.index = index
         self.subnet = f"{SUBNET_PREFIX}.{index}"
         self.client_ip = f"{self.subnet}.{CLIENT_HOST}"
+        self.router_ip = f"{self.subnet}.{ROUTER_HOST}"
         self.nodes: dict[str, Node] = {}
-        self._marker = f"kctl{index}-lab"
+        self._router = f"kctl{index}-lab"
+        self._client_veth = f"k{index}c"
         self._rules: list[tuple[str, str]] = []
 
     @classmethod
@@ -126,13 +135,37 @@ class NetworkLab:
         reason = unavailable()
         if reason is not None:
             raise NetworkUnavailableError(reason)
-        with open("/proc/sys/net/ipv4/ip_forward", "w") as forward:
-            forward.write("1\n")  # the root namespace routes between the nodes (left on at close)
         for index in range(1, MAX_LABS + 1):
-            # the marker namespace claims the subnet: `ip netns add` fails when another lab has it
+            # the router namespace claims the subnet: `ip netns add` fails when another lab has it
             if _ip("netns", "add", f"kctl{index}-lab", check=False).returncode == 0:
-                return cls(index)
+                lab = cls(index)
+                try:
+                    lab._connect_the_root_namespace()
+                except BaseException:
+                    lab.close()
+                    raise
+                return lab
         raise NetworkUnavailableError(f"no free lab subnet among {SUBNET_PREFIX}.1-{MAX_LABS}.0/24")
+
+    def _router_ip(self, *args: str) -> None:
+        _ip("-n", self._router, *args)
+
+    def _connect_the_root_namespace(self) -> None:
+        """Forwarding on in the router, and the veth pair between it and the root namespace."""
+        forward = ["sh", "-c", "echo 1 > /proc/sys/net/ipv4/ip_forward"]
+        subprocess.run(["ip", "netns", "exec", self._router, *forward], check=True, capture_output=True)
+        self._router_ip("link", "set", "lo", "up")
+        inside = f"k{self.index}r"
+        _ip("link", "del", self._client_veth, check=False)  # left by a lab whose process was killed
+        _ip("link", "add", self._client_veth, "type", "veth", "peer", "name", inside)
+        _ip("link", "set", inside, "netns", self._router)
+        self._router_ip("addr", "add", f"{self.router_ip}/32", "dev", inside)
+        self._router_ip("link", "set", inside, "up")
+        self._router_ip("route", "add", f"{self.client_ip}/32", "dev", inside)
+        _ip("addr", "add", f"{self.client_ip}/32", "dev", self._client_veth)
+        _ip("link", "set", self._client_veth, "up")
+        _ip("route", "add", f"{self.router_ip}/32", "dev", self._client_veth)
+        _ip("route", "add", f"{self.subnet}.0/24", "via", self.router_ip, "dev", self._client_veth)
 
     def __enter__(self) -> NetworkLab:
         return self
@@ -146,31 +179,32 @@ class NetworkLab:
         return f"<NetworkLab {self.subnet}.0/24 nodes={sorted(self.nodes)}>"
 
     def add_node(self, name: str) -> Node:
-        """A new namespace with an address of its own, reachable from the root namespace and every
-        other node of the lab."""
+        """A new namespace with an address of its own, reachable (through the router) from the root
+        namespace and every other node of the lab."""
         host_number = len(self.nodes) + 1
-        if host_number >= CLIENT_HOST:
-            raise ValueError(f"a lab holds at most {CLIENT_HOST - 1} nodes")
+        if host_number >= ROUTER_HOST:
+            raise ValueError(f"a lab holds at most {ROUTER_HOST - 1} nodes")
         node = Node(
             name=name,
             namespace=f"kctl{self.index}-{name}",
             ip=f"{self.subnet}.{host_number}",
-            host_veth=f"k{self.index}v{host_number}",
+            router_veth=f"k{self.index}v{host_number}",
         )
         inside = f"k{self.index}p{host_number}"
         _ip("netns", "add", node.namespace)
         self.nodes[name] = node
-        _ip("link", "add", node.host_veth, "type", "veth", "peer", "name", inside)
+        _ip("link", "add", node.router_veth, "type", "veth", "peer", "name", inside)
+        _ip("link", "set", node.router_veth, "netns", self._router)
         _ip("link", "set", inside, "netns", node.namespace)
         _ip("-n", node.namespace, "link", "set", inside, "name", "eth0")
         _ip("-n", node.namespace, "addr", "add", f"{node.ip}/32", "dev", "eth0")
         _ip("-n", node.namespace, "link", "set", "eth0", "up")
         _ip("-n", node.namespace, "link", "set", "lo", "up")
-        _ip("addr", "add", f"{self.client_ip}/32", "dev", node.host_veth)
-        _ip("link", "set", node.host_veth, "up")
-        _ip("route", "add", f"{node.ip}/32", "dev", node.host_veth)
-        _ip("-n", node.namespace, "route", "add", f"{self.client_ip}/32", "dev", "eth0")
-        _ip("-n", node.namespace, "route", "add", "default", "via", self.client_ip, "dev", "eth0")
+        self._router_ip("addr", "add", f"{self.router_ip}/32", "dev", node.router_veth)
+        self._router_ip("link", "set", node.router_veth, "up")
+        self._router_ip("route", "add", f"{node.ip}/32", "dev", node.router_veth)
+        _ip("-n", node.namespace, "route", "add", f"{self.router_ip}/32", "dev", "eth0")
+        _ip("-n", node.namespace, "route", "add", "default", "via", self.router_ip, "dev", "eth0")
         return node
 
     def attach(self, cluster: LocalCluster) -> dict[int, Node]:
@@ -193,7 +227,9 @@ class NetworkLab:
         rule = (self._address(source), self._address(destination))
         if rule in self._rules:
             return
-        _ip("rule", "add", "priority", str(RULE_PRIORITY), "from", rule[0], "to", rule[1], "blackhole")
+        self._router_ip(
+            "rule", "add", "priority", str(RULE_PRIORITY), "from", rule[0], "to", rule[1], "blackhole"
+        )
         self._rules.append(rule)
 
     def cut(self, a: Endpoint, b: Endpoint) -> None:
@@ -229,19 +265,21 @@ class NetworkLab:
         while self._rules:
             source, destination = self._rules.pop()
             _ip(
-                "rule", "del", "priority", str(RULE_PRIORITY), "from", source, "to", destination, "blackhole",
+                "-n", self._router, "rule", "del", "priority", str(RULE_PRIORITY),
+                "from", source, "to", destination, "blackhole",
                 check=False,
             )  # fmt: skip
 
     def close(self) -> None:
-        """Heal, then delete every namespace (and with it every veth) of the lab. Processes still
-        running in a namespace keep it alive without its name: stop them first."""
+        """Heal, then delete every namespace of the lab, the router's last (and with them every
+        veth). Processes still running in a namespace keep it alive without its name: stop them
+        first."""
         self.heal()
         for node in self.nodes.values():
             _ip("netns", "del", node.namespace, check=False)
-            _ip("link", "del", node.host_veth, check=False)  # gone with its peer, unless it lingers
         self.nodes.clear()
-        _ip("netns", "del", self._marker, check=False)
+        _ip("netns", "del", self._router, check=False)
+        _ip("link", "del", self._client_veth, check=False)  # gone with its peer, unless it lingers
 
 
 @contextlib.contextmanager
