@@ -225,7 +225,11 @@ class ClusterClient:
     def connection(self, node_id: int, *, deadline: Deadline | None = None) -> BrokerConnection:
         """The connection to broker ``node_id`` (opened if needed; metadata refreshed if the broker
         is not known yet). Raises ``KafkaConnectionError`` if it cannot be reached, and
-        ``BrokerNotAnsweringError`` once it has been given up (``give_up_after``)."""
+        ``BrokerNotAnsweringError`` once it has been given up (``give_up_after``).
+
+        A new connection is opened outside the client's lock (unless the caller holds it): a broker
+        whose connects hear nothing (a host cut off) keeps only its own callers waiting, up to the
+        connect timeout, not every other request of the client."""
         with self._lock:
             conn = self._nodes.get(node_id)
             if conn is not None and not conn.closed:
@@ -244,18 +248,41 @@ class ClusterClient:
                 if time.monotonic() - silence.last < self.give_up_after:
                     raise self._not_answering(node_id)  # not dialed again so soon
             conn = self._adopt_bootstrap(broker)
-            if conn is None:
-                started = time.monotonic()
-                try:
-                    conn = self._open(broker.host, broker.port, node_id, deadline)
-                except (KafkaConnectionError, KafkaTimeoutError) as error:
-                    self.broker_failed(node_id, error, started=started)
-                    if self.given_up(node_id):
-                        raise self._not_answering(node_id) from error
-                    raise
-            self._silent.pop(node_id, None)
-            self._nodes[node_id] = conn
-            return conn
+            if conn is not None:
+                return self._install(node_id, conn)
+        started = time.monotonic()
+        try:
+            conn = self._open(broker.host, broker.port, node_id, deadline)
+        except (KafkaConnectionError, KafkaTimeoutError) as error:
+            self.broker_failed(node_id, error, started=started)
+            if self.given_up(node_id):
+                raise self._not_answering(node_id) from error
+            raise
+        with self._lock:
+            return self._install(node_id, conn)
+
+    def _install(self, node_id: int, conn: BrokerConnection) -> BrokerConnection:
+        """Keep ``conn`` as the connection to ``node_id`` (lock held), unless another thread opened
+        one meanwhile: then that one (``conn`` is closed)."""
+        existing = self._nodes.get(node_id)
+        if self._closed or (existing is not None and not existing.closed and existing is not conn):
+            conn.close()
+            if self._closed:
+                raise KafkaConnectionError("the client is closed", host=conn.host, port=conn.port)
+            assert existing is not None
+            return existing
+        self._silent.pop(node_id, None)
+        self._nodes[node_id] = conn
+        return conn
+
+    def is_connected(self, node_id: int) -> bool:
+        """Whether a connection to broker ``node_id`` is open (a request to it goes at once)."""
+        return self.open_connection(node_id) is not None
+
+    def open_connection(self, node_id: int) -> BrokerConnection | None:
+        """The open connection to broker ``node_id``, None when there is none (never connects)."""
+        conn = self._nodes.get(node_id)
+        return conn if conn is not None and not conn.closed else None
 
     def broker_failed(self, node_id: int, error: BaseException, *, started: float | None = None) -> None:
         """Note that broker ``node_id`` did not answer an attempt begun at ``started`` (default:

@@ -45,7 +45,8 @@ def _producer() -> tuple[RecordAccumulator, Sender]:
     idempotence = accumulator._idempotence
     idempotence.enabled = True
     idempotence.producer_id, idempotence.producer_epoch = 7, 0
-    return accumulator, Sender(accumulator, None, config)  # type: ignore[arg-type]  # never connects
+    connected = SimpleNamespace(is_connected=lambda node: True)  # every broker: no connecting here
+    return accumulator, Sender(accumulator, connected, config)  # type: ignore[arg-type]
 
 
 def _queue(accumulator: RecordAccumulator, partition: int, now: float, value: str = "") -> ProducerBatch:

@@ -5,7 +5,15 @@ next request a whole timeout more. Found by the isolation nemesis (bench_jepsen 
 just before its timeout, each of the four others then waited five seconds more, and kctl's writer
 got no acknowledgement for 10 s where another broker led after 5 s.
 
-The receiver loop is driven directly with a connection that records the wait it is given."""
+With the lab's isolation made faithful (the isolated leader's packets vanish both ways), kctl's
+writer then waited 15 s: after the timeout its retry went to the same leader, whose connect heard
+nothing, in the sender thread itself, for the whole connect timeout. So a broker is connected to in
+the background, and a batch whose leader is not connected waits in its queue (not in flight), where
+it goes to the next leader as soon as the metadata names one; meanwhile the metadata is asked for
+again when that broker's last request or connect failed.
+
+The receiver loop and the sender's plans are driven directly, with a connection that records the wait
+it is given and a cluster that says which brokers are connected."""
 
 from __future__ import annotations
 
@@ -16,12 +24,14 @@ from typing import Any
 import pytest
 
 from kctl.client.connection import InFlightRequest
-from kctl.client.errors import KafkaTimeoutError
-from kctl.client.producer.accumulator import RecordAccumulator
+from kctl.client.errors import KafkaConnectionError, KafkaTimeoutError
+from kctl.client.producer.accumulator import PartitionState, RecordAccumulator
+from kctl.client.producer.batch import ProducerBatch, RecordFuture
 from kctl.client.producer.sender import InFlightProduce, Sender
 from kctl.client.producer_config import ProducerConfig
 from kctl.protocol import ApiKey
 from kctl.protocol.headers import RequestHeader
+from kctl.records.builder import RecordBatchBuilder
 
 REQUEST_TIMEOUT_S = 5.0
 
@@ -62,3 +72,57 @@ def test_a_request_waits_for_its_answer_a_request_timeout_from_its_send() -> Non
 
 def test_an_answer_already_here_is_read_even_past_the_timeout() -> None:
     assert _in_flight(1, time.monotonic() - 60).time_left(REQUEST_TIMEOUT_S) > 0
+
+
+class _Cluster:
+    """Which brokers are connected; connecting to any other fails as a cut-off host's does."""
+
+    def __init__(self, connected: set[int]) -> None:
+        self.connected = connected
+
+    def is_connected(self, node: int) -> bool:
+        return node in self.connected
+
+    def connection(self, node: int, **kwargs: Any) -> Any:
+        raise KafkaConnectionError(f"timed out connecting to broker {node}")
+
+
+def _queue(accumulator: RecordAccumulator, partition: int, leader: int, now: float) -> ProducerBatch:
+    state = accumulator._partitions.setdefault(("t", partition), PartitionState())
+    state.leader = leader
+    batch = ProducerBatch(partition, "t", partition, RecordBatchBuilder(), now, accumulator._done)
+    batch.append(0, None, b"v", ())
+    batch.futures.append(RecordFuture(batch, 0, 0))
+    batch.closed = True
+    batch.deadline = now + 600
+    accumulator._incomplete[batch.id] = batch
+    state.queue.append(batch)
+    return batch
+
+
+def test_a_batch_waits_for_its_leaders_connection_in_its_queue_and_goes_to_the_next_leader() -> None:
+    config = ProducerConfig.coerce({"enable.idempotence": "true", "linger.ms": "0"})
+    accumulator = RecordAccumulator(config)
+    idempotence = accumulator._idempotence
+    idempotence.enabled = True
+    idempotence.producer_id, idempotence.producer_epoch = 7, 0
+    cluster = _Cluster(connected={2})
+    sender = Sender(accumulator, cluster, config)  # type: ignore[arg-type]
+    now = time.monotonic()
+    cut_off = _queue(accumulator, 0, leader=1, now=now)
+    elsewhere = _queue(accumulator, 1, leader=2, now=now)
+
+    plan = sender._plan(now)
+    assert plan.requests == {2: [elsewhere]}, "a batch went to a broker not connected"
+    assert plan.connect == [1] and not cut_off.in_flight
+    assert sender._plan(now).connect == [], "one connect at a time per broker"
+
+    sender._connect(1)  # it hears nothing: the metadata is asked for again
+    assert 1 in sender._unanswered and accumulator._metadata_wanted
+    sender._metadata_next = now
+    plan = sender._plan(now)
+    assert plan.want_metadata and plan.connect == [1] and plan.requests == {}
+
+    accumulator._partitions[("t", 0)].leader = 2  # the metadata names the next leader
+    plan = sender._plan(now)
+    assert plan.requests == {2: [cut_off]}

@@ -16,6 +16,12 @@ all to one broker, and a resent batch goes alone: so at most five batches the pr
 for follow any batch it resends, and the broker (which remembers a producer's last five) always
 recognises the resend of a batch it wrote.
 
+Connections. The sender thread never connects: a batch whose leader has no open connection waits
+in its queue (not in flight) while a thread of its own connects (``_connect``). A leader cut off
+hears no connect until the connect timeout; meanwhile, when that broker's last request or connect
+failed, the metadata is asked for again (with backoff), and the batch goes to the next leader as
+soon as the metadata names one. Other brokers' partitions are never held up.
+
 Errors. Retriable errors (lost connections, timeouts, NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
 ...) refresh the metadata and resend until ``retries`` or ``delivery.timeout.ms`` runs out
 (``DeliveryTimeoutError``, whose ``cause`` is the last error). Others fail the batch's futures at
@@ -69,17 +75,21 @@ _NOT_RETRIED = frozenset({ErrorCode.CORRUPT_MESSAGE})
 class SendPlan:
     """What the sender thread does next, decided under the lock: ``wait`` seconds when there is
     nothing to do (None: until woken), refresh the metadata, get a producer id, send ``requests``
-    (batches per leader broker), and run the callbacks of the batches that ``expired``."""
+    (batches per leader broker), run the callbacks of the batches that ``expired``, and start
+    connecting to the brokers in ``connect`` (in the background)."""
 
     wait: float | None
     want_metadata: bool = False
     want_producer_id: bool = False
     requests: dict[int, list[ProducerBatch]] = dataclasses.field(default_factory=dict)
     expired: list[ProducerBatch] = dataclasses.field(default_factory=list)
+    connect: list[int] = dataclasses.field(default_factory=list)
 
     @property
     def idle(self) -> bool:
-        return not (self.want_metadata or self.want_producer_id or self.requests or self.expired)
+        return not (
+            self.want_metadata or self.want_producer_id or self.requests or self.expired or self.connect
+        )
 
 
 class InFlightProduce(NamedTuple):
@@ -111,6 +121,8 @@ class Sender:
         self._backoff_max = config.retry_backoff_max_ms / 1000.0
         self._max_in_flight = config.max_in_flight_requests_per_connection
         self._node_in_flight: dict[int, int] = collections.defaultdict(int)
+        self._connecting: set[int] = set()  # brokers a background thread is connecting to
+        self._unanswered: set[int] = set()  # brokers whose last request or connect failed
         self._receivers: dict[int, tuple[threading.Thread, queue.SimpleQueue[InFlightProduce | None]]] = {}
         self._metadata_next = 0.0
         self._metadata_backoff = self._backoff
@@ -178,6 +190,10 @@ class Sender:
                         acc._wakeup.wait(plan.wait)
                         continue
                 run_callbacks(plan.expired)
+                for node in plan.connect:
+                    threading.Thread(
+                        target=self._connect, args=(node,), name=f"kctl-producer-connect-{node}", daemon=True
+                    ).start()
                 if plan.want_producer_id:
                     self._init_producer_id()
                 if plan.want_metadata:
@@ -260,6 +276,7 @@ class Sender:
         )
         hurry = acc._flushing > 0 or acc._closing
         requests: dict[int, list[ProducerBatch]] = {}
+        connect: list[int] = []
         sizes: dict[int, int] = {}
         for state in queued:
             if not state.queue:
@@ -294,6 +311,19 @@ class Sender:
                 continue
             if leader not in requests and self._node_in_flight[leader] >= self._max_in_flight:
                 continue
+            if leader not in requests and not self._cluster.is_connected(leader):
+                # connected to in the background: the batch waits here, not in flight, so that it
+                # goes to another leader as soon as the metadata names one (a leader cut off hears
+                # no connect: the sender thread never waits for that)
+                if leader not in self._connecting:
+                    self._connecting.add(leader)
+                    connect.append(leader)
+                if leader in self._unanswered:  # it may have lost its leadership: ask meanwhile
+                    acc._metadata_wanted = True
+                    want_metadata = want_metadata or now >= self._metadata_next
+                    if not want_metadata:
+                        wait = _earliest(wait, self._metadata_next - now)
+                continue
             size = head.size
             if leader in sizes and sizes[leader] + size > self._max_request_size:
                 continue
@@ -317,9 +347,9 @@ class Sender:
             requests[leader].append(head)
             sizes[leader] += size
         if not requests and not want_metadata and not expired and wait is None:
-            # batches are queued but none can go: wait for a response (or a retry's backoff)
+            # batches are queued but none can go: wait for a response, a connection (or a backoff)
             wait = max(self._backoff, 0.01)
-        return SendPlan(wait, want_metadata, False, requests, expired)
+        return SendPlan(wait, want_metadata, False, requests, expired, connect)
 
     def _expire(self, queued: list[PartitionState], now: float, expired: list[ProducerBatch]) -> None:
         acc = self._accumulator
@@ -349,7 +379,9 @@ class Sender:
                     TopicProduceData(name=name, partition_data=parts) for name, parts in topics.items()
                 ],
             )
-            connection = self._cluster.connection(node, deadline=Deadline(self._request_timeout))
+            connection = self._cluster.open_connection(node)
+            if connection is None:  # closed since the plan: resent once connected again
+                raise KafkaConnectionError(f"the connection to broker {node} closed before the send")
             version = connection.version_for(ApiKey.PRODUCE, min_version=FIRST_RECORD_BATCH_PRODUCE_VERSION)
             in_flight = connection.send(ApiKey.PRODUCE, body, version)
         except KafkaError as error:
@@ -397,6 +429,22 @@ class Sender:
                 entry = self._receivers[node] = (thread, work)
             return entry[1]
 
+    def _connect(self, node: int) -> None:
+        """Connect to ``node`` (a background thread of its own); then plan again."""
+        acc = self._accumulator
+        failed = False
+        try:
+            self._cluster.connection(node, deadline=Deadline(self._request_timeout))
+        except KafkaError as error:
+            log.debug("cannot connect to broker %d: %s", node, error)
+            failed = True
+        with acc._lock:
+            self._connecting.discard(node)
+            if failed:
+                self._unanswered.add(node)
+                acc._metadata_wanted = True
+            acc._wakeup.notify()
+
     def _receive_loop(self, work: queue.SimpleQueue[InFlightProduce | None]) -> None:
         while True:
             request = work.get()
@@ -428,6 +476,7 @@ class Sender:
         now = _monotonic()
         with acc._lock:
             self._node_in_flight[node] -= 1
+            self._unanswered.add(node)
             acc._metadata_wanted = True
             for batch in batches:
                 if retriable:
@@ -442,6 +491,7 @@ class Sender:
         finished: list[ProducerBatch] = []
         with acc._lock:
             self._node_in_flight[request.node] -= 1
+            self._unanswered.discard(request.node)
             answered: set[tuple[str, int]] = set()
             for topic in response.responses:
                 for part in topic.partition_responses:
