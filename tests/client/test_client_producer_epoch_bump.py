@@ -19,48 +19,30 @@ the log's own producer state (kctl.log.producer_state)."""
 
 from __future__ import annotations
 
-import itertools
 from types import SimpleNamespace
 from typing import Any
 
+from producer_plans import idempotent_producer, queue_batch
+
 from kctl.client.errors import KafkaConnectionError, KafkaTimeoutError
-from kctl.client.producer.accumulator import PartitionState, RecordAccumulator
-from kctl.client.producer.batch import ProducerBatch, RecordFuture
+from kctl.client.producer.accumulator import RecordAccumulator
+from kctl.client.producer.batch import ProducerBatch
 from kctl.client.producer.idempotence import InitProducerIdResult
 from kctl.client.producer.sender import Sender
-from kctl.client.producer_config import ProducerConfig
 from kctl.log.producer_state import OutOfOrderSequenceError, ProducerStateManager
 from kctl.protocol.errors import ErrorCode
-from kctl.records.builder import RecordBatchBuilder
 from kctl.records.header import parse_header, set_base_offset
 from kctl.records.reader import decode_batch
 
 NODE = 1
-_ids = itertools.count(1)
 
 
 def _producer() -> tuple[RecordAccumulator, Sender]:
-    config = ProducerConfig.coerce({"enable.idempotence": "true", "linger.ms": "0"})
-    accumulator = RecordAccumulator(config)
-    idempotence = accumulator._idempotence
-    idempotence.enabled = True
-    idempotence.producer_id, idempotence.producer_epoch = 7, 0
-    connected = SimpleNamespace(is_connected=lambda node: True)  # every broker: no connecting here
-    return accumulator, Sender(accumulator, connected, config)  # type: ignore[arg-type]
+    return idempotent_producer(SimpleNamespace(is_connected=lambda node: True))  # every broker connected
 
 
 def _queue(accumulator: RecordAccumulator, partition: int, now: float, value: str = "") -> ProducerBatch:
-    state = accumulator._partitions.setdefault(("t", partition), PartitionState())
-    if state.leader < 0:
-        state.leader = NODE
-    batch = ProducerBatch(next(_ids), "t", partition, RecordBatchBuilder(), now, accumulator._done)
-    batch.append(0, None, (value or f"value-{partition}").encode(), ())
-    batch.futures.append(RecordFuture(batch, 0, 0))
-    batch.closed = True
-    batch.deadline = now + 600
-    accumulator._incomplete[batch.id] = batch
-    state.queue.append(batch)
-    return batch
+    return queue_batch(accumulator, partition, now, leader=NODE, value=value)
 
 
 def _answer(code: int, offset: int = -1) -> Any:

@@ -22,16 +22,15 @@ import time
 from typing import Any
 
 import pytest
+from producer_plans import idempotent_producer, queue_batch
 
 from kctl.client.connection import InFlightRequest
 from kctl.client.errors import KafkaConnectionError, KafkaTimeoutError
-from kctl.client.producer.accumulator import PartitionState, RecordAccumulator
-from kctl.client.producer.batch import ProducerBatch, RecordFuture
+from kctl.client.producer.accumulator import RecordAccumulator
 from kctl.client.producer.sender import InFlightProduce, Sender
 from kctl.client.producer_config import ProducerConfig
 from kctl.protocol import ApiKey
 from kctl.protocol.headers import RequestHeader
-from kctl.records.builder import RecordBatchBuilder
 
 REQUEST_TIMEOUT_S = 5.0
 
@@ -87,30 +86,11 @@ class _Cluster:
         raise KafkaConnectionError(f"timed out connecting to broker {node}")
 
 
-def _queue(accumulator: RecordAccumulator, partition: int, leader: int, now: float) -> ProducerBatch:
-    state = accumulator._partitions.setdefault(("t", partition), PartitionState())
-    state.leader = leader
-    batch = ProducerBatch(partition, "t", partition, RecordBatchBuilder(), now, accumulator._done)
-    batch.append(0, None, b"v", ())
-    batch.futures.append(RecordFuture(batch, 0, 0))
-    batch.closed = True
-    batch.deadline = now + 600
-    accumulator._incomplete[batch.id] = batch
-    state.queue.append(batch)
-    return batch
-
-
 def test_a_batch_waits_for_its_leaders_connection_in_its_queue_and_goes_to_the_next_leader() -> None:
-    config = ProducerConfig.coerce({"enable.idempotence": "true", "linger.ms": "0"})
-    accumulator = RecordAccumulator(config)
-    idempotence = accumulator._idempotence
-    idempotence.enabled = True
-    idempotence.producer_id, idempotence.producer_epoch = 7, 0
-    cluster = _Cluster(connected={2})
-    sender = Sender(accumulator, cluster, config)  # type: ignore[arg-type]
+    accumulator, sender = idempotent_producer(_Cluster(connected={2}))
     now = time.monotonic()
-    cut_off = _queue(accumulator, 0, leader=1, now=now)
-    elsewhere = _queue(accumulator, 1, leader=2, now=now)
+    cut_off = queue_batch(accumulator, 0, now, leader=1)
+    elsewhere = queue_batch(accumulator, 1, now, leader=2)
 
     plan = sender._plan(now)
     assert plan.requests == {2: [elsewhere]}, "a batch went to a broker not connected"
