@@ -443,7 +443,7 @@ def main() -> int:
         by_kind: dict[str, list[float]] = {}
         for fault, gap in windows:
             by_kind.setdefault(_fault_kind(fault), []).append(gap)
-        print("unavailability (longest time without an acknowledgement after each fault):")
+        print("unavailability (longest time a partition went without an acknowledgement after each fault):")
         for kind, gaps in sorted(by_kind.items()):
             print(f"  {kind:60s} max {max(gaps):6.2f} s  mean {sum(gaps) / len(gaps):6.2f} s  ({len(gaps)})")
         print(f"  worst: {worst[0][1]:.2f} s after {worst[0][0]}")

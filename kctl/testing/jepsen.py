@@ -24,6 +24,7 @@ Used by tests/cluster/test_jepsen_kill.py (a short run in CI) and bench/bench_je
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import threading
 import time
@@ -449,19 +450,27 @@ class Campaign:
         return done
 
     def unavailability(self, writer: str | None = None) -> list[tuple[str, float]]:
-        """For each fault, the longest time without any acknowledgement (every writer's together, or
-        only ``writer``'s) from its start until the next fault or, for the last, until the writers
-        stopped: how long the cluster did not take writes because of it (or that writer got none:
-        a gap one writer has and the other has not is the client's)."""
+        """For each fault, the longest time one partition went without an acknowledgement (every
+        writer's together, or only ``writer``'s) from the fault's start until the next fault or, for
+        the last, until the writers stopped: how long the partitions it hit did not take writes (the
+        others keep acknowledging, so counting every partition's acknowledgements together would
+        hide them; a gap one writer has and the other has not is the client's)."""
         loads = self.loads if writer is None else [load for load in self.loads if load.writer == writer]
-        times = sorted(t for load in loads for t in load.acked_at)
+        by_partition: dict[int, list[float]] = {}
+        for load in loads:
+            for ack, at in zip(load.acked, load.acked_at, strict=True):
+                by_partition.setdefault(ack.partition, []).append(at)
+        for times in by_partition.values():
+            times.sort()
         out: list[tuple[str, float]] = []
         for index, (done, (started, _)) in enumerate(zip(self.faults_done, self.fault_windows, strict=True)):
             until = self.fault_windows[index + 1][0] if index + 1 < len(self.fault_windows) else float("inf")
-            inside = [t for t in times if started <= t <= until]
-            edges = [started, *inside]
-            gaps = [later - earlier for earlier, later in itertools.pairwise(edges)]
-            out.append((done, max(gaps, default=0.0)))
+            worst = 0.0
+            for times in by_partition.values():
+                inside = times[bisect.bisect_left(times, started) : bisect.bisect_right(times, until)]
+                edges = [started, *inside]
+                worst = max(worst, *(later - earlier for earlier, later in itertools.pairwise(edges)))
+            out.append((done, worst))
         return out
 
     def stop(self) -> None:

@@ -23,6 +23,7 @@ from kctl.testing.jepsen import (
     Campaign,
     ConfluentLoad,
     KctlLoad,
+    Load,
     check,
     kill_and_restart,
     kill_leader,
@@ -111,9 +112,17 @@ def test_checker_takes_implicit_acknowledgements_without_an_offset() -> None:
     assert check(acks, records).offsets_reused == 1
 
 
+def _acked(load: Load, writer: str, acks: dict[int, list[float]]) -> Load:
+    """``load`` with only a history: acknowledgement times by partition."""
+    load.writer = writer
+    pairs = sorted((at, partition) for partition, times in acks.items() for at in times)
+    load.acked = [Ack(partition, i, f"{writer}:{i}") for i, (_, partition) in enumerate(pairs)]
+    load.acked_at = [at for at, _ in pairs]
+    return load
+
+
 def test_unavailability_is_the_longest_silence_after_each_fault() -> None:
-    load = ConfluentLoad.__new__(ConfluentLoad)  # only its history is read
-    load.acked_at = [10.0, 10.5, 14.0, 14.1, 20.0, 20.2]
+    load = _acked(ConfluentLoad.__new__(ConfluentLoad), "ck", {0: [10.0, 10.5, 14.0, 14.1, 20.0, 20.2]})
     campaign = Campaign([load])
     campaign.faults_done = ["kill -9 broker 1", "kill -9 broker 2"]
     campaign.fault_windows = [(10.2, 11.0), (15.0, 16.0)]
@@ -123,10 +132,20 @@ def test_unavailability_is_the_longest_silence_after_each_fault() -> None:
     ]
 
 
+def test_unavailability_is_the_partition_the_fault_hit_not_hidden_by_the_others() -> None:
+    """Partition 1's leader is cut off for 6 s while partitions 0 and 2 keep acknowledging: the
+    fault's unavailability is partition 1's silence."""
+    steady = [10.0 + i * 0.1 for i in range(100)]
+    load = _acked(KctlLoad.__new__(KctlLoad), "kctl", {0: steady, 1: [10.0, 10.4, 16.4, 16.5], 2: steady})
+    campaign = Campaign([load])
+    campaign.faults_done = ["isolated broker 2 (leader of jepsen/1)"]
+    campaign.fault_windows = [(10.2, 16.0)]
+    assert campaign.unavailability() == [("isolated broker 2 (leader of jepsen/1)", pytest.approx(6.0))]
+
+
 def test_unavailability_of_one_writer_counts_only_its_acknowledgements() -> None:
-    slow, fast = ConfluentLoad.__new__(ConfluentLoad), KctlLoad.__new__(KctlLoad)  # histories only
-    slow.writer, slow.acked_at = "ck", [10.0, 30.0]
-    fast.writer, fast.acked_at = "kctl", [10.0, 12.0, 14.0, 30.0]
+    slow = _acked(ConfluentLoad.__new__(ConfluentLoad), "ck", {0: [10.0, 30.0]})
+    fast = _acked(KctlLoad.__new__(KctlLoad), "kctl", {0: [10.0, 12.0, 14.0, 30.0]})
     campaign = Campaign([slow, fast])
     campaign.faults_done = ["isolated broker 1"]
     campaign.fault_windows = [(10.5, 11.0)]
