@@ -101,8 +101,24 @@ def test_a_batch_waits_for_its_leaders_connection_in_its_queue_and_goes_to_the_n
     assert 1 in sender._unanswered and accumulator._metadata_wanted
     sender._metadata_next = now
     plan = sender._plan(now)
-    assert plan.want_metadata and plan.connect == [1] and plan.requests == {}
+    assert plan.want_metadata and plan.requests == {}
 
     accumulator._partitions[("t", 0)].leader = 2  # the metadata names the next leader
     plan = sender._plan(now)
     assert plan.requests == {2: [cut_off]}
+
+
+def test_a_refused_connect_is_tried_again_after_a_backoff_not_at_once() -> None:
+    accumulator, sender = idempotent_producer(_Cluster(connected=set()))
+    now = time.monotonic()
+    queue_batch(accumulator, 0, now, leader=1)
+    assert sender._plan(now).connect == [1]
+    sender._connect(1)  # refused
+    backoff = sender._backoff
+    plan = sender._plan(time.monotonic())
+    assert plan.connect == [], "connected again at once: a broker that is down is dialed in a loop"
+    assert plan.wait is not None and plan.wait <= backoff
+    assert sender._plan(time.monotonic() + backoff).connect == [1]
+    sender._connect(1)  # refused again: twice the backoff
+    assert sender._plan(time.monotonic() + backoff).connect == []
+    assert sender._plan(time.monotonic() + 2 * backoff).connect == [1]

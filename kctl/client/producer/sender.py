@@ -20,7 +20,9 @@ Connections. The sender thread never connects: a batch whose leader has no open 
 in its queue (not in flight) while a thread of its own connects (``_connect``). A leader cut off
 hears no connect until the connect timeout; meanwhile, when that broker's last request or connect
 failed, the metadata is asked for again (with backoff), and the batch goes to the next leader as
-soon as the metadata names one. Other brokers' partitions are never held up.
+soon as the metadata names one. Other brokers' partitions are never held up. After a failed connect
+(refused at once by a broker that is down) the next one waits ``retry.backoff.ms``, doubling up to
+``retry.backoff.max.ms``.
 
 Errors. Retriable errors (lost connections, timeouts, NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
 ...) refresh the metadata and resend until ``retries`` or ``delivery.timeout.ms`` runs out
@@ -123,6 +125,8 @@ class Sender:
         self._node_in_flight: dict[int, int] = collections.defaultdict(int)
         self._connecting: set[int] = set()  # brokers a background thread is connecting to
         self._unanswered: set[int] = set()  # brokers whose last request or connect failed
+        # broker -> (failed connects in a row, no connect before this time)
+        self._connect_backoff: dict[int, tuple[int, float]] = {}
         self._receivers: dict[int, tuple[threading.Thread, queue.SimpleQueue[InFlightProduce | None]]] = {}
         self._metadata_next = 0.0
         self._metadata_backoff = self._backoff
@@ -316,8 +320,12 @@ class Sender:
                 # goes to another leader as soon as the metadata names one (a leader cut off hears
                 # no connect: the sender thread never waits for that)
                 if leader not in self._connecting:
-                    self._connecting.add(leader)
-                    connect.append(leader)
+                    _, not_before = self._connect_backoff.get(leader, (0, 0.0))
+                    if now >= not_before:
+                        self._connecting.add(leader)
+                        connect.append(leader)
+                    else:
+                        wait = _earliest(wait, not_before - now)
                 if leader in self._unanswered:  # it may have lost its leadership: ask meanwhile
                     acc._metadata_wanted = True
                     want_metadata = want_metadata or now >= self._metadata_next
@@ -440,9 +448,14 @@ class Sender:
             failed = True
         with acc._lock:
             self._connecting.discard(node)
-            if failed:
+            if failed:  # a refused connect fails at once: the next one after a backoff
                 self._unanswered.add(node)
                 acc._metadata_wanted = True
+                failures = self._connect_backoff.get(node, (0, 0.0))[0] + 1
+                backoff = min(self._backoff * (2 ** (failures - 1)), self._backoff_max)
+                self._connect_backoff[node] = (failures, _monotonic() + backoff)
+            else:
+                self._connect_backoff.pop(node, None)
             acc._wakeup.notify()
 
     def _receive_loop(self, work: queue.SimpleQueue[InFlightProduce | None]) -> None:
