@@ -468,8 +468,11 @@ class Campaign:
             worst = 0.0
             for times in by_partition.values():
                 inside = times[bisect.bisect_left(times, started) : bisect.bisect_right(times, until)]
+                if not inside:  # silent from the fault to the next one (or to the end: unknown)
+                    worst = max(worst, until - started if until != float("inf") else 0.0)
+                    continue
                 edges = [started, *inside]
-                worst = max(worst, *(later - earlier for earlier, later in itertools.pairwise(edges)))
+                worst = max(worst, max(later - earlier for earlier, later in itertools.pairwise(edges)))
             out.append((done, worst))
         return out
 

@@ -141,6 +141,13 @@ def test_unavailability_is_the_partition_the_fault_hit_not_hidden_by_the_others(
     campaign.faults_done = ["isolated broker 2 (leader of jepsen/1)"]
     campaign.fault_windows = [(10.2, 16.0)]
     assert campaign.unavailability() == [("isolated broker 2 (leader of jepsen/1)", pytest.approx(6.0))]
+    # a partition with no acknowledgement at all until the next fault was silent all that time
+    campaign.faults_done = ["kill -9 broker 2", "kill -9 broker 3"]
+    campaign.fault_windows = [(10.45, 11.0), (15.0, 16.0)]
+    assert campaign.unavailability() == [
+        ("kill -9 broker 2", pytest.approx(4.55)),  # partition 1: 10.45 -> 15.0, nothing in between
+        ("kill -9 broker 3", pytest.approx(1.4)),  # partition 1: 15.0 -> 16.4; the last window is open
+    ]
 
 
 def test_unavailability_of_one_writer_counts_only_its_acknowledgements() -> None:
