@@ -168,11 +168,15 @@ class Sender:
             return
         state = acc._partitions[batch.tp]
         state.blocked = True
-        backoff = min(self._backoff * (2 ** (batch.attempts - 1)), self._backoff_max)
+        backoff = self._backoff_after(batch.attempts)
         batch.retry_at = now + backoff
         log.debug("retrying %r in %.3fs (attempt %d): %s", batch, backoff, batch.attempts, error)
         acc._requeue(state, batch)
         acc._wakeup.notify()
+
+    def _backoff_after(self, failures: int) -> float:
+        """``retry.backoff.ms`` doubled for each failure after the first, up to ``retry.backoff.max.ms``."""
+        return min(self._backoff * (2 ** (failures - 1)), self._backoff_max)
 
     def _timeout_text(self, batch: ProducerBatch) -> str:
         count = len(batch.futures)
@@ -452,8 +456,7 @@ class Sender:
                 self._unanswered.add(node)
                 acc._metadata_wanted = True
                 failures = self._connect_backoff.get(node, (0, 0.0))[0] + 1
-                backoff = min(self._backoff * (2 ** (failures - 1)), self._backoff_max)
-                self._connect_backoff[node] = (failures, _monotonic() + backoff)
+                self._connect_backoff[node] = (failures, _monotonic() + self._backoff_after(failures))
             else:
                 self._connect_backoff.pop(node, None)
             acc._wakeup.notify()
