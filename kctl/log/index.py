@@ -16,6 +16,7 @@ import os
 import struct
 from array import array
 from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
 from pathlib import Path
 
 from kctl.log.files import FileIO
@@ -37,16 +38,22 @@ class _Index:
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_size // self.entry_size)
         self._file_io = file_io
-        self._fd: int | None = None
+        self._unsynced = False  # written or truncated since the last fsync
         self._keys: array | None = None  # loaded lazily
         self._values: array | None = None
         self._pending = bytearray()  # entries not yet written to the file
 
     # -- file handling -------------------------------------------------------------------------
-    def _open(self) -> int:
-        if self._fd is None:
-            self._fd = self._file_io.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
-        return self._fd
+    @contextlib.contextmanager
+    def _opened(self) -> Iterator[int]:
+        """The index file, open for one write, truncation or fsync. No descriptor is kept between
+        them: a broker hosting thousands of partitions holds one descriptor per log (its active
+        segment's ``.log``), not three, whatever recovery or appends did to the indexes."""
+        fd = self._file_io.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
+        try:
+            yield fd
+        finally:
+            self._file_io.close(fd)
 
     def _load(self) -> None:
         if self._keys is not None:
@@ -73,19 +80,20 @@ class _Index:
 
     def _write_pending(self) -> None:
         if self._pending:
-            self._file_io.write_all(self._open(), self._pending)
+            with self._opened() as fd:
+                self._file_io.write_all(fd, self._pending)
             self._pending.clear()
+            self._unsynced = True
 
     def flush(self) -> None:
         self._write_pending()
-        if self._fd is not None:
-            self._file_io.fsync(self._fd)
+        if self._unsynced:
+            with self._opened() as fd:
+                self._file_io.fsync(fd)
+            self._unsynced = False
 
     def close(self) -> None:
         self._write_pending()
-        if self._fd is not None:
-            self._file_io.close(self._fd)
-            self._fd = None
 
     def delete(self) -> None:
         self._pending.clear()
@@ -104,7 +112,9 @@ class _Index:
         assert self._keys is not None and self._values is not None
         del self._keys[count:]
         del self._values[count:]
-        self._file_io.ftruncate(self._open(), count * self.entry_size)
+        with self._opened() as fd:
+            self._file_io.ftruncate(fd, count * self.entry_size)
+        self._unsynced = True
 
     # -- queries -------------------------------------------------------------------------------
     def _arrays(self) -> tuple[array, array]:
