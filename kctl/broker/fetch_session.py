@@ -28,10 +28,14 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from kctl.log.naming import TopicPartition
 from kctl.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from kctl.broker.idle_followers import IdleFollower
 
 INVALID_SESSION_ID = 0
 INITIAL_EPOCH = 0
@@ -58,6 +62,7 @@ class CachedPartition:
         "fetch_offset",
         "fetcher_log_start_offset",
         "high_watermark",
+        "idle",
         "key",
         "last_stable_offset",
         "log_start_offset",
@@ -86,6 +91,8 @@ class CachedPartition:
         self.high_watermark = -1
         self.last_stable_offset = -1
         self.log_start_offset = -1
+        # a follower's session: the partition as its last read found it idle (kctl.broker.idle_followers)
+        self.idle: IdleFollower | None = None
 
     def changed(
         self,
@@ -242,6 +249,7 @@ class FetchSessionCache:
                 known.current_leader_epoch = wanted.current_leader_epoch
                 known.max_bytes = wanted.max_bytes
                 known.fetcher_log_start_offset = wanted.fetcher_log_start_offset
+                known.idle = None  # named again: read in full
         for key in forgotten:
             cached.pop(key, None)
         if not cached:

@@ -378,6 +378,10 @@ class ReplicaManager:
             )
 
     # -- lookups -------------------------------------------------------------------------------
+    def now_ms(self) -> int:
+        """The clock the followers' fetch times are stamped with (milliseconds)."""
+        return self._now_ms()
+
     def hosted_partition(self, tp: TopicPartition) -> Partition:
         partition = self.partitions.get(tp)
         if partition is None:

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 
 from kctl.broker.apis.registry import api_handler
 from kctl.broker.fetch_session import CachedPartition, FetchContext
+from kctl.broker.idle_followers import settled, still_idle
 from kctl.broker.quotas import FETCH, throttle_request
 from kctl.broker.replica_manager import PartitionRead
 from kctl.log.naming import TopicPartition
@@ -144,10 +145,18 @@ def _read_all(
     committed: bool,
     denied: frozenset[str],
     client_rack: str | None,
-) -> tuple[list[PartitionRead], int, list[Partition], bool]:
-    """One pass over the partitions: (reads, bytes found, partitions read, whether to answer now:
-    an error, or a preferred read replica named)."""
-    fetch = broker.replicas.fetch
+) -> tuple[list[tuple[CachedPartition, PartitionRead]], int, list[Partition], bool]:
+    """One pass over the partitions: (each partition read with its read, bytes found, partitions
+    read, whether to answer now: an error, or a preferred read replica named). In a follower's
+    session, a partition idle since its last read (kctl.broker.idle_followers) is not read again: the
+    follower is stamped caught up and the partition left out of the reads (an incremental response
+    would not carry it)."""
+    replicas = broker.replicas
+    fetch = replicas.fetch
+    follower = replica_id >= 0
+    hosted_now = replicas.partitions
+    now_ms = replicas.now_ms() if follower else 0
+    fenced = replicas.fenced
     remaining = max_bytes
     total = 0
     answer_now = False
@@ -155,10 +164,25 @@ def _read_all(
     reads = []
     for cached in partitions:
         tp = cached.topic_partition
+        idle = cached.idle
         if tp is None:
             read = _UNKNOWN_TOPIC_ID
         elif denied and tp.topic in denied:
             read = _DENIED
+        elif (
+            idle is not None
+            and not fenced
+            and still_idle(
+                idle,
+                hosted_now.get(tp),
+                cached.high_watermark,
+                cached.last_stable_offset,
+                cached.log_start_offset,
+                now_ms,
+            )
+        ):
+            hosted.append(idle.partition)
+            continue
         else:
             read = fetch(
                 tp,
@@ -171,7 +195,9 @@ def _read_all(
                 client_rack=client_rack,
                 log_start_offset=cached.fetcher_log_start_offset,
             )
-        reads.append(read)
+            if follower:
+                cached.idle = settled(read, replica_id, cached.fetch_offset)
+        reads.append((cached, read))
         if read.error_code:
             answer_now = True
             continue
@@ -186,8 +212,8 @@ def _read_all(
     return reads, total, hosted, answer_now
 
 
-def _release(reads: list[PartitionRead]) -> None:
-    for read in reads:
+def _release(reads: list[tuple[CachedPartition, PartitionRead]]) -> None:
+    for _, read in reads:
         if read.records is not None:
             read.records.release()
 
@@ -290,7 +316,9 @@ def _count(broker: FetchServices, responses: list[FetchableTopicResponse], follo
 
 
 def _responses(
-    fetch: FetchContext, reads: list[PartitionRead], legacy_magic: int | None = None
+    fetch: FetchContext,
+    reads: list[tuple[CachedPartition, PartitionRead]],
+    legacy_magic: int | None = None,
 ) -> list[FetchableTopicResponse]:
     """The response's topics: every partition read, or for an incremental session those with
     something new (the rest released unsent); consecutive partitions of a topic share its entry.
@@ -301,7 +329,7 @@ def _responses(
     current_key: object = None
     current: list[PartitionData] = []
     with_records = []
-    for cached, read in zip(fetch.partitions, reads, strict=True):
+    for cached, read in reads:
         records = read.records
         size = records.size if records is not None else 0
         changed = cached.changed(
@@ -379,7 +407,7 @@ def _respond(
     fetch: FetchContext,
     version: int,
     follower: bool,
-    reads: list[PartitionRead],
+    reads: list[tuple[CachedPartition, PartitionRead]],
     total: int,
 ) -> FetchResponse:
     """The response, unless a consumer exceeds its consumer_byte_rate: then, as Kafka, no records
