@@ -186,6 +186,7 @@ class LogManager:
         self.high_watermark_follows_log_end = high_watermark_follows_log_end
         self._logs: dict[TopicPartition, Log] = {}
         self._lock = threading.RLock()
+        self._checkpoints_written: dict[Path, dict[TopicPartition, int]] = {}  # as last written, by file
         self._dir_locks: list[LogDirLock] = []
         self.had_clean_shutdown: dict[Path, bool] = {}
         self.offline_dirs: set[Path] = set()
@@ -512,7 +513,9 @@ class LogManager:
 
     def checkpoint(self) -> None:
         """Write the recovery-point, log-start-offset, replication-offset (high watermark) and
-        cleaner-offset (compacted partitions) checkpoints of every directory."""
+        cleaner-offset (compacted partitions) checkpoints of every directory; a file whose offsets
+        have not changed since this manager last wrote it is not written again (an idle broker of
+        10,000 partitions rewrote and fsynced four files of 10,000 lines every few seconds)."""
         with self._lock:
             by_dir: dict[Path, dict[TopicPartition, Log]] = {
                 log_dir: {} for log_dir in self.log_dirs if log_dir not in self.offline_dirs
@@ -520,23 +523,29 @@ class LogManager:
             for tp, log in self._logs.items():
                 by_dir.setdefault(log.directory.parent, {})[tp] = log
             for log_dir, logs in by_dir.items():
-                write_checkpoint(
+                self._write_checkpoint(
                     log_dir / RECOVERY_POINT_CHECKPOINT, {tp: log.recovery_point for tp, log in logs.items()}
                 )
-                write_checkpoint(
+                self._write_checkpoint(
                     log_dir / LOG_START_OFFSET_CHECKPOINT,
                     {tp: log.log_start_offset for tp, log in logs.items()},
                 )
-                write_checkpoint(
+                self._write_checkpoint(
                     log_dir / REPLICATION_OFFSET_CHECKPOINT,
                     {tp: log.high_watermark for tp, log in logs.items()},
                 )
                 # compacted partitions (offset gaps expected: `kctl log verify` reads this), with the
                 # offset below which they are clean, as Kafka's cleaner-offset-checkpoint
-                write_checkpoint(
+                self._write_checkpoint(
                     log_dir / CLEANER_OFFSET_CHECKPOINT,
                     {tp: log.first_dirty_offset for tp, log in logs.items() if log.config.compact},
                 )
+
+    def _write_checkpoint(self, path: Path, offsets: dict[TopicPartition, int]) -> None:
+        if self._checkpoints_written.get(path) == offsets and path.exists():
+            return
+        write_checkpoint(path, offsets)
+        self._checkpoints_written[path] = offsets
 
     # -- shutdown ------------------------------------------------------------------------------
     def close(self) -> None:

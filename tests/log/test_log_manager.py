@@ -64,6 +64,33 @@ def test_clean_shutdown_writes_checkpoints_and_marker(tmp_path):
     manager.close()
 
 
+def test_a_checkpoint_whose_offsets_did_not_change_is_not_written_again(tmp_path):
+    """An idle broker's periodic checkpoints write nothing; a change rewrites the file it moved."""
+    manager = LogManager([tmp_path], broker_id=0)
+    log = manager.get_or_create_log(TP)
+    log.append(make_batch(3))
+    manager.checkpoint()
+    names = [
+        "recovery-point-offset-checkpoint",
+        "replication-offset-checkpoint",
+        "log-start-offset-checkpoint",
+    ]
+    inodes = {name: (tmp_path / name).stat().st_ino for name in names}  # each write replaces the file
+    manager.checkpoint()
+    assert {name: (tmp_path / name).stat().st_ino for name in names} == inodes
+    assert read_checkpoint(tmp_path / "recovery-point-offset-checkpoint") == {TP: 0}
+    log.flush()  # the recovery point moves to 3
+    manager.checkpoint()
+    recovery = tmp_path / "recovery-point-offset-checkpoint"
+    assert recovery.stat().st_ino != inodes["recovery-point-offset-checkpoint"]
+    assert read_checkpoint(recovery) == {TP: 3}
+    assert (tmp_path / "log-start-offset-checkpoint").stat().st_ino == inodes["log-start-offset-checkpoint"]
+    (tmp_path / "log-start-offset-checkpoint").unlink()  # gone: written again, unchanged or not
+    manager.checkpoint()
+    assert read_checkpoint(tmp_path / "log-start-offset-checkpoint") == {TP: 0}
+    manager.close()
+
+
 def test_partitions_spread_over_directories_and_reload(tmp_path):
     dirs = [tmp_path / "a", tmp_path / "b"]
     manager = LogManager(dirs, broker_id=0)
