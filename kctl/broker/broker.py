@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +24,7 @@ from kctl.broker.log_dir_moves import LogDirMover
 from kctl.broker.loggers import BrokerLoggers
 from kctl.broker.metadata_cache import MetadataCache
 from kctl.broker.metadata_propagation import Expectations, MetadataPropagation
+from kctl.broker.metadata_refresh import MetadataRefresher
 from kctl.broker.metrics import BrokerMetrics
 from kctl.broker.producer_ids import ProducerIdManager
 from kctl.broker.quotas import QuotaManager
@@ -54,7 +54,6 @@ from kctl.zk.registry import (
     CONFIGS,
     CONTROLLER,
     PARTITIONS,
-    SESSION,
     SESSION_CONNECTED,
     SESSION_EXPIRED,
     SESSION_SUSPENDED,
@@ -100,8 +99,8 @@ class Broker:
         self.servers: list[KafkaServer] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._pending_changes: list[str] = []  # registry change reasons not yet acted on, in order
-        self._pending_lock = threading.Lock()
+        #: registry changes -> metadata refreshes, read off the event loop (kctl.broker.metadata_refresh)
+        self.refresher = MetadataRefresher(self._refresh_metadata, self._on_session_change)
         self._halting = False  # a disk failed: the process is going (_on_disk_failure)
         self._stall_watch: StallWatch | None = None  # cluster mode (kctl.broker.stall_watch)
         self._stopping = False  # set once the controlled shutdown is over: metadata is no longer followed
@@ -202,6 +201,7 @@ class Broker:
         (kctl.testing's in-process broker): everything but the listeners; requests then come through
         ``dispatch`` only, and the broker registers its configured listener addresses."""
         self._loop = asyncio.get_running_loop()
+        self.refresher.attach(self._loop)
         config = self.config
         registry = self.registry
         try:
@@ -242,7 +242,7 @@ class Broker:
             if unclean:
                 self.metadata.refresh()  # meanwhile its clients are sent to the partitions' leaders
                 await self._wait_until_unclean_restart_handled(registry)
-            registry.add_listener(self._on_registry_change)
+            registry.add_listener(self.refresher.notify)
             self.metadata.refresh()
             if self.replicas.fetchers is not None:
                 self.replicas.fetchers.retarget(self._fetch_address)
@@ -297,7 +297,7 @@ class Broker:
             self.metadata,
             registry if self.replicated else None,
             channel_for=self.channel_to,
-            on_isr_conflict=lambda: self._on_registry_change(PARTITIONS),
+            on_isr_conflict=lambda: self.refresher.notify(PARTITIONS),
             on_disk_failure=self._on_disk_failure,
             leader_quota=self.leader_quota,
         )
@@ -444,7 +444,7 @@ class Broker:
             log.info("after standing still: ZooKeeper session not confirmed (%s)", error)
             return
         if registry.session_state() == SESSION_CONNECTED:
-            self._refresh_metadata(PARTITIONS)  # reads the states anew, then leads again
+            self.refresher.queue(PARTITIONS)  # reads the states anew, then leads again
 
     def _start_replication_tasks(self) -> None:
         if not self.replicated:
@@ -535,7 +535,8 @@ class Broker:
 
     async def _stop_following(self) -> None:
         self._stopping = True
-        self.registry.remove_listener(self._on_registry_change)
+        self.registry.remove_listener(self.refresher.notify)
+        await self.refresher.stop()
         await self.replicas.stop_fetching()
 
     async def _shutdown(self) -> None:
@@ -543,6 +544,7 @@ class Broker:
         if self._closed:
             return
         self._closed = True
+        await self.refresher.stop()
         await self.metrics.stop()
         if self._stall_watch is not None:
             self._stall_watch.stop()
@@ -569,30 +571,10 @@ class Broker:
         self.registry.close()
 
     # -- metadata ------------------------------------------------------------------------------
-    def _on_registry_change(self, reason: str) -> None:
-        """Called by the registry, possibly from another thread. Changes coalesce: while one refresh
-        is scheduled, further reasons join it (a controller writing a thousand partition states makes
-        a handful of refreshes, each reading everything, not a thousand)."""
-        loop = self._loop
-        if loop is None or loop.is_closed() or self._stopping:
-            return
-        with self._pending_lock:
-            scheduled = bool(self._pending_changes)
-            if reason not in self._pending_changes:
-                self._pending_changes.append(reason)
-        if not scheduled:
-            loop.call_soon_threadsafe(self._refresh_pending)
-
-    def _refresh_pending(self) -> None:
-        with self._pending_lock:
-            reasons, self._pending_changes = self._pending_changes, []
-        if SESSION in reasons:
-            self._on_session_change()
-        changes = [reason for reason in reasons if reason != SESSION]
-        if changes:
-            self._refresh_metadata(*changes)
-
-    def _refresh_metadata(self, *reasons: str) -> None:
+    async def _refresh_metadata(self, *reasons: str) -> None:
+        """One refresh for registry changes (kctl.broker.metadata_refresh runs them one at a time):
+        the registry is read in a worker thread, the new view acted on here. A fenced broker leads
+        again only when no fence came while it read (that read may predate the session loss)."""
         if self._stopping or self._closed:
             return
         try:
@@ -601,13 +583,16 @@ class Broker:
             for reason in reasons:
                 if reason == CONTROLLER or self.controller.active:
                     self.controller.enqueue(reason)
-            fenced = self.replicas.fenced
-            self.metadata.refresh()
+            fenced, fences = self.replicas.fenced, self.replicas.fences
+            await asyncio.to_thread(self.metadata.refresh)
+            if self._stopping or self._closed:
+                return
             if self.replicas.fetchers is not None:
                 self.replicas.fetchers.retarget(self._fetch_address)
             self._take_offline_unloaded()
             self._sync_partitions()
-            if fenced and self.registry.session_state() == SESSION_CONNECTED:
+            no_fence_meanwhile = fences == self.replicas.fences
+            if fenced and no_fence_meanwhile and self.registry.session_state() == SESSION_CONNECTED:
                 self.replicas.unfence()
         except RegistryUnavailableError as error:  # re-read when the session is back
             log.warning("metadata refresh (%s) deferred: %s", ", ".join(reasons), error)

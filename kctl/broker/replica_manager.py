@@ -165,6 +165,7 @@ class ReplicaManager:
         """Replicas lost with a failed log dir (KIP-112): they answer KAFKA_STORAGE_ERROR (None: its
         dir failed before its log was opened)."""
         self.fenced = False
+        self.fences = 0  # calls of fence(): a metadata read across one does not unfence (kctl.broker.broker)
         self._now_ms = now_ms or (lambda: int(asyncio.get_running_loop().time() * 1000))
         self._on_isr_conflict = on_isr_conflict
         self._on_disk_failure = on_disk_failure
@@ -362,6 +363,7 @@ class ReplicaManager:
 
     def fence(self) -> None:
         """The registry session is gone: lead nothing until ``unfence`` (zombie fencing)."""
+        self.fences += 1  # a metadata read under way when this came may predate the loss
         if self.fenced:
             return
         self.fenced = True
