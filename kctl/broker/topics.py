@@ -34,6 +34,7 @@ from kctl.log.manager import LogManager
 from kctl.log.naming import validate_topic_name
 from kctl.protocol.errors import ErrorCode
 from kctl.zk.model import (
+    BrokerRegistration,
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
     InvalidTopicError,
@@ -124,7 +125,10 @@ def _create_error(plan: PartitionPlan, error: RegistryError) -> ApiError:
 
 
 class TopicRegistry(TopicStore, ConfigStore, Protocol):
-    """The parts of the registry topic administration writes: topics and their configs."""
+    """The parts of the registry topic administration uses: topics and their configs, which it
+    writes, and the live brokers, which it places replicas on."""
+
+    def live_brokers(self) -> list[BrokerRegistration]: ...
 
 
 class TopicAdmin:
@@ -148,11 +152,22 @@ class TopicAdmin:
         self._initialize_partitions = initialize_partitions
         self._on_created = on_created or (lambda: None)
 
-    def _live_broker_ids(self) -> list[int]:
-        return sorted(b.broker_id for b in self.metadata.brokers())
+    async def live_brokers(self) -> list[BrokerRegistration]:
+        """The live brokers as the registry has them now, read off the event loop: what an admin
+        request places replicas on. Not the metadata cache: a broker registered a moment ago counts
+        even while the refresh that will show it here is still reading (kctl.broker.metadata_refresh)."""
+        return await asyncio.to_thread(self.registry.live_brokers)
 
-    def _place(self, partitions: range, factor: int) -> dict[int, tuple[int, ...]]:
-        racks = {b.broker_id: b.rack for b in self.metadata.brokers()}
+    def _brokers(self, brokers: Sequence[BrokerRegistration] | None) -> Sequence[BrokerRegistration]:
+        return self.metadata.brokers() if brokers is None else brokers
+
+    def _live_broker_ids(self, brokers: Sequence[BrokerRegistration] | None = None) -> list[int]:
+        return sorted(b.broker_id for b in self._brokers(brokers))
+
+    def _place(
+        self, partitions: range, factor: int, brokers: Sequence[BrokerRegistration] | None = None
+    ) -> dict[int, tuple[int, ...]]:
+        racks = {b.broker_id: b.rack for b in self._brokers(brokers)}
         try:
             return assign_replicas(racks, partitions, factor)
         except InvalidReplicationFactorError as error:
@@ -230,8 +245,10 @@ class TopicAdmin:
         configs: Mapping[str, str | None] | None = None,
         *,
         internal: bool = False,
+        brokers: Sequence[BrokerRegistration] | None = None,
     ) -> PartitionPlan:
-        """Validate a new topic and place its replicas; writes nothing."""
+        """Validate a new topic and place its replicas (on ``brokers``: by default the metadata
+        cache's live brokers); writes nothing."""
         try:
             validate_topic_name(name)
         except ValueError as error:
@@ -241,7 +258,7 @@ class TopicAdmin:
         if self.metadata.topic(name) is not None:
             raise ApiError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
         clean_configs = self.validate_configs(configs or {})
-        live = self._live_broker_ids()
+        live = self._live_broker_ids(brokers)
         if assignment:
             if num_partitions != -1 or replication_factor != -1:
                 raise ApiError(
@@ -275,7 +292,7 @@ class TopicAdmin:
                     ErrorCode.INVALID_REPLICATION_FACTOR,
                     f"replication factor {factor} is larger than the {len(live)} available broker(s)",
                 )
-            chosen = self._place(range(partitions), factor)
+            chosen = self._place(range(partitions), factor, brokers)
         return PartitionPlan(name, chosen, clean_configs)
 
     def commit_topic(self, plan: PartitionPlan) -> TopicRecord:
@@ -366,9 +383,15 @@ class TopicAdmin:
             self.commit_partitions(plan)
 
     def plan_partitions(
-        self, name: str, count: int, assignment: list[tuple[int, ...]] | None = None
+        self,
+        name: str,
+        count: int,
+        assignment: list[tuple[int, ...]] | None = None,
+        *,
+        brokers: Sequence[BrokerRegistration] | None = None,
     ) -> PartitionPlan:
-        """Validate a topic's growth to ``count`` partitions and place the new ones; writes nothing."""
+        """Validate a topic's growth to ``count`` partitions and place the new ones (on ``brokers``,
+        as ``plan_topic``); writes nothing."""
         record = self.metadata.topic(name)
         if record is None:
             raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
@@ -381,7 +404,7 @@ class TopicAdmin:
         if count > MAX_PARTITIONS:
             raise ApiError(ErrorCode.INVALID_PARTITIONS, f"{count} partitions is too many")
         new = range(current, count)
-        live = self._live_broker_ids()
+        live = self._live_broker_ids(brokers)
         factor = len(record.assignment[0])
         if assignment:
             if len(assignment) != len(new):
@@ -400,7 +423,7 @@ class TopicAdmin:
         else:
             if factor > len(live):
                 raise ApiError(ErrorCode.INVALID_REPLICATION_FACTOR, "not enough live brokers")
-            chosen = self._place(new, factor)
+            chosen = self._place(new, factor, brokers)
         return PartitionPlan(name, chosen, dict(record.configs))
 
     def commit_partitions(self, plan: PartitionPlan) -> None:

@@ -13,7 +13,9 @@ import pytest
 
 from kctl.broker.metadata_refresh import MetadataRefresher
 from kctl.protocol.messages.api_versions import ApiVersionsRequest
+from kctl.protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest
 from kctl.testing.inprocess import InProcessBroker
+from kctl.zk.model import BrokerRegistration
 from kctl.zk.registry import PARTITIONS, SESSION, TOPICS
 
 WAIT_S = 20.0  # a liveness bound: what must happen comes within milliseconds
@@ -131,3 +133,36 @@ def test_reasons_announced_during_a_refresh_make_one_more_refresh() -> None:
     refreshes, sessions = asyncio.run(scenario())
     assert refreshes == [(TOPICS,), (PARTITIONS, TOPICS)]
     assert sessions == ["after 1"]
+
+
+def test_replicas_are_placed_on_brokers_registered_while_a_refresh_reads(
+    inprocess_broker: InProcessBroker, held: HeldReads
+) -> None:
+    """A broker registered a moment ago counts for CreateTopics and CreatePartitions even while the
+    refresh that will show it in the metadata cache is still reading: placement reads the live
+    brokers from the registry (a cluster test created a topic of replication factor 3 right after
+    its third broker started, and was refused "larger than the 2 available broker(s)")."""
+    broker = inprocess_broker.broker
+    registry = broker.metadata._registry
+    held.held.set()
+    for broker_id in (1, 2):  # each registration is announced: the refresh starts, and is held
+        registry.register_broker(
+            BrokerRegistration(broker_id=broker_id, host="127.0.0.1", port=9092 + broker_id)
+        )
+    assert held.reading.wait(WAIT_S), "no refresh started"
+    assert len(broker.metadata.brokers()) == 1  # the cache has not seen them
+    created = inprocess_broker.call(
+        CreateTopicsRequest(
+            topics=[
+                CreatableTopic(
+                    name="wide", num_partitions=2, replication_factor=3, assignments=[], configs=[]
+                )
+            ],
+            timeout_ms=0,
+            validate_only=True,
+        )
+    )
+    assert [(t.name, t.error_code, t.error_message) for t in created.topics] == [("wide", 0, None)]
+    held.held.clear()
+    held.release.set()
+    inprocess_broker._run(broker.refresher.idle(), WAIT_S)

@@ -49,6 +49,7 @@ async def handle(
             ],
         )
     plans: dict[str, PartitionPlan] = {}
+    brokers = await broker.topics.live_brokers() if broker.is_controller else None
     for topic in request.topics:
         try:
             context.require(AclOperation.ALTER, AclResourceType.TOPIC, topic.name)
@@ -57,7 +58,9 @@ async def handle(
             if topic.name in plans:
                 raise ApiError(ErrorCode.INVALID_REQUEST, f"topic {topic.name!r} is in the request twice")
             assignment = [tuple(a.broker_ids) for a in topic.assignments] if topic.assignments else None
-            plans[topic.name] = broker.topics.plan_partitions(topic.name, topic.count, assignment)
+            plans[topic.name] = broker.topics.plan_partitions(
+                topic.name, topic.count, assignment, brokers=brokers
+            )
             results.append(CreatePartitionsTopicResult(name=topic.name, error_code=0))
         except ApiError as error:
             results.append(

@@ -70,6 +70,7 @@ async def handle(
         )
     errors: dict[str, ApiError] = {}
     plans: list[PartitionPlan] = []
+    brokers = await broker.topics.live_brokers() if broker.is_controller else None
     for topic in request.topics:  # validated and placed one by one, committed together below
         try:
             if seen[topic.name] > 1:
@@ -90,7 +91,12 @@ async def handle(
             configs = {c.name: c.value for c in topic.configs}
             plans.append(
                 broker.topics.plan_topic(
-                    topic.name, topic.num_partitions, topic.replication_factor, assignment or None, configs
+                    topic.name,
+                    topic.num_partitions,
+                    topic.replication_factor,
+                    assignment or None,
+                    configs,
+                    brokers=brokers,
                 )
             )
         except ApiError as error:
