@@ -63,6 +63,7 @@ class Partition:
         "leader_id",
         "log",
         "partition_epoch",
+        "removing",
         "replicas",
         "replicated",
         "topic_partition",
@@ -97,6 +98,8 @@ class Partition:
         self.followers: dict[int, FollowerState] = {}
         self.isr_update_pending = False
         self.isr_pending_additions: tuple[int, ...] = ()  # joining the ISR, the write in flight
+        # replicas a reassignment is removing (the topic's removing_replicas): never back into the ISR
+        self.removing: tuple[int, ...] = ()
         self._waiters: list[asyncio.Future[None]] = []  # followers' fetches: woken by appends
         self._consumer_waiters: list[asyncio.Future[None]] = []  # woken when the high watermark moves
         self._acks: list[tuple[int, asyncio.Future[AckResult]]] = []
@@ -217,12 +220,17 @@ class Partition:
         follower.leader_end_at_last_fetch = leader_end
 
     def replica_to_add(self, replica_id: int) -> bool:
-        """Whether ``replica_id`` should join the ISR: not in it, and its log end offset has reached
-        the high watermark and the start of the current leader epoch."""
+        """Whether ``replica_id`` should join the ISR: not in it, not being removed by a reassignment,
+        and its log end offset has reached the high watermark and the start of the current leader
+        epoch. A replica being removed is kept out because the metadata a broker reads may be torn:
+        the controller writes the state that completes a reassignment (leaving the removed replicas
+        out of the ISR) before the topic znode that drops them from the replicas, and a refresh
+        reading between the two would let the leader write a removed replica back into the ISR."""
         follower = self.followers.get(replica_id)
         return (
             follower is not None
             and replica_id not in self.isr
+            and replica_id not in self.removing
             and follower.log_end_offset >= self.high_watermark
             and follower.log_end_offset >= self.leader_epoch_start_offset
         )

@@ -219,6 +219,7 @@ class ReplicaManager:
                         partition_epoch=-1,
                         replicated=self.replicated,
                     )
+                partition.removing = record.removing_replicas.get(index, ())
                 self._apply_state(partition, state, tuple(replicas))
         for tp in [tp for tp in self._created if tp not in wanted and tp not in self.partitions]:
             self.log_manager.delete_log(tp)  # its topic went while the task created it

@@ -7,9 +7,12 @@ last one was written (a 600-partition cluster test never saw every ISR complete)
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from kctl.broker.metadata_cache import MetadataCache
 from kctl.broker.replica_manager import ReplicaManager
@@ -115,6 +118,43 @@ def test_a_change_that_lost_a_race_asks_for_a_metadata_read_once(tmp_path: Path)
             assert conflicts == [1]
             assert first.isr == (1,) and second.isr == (1, 2)
             assert registry.partition_states("t")[1].isr == (1, 2)
+            await replicas.close()
+        finally:
+            logs.close()
+            registry.close()
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("removing", [(2,), ()])
+def test_a_replica_being_removed_is_not_written_back_into_the_isr(
+    tmp_path: Path, removing: tuple[int, ...]
+) -> None:
+    """The torn view a refresh can read in the middle of a reassignment's completion: the partition
+    state the controller wrote first (leader 1, ISR [1, 3], replica 2 gone) with the topic znode of
+    before (replicas [1, 2, 3], 2 being removed). Broker 2, not yet told, fetches caught up: the
+    leader must not write it back into the ISR (a CI run's reassignment never finished so). Without
+    the removal (the control case) the same fetch adds it."""
+
+    async def scenario() -> None:
+        registry = EmbeddedRegistry(tmp_path / "meta")
+        registry.start()
+        logs = LogManager([tmp_path / "logs"], broker_id=1, high_watermark_follows_log_end=False)
+        try:
+            for broker_id in (1, 2, 3):
+                registry.register_broker(BrokerRegistration(broker_id, "127.0.0.1", 9090 + broker_id))
+            registry.create_topic("moving", {0: (1, 2, 3)}, {})
+            registry.set_partition_state("moving", 0, PartitionState(leader=1, leader_epoch=2, isr=(1, 3)))
+            metadata = MetadataCache(registry)
+            metadata.refresh()
+            torn = dataclasses.replace(metadata.topics()["moving"], removing_replicas={0: removing})
+            metadata.topics = lambda: {"moving": torn}  # type: ignore[method-assign]
+            replicas = ReplicaManager(1, logs, metadata, registry=registry, replicated=True)
+            replicas.sync()
+            partition = replicas.partitions[TopicPartition("moving", 0)]
+            assert partition.is_leader and partition.isr == (1, 3)
+            replicas.record_follower_fetch(partition, 2, 0)  # broker 2 at the log end
+            assert partition.isr_update_pending is (not removing)
             await replicas.close()
         finally:
             logs.close()
