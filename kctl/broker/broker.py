@@ -41,6 +41,7 @@ from kctl.broker.stall_watch import StallWatch
 from kctl.broker.topics import TopicAdmin
 from kctl.broker.transaction.coordinator import TransactionCoordinator
 from kctl.broker.transaction.verification import TransactionVerifier
+from kctl.common.fd_limit import raise_open_files_limit
 from kctl.common.topic_partition import TopicPartition
 from kctl.log.cleaner import clean_log, needs_cleaning
 from kctl.log.clock import SYSTEM_CLOCK, Clock
@@ -83,6 +84,7 @@ class Broker:
         """Open the registry (unless given one: an embedded registry of a test, kctl.testing's
         in-process broker), recover the logs and build every service; nothing listens yet. On a
         failure what was opened is closed again."""
+        raise_open_files_limit()  # before the logs are opened: a descriptor per segment
         self.config = config
         #: the bytes this leader sends to throttled followers (leader.replication.throttled.rate)
         self.leader_quota = ReplicationQuota("leader", lambda: config["leader.replication.throttled.rate"])

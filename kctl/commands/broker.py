@@ -68,9 +68,7 @@ async def _run(config, on_ready: Callable[[str], None] | None) -> None:
     import asyncio
 
     from kctl.broker.broker import Broker
-    from kctl.common.fd_limit import raise_open_files_limit
 
-    raise_open_files_limit()
     broker = Broker(config)
     loop = asyncio.get_running_loop()
     await broker.start()

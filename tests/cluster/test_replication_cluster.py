@@ -280,6 +280,15 @@ def test_leader_change_truncates_the_old_leaders_unreplicated_tail(
             PartitionState(new_leader, state.leader_epoch + 1, (new_leader, other), state.controller_epoch),
             expected_partition_epoch=state_of(registry, topic).partition_epoch,
         )
+        # the followers resume only once the old leader has stepped down: resumed earlier, they
+        # may fetch the unreplicated appends from it before they learn of the new epoch (a race
+        # Kafka has as well), and nothing would be left to truncate
+        wait_for(
+            lambda: latest_offset(bootstrap_of(cluster, old_leader), topic)[0]
+            == ErrorCode.NOT_LEADER_OR_FOLLOWER,
+            f"broker {old_leader} to step down",
+            20,
+        )
     finally:
         for follower in (new_leader, other):
             cluster.broker(follower).resume()
