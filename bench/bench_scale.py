@@ -51,6 +51,7 @@ from peers.cluster import BROKERS, ClusterPeer, KafkaClusterPeer, KctlClusterPee
 TOPICS_PER_REQUEST = 20
 PARTITIONS_PER_TOPIC = 50
 DEADLINE_S = 600.0
+STOP_TIMEOUT_S = 120.0  # a clean stop of a broker hosting 10,000 partitions (Kafka's processes get as long)
 
 
 def admin(bootstrap: str) -> Any:
@@ -181,7 +182,10 @@ class Control:
 
     def stop_all(self) -> None:
         if isinstance(self.peer, KctlClusterPeer):
-            threads = [threading.Thread(target=b.stop) for b in self.peer.cluster.brokers.values()]
+            threads = [
+                threading.Thread(target=b.stop, kwargs={"timeout": STOP_TIMEOUT_S})
+                for b in self.peer.cluster.brokers.values()
+            ]
         else:
             threads = [threading.Thread(target=_terminate, args=(p,)) for p in self.peer.processes]
         for thread in threads:
@@ -213,7 +217,7 @@ def _terminate(process: subprocess.Popen[bytes]) -> None:
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
     try:
-        process.wait(120)
+        process.wait(STOP_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
