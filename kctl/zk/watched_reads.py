@@ -21,6 +21,12 @@ The rules that make a kept read true, on one ZooKeeper session (which orders its
 - a read is kept only if the key is still armed with the generation it had when the read was
   issued (a change in between makes its result unkeepable, whatever it returned).
 
+A registry's own writes need nothing more: a write fires the watches on what it changed, ZooKeeper
+sends those events before the write's answer, and every read of kept keys first runs the callbacks
+of the events received so far (``ZooKeeperSession.settle_watches``), so the written keys are read
+anew and every other kept read stays kept (a controller writing a few states does not make its
+broker read the whole cluster again).
+
 Generations come from one counter, so a read issued before a disarm can never match a later arm.
 Thread-safe: the watches run on kazoo's threads, the reads on the broker's."""
 

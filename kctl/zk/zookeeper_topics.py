@@ -338,13 +338,6 @@ class ZooKeeperTopics(ZooKeeperPart, TopicStore):
         with self._zk(f"read topic {name}"):
             return self._read_topics(client, [name]).get(name)
 
-    def _notify(self, reason: str) -> None:
-        """After a write of this registry's: reads kept before it may be older than it, and the
-        watch events it causes may come after the writer's next read (read your writes)."""
-        self._session.watched_topics.rearm_all()
-        self._session.watched_states.rearm_all()
-        super()._notify(reason)
-
     def _read_topics(
         self, client: KazooClient, names: list[str], *, after_round_trip: bool = False
     ) -> dict[str, TopicRecord]:

@@ -168,8 +168,9 @@ def test_unchanged_topics_are_not_read_again_and_config_changes_are(
 def test_a_registry_reads_its_own_writes_at_once(
     registries: tuple[ZooKeeperRegistry, ZooKeeperRegistry],
 ) -> None:
-    """The watch events of a registry's own write may come after its next read: its kept reads
-    are dropped when the write returns."""
+    """A registry's own write fires its own watches, and ZooKeeper sends those events before the
+    write's answer: its next read runs their callbacks first (``settle_watches``), so the written
+    keys are read anew while every other kept read stays kept."""
     admin, other = registries
     seen = Notifications()
     other.add_listener(seen)
