@@ -290,3 +290,37 @@ def test_eligible_leader_replicas_survive_controller_writes_and_leave_on_an_uncl
     controller.process({"brokers"})
     after = registry.partition_states("t")[0]
     assert (after.leader, after.isr, after.elr) == (2, (2,), ())
+
+
+def test_a_dead_brokers_leadership_moves_in_the_first_batches(
+    registry: EmbeddedRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broker's death changes every partition whose ISR it was in; the state changes that move a
+    leader are written first, so its partitions are led again before the ISR-only changes are
+    written (at 10,000 partitions those were most of 21 batches)."""
+    from kctl.broker.controller import controller as controller_module
+
+    monkeypatch.setattr(controller_module, "_BATCH", 4)
+    register(registry, 2, 3)
+    # partitions 12-17 led by 1 (preferred), 0-11 led by 2 or 3 with 1 a follower: 1 in every ISR;
+    # those it leads come last in the controller's pass
+    assignment = {p: (1, 2, 3) if p >= 12 else ((2, 1, 3) if p % 2 else (3, 1, 2)) for p in range(18)}
+    registry.create_topic("t", assignment, {})
+    controller = Controller(1, registry)
+    controller.process({"controller"})
+    assert {s.leader for p, s in registry.partition_states("t").items() if p >= 12} == {1}
+    batches: list[list[int]] = []
+    write = registry.set_partition_states
+
+    def recording(updates, fence):  # type: ignore[no-untyped-def]
+        batches.append([u.partition for u in updates])
+        return write(updates, fence)
+
+    monkeypatch.setattr(registry, "set_partition_states", recording)
+    registry.unregister_broker(1)  # broker 1 dies (the embedded registry keeps one controller)
+    controller.process({"brokers"})
+    assert sorted(p for batch in batches for p in batch) == list(range(18))  # every ISR changes
+    first_written = [p for batch in batches[:2] for p in batch]  # 6 leader moves fit in 2 batches of 4
+    assert set(range(12, 18)) <= set(first_written), batches
+    states = registry.partition_states("t")
+    assert all(s.leader in (2, 3) and 1 not in s.isr for s in states.values())

@@ -272,13 +272,18 @@ class Controller:
                         log.warning(
                             "unclean leader election of %s-%d: broker %d, not in the ISR %s, leads; "
                             "records only the old ISR held are lost",
-                            name, partition, decision[0], list(state.isr),
+                            name,
+                            partition,
+                            decision[0],
+                            list(state.isr),
                         )
                     elif decision[0] >= 0 and decision[0] not in state.isr:
                         log.warning(
                             "partition %s-%d: no live ISR member: eligible leader replica %d leads "
                             "(it holds every record below the high watermark)",
-                            name, partition, decision[0],
+                            name,
+                            partition,
+                            decision[0],
                         )
                     view.propose(key, decision, epoch)
                 elif state.leader in view.shutting_down or state.leader in view.restarting:
@@ -293,7 +298,11 @@ class Controller:
                         log.warning(
                             "partition %s-%d: leader %d is alive but unreachable from %s (a majority "
                             "of its replicas): broker %d leads",
-                            name, partition, state.leader, sorted(reporters), moved[0],
+                            name,
+                            partition,
+                            state.leader,
+                            sorted(reporters),
+                            moved[0],
                         )
                     view.propose(key, moved, epoch)
                 current = view.current(key)
@@ -354,15 +363,14 @@ class Controller:
                 view.propose(key, election.preferred_replica_election(replicas, state, view.live), epoch)
 
     def _write(self, view: ClusterView, fence: ControllerFence) -> None:
-        updates = list(view.updates.values())
+        """Write the event's state changes, fenced, ``_BATCH`` per multi-op: those that change a
+        leader first. A broker's death changes every partition whose ISR it was in, most of them
+        only to take it out of the ISR; its partitions are led again after the few batches that
+        move their leaders, not after all (10,300 changes at 10,000 partitions, 21 batches)."""
+        updates = sorted(view.updates.values(), key=lambda u: not _moves_leader(view, u))
         for start in range(0, len(updates), _BATCH):
             batch = updates[start : start + _BATCH]
-            self.leader_elections += sum(
-                1
-                for u in batch
-                if u.state.leader >= 0
-                and ((old := view.states.get((u.topic, u.partition))) is None or old.leader != u.state.leader)
-            )
+            self.leader_elections += sum(1 for u in batch if u.state.leader >= 0 and _moves_leader(view, u))
             stored = self.registry.set_partition_states(batch, fence)
             view.states.update(stored)
         for update in updates:
@@ -389,3 +397,9 @@ class Controller:
             )
             if state != "done" or remaining != led:
                 self.registry.answer_controlled_shutdown(broker, led)
+
+
+def _moves_leader(view: ClusterView, update: PartitionStateUpdate) -> bool:
+    """Whether ``update`` gives its partition a leader other than the one it has (or its first)."""
+    old = view.states.get((update.topic, update.partition))
+    return old is None or old.leader != update.state.leader
