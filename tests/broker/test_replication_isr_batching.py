@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from replication_support import TP, three_replicas
 
 from kctl.broker.metadata_cache import MetadataCache
 from kctl.broker.replica_manager import ReplicaManager
@@ -137,27 +138,22 @@ def test_a_replica_being_removed_is_not_written_back_into_the_isr(
     the removal (the control case) the same fetch adds it."""
 
     async def scenario() -> None:
-        registry = EmbeddedRegistry(tmp_path / "meta")
-        registry.start()
-        logs = LogManager([tmp_path / "logs"], broker_id=1, high_watermark_follows_log_end=False)
-        try:
-            for broker_id in (1, 2, 3):
-                registry.register_broker(BrokerRegistration(broker_id, "127.0.0.1", 9090 + broker_id))
-            registry.create_topic("moving", {0: (1, 2, 3)}, {})
-            registry.set_partition_state("moving", 0, PartitionState(leader=1, leader_epoch=2, isr=(1, 3)))
+        with three_replicas(tmp_path, PartitionState(leader=1, leader_epoch=2, isr=(1, 3))) as (
+            registry,
+            logs,
+        ):
             metadata = MetadataCache(registry)
             metadata.refresh()
-            torn = dataclasses.replace(metadata.topics()["moving"], removing_replicas={0: removing})
-            metadata.topics = lambda: {"moving": torn}  # type: ignore[method-assign]
+            torn = dataclasses.replace(
+                metadata.topics()[TP.topic], removing_replicas={TP.partition: removing}
+            )
+            metadata.topics = lambda: {TP.topic: torn}  # type: ignore[method-assign]
             replicas = ReplicaManager(1, logs, metadata, registry=registry, replicated=True)
             replicas.sync()
-            partition = replicas.partitions[TopicPartition("moving", 0)]
+            partition = replicas.partitions[TP]
             assert partition.is_leader and partition.isr == (1, 3)
             replicas.record_follower_fetch(partition, 2, 0)  # broker 2 at the log end
             assert partition.isr_update_pending is (not removing)
             await replicas.close()
-        finally:
-            logs.close()
-            registry.close()
 
     asyncio.run(scenario())
