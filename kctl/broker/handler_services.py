@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from kctl.broker.config import BrokerConfig
+    from kctl.broker.controller.controller import Controller
     from kctl.broker.dynamic_config import DynamicBrokerConfigs
     from kctl.broker.fetch_session import FetchSessionCache
     from kctl.broker.group.coordinator import GroupCoordinator
@@ -200,6 +201,8 @@ class ControllerServices(Protocol):
     def registry(self) -> Registry: ...
     @property
     def is_controller(self) -> bool: ...
+    @property
+    def controller(self) -> Controller: ...
 
 
 class HandlerServices(

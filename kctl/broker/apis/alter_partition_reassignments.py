@@ -8,7 +8,8 @@ the registry's reassignment requests (ZooKeeper: /admin/reassign_partitions, Kaf
 the controller executes (union of old and new replicas, wait for the new ones in the ISR, leader from
 the new set, shrink). ``replicas`` null cancels: the partition's request is withdrawn and, when the
 controller has started it (adding/removing replicas in the topic), a reassignment back to the original
-replicas is requested; NO_REASSIGNMENT_IN_PROGRESS when there is neither. The answer does not wait for
+replicas is requested (from the topic znode, under the controller's event lock, so that no event is
+half done); NO_REASSIGNMENT_IN_PROGRESS when there is neither. The answer does not wait for
 the data to move (ListPartitionReassignments shows progress). A target the registry refuses is
 INVALID_REPLICA_ASSIGNMENT: an embedded (ZooKeeper-less) broker accepts only its current assignment
 (nothing to move)."""
@@ -70,19 +71,24 @@ def _submit(
     }
     if not cancels:
         return outcomes
-    withdrawn = requests.withdraw_reassignments(cancels)
-    started = {topic: registry.get_topic(topic) for topic in dict.fromkeys(topic for topic, _ in cancels)}
-    back: dict[Key, tuple[int, ...]] = {}
-    for topic, partition in cancels:
-        stored = started[topic]
-        adding = stored.adding_replicas if stored is not None else {}
-        removing = stored.removing_replicas if stored is not None else {}
-        if partition in adding or partition in removing:
-            record = broker.metadata.topic(topic)
-            current = record.assignment.get(partition, ()) if record is not None else ()
-            back[topic, partition] = tuple(r for r in current if r not in adding.get(partition, ()))
-    if back:
-        requests.request_reassignments(back)
+    # Between the controller reading a request and writing its start into the topic znode, a
+    # cancel would find the request to withdraw but no start to undo, and the started
+    # reassignment would then wait for a request that is gone: the cancel runs between two of the
+    # controller's events, never inside one.
+    with broker.controller.exclusive():
+        withdrawn = requests.withdraw_reassignments(cancels)
+        started = {topic: registry.get_topic(topic) for topic in dict.fromkeys(topic for topic, _ in cancels)}
+        back: dict[Key, tuple[int, ...]] = {}
+        for topic, partition in cancels:
+            stored = started[topic]
+            if stored is None:
+                continue
+            adding = stored.adding_replicas.get(partition, ())
+            if partition in stored.adding_replicas or partition in stored.removing_replicas:
+                current = stored.assignment.get(partition, ())
+                back[topic, partition] = tuple(r for r in current if r not in adding)
+        if back:
+            requests.request_reassignments(back)
     for key in cancels:
         outcomes[key] = (
             (0, None) if key in back or key in withdrawn else (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)

@@ -18,6 +18,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
 from kctl.broker.controller import election
@@ -169,6 +170,12 @@ class Controller:
                     log.info("broker %d resigned as controller", self.broker_id)
                 except RegistryError:
                     log.warning("could not resign as controller", exc_info=True)
+
+    def exclusive(self) -> AbstractContextManager[object]:
+        """Held, this controller processes no event: an admin request that reads what the controller
+        writes and writes what it reads (a reassignment's cancel) runs under it, as Kafka's controller
+        takes such a request among its events."""
+        return self._lock
 
     def enqueue(self, reason: str) -> None:
         """Queue an event (from the broker's event loop thread)."""
