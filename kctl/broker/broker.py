@@ -318,7 +318,9 @@ class Broker:
             self._halting = True
             log.critical(
                 "log dir %s failed (%s) and it was the last online one: halting broker %d, as Kafka does",
-                log_dir, error, self.broker_id,
+                log_dir,
+                error,
+                self.broker_id,
             )
             with contextlib.suppress(Exception):
                 self.registry.close()
@@ -328,7 +330,11 @@ class Broker:
         self.replicas.take_offline(lost)
         log.error(
             "log dir %s failed (%s): offline with its %d replica(s); broker %d goes on serving %s",
-            log_dir, error, len(lost), self.broker_id, ", ".join(map(str, online)),
+            log_dir,
+            error,
+            len(lost),
+            self.broker_id,
+            ", ".join(map(str, online)),
         )
         if self.replicated:
             offline = [(tp.topic, tp.partition) for tp in self.replicas.offline_partitions]
@@ -469,7 +475,7 @@ class Broker:
         self._every(
             config["replica.high.watermark.checkpoint.interval.ms"],
             "hw-checkpoint",
-            lambda: self.logs.checkpoint(),
+            lambda: self.logs.checkpoint_high_watermarks(),
         )
 
     def _request_observer(self, listener: str) -> RequestObserver | None:

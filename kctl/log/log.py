@@ -93,6 +93,7 @@ class Log:
         high_watermark_follows_log_end: bool = True,
     ) -> None:
         self.directory = Path(directory)
+        self.log_dir = self.directory.parent  # the log dir holding it (Path.parent costs µs per call)
         self.topic_partition = topic_partition
         self.config = config or LogConfig()
         self._file_io = file_io
@@ -426,6 +427,8 @@ class Log:
 
     def flush_if_due(self) -> bool:
         """Flush if ``flush.ms`` has passed since the last flush; return whether it flushed."""
+        if not self._unflushed_messages:  # nothing to flush (read without the lock: an int)
+            return False
         with self._lock:
             due = self._clock.monotonic_ms() - self._last_flush_ms >= self.config.flush_ms
             if due and self._unflushed_messages:
@@ -719,7 +722,7 @@ class Log:
             shutil.rmtree(self.directory, ignore_errors=True)
 
     def parent_dir_is(self, log_dir: Path) -> bool:
-        return self.directory.parent == Path(log_dir)
+        return self.log_dir == Path(log_dir)
 
     def __repr__(self) -> str:
         return (
