@@ -437,9 +437,11 @@ class Log:
             return False
 
     def flush(self) -> None:
-        """fsync every segment holding data above the recovery point; advance the recovery point."""
+        """fsync every segment holding data above the recovery point, and the leader epoch checkpoint
+        if it was written without (an election's epoch); advance the recovery point."""
         with self._lock:
             end = self.log_end_offset
+            self.leader_epoch_cache.sync()
             for segment in self.segments[self.segment_for(self.recovery_point) :]:
                 if segment.flushed_size != segment.size or segment is self.active_segment:
                     segment.flush()
@@ -607,7 +609,9 @@ class Log:
         new leader does on election before it appends anything; ignored unless the epoch is new."""
         with self._lock:
             offset = self.log_end_offset if start_offset is None else start_offset
-            return self.leader_epoch_cache.assign(leader_epoch, offset)
+            # written without fsyncs: flush() makes it durable before the recovery point passes a
+            # batch (kctl.log.leader_epoch); a failover elects thousands of leaders in one pass
+            return self.leader_epoch_cache.assign(leader_epoch, offset, durable=False)
 
     # -- retention -----------------------------------------------------------------------------
     def segment_summaries(self) -> list[SegmentSummary]:

@@ -15,6 +15,7 @@ from kctl.common.topic_partition import TopicPartition
 from kctl.log.checkpoint import read_checkpoint, write_checkpoint
 from kctl.log.clock import ManualClock
 from kctl.log.config import LogConfig
+from kctl.log.files import FileIO
 from kctl.log.leader_epoch import EpochEntry, read_leader_epoch_checkpoint
 from kctl.log.log import Log, OffsetOutOfRangeError, UnexpectedAppendOffsetError
 from kctl.log.manager import LogManager
@@ -106,6 +107,78 @@ def test_append_without_leader_epoch_is_unchanged(tmp_path, clock):
     log.close()
     reopened = open_at(log.directory, clock, needs_recovery=True)
     assert not (reopened.directory / LEADER_EPOCH_CHECKPOINT).exists()
+
+
+class SyncRecordingIO(FileIO):
+    """Records fsyncs (by the file or directory name) and the recovery point moves between them."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+        self._names: dict[int, str] = {}
+
+    def open(self, path: Path, flags: int, mode: int = 0o644) -> int:
+        fd = super().open(path, flags, mode)
+        self._names[fd] = Path(path).name
+        return fd
+
+    def fsync(self, fd: int) -> None:
+        self.events.append(f"fsync {self._names.get(fd, '?')}")
+        super().fsync(fd)
+
+    def fsync_dir(self, directory: Path) -> None:
+        self.events.append(f"fsync_dir {Path(directory).name}")
+        super().fsync_dir(directory)
+
+
+def test_an_elected_leaders_epoch_is_written_at_once_and_synced_before_the_recovery_point_moves(
+    tmp_path, clock
+):
+    """At a failover a broker is elected leader of thousands of partitions in one pass: the epoch it
+    records before appending is written without fsyncs, and made durable by the next flush, before
+    the recovery point passes a batch of that epoch."""
+    file_io = SyncRecordingIO()
+    log = open_at(tmp_path / "topic_0", clock, file_io=file_io)
+    log.append(make_batch(10), leader_epoch=0)
+    log.flush()
+    file_io.events.clear()
+    assert log.assign_epoch_start_offset(1)
+    assert file_io.events == []  # no fsync on the election
+    path = log.directory / LEADER_EPOCH_CHECKPOINT
+    assert read_leader_epoch_checkpoint(path) == [EpochEntry(0, 0), EpochEntry(1, 10)]  # but written
+    log.append(make_batch(5), leader_epoch=1)
+    assert file_io.events == [] and log.recovery_point == 10
+    log.flush()
+    synced = file_io.events.index(f"fsync {LEADER_EPOCH_CHECKPOINT}")
+    assert file_io.events[synced + 1] == "fsync_dir topic_0"
+    assert log.recovery_point == 15
+    file_io.events.clear()
+    log.append(make_batch(5), leader_epoch=1)
+    log.flush()  # synced once: not again
+    assert f"fsync {LEADER_EPOCH_CHECKPOINT}" not in file_io.events
+    log.append(make_batch(5), leader_epoch=2)  # an epoch met on an append is durable at once
+    assert file_io.events[-2:] == [f"fsync {LEADER_EPOCH_CHECKPOINT}.tmp", "fsync_dir topic_0"]
+    log.close()
+    reopened = open_at(log.directory, clock, needs_recovery=True)
+    assert cache(reopened) == [(0, 0), (1, 10), (2, 20)]
+
+
+def test_an_elected_leaders_epoch_lost_with_the_page_cache_comes_back_from_its_batches(tmp_path, clock):
+    """The power-loss side: the election's checkpoint never reached the disk (the file is as the last
+    durable write left it) and the batches of the new epoch are above the recovery point: recovery
+    adds the epoch back from them."""
+    log = open_at(tmp_path / "topic_0", clock)
+    log.append(make_batch(10), leader_epoch=0)
+    log.flush()
+    path = log.directory / LEADER_EPOCH_CHECKPOINT
+    durable = path.read_bytes()
+    assert log.assign_epoch_start_offset(3)
+    log.append(make_batch(4), leader_epoch=3)
+    recovery_point = log.recovery_point
+    path.write_bytes(durable)  # what a power cut leaves of the unsynced checkpoint
+    reopened = open_at(log.directory, clock, needs_recovery=True, recovery_point=recovery_point)
+    assert reopened.log_end_offset == 14
+    assert cache(reopened) == [(0, 0), (3, 10)]
+    assert reopened.end_offset_for_epoch(0) == (0, 10)
 
 
 def test_new_leader_records_its_epoch_before_appending(tmp_path, clock):
@@ -353,7 +426,7 @@ def test_high_watermark_bounds_reads_and_retention_when_replicated(tmp_path, clo
     log.update_high_watermark(30)
     assert log.read(30, 1 << 20, max_offset=log.high_watermark) is None
     visible, offset = [], 0
-    while (data := log.read_bytes(offset, 1 << 20, max_offset=log.high_watermark)):
+    while data := log.read_bytes(offset, 1 << 20, max_offset=log.high_watermark):
         visible += [h.base_offset for _, h in iter_headers(data)]
         offset = visible[-1] + 10
     assert visible == [0, 10, 20]
