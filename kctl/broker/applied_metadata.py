@@ -16,9 +16,9 @@ sync applied is remembered by identity:
   and given to the logs only when it differs;
 - ``settled``: whether a partition's record and state are the objects the last sync applied to
   it, and nothing of its own moved either (it has that leader and leader epoch, and a follower is
-  fetching): the replica manager skips such a partition. ``forget``
-  drops everything after anything outside the metadata changed its partitions (fencing, offline
-  log dirs).
+  fetching): the replica manager skips such a partition. ``forget`` drops everything when the
+  broker leads again after a fence (a partition taken offline is no longer hosted, so it is never
+  skipped).
 
 Event loop only, like the replica manager."""
 
@@ -95,9 +95,8 @@ class AppliedMetadata:
         """Forget the topics that are gone."""
         for name in [name for name in self._configs if name not in topics]:
             del self._configs[name]
-        if len(self._states) > 0:
-            for key in [key for key in self._states if key[0] not in topics]:
-                del self._states[key]
+        for key in [key for key in self._states if key[0] not in topics]:
+            del self._states[key]
 
     def forget(self) -> None:
         """The next sync applies every partition again."""

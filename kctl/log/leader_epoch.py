@@ -267,9 +267,9 @@ class LeaderEpochCache:
                 finally:
                     self._file_io.close(fd)
             self._file_io.fsync_dir(self.directory)
+        except LogStorageError:
+            raise
         except OSError as error:
-            if isinstance(error, LogStorageError):
-                raise
             raise LogStorageError(
                 error.errno or errno.EIO, f"cannot sync {self.path}: {error.strerror or error}"
             ) from error
