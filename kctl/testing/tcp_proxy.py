@@ -11,6 +11,10 @@ connections timed out) and forwards new ones again.
     proxy = TcpProxy(zookeeper.port).start()
     broker.properties["zookeeper.connect"] = f"127.0.0.1:{proxy.port}/chroot"
     proxy.cut(); ...; proxy.heal()
+
+``hang_next(n)`` makes the next n connections hang: accepted, then silent until closed, through
+`heal` too (a server that takes a connection and never answers it). ``reset()`` closes every open
+connection, as a server restart does.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ class TcpProxy:
         self.port = int(self._listener.getsockname()[1])
         self._lock = threading.Lock()
         self._cut = False
+        self._hang = 0
+        self.hung = 0  # connections hung by `hang_next` so far
         self._closed = False
         self._links: set[_Link] = set()
         self._acceptor = threading.Thread(target=self._accept, name=f"tcp-proxy-{self.port}", daemon=True)
@@ -71,8 +77,20 @@ class TcpProxy:
         """Close the black-holed connections and forward new ones again."""
         with self._lock:
             self._cut = False
-            holed = [link for link in self._links if link.black_hole]
+            holed = [link for link in self._links if link.black_hole and not link.hung]
         for link in holed:
+            link.close()
+
+    def hang_next(self, count: int = 1) -> None:
+        """Accept the next ``count`` connections and never forward or close them."""
+        with self._lock:
+            self._hang += count
+
+    def reset(self) -> None:
+        """Close every open connection; new ones are handled as before."""
+        with self._lock:
+            links = list(self._links)
+        for link in links:
             link.close()
 
     def close(self) -> None:
@@ -91,7 +109,12 @@ class TcpProxy:
             except OSError:
                 return  # closed
             upstream: socket.socket | None = None
-            if not self._cut:
+            with self._lock:
+                hang = self._hang > 0
+                if hang:
+                    self._hang -= 1
+                    self.hung += 1
+            if not self._cut and not hang:
                 try:
                     upstream = socket.create_connection(self.target, timeout=5)
                 except OSError:
@@ -102,7 +125,8 @@ class TcpProxy:
                 if self._closed:
                     link.close()
                     return
-                link.black_hole = self._cut
+                link.black_hole = self._cut or hang
+                link.hung = hang
                 self._links.add(link)
             link.start()
 
@@ -120,6 +144,7 @@ class _Link:
         self.client = client
         self.upstream = upstream
         self.black_hole = upstream is None
+        self.hung = False  # stays black-holed through `TcpProxy.heal`
         self._on_close = on_close
         self._closed = threading.Event()
 

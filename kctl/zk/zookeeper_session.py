@@ -64,6 +64,7 @@ __all__ = [
     "ZooKeeperPart",
     "ZooKeeperSession",
     "collect",
+    "handshake_hosts",
     "split_connect",
 ]
 
@@ -71,6 +72,12 @@ log = logging.getLogger("kctl.zk.zookeeper")
 
 DEFAULT_SESSION_TIMEOUT_MS = 18_000  # Kafka's zookeeper.session.timeout.ms
 RECONNECT_MAX_DELAY_S = 1.0
+HANDSHAKE_SHARE = 3
+"""kazoo waits up to the session timeout divided by the servers listed for a server to answer its
+connect request. `handshake_hosts` lists every server at least this often, so a server that
+accepts a connection but never answers it (ZooKeeper 3.8.0 leaves one hanging that arrives while it
+is still loading its data) costs a third of the session before the next try, which then finds the
+session alive, instead of the whole session."""
 _UNAVAILABLE = (
     ConnectionLoss,
     SessionExpiredError,
@@ -87,6 +94,13 @@ def split_connect(connect: str) -> tuple[str, str]:
         raise ValueError(f"{connect!r} names no ZooKeeper host")
     chroot = ("/" + chroot.strip("/")) if slash and chroot.strip("/") else ""
     return hosts, chroot
+
+
+def handshake_hosts(hosts: str) -> str:
+    """``host:port,...`` with each server repeated until at least `HANDSHAKE_SHARE` are listed."""
+    servers = [server.strip() for server in hosts.split(",") if server.strip()]
+    repeat = -(-HANDSHAKE_SHARE // len(servers)) if servers else 1
+    return ",".join(servers * repeat)
 
 
 def collect(results: Sequence[IAsyncResult], timeout: float) -> list[tuple[bytes, ZnodeStat] | None]:
@@ -168,7 +182,7 @@ class ZooKeeperSession:
                 raise RegistryUnavailableError(f"the ZooKeeper registry for {self.connect} is closed")
             if self.chroot:
                 self._create_chroot()
-            client = self._new_client(self.connect)
+            client = self._new_client(self.chroot)
             self._connect(client)
             self._client = client
             client.add_listener(self._on_state_change)
@@ -194,10 +208,12 @@ class ZooKeeperSession:
         if not settled.wait(self.op_timeout):
             raise RegistryUnavailableError("ZooKeeper's watch callbacks did not run in time")
 
-    def _new_client(self, hosts: str) -> KazooClient:
+    def _new_client(self, chroot: str) -> KazooClient:
         """A kazoo client that never gives up reconnecting and tries at least every second (kazoo's
-        default backoff grows to an hour), so a broker is back soon after ZooKeeper is."""
+        default backoff grows to an hour), so a broker is back soon after ZooKeeper is, and that
+        gives up on a server's unanswered handshake after a third of the session (`HANDSHAKE_SHARE`)."""
         retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=RECONNECT_MAX_DELAY_S)
+        hosts = handshake_hosts(self.hosts) + chroot
         return KazooClient(hosts=hosts, timeout=self.session_timeout_ms / 1000, connection_retry=retry)
 
     def _connect(self, client: KazooClient) -> None:
@@ -210,7 +226,7 @@ class ZooKeeperSession:
             ) from None
 
     def _create_chroot(self) -> None:
-        bootstrap = self._new_client(self.hosts)
+        bootstrap = self._new_client("")
         self._connect(bootstrap)
         try:
             with self.guard(f"create the chroot {self.chroot}"):
