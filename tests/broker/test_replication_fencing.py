@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-from kazoo.client import KazooClient
 
 from kctl.broker.broker import Broker
 from kctl.broker.config import BrokerConfig
@@ -19,6 +18,7 @@ from kctl.common.topic_partition import TopicPartition
 from kctl.protocol.errors import ErrorCode
 from kctl.records.builder import RecordBatchBuilder
 from kctl.testing import ZooKeeperServer
+from kctl.testing.zk_sessions import expire_session
 from kctl.zk.model import PartitionState
 
 
@@ -28,14 +28,6 @@ async def _eventually(predicate, timeout: float, what: str) -> None:  # type: ig
         if time.monotonic() > deadline:
             pytest.fail(f"timed out waiting for {what}")
         await asyncio.sleep(0.02)
-
-
-def _expire_session(hosts: str, client_id: tuple[int, bytes]) -> None:
-    """ZooKeeper's way to expire a session from outside: open it from a second client and close it."""
-    twin = KazooClient(hosts=hosts, client_id=client_id)
-    twin.start(timeout=10)
-    twin.stop()
-    twin.close()
 
 
 def test_session_expiry_fences_leadership_until_registered_again(
@@ -92,7 +84,7 @@ def test_session_expiry_fences_leadership_until_registered_again(
             assert newer.value.code == ErrorCode.UNKNOWN_LEADER_EPOCH
 
             client_id = broker.registry.kazoo_client.client_id  # type: ignore[attr-defined]
-            await asyncio.to_thread(_expire_session, zookeeper.hosts, client_id)
+            await asyncio.to_thread(expire_session, zookeeper.hosts, client_id, lambda: "fenced" in events)
             await _eventually(lambda: "fenced" in events, 20, "the broker to fence itself")
             await _eventually(lambda: "unfenced" in events, 30, "the broker to register again")
             assert replicas.leader_partition(tp) is partition

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 import pytest
 import zk_support
-from kazoo.client import KazooClient
 from zk_support import Runner, ZkCluster
 
 from kctl.client import AdminClient, TopicPartition
@@ -21,7 +20,9 @@ from kctl.client.config import ClientConfigError
 from kctl.client.group import GroupAdmin
 from kctl.client.zkgroup import ZkGroupAdmin, ZkGroupConfig, assign_range, plan_assignment
 from kctl.testing import wait_for
+from kctl.testing.zk_sessions import expire_session
 from kctl.zk.consumer_znodes import ConsumerIdZNode, ConsumerRegistration
+from kctl.zk.zookeeper_session import split_connect
 
 if TYPE_CHECKING:  # only annotations: the unit tests here stay unmarked (no e2e/zk)
     pass
@@ -292,12 +293,13 @@ def test_session_expiry_drops_the_partitions_then_registers_and_rebalances_again
     consumer = runners[0].consumer
     wait_for(lambda: len(runners[0].records) >= 10, "the first 10 records", 30)
     old_session = consumer.registry.session_id
-    session_id, password = consumer.registry.kazoo_client.client_id
     # a second client on the same session, closed: ZooKeeper expires the session (a classic trick)
-    twin = KazooClient(hosts=zk_cluster.connect, client_id=(session_id, password))
-    twin.start(timeout=10)
-    twin.stop()
-    twin.close()
+    expire_session(
+        split_connect(zk_cluster.connect)[0],
+        consumer.registry.kazoo_client.client_id,
+        lambda: any(event == "lost" for _, event, _ in consumer.history),
+    )
+
     def state() -> str:
         events = [(e, str(tp)) for _, e, tp in consumer.history[-6:]]
         return f"; last events {events}, runner error {runners[0].error!r}, alive {runners[0].is_alive()}"

@@ -82,9 +82,7 @@ def test_stale_partition_epoch_fails_the_whole_batch(
     fence = controller.controller_fence()
     assert fence is not None
     initial = PartitionState(1, 0, (1, 2), fence.epoch)
-    controller.set_partition_states(
-        [PartitionStateUpdate("t", p, initial, -1) for p in (0, 1)], fence
-    )
+    controller.set_partition_states([PartitionStateUpdate("t", p, initial, -1) for p in (0, 1)], fence)
     # the partition leader shrinks partition 1's ISR (decision 4) meanwhile
     leader.set_partition_state("t", 1, PartitionState(1, 0, (1,), fence.epoch), expected_partition_epoch=0)
     with pytest.raises(PartitionStateConflictError):

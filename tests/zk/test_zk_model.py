@@ -109,8 +109,11 @@ def test_znode_round_trips() -> None:
     assert TopicPartitionStateZNode.decode("t", 0, TopicPartitionStateZNode.encode(eligible), 9) == eligible
     with pytest.raises(ZNodeDecodeError):
         TopicPartitionStateZNode.decode(
-            "t", 0, b'{"version":1,"leader":1,"leader_epoch":0,"isr":[1],"controller_epoch":1,'
-            b'"eligible_leader_replicas":"x"}', 1
+            "t",
+            0,
+            b'{"version":1,"leader":1,"leader_epoch":0,"isr":[1],"controller_epoch":1,'
+            b'"eligible_leader_replicas":"x"}',
+            1,
         )
     assert ConfigEntityZNode.decode("topics", "t", ConfigEntityZNode.encode({"a": "1"})) == {"a": "1"}
     notification = ConfigEntityChangeNotificationSequenceZNode.encode("topics", "t")

@@ -18,6 +18,7 @@ from kazoo.client import KazooClient
 from kazoo.protocol.states import Callback
 
 from kctl.testing import Notifications, ZooKeeperServer, start_zookeeper
+from kctl.testing.zk_sessions import expire_session as expire_after_twin
 from kctl.zk import zookeeper_topics
 from kctl.zk.model import (
     BrokerIdInUseError,
@@ -275,7 +276,10 @@ def test_topics_deleted_together_go_in_one_multi_op(
     commits = _count_multi_ops(registry, monkeypatch)
     outcomes = registry.delete_topics(["d1", "missing", "d2", "odd"])
     assert [type(o).__name__ if o is not None else None for o in outcomes] == [
-        None, "UnknownTopicError", None, None
+        None,
+        "UnknownTopicError",
+        None,
+        None,
     ]
     assert commits[0] == 2 * 4  # d1 and d2 together: a state, its partition, /partitions, the topic
     for name in ("d1", "d2", "odd"):
@@ -560,12 +564,13 @@ def test_config_changes_written_by_kafka_tools_are_heard(brokers: Brokers) -> No
 
 # -- sessions and connections ---------------------------------------------------------------------
 def expire_session(zookeeper: ZooKeeperServer, registry: ZooKeeperRegistry) -> None:
-    """Make ZooKeeper expire the registry's session: join it from a second client, then close it."""
+    """Make ZooKeeper expire the registry's session (kctl.testing.zk_sessions)."""
     session_id, password = registry.kazoo_client.client_id
-    intruder = KazooClient(hosts=zookeeper.hosts, client_id=(session_id, password))
-    intruder.start(timeout=10)
-    intruder.stop()
-    intruder.close()
+    expire_after_twin(
+        zookeeper.hosts,
+        (session_id, password),
+        lambda: registry.session_state() == "expired" or registry.kazoo_client.client_id[0] != session_id,
+    )
 
 
 def test_the_broker_registers_again_after_session_expiry(
