@@ -70,7 +70,13 @@ def test_the_brokers_and_zookeeper_run_in_namespaces_of_their_own(lab: Lab) -> N
     for broker_id, node in lab.brokers.items():
         assert lab.cluster.broker(broker_id).bootstrap.startswith(f"{node.ip}:")
     with AdminClient(lab.cluster.bootstrap_servers) as admin:
-        brokers = {b.node_id: b.host for b in admin.describe_cluster().brokers}
+        # a broker learns of the others' registrations from a ZooKeeper watch: the last one started
+        # may be missing from the first answer
+        def described() -> dict[int, str] | None:
+            brokers = {b.node_id: b.host for b in admin.describe_cluster().brokers}
+            return brokers if len(brokers) == len(lab.brokers) else None
+
+        brokers = wait_for(described, "every broker in DescribeCluster", 30)
     assert brokers == {broker_id: node.ip for broker_id, node in lab.brokers.items()}
     assert lab.cluster.zookeeper_connect.startswith(f"{lab.zookeeper.ip}:")
 
@@ -122,8 +128,10 @@ def test_a_leader_cut_from_its_followers_loses_leadership_while_its_session_live
         consumer.subscribe([topic])
         values: list[bytes | None] = []
         wait_for(
-            lambda: values.extend(m.value() for m in consumer.consume(10, 1.0) if not m.error())
-            or b"during the cut" in values,
+            lambda: (
+                values.extend(m.value() for m in consumer.consume(10, 1.0) if not m.error())
+                or b"during the cut" in values
+            ),
             "the write made during the cut",
             60,
         )
