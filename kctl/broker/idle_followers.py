@@ -7,8 +7,8 @@ For such a partition the leader's work is to note that the follower was caught u
 
 ``IdleFollower`` is what a full read of the partition saw when it found it idle (``settled``); the
 next fetch checks that nothing it depends on moved (``still_idle``: the hosted partition and its log,
-leadership, leader epoch, replicas and ISR, log end, high watermark, log start and last stable
-offset, and what the fetcher was last sent) and then only stamps the follower caught up. Anything
+the version numbers of the partition's state and of the log's offsets, and what the fetcher was last
+sent) and then only stamps the follower caught up. Anything
 else, or a partition the request names, takes the full path of ``ReplicaManager.fetch``, which
 decides exactly as before. An idle fetch of 3,333 partitions costs the leader a few attribute checks
 each, not a read each, so the event loop is not held for tens of milliseconds by every follower's
@@ -27,19 +27,20 @@ __all__ = ["IdleFollower", "settled", "still_idle"]
 
 
 class IdleFollower:
-    """A partition a follower has fully caught up on, as a full read saw it."""
+    """A partition a follower has fully caught up on, as a full read saw it: the versions of the
+    partition's state and of its log's offsets then (``Partition.state_version``,
+    ``Log.offsets_version``), and the offsets the read found."""
 
     __slots__ = (
         "follower",
         "high_watermark",
-        "isr",
         "last_stable_offset",
-        "leader_epoch",
         "log",
         "log_start_offset",
+        "offsets_version",
         "partition",
         "replica_id",
-        "replicas",
+        "state_version",
     )
 
     def __init__(
@@ -49,9 +50,8 @@ class IdleFollower:
         self.replica_id = replica_id
         self.log: Log = partition.log
         self.follower = follower
-        self.leader_epoch = partition.leader_epoch
-        self.isr = partition.isr
-        self.replicas = partition.replicas
+        self.state_version = partition.state_version
+        self.offsets_version = self.log.offsets_version
         self.high_watermark = read.high_watermark  # = the log end offset (see ``settled``)
         self.last_stable_offset = read.last_stable_offset
         self.log_start_offset = read.log_start_offset
@@ -86,28 +86,22 @@ def still_idle(
 ) -> bool:
     """Whether the partition is as ``idle`` saw it and the fetcher was sent its offsets (``hosted``:
     the partition the broker hosts under that name now); if so the follower is stamped caught up
-    (what the full path would have done) and True is returned."""
+    (what the full path would have done) and True is returned. Two version numbers stand for
+    everything the full read depended on: the partition's state (leadership, leader epoch,
+    replicas, ISR, the follower's state, a pending ISR write, the log itself) and the log's
+    offsets (log start, high watermark, log end; the last stable offset moves only with them)."""
     partition = idle.partition
-    if hosted is not partition or partition.log is not idle.log:
-        return False
-    log = idle.log
-    high_watermark = idle.high_watermark
     if (
-        log.log_end_offset != high_watermark  # the high watermark too: it was the log end, it never passes it
-        or log.log_start_offset != idle.log_start_offset
-        or partition.leader_epoch != idle.leader_epoch
-        or partition.isr != idle.isr
-        or partition.replicas != idle.replicas
-        or not partition.is_leader
-        or partition.isr_update_pending
-        or sent_high_watermark != high_watermark
+        hosted is not partition
+        or partition.state_version != idle.state_version
+        or idle.log.offsets_version != idle.offsets_version
+        or partition.log is not idle.log
+        or sent_high_watermark != idle.high_watermark
         or sent_last_stable_offset != idle.last_stable_offset
         or sent_log_start_offset != idle.log_start_offset
     ):
         return False
     follower = idle.follower
-    if partition.followers.get(idle.replica_id) is not follower:
-        return False
     follower.last_caught_up_ms = now_ms
     follower.last_fetch_ms = now_ms
     return True

@@ -71,6 +71,7 @@ class LogDirMover:
                 reopened = logs.get_log(tp)
                 if partition is not None and reopened is not None and partition.log is old:
                     partition.log = reopened
+                    partition.state_changed()
             log.info("moved %s to %s (%s)", tp, move.destination, new.directory)
         except asyncio.CancelledError:
             logs.abandon_move(move)

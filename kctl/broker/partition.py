@@ -66,6 +66,7 @@ class Partition:
         "removing",
         "replicas",
         "replicated",
+        "state_version",
         "topic_partition",
     )
 
@@ -98,6 +99,9 @@ class Partition:
         self.followers: dict[int, FollowerState] = {}
         self.isr_update_pending = False
         self.isr_pending_additions: tuple[int, ...] = ()  # joining the ISR, the write in flight
+        #: counts changes of leadership, leader epoch, replicas, ISR, followers and a pending ISR
+        #: write (`state_changed`): a reader that kept them may keep them while this is unchanged
+        self.state_version = 0
         # replicas a reassignment is removing (the topic's removing_replicas): never back into the ISR
         self.removing: tuple[int, ...] = ()
         self._waiters: list[asyncio.Future[None]] = []  # followers' fetches: woken by appends
@@ -167,6 +171,7 @@ class Partition:
             }
             self.isr_update_pending = False
             self.isr_pending_additions = ()
+            self.state_changed()
         self.maybe_advance_high_watermark()
 
     def make_follower(
@@ -185,6 +190,7 @@ class Partition:
         self.followers = {}
         self.isr_update_pending = False
         self.isr_pending_additions = ()
+        self.state_changed()
         self.fail_acks(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         self.notify_append()
 
@@ -198,6 +204,12 @@ class Partition:
                 self.followers.setdefault(replica, FollowerState())
         for replica in [r for r in self.followers if r not in replicas]:
             del self.followers[replica]
+        self.state_changed()
+
+    def state_changed(self) -> None:
+        """Note a change of what ``state_version`` covers; whoever assigns one of those attributes
+        from outside calls this."""
+        self.state_version += 1
 
     # -- the leader's view of its followers ----------------------------------------------------
     def record_follower_fetch(

@@ -333,6 +333,7 @@ class ReplicaManager:
                     partition.complete_acks()
             elif partition.replicas != replicas:
                 partition.replicas = replicas
+                partition.state_changed()
             fetchers = self.fetchers
             if (
                 not partition.is_leader
@@ -739,6 +740,7 @@ class ReplicaManager:
         partition.isr_update_pending = True
         # the high watermark counts joining replicas until the write is done (maximal ISR)
         partition.isr_pending_additions = tuple(r for r in new_isr if r not in partition.isr)
+        partition.state_changed()
         if self._isr_writes is None:
             self._isr_writes = AlterPartitionManager(
                 self.registry, on_stored=self._isr_stored, on_conflict=self._on_isr_conflict

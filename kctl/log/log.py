@@ -99,6 +99,9 @@ class Log:
         self._file_io = file_io
         self._clock = clock
         self._lock = threading.RLock()
+        #: counts changes of the log start, high watermark and log end offsets: a reader that kept
+        #: them may keep them while this is unchanged (kctl.broker.idle_followers, the replica fetcher)
+        self.offsets_version = 0
         self.directory.mkdir(parents=True, exist_ok=True)
         self.segments: list[LogSegment] = []
         self._base_offsets: list[int] = []
@@ -382,6 +385,7 @@ class Log:
         self._maybe_flush()
         if self._high_watermark_follows_log_end:
             self.high_watermark = last_offset + 1
+        self.offsets_version += 1
 
     def _maybe_roll(self, size: int, first_offset: int, last_offset: int, now: int) -> LogSegment:
         segment = self.active_segment
@@ -532,6 +536,7 @@ class Log:
                 self._file_io.fsync_dir(self.directory)  # a deleted snapshot must not come back
             self._reload_producer_state()
             self.update_high_watermark(min(self.high_watermark, self.log_end_offset))
+            self.offsets_version += 1
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and start an empty log at ``offset``."""
@@ -545,6 +550,7 @@ class Log:
             self.leader_epoch_cache.clear()
             self._file_io.fsync_dir(self.directory)
             self.log_start_offset = self.recovery_point = self.high_watermark = offset
+            self.offsets_version += 1
 
     def maybe_increment_log_start_offset(self, offset: int) -> bool:
         """Raise the log start offset (DeleteRecords; never above the high watermark); whole segments
@@ -561,6 +567,7 @@ class Log:
         self.log_start_offset = offset
         self.leader_epoch_cache.truncate_from_start(offset)
         self.high_watermark = max(self.high_watermark, offset)
+        self.offsets_version += 1
 
     # -- high watermark and leader epochs ------------------------------------------------------
     @property
@@ -575,13 +582,17 @@ class Log:
             self._high_watermark_follows_log_end = follows
             if follows:
                 self.high_watermark = self.log_end_offset
+                self.offsets_version += 1
 
     def update_high_watermark(self, offset: int) -> int:
         """Set the high watermark to ``offset`` clamped to [log start offset, log end offset]; return it.
         Consumers read below it (the caller passes it as ``max_offset`` to :meth:`read`)."""
         with self._lock:
-            self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
-            return self.high_watermark
+            high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+            if high_watermark != self.high_watermark:
+                self.high_watermark = high_watermark
+                self.offsets_version += 1
+            return high_watermark
 
     @property
     def last_stable_offset(self) -> int:

@@ -142,7 +142,21 @@ def test_an_append_makes_its_partition_read_and_its_records_sent(session: Sessio
     assert session.fetch() == []
 
 
-@pytest.mark.parametrize("change", ["leader_epoch", "isr", "replicas", "log_start", "deleted", "fenced"])
+@pytest.mark.parametrize(
+    "change",
+    [
+        "leader_epoch",
+        "isr",
+        "replicas",
+        "log_start",
+        "deleted",
+        "fenced",
+        "follower",
+        "truncated",
+        "high_watermark",
+        "log_replaced",
+    ],
+)
 def test_anything_a_full_read_depends_on_makes_the_partition_read_again(
     session: Session, change: str
 ) -> None:
@@ -155,7 +169,7 @@ def test_anything_a_full_read_depends_on_makes_the_partition_read_again(
         partition.update_state((1, 2), (1, 2, 3), 1, 0)
     elif change == "replicas":
         partition.update_state((1, 2, 3), (1, 2, 3, 4), 1, 0)
-    elif change == "log_start":
+    elif change in ("log_start", "high_watermark"):
         partition.log.append(batch(2), leader_epoch=0)
         partition.record_follower_fetch(FOLLOWER, 2, now_ms=2000)
         partition.record_follower_fetch(3, 2, now_ms=2000)
@@ -163,9 +177,19 @@ def test_anything_a_full_read_depends_on_makes_the_partition_read_again(
         session.follower_fetched_to(tp, 2)
         session.fetch()
         assert session.fetch() == []
-        assert partition.log.maybe_increment_log_start_offset(1)  # DeleteRecords
+        if change == "log_start":
+            assert partition.log.maybe_increment_log_start_offset(1)  # DeleteRecords
+        else:
+            assert partition.log.update_high_watermark(1) == 1  # below the log end again
     elif change == "deleted":
         del session.partitions[tp]
+    elif change == "follower":  # led elsewhere now
+        partition.make_follower(3, 1, (2, 3), (1, 2, 3), 1, 0)
+    elif change == "truncated":
+        partition.log.truncate_fully_and_start_at(0)
+    elif change == "log_replaced":  # a move to another log directory (kctl.broker.log_dir_moves)
+        partition.log = Log(partition.log.directory.parent / "moved" / "t-1", tp, LogConfig())
+        partition.state_changed()
     elif change == "fenced":
         session.replicas.fenced = True
     read = session.fetch()

@@ -145,6 +145,7 @@ def _settle(change: IsrChange) -> None:
     """The change's write is over (stored or not): the partition may decide the next one."""
     change.partition.isr_update_pending = False
     change.partition.isr_pending_additions = ()
+    change.partition.state_changed()
 
 
 def _without_shutting_down(

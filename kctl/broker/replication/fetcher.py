@@ -40,7 +40,7 @@ from kctl.common.ratelimit import RepeatedFailures
 from kctl.common.topic_partition import TopicPartition
 from kctl.log.files import LogStorageError
 from kctl.protocol.errors import ErrorCode, error_name
-from kctl.protocol.fetch_session_handler import FetchSessionHandler
+from kctl.protocol.fetch_session_handler import FetchData, FetchSessionHandler
 from kctl.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic, ForgottenTopic
 from kctl.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kctl.protocol.messages.offset_for_leader_epoch import (
@@ -89,6 +89,26 @@ class FetchState:
     needs_truncation: bool = True
     delayed_until: float = 0.0
     leader_high_watermark: int = -1  # from the last fetch response (the replica fetcher's lag metric)
+    #: what the last fetch said of the partition, and the log and its offsets version it came from
+    fetch_data: FetchData | None = None
+    fetch_data_log: object = None
+    fetch_data_version: int = -1
+
+    def wanted(self, max_bytes: int) -> FetchData:
+        """What the next fetch says of the partition: (fetch offset = log end offset, leader epoch,
+        log start offset, max bytes), taken again from the log only when its offsets moved."""
+        plog = self.partition.log
+        data = self.fetch_data
+        if (
+            data is None
+            or plog is not self.fetch_data_log
+            or plog.offsets_version != self.fetch_data_version
+            or data[3] != max_bytes
+        ):
+            data = (plog.log_end_offset, self.leader_epoch, plog.log_start_offset, max_bytes)
+            self.fetch_data, self.fetch_data_log = data, plog
+            self.fetch_data_version = plog.offsets_version
+        return data
 
 
 def whole_batches(data: memoryview) -> memoryview:
@@ -299,15 +319,8 @@ class ReplicaFetcher:
             if not states:
                 await asyncio.sleep(quota.wait_s())
                 return
-        wanted = {
-            tp: (
-                state.partition.log.log_end_offset,
-                state.leader_epoch,
-                state.partition.log.log_start_offset,
-                settings.max_bytes,
-            )
-            for tp, state in states.items()
-        }
+        max_bytes = settings.max_bytes
+        wanted = {tp: state.wanted(max_bytes) for tp, state in states.items()}
         session = self.session
         session_id, epoch, to_send, forgotten = session.next_request(wanted)
         by_topic: dict[str, list[FetchPartition]] = {}
