@@ -563,13 +563,19 @@ def test_config_changes_written_by_kafka_tools_are_heard(brokers: Brokers) -> No
 
 
 # -- sessions and connections ---------------------------------------------------------------------
+def _session_id(registry: ZooKeeperRegistry) -> int | None:
+    """The registry's ZooKeeper session id; None while kazoo has none (an expired one dropped)."""
+    client_id = registry.kazoo_client.client_id
+    return None if client_id is None else int(client_id[0])
+
+
 def expire_session(zookeeper: ZooKeeperServer, registry: ZooKeeperRegistry) -> None:
     """Make ZooKeeper expire the registry's session (kctl.testing.zk_sessions)."""
     session_id, password = registry.kazoo_client.client_id
     expire_after_twin(
         zookeeper.hosts,
         (session_id, password),
-        lambda: registry.session_state() == "expired" or registry.kazoo_client.client_id[0] != session_id,
+        lambda: registry.session_state() == "expired" or _session_id(registry) != session_id,
     )
 
 
