@@ -130,36 +130,53 @@ class SyncRecordingIO(FileIO):
         super().fsync_dir(directory)
 
 
-def test_an_elected_leaders_epoch_is_written_at_once_and_synced_before_the_recovery_point_moves(
-    tmp_path, clock
-):
+def test_an_elected_leaders_epoch_is_written_durably_before_the_recovery_point_moves(tmp_path, clock):
     """At a failover a broker is elected leader of thousands of partitions in one pass: the epoch it
-    records before appending is written without fsyncs, and made durable by the next flush, before
-    the recovery point passes a batch of that epoch."""
+    records before appending is not written then, but by the next flush, durably, before the
+    recovery point passes a batch of that epoch."""
     file_io = SyncRecordingIO()
     log = open_at(tmp_path / "topic_0", clock, file_io=file_io)
     log.append(make_batch(10), leader_epoch=0)
     log.flush()
     file_io.events.clear()
-    assert log.assign_epoch_start_offset(1)
-    assert file_io.events == []  # no fsync on the election
     path = log.directory / LEADER_EPOCH_CHECKPOINT
-    assert read_leader_epoch_checkpoint(path) == [EpochEntry(0, 0), EpochEntry(1, 10)]  # but written
+    written = path.read_bytes()
+    assert log.assign_epoch_start_offset(1)
+    assert file_io.events == [] and path.read_bytes() == written  # nothing written on the election
+    assert log.end_offset_for_epoch(0) == (0, 10)  # but known at once
     log.append(make_batch(5), leader_epoch=1)
     assert file_io.events == [] and log.recovery_point == 10
     log.flush()
-    synced = file_io.events.index(f"fsync {LEADER_EPOCH_CHECKPOINT}")
+    synced = file_io.events.index(f"fsync {LEADER_EPOCH_CHECKPOINT}.tmp")
     assert file_io.events[synced + 1] == "fsync_dir topic_0"
+    assert read_leader_epoch_checkpoint(path) == [EpochEntry(0, 0), EpochEntry(1, 10)]
     assert log.recovery_point == 15
     file_io.events.clear()
     log.append(make_batch(5), leader_epoch=1)
-    log.flush()  # synced once: not again
-    assert f"fsync {LEADER_EPOCH_CHECKPOINT}" not in file_io.events
+    log.flush()  # written once: not again
+    assert f"fsync {LEADER_EPOCH_CHECKPOINT}.tmp" not in file_io.events
     log.append(make_batch(5), leader_epoch=2)  # an epoch met on an append is durable at once
     assert file_io.events[-2:] == [f"fsync {LEADER_EPOCH_CHECKPOINT}.tmp", "fsync_dir topic_0"]
     log.close()
     reopened = open_at(log.directory, clock, needs_recovery=True)
     assert cache(reopened) == [(0, 0), (1, 10), (2, 20)]
+
+
+def test_an_elected_leaders_epoch_is_written_by_a_truncation_or_a_clean_close(tmp_path, clock):
+    log = open_at(tmp_path / "topic_0", clock)
+    log.append(make_batch(10), leader_epoch=0)
+    assert log.assign_epoch_start_offset(1)
+    log.append(make_batch(5), leader_epoch=1)
+    log.append(make_batch(5), leader_epoch=1)
+    assert log.assign_epoch_start_offset(2)
+    path = log.directory / LEADER_EPOCH_CHECKPOINT
+    log.truncate_to(20)  # nothing cut: not written
+    assert read_leader_epoch_checkpoint(path) == [EpochEntry(0, 0)]
+    log.truncate_to(15)  # epoch 2 (no batch) goes; epoch 1 is written with the truncation
+    assert read_leader_epoch_checkpoint(path) == [EpochEntry(0, 0), EpochEntry(1, 10)]
+    assert log.assign_epoch_start_offset(3)
+    log.close()
+    assert read_leader_epoch_checkpoint(path) == [EpochEntry(0, 0), EpochEntry(1, 10), EpochEntry(3, 15)]
 
 
 def test_an_elected_leaders_epoch_lost_with_the_page_cache_comes_back_from_its_batches(tmp_path, clock):
