@@ -6,7 +6,7 @@ Layout of a destination ``PATH``::
     PATH/run=000001/_kctl_offsets.json          what run 1 covered, and where every partition is now
     PATH/run=000001/topic=orders/date=2024-05-01/part-....parquet
     PATH/run=000002/...
-    PATH/_staging-run-000003/                     a run being written (or one that died): never read
+    PATH/_staging-run-000003-<attempt>/           a run being written (or one that died): never read
     PATH/_kctl_load.lock                          held (flock) by the running load: one at a time
 
 ``spark.read.parquet(PATH)`` reads everything loaded, with ``run``, ``topic`` and ``date`` (the UTC
@@ -18,7 +18,10 @@ A run (``run_load``):
    ``_kctl_offsets.json`` says (the log start for a partition never loaded); the run reads from there
    up to the end offsets seen when it starts (or ``until``).
 2. Spark reads those ranges in parallel (one task per partition range, more with
-   ``min_partitions``) and writes Parquet into ``_staging-run-N``. Raw and ``utf8`` keys and values:
+   ``min_partitions``) and writes Parquet into ``_staging-run-N-<attempt>``, a directory of this
+   attempt's own: the Python workers of a killed run can outlive it (PySpark's daemon runs them in
+   a process group of their own) and go on writing the same file names into their attempt's
+   directory, never into the one that redoes the run. Raw and ``utf8`` keys and values:
    each task writes its own Parquet with pyarrow (``kctl.spark.direct``: no row passes into the
    JVM). ``json`` values: the ``kctl`` data source feeds a DataFrame that Spark's ``from_json``
    decodes (with a given or an inferred schema) and Spark writes.
@@ -43,6 +46,7 @@ import re
 import shutil
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -332,7 +336,7 @@ def _run_load(
     final = destination / f"run={plan.run:06d}"
     if final.exists():
         raise LoadError(f"{final} exists already: another load ran at the same time")
-    staging = destination / f"{_STAGING_PREFIX}{plan.run:06d}"
+    staging = destination / f"{_STAGING_PREFIX}{plan.run:06d}-{uuid.uuid4().hex[:12]}"
     assign: dict[str, list[int]] = {p.topic: [] for p in ranges}
     for p in ranges:
         assign[p.topic].append(p.partition)
