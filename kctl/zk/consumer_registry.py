@@ -47,7 +47,7 @@ from kctl.zk.consumer_znodes import (
 )
 from kctl.zk.model import RegistryUnavailableError, parse_endpoint
 from kctl.zk.znodes import BrokerIdsZNode, BrokerIdZNode, TopicsZNode, TopicZNode, ZNodeDecodeError
-from kctl.zk.zookeeper_session import handshake_hosts, split_connect
+from kctl.zk.zookeeper_session import handshake_hosts
 
 __all__ = ["ConsumerGroupStore", "ConsumerRegistry", "Watch"]
 
@@ -102,9 +102,8 @@ class ConsumerRegistry(ConsumerGroupStore):
     ) -> None:
         self.connect = connect.strip()
         self.connection_timeout_ms = connection_timeout_ms
-        hosts, chroot = split_connect(self.connect)  # each server listed thrice: see handshake_hosts
-        self._client = KazooClient(
-            hosts=handshake_hosts(hosts) + chroot, timeout=session_timeout_ms / 1000.0, logger=kazoo_log
+        self._client = KazooClient(  # each server listed thrice: see handshake_hosts
+            hosts=handshake_hosts(self.connect), timeout=session_timeout_ms / 1000.0, logger=kazoo_log
         )
         self._on_session_lost = on_session_lost
         self._client.add_listener(self._state_changed)

@@ -96,11 +96,13 @@ def split_connect(connect: str) -> tuple[str, str]:
     return hosts, chroot
 
 
-def handshake_hosts(hosts: str) -> str:
-    """``host:port,...`` with each server repeated until at least `HANDSHAKE_SHARE` are listed."""
+def handshake_hosts(connect: str) -> str:
+    """``host:port,...[/chroot]`` with each server repeated until at least `HANDSHAKE_SHARE` are
+    listed (the chroot, if any, kept at the end)."""
+    hosts, slash, chroot = connect.partition("/")
     servers = [server.strip() for server in hosts.split(",") if server.strip()]
     repeat = -(-HANDSHAKE_SHARE // len(servers)) if servers else 1
-    return ",".join(servers * repeat)
+    return ",".join(servers * repeat) + slash + chroot
 
 
 def collect(results: Sequence[IAsyncResult], timeout: float) -> list[tuple[bytes, ZnodeStat] | None]:
@@ -213,7 +215,7 @@ class ZooKeeperSession:
         default backoff grows to an hour), so a broker is back soon after ZooKeeper is, and that
         gives up on a server's unanswered handshake after a third of the session (`HANDSHAKE_SHARE`)."""
         retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=RECONNECT_MAX_DELAY_S)
-        hosts = handshake_hosts(self.hosts) + chroot
+        hosts = handshake_hosts(self.hosts + chroot)
         return KazooClient(hosts=hosts, timeout=self.session_timeout_ms / 1000, connection_retry=retry)
 
     def _connect(self, client: KazooClient) -> None:
